@@ -1,0 +1,197 @@
+#include "dataplane/proto/frame.hpp"
+
+#include <cstring>
+
+namespace railgate::frame {
+namespace {
+
+constexpr std::uint16_t ethertype_ipv4 = 0x0800;
+constexpr std::uint16_t ethertype_arp = 0x0806;
+constexpr std::uint8_t proto_icmp = 1;
+constexpr std::uint8_t proto_udp = 17;
+
+inline std::uint16_t rd16(const std::uint8_t* p) noexcept {
+    return static_cast<std::uint16_t>(p[0] << 8 | p[1]);
+}
+inline std::uint32_t rd32(const std::uint8_t* p) noexcept {
+    return std::uint32_t{rd16(p)} << 16 | rd16(p + 2);
+}
+inline void wr16(std::uint8_t* p, std::uint16_t v) noexcept {
+    p[0] = static_cast<std::uint8_t>(v >> 8);
+    p[1] = static_cast<std::uint8_t>(v);
+}
+inline void wr32(std::uint8_t* p, std::uint32_t v) noexcept {
+    wr16(p, static_cast<std::uint16_t>(v >> 16));
+    wr16(p + 2, static_cast<std::uint16_t>(v));
+}
+
+std::uint32_t sum16(const void* data, std::size_t len, std::uint32_t acc) noexcept {
+    const auto* p = static_cast<const std::uint8_t*>(data);
+    for (; len >= 2; p += 2, len -= 2) acc += rd16(p);
+    if (len) acc += std::uint32_t{p[0]} << 8;
+    return acc;
+}
+
+std::uint16_t fold(std::uint32_t acc) noexcept {
+    while (acc >> 16) acc = (acc & 0xffff) + (acc >> 16);
+    return static_cast<std::uint16_t>(~acc);
+}
+
+info drop(drop_reason r) noexcept {
+    info fi;
+    fi.reason = r;
+    return fi;
+}
+
+info classify_arp(const std::uint8_t* p, std::size_t len, const endpoint& self) noexcept {
+    if (len < arp_frame_bytes) return drop(drop_reason::arp_malformed);
+    const std::uint8_t* a = p + eth_bytes;
+    // htype Ethernet, ptype IPv4, hlen 6, plen 4.
+    if (rd16(a) != 1 || rd16(a + 2) != ethertype_ipv4 || a[4] != 6 || a[5] != 4)
+        return drop(drop_reason::arp_malformed);
+    const std::uint16_t op = rd16(a + 6);
+    info fi;
+    std::memcpy(fi.src.mac.b, a + 8, 6);
+    fi.src.ip = rd32(a + 14);
+    fi.arp_target_ip = rd32(a + 24);
+    if (fi.arp_target_ip != self.ip) return drop(drop_reason::arp_not_ours);
+    if (op == 1) fi.k = kind::arp_request;
+    else if (op == 2) fi.k = kind::arp_reply;
+    else return drop(drop_reason::arp_malformed);
+    return fi;
+}
+
+} // namespace
+
+std::uint16_t inet_checksum(const void* data, std::size_t len) noexcept {
+    return fold(sum16(data, len, 0));
+}
+
+info classify(const std::uint8_t* p, std::size_t len, const endpoint& self) noexcept {
+    if (len < eth_bytes) return drop(drop_reason::eth_truncated);
+    const std::uint16_t et = rd16(p + 12);
+    if (et == ethertype_arp) return classify_arp(p, len, self);
+    if (et != ethertype_ipv4) return drop(drop_reason::ethertype);
+
+    const std::uint8_t* ip = p + eth_bytes;
+    const std::size_t l3_room = len - eth_bytes;
+    if (l3_room < ipv4_bytes) return drop(drop_reason::ip_truncated);
+    if ((ip[0] >> 4) != 4) return drop(drop_reason::ip_bad_header);
+    const std::size_t ihl = std::size_t{ip[0] & 0x0fu} * 4;
+    if (ihl < ipv4_bytes) return drop(drop_reason::ip_bad_header);
+    const std::size_t total = rd16(ip + 2);
+    // Ethernet may pad short frames, so the frame may be longer than total.
+    if (ihl > l3_room || total > l3_room) return drop(drop_reason::ip_truncated);
+    if (total < ihl) return drop(drop_reason::ip_bad_header);
+    if (fold(sum16(ip, ihl, 0)) != 0) return drop(drop_reason::ip_bad_checksum);
+    // MF set or a non-zero fragment offset.
+    if (rd16(ip + 6) & 0x3fff) return drop(drop_reason::ip_fragment);
+    if (rd32(ip + 16) != self.ip) return drop(drop_reason::ip_not_ours);
+
+    info fi;
+    fi.l3_offset = static_cast<std::uint16_t>(eth_bytes);
+    fi.l4_offset = static_cast<std::uint16_t>(eth_bytes + ihl);
+    std::memcpy(fi.src.mac.b, p + 6, 6);
+    fi.src.ip = rd32(ip + 12);
+    const std::uint8_t* l4 = ip + ihl;
+    const std::size_t l4_room = total - ihl;
+
+    if (ip[9] == proto_icmp) {
+        // Echo request (type 8, code 0) with a correct checksum.
+        if (l4_room < 8 || l4[0] != 8 || l4[1] != 0 || fold(sum16(l4, l4_room, 0)) != 0)
+            return drop(drop_reason::icmp_ignored);
+        fi.k = kind::icmp_echo;
+        fi.l4_len = static_cast<std::uint32_t>(l4_room);
+        return fi;
+    }
+    if (ip[9] != proto_udp) return drop(drop_reason::ip_proto);
+    if (l4_room < udp_bytes) return drop(drop_reason::udp_truncated);
+    const std::size_t ulen = rd16(l4 + 4);
+    if (ulen < udp_bytes || ulen > l4_room) return drop(drop_reason::udp_truncated);
+    if (rd16(l4 + 2) != self.udp_port) return drop(drop_reason::udp_port);
+    fi.src.udp_port = rd16(l4);
+    fi.k = kind::udp;
+    fi.msg_offset = static_cast<std::uint32_t>(fi.l4_offset + udp_bytes);
+    fi.l4_len = static_cast<std::uint32_t>(ulen - udp_bytes);
+    return fi;
+}
+
+void write_udp_headers(std::uint8_t* o, const endpoint& src, const endpoint& dst,
+                       std::size_t payload_len) noexcept {
+    std::memcpy(o, dst.mac.b, 6);
+    std::memcpy(o + 6, src.mac.b, 6);
+    wr16(o + 12, ethertype_ipv4);
+    std::uint8_t* ip = o + eth_bytes;
+    ip[0] = 0x45;
+    ip[1] = 0;
+    wr16(ip + 2, static_cast<std::uint16_t>(ipv4_bytes + udp_bytes + payload_len));
+    wr16(ip + 4, 0);
+    wr16(ip + 6, 0x4000); // DF
+    ip[8] = 64;
+    ip[9] = proto_udp;
+    wr16(ip + 10, 0);
+    wr32(ip + 12, src.ip);
+    wr32(ip + 16, dst.ip);
+    wr16(ip + 10, inet_checksum(ip, ipv4_bytes));
+    std::uint8_t* u = ip + ipv4_bytes;
+    wr16(u, src.udp_port);
+    wr16(u + 2, dst.udp_port);
+    wr16(u + 4, static_cast<std::uint16_t>(udp_bytes + payload_len));
+    wr16(u + 6, 0);
+}
+
+void retarget_udp_headers(std::uint8_t* o, const endpoint& dst) noexcept {
+    std::memcpy(o, dst.mac.b, 6);
+    std::uint8_t* ip = o + eth_bytes;
+    wr32(ip + 16, dst.ip);
+    wr16(ip + 10, 0);
+    wr16(ip + 10, inet_checksum(ip, ipv4_bytes));
+    wr16(ip + ipv4_bytes + 2, dst.udp_port);
+}
+
+void arp_reply_in_place(std::uint8_t* p, const endpoint& self) noexcept {
+    std::uint8_t* a = p + eth_bytes;
+    std::memcpy(p, a + 8, 6); // to the requester
+    std::memcpy(p + 6, self.mac.b, 6);
+    wr16(a + 6, 2);
+    std::memcpy(a + 18, a + 8, 10); // target = old sender (MAC + IP)
+    std::memcpy(a + 8, self.mac.b, 6);
+    wr32(a + 14, self.ip);
+}
+
+void write_arp_request(std::uint8_t* o, const endpoint& self, std::uint32_t target_ip) noexcept {
+    std::memset(o, 0xff, 6);
+    std::memcpy(o + 6, self.mac.b, 6);
+    wr16(o + 12, ethertype_arp);
+    std::uint8_t* a = o + eth_bytes;
+    wr16(a, 1);
+    wr16(a + 2, ethertype_ipv4);
+    a[4] = 6;
+    a[5] = 4;
+    wr16(a + 6, 1);
+    std::memcpy(a + 8, self.mac.b, 6);
+    wr32(a + 14, self.ip);
+    std::memset(a + 18, 0, 6);
+    wr32(a + 24, target_ip);
+}
+
+void icmp_echo_reply_in_place(std::uint8_t* p, const info& fi) noexcept {
+    std::uint8_t mac[6];
+    std::memcpy(mac, p, 6);
+    std::memcpy(p, p + 6, 6);
+    std::memcpy(p + 6, mac, 6);
+    std::uint8_t* ip = p + fi.l3_offset;
+    std::uint8_t a[4];
+    std::memcpy(a, ip + 12, 4);
+    std::memcpy(ip + 12, ip + 16, 4);
+    std::memcpy(ip + 16, a, 4);
+    ip[8] = 64;
+    wr16(ip + 10, 0);
+    wr16(ip + 10, inet_checksum(ip, static_cast<std::size_t>(fi.l4_offset - fi.l3_offset)));
+    std::uint8_t* icmp = p + fi.l4_offset;
+    icmp[0] = 0; // echo reply
+    wr16(icmp + 2, 0);
+    wr16(icmp + 2, inet_checksum(icmp, fi.l4_len));
+}
+
+} // namespace railgate::frame

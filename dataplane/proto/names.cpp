@@ -1,0 +1,62 @@
+#include <array>
+
+#include "dataplane/proto/drop_reason.hpp"
+#include "dataplane/proto/wire.hpp"
+
+namespace railgate {
+namespace {
+constexpr std::array<std::string_view, drop_reason_count> drop_names = {
+#define RAILGATE_X(name, text) #name,
+    RAILGATE_DROP_REASONS(RAILGATE_X)
+#undef RAILGATE_X
+};
+constexpr std::array<std::string_view, drop_reason_count> drop_texts = {
+#define RAILGATE_X(name, text) text,
+    RAILGATE_DROP_REASONS(RAILGATE_X)
+#undef RAILGATE_X
+};
+constexpr std::array<std::string_view, wire::dtype_count> dtype_names = {"fp32", "bf16", "fp16",
+                                                                        "int32"};
+} // namespace
+
+std::string_view drop_reason_name(drop_reason r) noexcept {
+    const auto i = static_cast<unsigned>(r);
+    return i < drop_reason_count ? drop_names[i] : std::string_view("none");
+}
+
+std::string_view drop_reason_text(drop_reason r) noexcept {
+    const auto i = static_cast<unsigned>(r);
+    return i < drop_reason_count ? drop_texts[i] : std::string_view("not dropped");
+}
+
+namespace wire {
+std::string_view dtype_name(dtype d) noexcept {
+    const auto i = static_cast<unsigned>(d);
+    return i < dtype_count ? dtype_names[i] : std::string_view("?");
+}
+
+bool dtype_from_name(std::string_view s, dtype& out) noexcept {
+    for (unsigned i = 0; i < dtype_count; ++i)
+        if (dtype_names[i] == s) {
+            out = static_cast<dtype>(i);
+            return true;
+        }
+    return false;
+}
+
+std::string_view error_name(error_code c) noexcept {
+    switch (c) {
+    case error_code::none: return "none";
+    case error_code::bad_token: return "bad job token";
+    case error_code::world_mismatch: return "world size differs from the job's";
+    case error_code::dtype_mismatch: return "dtype differs from the job's";
+    case error_code::max_count_mismatch: return "max_count differs from the job's";
+    case error_code::job_table_full: return "job table full";
+    case error_code::bad_request: return "bad request";
+    case error_code::aborted: return "job aborted by a worker";
+    case error_code::pool_mismatch: return "pool size differs from the job's";
+    }
+    return "unknown error";
+}
+} // namespace wire
+} // namespace railgate

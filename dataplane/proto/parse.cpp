@@ -1,0 +1,166 @@
+#include "dataplane/proto/parse.hpp"
+
+#include <cstring>
+
+namespace railgate::wire {
+namespace {
+
+inline void put16(std::uint8_t* p, std::uint16_t v) noexcept {
+    p[0] = static_cast<std::uint8_t>(v >> 8);
+    p[1] = static_cast<std::uint8_t>(v);
+}
+inline void put32(std::uint8_t* p, std::uint32_t v) noexcept {
+    put16(p, static_cast<std::uint16_t>(v >> 16));
+    put16(p + 2, static_cast<std::uint16_t>(v));
+}
+inline void put64(std::uint8_t* p, std::uint64_t v) noexcept {
+    put32(p, static_cast<std::uint32_t>(v >> 32));
+    put32(p + 4, static_cast<std::uint32_t>(v));
+}
+inline std::uint16_t get16(const std::uint8_t* p) noexcept {
+    return static_cast<std::uint16_t>(p[0] << 8 | p[1]);
+}
+inline std::uint32_t get32(const std::uint8_t* p) noexcept {
+    return std::uint32_t{get16(p)} << 16 | get16(p + 2);
+}
+inline std::uint64_t get64(const std::uint8_t* p) noexcept {
+    return std::uint64_t{get32(p)} << 32 | get32(p + 4);
+}
+
+// Checks shared by both directions; `from_worker` selects the legal types.
+drop_reason parse_common(const std::uint8_t* msg, std::size_t len, header& h,
+                         std::span<const std::uint8_t>& payload, bool from_worker) noexcept {
+    if (len < header_bytes) return drop_reason::rg_truncated;
+    if (msg[0] != protocol_version) return drop_reason::rg_version;
+    h = decode_header(msg);
+    const auto t = static_cast<std::uint8_t>(h.type);
+    bool type_ok;
+    if (from_worker)
+        type_ok = h.type == msg_type::join || h.type == msg_type::contrib ||
+                  h.type == msg_type::leave || h.type == msg_type::error;
+    else
+        type_ok = h.type == msg_type::join_ack || h.type == msg_type::result ||
+                  h.type == msg_type::leave_ack || h.type == msg_type::error;
+    if (!type_ok || t == 0) return drop_reason::rg_type;
+    if (h.flags & ~flags_known) return drop_reason::rg_flags;
+    if (!dtype_valid(static_cast<std::uint8_t>(h.dt))) return drop_reason::rg_dtype;
+    if (h.world_size == 0 || h.world_size > max_world) return drop_reason::rg_world;
+    if (from_worker && h.rank >= h.world_size) return drop_reason::rg_rank;
+
+    const std::size_t body = len - header_bytes;
+    payload = std::span<const std::uint8_t>(msg + header_bytes, body);
+    const bool data = from_worker ? h.type == msg_type::contrib : h.type == msg_type::result;
+    if (data) {
+        if (h.count == 0) return drop_reason::rg_count_zero;
+        const std::size_t need = std::size_t{h.count} * dtype_size(h.dt);
+        if (need > body) return drop_reason::rg_count_exceeds_payload;
+        if (need < body) return drop_reason::rg_payload_trailing;
+        if (h.offset > max_tensor_elems || h.count > max_tensor_elems - h.offset)
+            return drop_reason::rg_offset_range;
+    } else if (from_worker && h.type == msg_type::join && body != join_body_bytes) {
+        return drop_reason::rg_body;
+    }
+    return drop_reason::none;
+}
+
+} // namespace
+
+void encode_header(const header& h, std::uint8_t* o) noexcept {
+    o[0] = h.version;
+    o[1] = static_cast<std::uint8_t>(h.type);
+    o[2] = static_cast<std::uint8_t>(h.dt);
+    o[3] = h.flags;
+    put32(o + 4, h.job_id);
+    put64(o + 8, h.job_token);
+    put16(o + 16, h.rank);
+    put16(o + 18, h.world_size);
+    put16(o + 20, h.slot);
+    put16(o + 22, h.count);
+    put64(o + 24, h.offset);
+    put32(o + 32, h.gen);
+    put32(o + 36, h.aux);
+}
+
+header decode_header(const std::uint8_t* i) noexcept {
+    header h;
+    h.version = i[0];
+    h.type = static_cast<msg_type>(i[1]);
+    h.dt = static_cast<dtype>(i[2]);
+    h.flags = i[3];
+    h.job_id = get32(i + 4);
+    h.job_token = get64(i + 8);
+    h.rank = get16(i + 16);
+    h.world_size = get16(i + 18);
+    h.slot = get16(i + 20);
+    h.count = get16(i + 22);
+    h.offset = get64(i + 24);
+    h.gen = get32(i + 32);
+    h.aux = get32(i + 36);
+    return h;
+}
+
+drop_reason parse_worker_message(const std::uint8_t* msg, std::size_t len, header& h,
+                                 std::span<const std::uint8_t>& payload) noexcept {
+    return parse_common(msg, len, h, payload, true);
+}
+
+drop_reason parse_server_message(const std::uint8_t* msg, std::size_t len, header& h,
+                                 std::span<const std::uint8_t>& payload) noexcept {
+    return parse_common(msg, len, h, payload, false);
+}
+
+void encode_join_body(const join_body& b, std::uint8_t* o) noexcept {
+    std::memset(o, 0, join_body_bytes);
+    put64(o, b.max_count);
+    put16(o + 8, b.pool_size);
+}
+
+join_body decode_join_body(const std::uint8_t* i) noexcept {
+    join_body b;
+    b.max_count = get64(i);
+    b.pool_size = get16(i + 8);
+    return b;
+}
+
+std::size_t encode_join_ack_body(const join_ack_body& b, std::uint8_t* o) noexcept {
+    std::memset(o, 0, join_ack_fixed_bytes);
+    put16(o, b.pool_size);
+    o[2] = static_cast<std::uint8_t>(b.policy);
+    o[3] = b.n_rails;
+    put16(o + 4, b.chunk_bytes);
+    std::uint8_t* e = o + join_ack_fixed_bytes;
+    for (unsigned r = 0; r < b.n_rails && r < max_rails; ++r, e += rail_entry_bytes) {
+        const rail_entry& re = b.rails[r];
+        put32(e, re.ip);
+        put16(e + 4, re.udp_port);
+        put16(e + 6, re.mtu);
+        std::memcpy(e + 8, re.mac, 6);
+        put16(e + 14, re.chunk_bytes);
+    }
+    return join_ack_fixed_bytes + std::size_t{b.n_rails} * rail_entry_bytes;
+}
+
+bool decode_join_ack_body(std::span<const std::uint8_t> in, join_ack_body& b) noexcept {
+    if (in.size() < join_ack_fixed_bytes) return false;
+    const std::uint8_t* i = in.data();
+    b.pool_size = get16(i);
+    if (i[2] > static_cast<std::uint8_t>(rail_policy::lag)) return false;
+    b.policy = static_cast<rail_policy>(i[2]);
+    b.n_rails = i[3];
+    b.chunk_bytes = get16(i + 4);
+    if (b.chunk_bytes == 0) return false;
+    if (b.n_rails == 0 || b.n_rails > max_rails) return false;
+    if (in.size() != join_ack_fixed_bytes + std::size_t{b.n_rails} * rail_entry_bytes) return false;
+    const std::uint8_t* e = i + join_ack_fixed_bytes;
+    for (unsigned r = 0; r < b.n_rails; ++r, e += rail_entry_bytes) {
+        rail_entry& re = b.rails[r];
+        re.ip = get32(e);
+        re.udp_port = get16(e + 4);
+        re.mtu = get16(e + 6);
+        std::memcpy(re.mac, e + 8, 6);
+        re.chunk_bytes = get16(e + 14);
+    }
+    return true;
+}
+
+} // namespace railgate::wire

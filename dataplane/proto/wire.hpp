@@ -1,0 +1,127 @@
+// railgate wire protocol: constants and the host-order view of the header.
+// The byte layout is specified in dataplane/proto/PROTOCOL.md; encode() and
+// parse_header() in parse.hpp are the only code that touches raw bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace railgate::wire {
+
+inline constexpr std::uint8_t protocol_version = 1;
+// Default UDP port of railgated. Deliberately not 4791 (RoCEv2), so that a
+// rail can share a fabric with RoCE traffic without being mistaken for it.
+inline constexpr std::uint16_t default_udp_port = 47000;
+inline constexpr std::size_t header_bytes = 40;
+// Ethernet (14) + IPv4 without options (20) + UDP (8).
+inline constexpr std::size_t l2l4_bytes = 14 + 20 + 8;
+// The contributor bitmap of a slot is one 64-bit word.
+inline constexpr unsigned max_world = 64;
+// Bound on a tensor's element count (2^40 elements = 4 TiB of fp32); keeps
+// offset + count far from overflow.
+inline constexpr std::uint64_t max_tensor_elems = std::uint64_t{1} << 40;
+inline constexpr unsigned min_mtu = 576;
+inline constexpr unsigned max_mtu = 9216;
+inline constexpr std::size_t max_error_text = 200;
+
+enum class msg_type : std::uint8_t {
+    join = 1,      // worker -> railgated, one per rail
+    join_ack = 2,  // railgated -> worker
+    contrib = 3,   // worker -> railgated: one chunk of one rank's tensor
+    result = 4,    // railgated -> every worker: the reduced chunk
+    error = 5,     // railgated -> worker, or worker -> railgated (abort)
+    leave = 6,     // worker -> railgated
+    leave_ack = 7, // railgated -> worker
+};
+
+enum class dtype : std::uint8_t { fp32 = 0, bf16 = 1, fp16 = 2, int32 = 3 };
+inline constexpr unsigned dtype_count = 4;
+
+enum class rail_policy : std::uint8_t { rail = 0, lag = 1 };
+
+// Header flag bits. Bits not named here are reserved and must be zero.
+inline constexpr std::uint8_t flag_retransmit = 0x01;
+inline constexpr std::uint8_t flags_known = flag_retransmit;
+
+// ERROR codes, carried in header.aux.
+enum class error_code : std::uint32_t {
+    none = 0,
+    bad_token = 1,
+    world_mismatch = 2,
+    dtype_mismatch = 3,
+    max_count_mismatch = 4,
+    job_table_full = 5,
+    bad_request = 6,
+    aborted = 7,       // another worker aborted the job
+    pool_mismatch = 8,
+};
+
+// Host-order view of the 40-byte header.
+struct header {
+    std::uint8_t version = protocol_version;
+    msg_type type = msg_type::contrib;
+    dtype dt = dtype::fp32;
+    std::uint8_t flags = 0;
+    std::uint32_t job_id = 0;
+    std::uint64_t job_token = 0;
+    std::uint16_t rank = 0;
+    std::uint16_t world_size = 0;
+    std::uint16_t slot = 0;
+    std::uint16_t count = 0;  // elements in this message's payload
+    std::uint64_t offset = 0; // element offset of the chunk in the tensor
+    std::uint32_t gen = 0;    // how many times this slot was used before
+    std::uint32_t aux = 0;    // ERROR: error_code; JOIN_ACK: rail index
+};
+
+// JOIN body (16 bytes after the header).
+struct join_body {
+    std::uint64_t max_count = 0;   // largest tensor (elements) the job reduces
+    std::uint16_t pool_size = 0;   // slots per rail the worker wants; 0 = server's
+};
+inline constexpr std::size_t join_body_bytes = 16;
+
+// One rail as announced in JOIN_ACK (16 bytes each).
+struct rail_entry {
+    std::uint32_t ip = 0;          // host order
+    std::uint16_t udp_port = 0;
+    std::uint16_t mtu = 0;
+    std::uint8_t mac[6] = {};
+    std::uint16_t chunk_bytes = 0; // payload bytes per chunk on this rail
+};
+inline constexpr std::size_t rail_entry_bytes = 16;
+inline constexpr unsigned max_rails = 32;
+
+// JOIN_ACK body: 8 bytes then n_rails entries.
+struct join_ack_body {
+    std::uint16_t pool_size = 0;
+    rail_policy policy = rail_policy::rail;
+    std::uint8_t n_rails = 0;
+    std::uint16_t chunk_bytes = 0; // the job's chunk: the smallest rail chunk
+    rail_entry rails[max_rails];
+};
+inline constexpr std::size_t join_ack_fixed_bytes = 8;
+
+constexpr std::size_t dtype_size(dtype d) noexcept {
+    return d == dtype::bf16 || d == dtype::fp16 ? 2 : 4;
+}
+
+constexpr bool dtype_valid(std::uint8_t d) noexcept { return d < dtype_count; }
+
+std::string_view dtype_name(dtype d) noexcept;
+// Parses "fp32", "bf16", "fp16", "int32"; returns false on anything else.
+bool dtype_from_name(std::string_view s, dtype& out) noexcept;
+std::string_view error_name(error_code c) noexcept;
+
+// Payload bytes per chunk for a rail MTU: the largest power of two that fits
+// in MTU - IPv4 - UDP - railgate header (1024 at 1500, 8192 at 9000).
+// Powers of two keep chunks aligned to cache lines and SIMD widths.
+constexpr std::uint32_t chunk_bytes_for_mtu(std::uint32_t mtu) noexcept {
+    if (mtu < 20 + 8 + header_bytes + 64) return 0;
+    std::uint32_t room = mtu - 20 - 8 - static_cast<std::uint32_t>(header_bytes);
+    std::uint32_t p = 64;
+    while (p * 2 <= room) p *= 2;
+    return p;
+}
+
+} // namespace railgate::wire

@@ -1,0 +1,49 @@
+// Sum-reduction kernels for railgate's aggregation, selected at run time.
+//
+// Contract (every variant, bit for bit):
+//   dst[i] = round(src[0][i] + src[1][i] + ... + src[nsrc-1][i])
+// evaluated left to right in rank order. fp32 sums in fp32; bf16 and fp16 are
+// widened exactly to fp32, summed in fp32 in rank order, and rounded once to
+// nearest-even on the way back. A NaN result is written as the canonical
+// quiet NaN (fp32 0x7FC00000, bf16 0x7FC0, fp16 0x7E00) so that NaN payloads
+// cannot depend on operand order inside a SIMD unit. int32 wraps modulo 2^32
+// (two's complement), like NCCL and MPI on common hardware; it never traps.
+// Denormals are kept (no FTZ/DAZ). Element data is little-endian.
+//
+// dst may alias src[0] exactly (the data plane reduces into rank 0's
+// buffer); no other overlap is allowed. nsrc >= 1. Thread-safe, noexcept, no
+// allocation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "dataplane/proto/wire.hpp"
+
+namespace railgate::reduce {
+
+using sum_fn = void (*)(void* dst, const void* const* src, unsigned nsrc, std::size_t n) noexcept;
+
+enum class isa : std::uint8_t { scalar = 0, avx2 = 1, avx512 = 2, avx512_bf16 = 3 };
+inline constexpr unsigned isa_count = 4;
+
+struct kernels {
+    isa level;
+    std::string_view name;
+    sum_fn sum[wire::dtype_count]; // indexed by wire::dtype
+
+    sum_fn operator[](wire::dtype d) const noexcept { return sum[static_cast<unsigned>(d)]; }
+};
+
+// True when this CPU (and OS) can run the variant.
+bool cpu_supports(isa level) noexcept;
+// The variant's table, or nullptr when the CPU cannot run it.
+const kernels* get(isa level) noexcept;
+// The best variant for this CPU, chosen once. RAILGATE_ISA=scalar|avx2|
+// avx512|avx512_bf16 caps the choice (for tests and for old-CPU emulation);
+// an unknown or unsupported value falls back to the best supported one.
+const kernels& best() noexcept;
+bool isa_from_name(std::string_view s, isa& out) noexcept;
+
+} // namespace railgate::reduce

@@ -1,0 +1,304 @@
+// The slot pool: rank-order results whatever the arrival order, every drop
+// reason, and exact ownership (each accepted buffer released exactly once).
+#define BOOST_TEST_MODULE aggregator
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "dataplane/agg/aggregator.hpp"
+
+using namespace railgate;
+
+namespace {
+
+std::map<void*, int>& released() {
+    static std::map<void*, int> m;
+    return m;
+}
+
+struct test_release {
+    void operator()(void* owner) const noexcept { ++released()[owner]; }
+};
+
+using aggregator = agg::rail_aggregator<test_release>;
+
+wire::header hdr(wire::msg_type t, std::uint16_t rank, std::uint16_t world = 3) {
+    wire::header h;
+    h.type = t;
+    h.job_id = 1;
+    h.job_token = 42;
+    h.rank = rank;
+    h.world_size = world;
+    return h;
+}
+
+void join_all(aggregator& a, unsigned world, std::uint64_t max_count = 1 << 20, std::uint16_t pool = 4) {
+    for (unsigned r = 0; r < world; ++r) {
+        wire::join_body b;
+        b.max_count = max_count;
+        b.pool_size = pool;
+        frame::endpoint e;
+        e.ip = 100 + r;
+        BOOST_REQUIRE(a.join(hdr(wire::msg_type::join, static_cast<std::uint16_t>(r), static_cast<std::uint16_t>(world)), b, e).err ==
+                      wire::error_code::none);
+    }
+}
+
+wire::header contrib(std::uint16_t rank, std::uint16_t slot, std::uint64_t off, std::uint16_t count,
+                     std::uint32_t gen = 0, std::uint16_t world = 3) {
+    wire::header h = hdr(wire::msg_type::contrib, rank, world);
+    h.slot = slot;
+    h.offset = off;
+    h.count = count;
+    h.gen = gen;
+    return h;
+}
+
+const reduce::kernels& k() { return reduce::best(); }
+
+agg::limits small() {
+    agg::limits l;
+    l.max_jobs = 2;
+    l.max_pool = 8;
+    l.chunk_bytes = 64; // 16 fp32
+    l.job_chunk_bytes = 64;
+    return l;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(every_arrival_order_gives_rank_order_sum) {
+    // 1e8, 1, -1e8: rank order gives 0; any other association gives 1.
+    std::vector<int> order = {0, 1, 2};
+    do {
+        released().clear();
+        aggregator a(small());
+        join_all(a, 3);
+        std::vector<float> buf[3] = {{1e8f, 2.f}, {1.f, 3.f}, {-1e8f, 4.f}};
+        agg::outcome o;
+        for (int i = 0; i < 3; ++i) {
+            const int r = order[i];
+            o = a.contribute(contrib(static_cast<std::uint16_t>(r), 0, 0, 2), buf[r].data(), &buf[r], k());
+            BOOST_TEST(static_cast<int>(o.act) == static_cast<int>(i < 2 ? agg::action::stored : agg::action::completed));
+        }
+        BOOST_TEST(o.s->result_payload == buf[0].data());
+        BOOST_TEST(o.s->result_owner == &buf[0]);
+        BOOST_TEST(buf[0][0] == 0.f);
+        BOOST_TEST(buf[0][1] == 9.f);
+        BOOST_TEST(released().size() == 2u);
+        BOOST_TEST(released()[&buf[1]] == 1);
+        BOOST_TEST(released()[&buf[2]] == 1);
+        BOOST_TEST(o.s->gen == 1u);
+    } while (std::next_permutation(order.begin(), order.end()));
+}
+
+BOOST_AUTO_TEST_CASE(each_bad_contribution_is_dropped_with_its_reason) {
+    released().clear();
+    aggregator a(small());
+    join_all(a, 3, 100);
+    float data[16] = {};
+    auto expect = [&](wire::header h, drop_reason r) {
+        const agg::outcome o = a.contribute(h, data, data, k());
+        BOOST_TEST(static_cast<int>(o.act) == static_cast<int>(agg::action::dropped));
+        BOOST_TEST(drop_reason_name(o.reason) == drop_reason_name(r));
+    };
+    auto h = contrib(0, 0, 0, 16); h.job_id = 2; expect(h, drop_reason::unknown_job);
+    h = contrib(0, 0, 0, 16); h.job_token = 43; expect(h, drop_reason::bad_token);
+    h = contrib(0, 0, 0, 16); h.dt = wire::dtype::bf16; expect(h, drop_reason::dtype_mismatch);
+    h = contrib(0, 0, 0, 16, 0, 4); expect(h, drop_reason::world_mismatch);
+    expect(contrib(0, 4, 0, 16), drop_reason::slot_range);
+    expect(contrib(0, 0, 0, 17), drop_reason::count_range);
+    expect(contrib(0, 0, 90, 16), drop_reason::job_offset_range);
+    expect(contrib(0, 0, 0, 16, 1), drop_reason::bad_generation);
+    expect(contrib(0, 0, 0, 16, 0xffffffffu), drop_reason::stale_no_result);
+
+    float r0[16] = {}, r1[16] = {};
+    BOOST_TEST(static_cast<int>(a.contribute(contrib(0, 0, 0, 16), r0, r0, k()).act) ==
+               static_cast<int>(agg::action::stored));
+    expect(contrib(0, 0, 0, 16), drop_reason::duplicate);
+    expect(contrib(1, 0, 16, 16), drop_reason::wrong_rail_or_slot);
+    expect(contrib(1, 0, 8, 8), drop_reason::chunk_misaligned);
+    expect(contrib(1, 0, 0, 8), drop_reason::chunk_mismatch);
+    // None of the drops touched the slot or released anything.
+    BOOST_TEST(released().empty());
+    BOOST_TEST(static_cast<int>(a.contribute(contrib(1, 0, 0, 16), r1, r1, k()).act) ==
+               static_cast<int>(agg::action::stored));
+    BOOST_TEST(a.find(1)->slots[0].bitmap == 3u);
+
+    // A rank that left cannot contribute.
+    aggregator b(small());
+    join_all(b, 3);
+    b.leave(hdr(wire::msg_type::leave, 2));
+    const agg::outcome o = b.contribute(contrib(2, 0, 0, 16), data, data, k());
+    BOOST_TEST(drop_reason_name(o.reason) == "rank_not_joined");
+}
+
+BOOST_AUTO_TEST_CASE(retransmit_of_completed_generation_resends_result) {
+    released().clear();
+    aggregator a(small());
+    join_all(a, 2, 1000);
+    float x[2][16] = {};
+    a.contribute(contrib(0, 1, 16, 16, 0, 2), x[0], x[0], k());
+    BOOST_TEST(static_cast<int>(a.contribute(contrib(1, 1, 16, 16, 0, 2), x[1], x[1], k()).act) ==
+               static_cast<int>(agg::action::completed));
+    float again[16] = {};
+    const agg::outcome o = a.contribute(contrib(1, 1, 16, 16, 0, 2), again, again, k());
+    BOOST_TEST(static_cast<int>(o.act) == static_cast<int>(agg::action::resend));
+    BOOST_TEST(o.s->result_payload == x[0]);
+    // Different chunk under the old generation: not a retransmit.
+    const agg::outcome p = a.contribute(contrib(1, 1, 80, 16, 0, 2), again, again, k());
+    BOOST_TEST(drop_reason_name(p.reason) == "stale_no_result");
+}
+
+BOOST_AUTO_TEST_CASE(striping_decides_rail_and_slot) {
+    agg::limits l = small();
+    l.n_rails = 3;
+    l.rail_index = 1;
+    aggregator a(l);
+    join_all(a, 3);
+    float d[16] = {};
+    // Chunk i -> rail i % 3; the k-th chunk of rail 1 (chunks 1, 4, 7, ...) -> slot k % 4.
+    BOOST_TEST(drop_reason_name(a.contribute(contrib(0, 0, 0, 16), d, d, k()).reason) == "wrong_rail_or_slot");
+    BOOST_TEST(static_cast<int>(a.contribute(contrib(0, 0, 16, 16), d, d, k()).act) == static_cast<int>(agg::action::stored));
+    BOOST_TEST(static_cast<int>(a.contribute(contrib(0, 1, 64, 16), d, d, k()).act) == static_cast<int>(agg::action::stored));
+    BOOST_TEST(static_cast<int>(a.contribute(contrib(0, 0, 13 * 16, 16), d, d, k()).act) == static_cast<int>(agg::action::dropped));
+    BOOST_TEST(drop_reason_name(a.contribute(contrib(0, 2, 64, 16), d, d, k()).reason) == "wrong_rail_or_slot");
+}
+
+BOOST_AUTO_TEST_CASE(join_rules) {
+    aggregator a(small());
+    join_all(a, 3);
+    wire::join_body b;
+    b.max_count = 1 << 20;
+    b.pool_size = 4;
+    auto h = hdr(wire::msg_type::join, 0);
+    h.job_token = 1;
+    BOOST_TEST(static_cast<int>(a.join(h, b, {}).err) == static_cast<int>(wire::error_code::bad_token));
+    h = hdr(wire::msg_type::join, 0, 4);
+    BOOST_TEST(static_cast<int>(a.join(h, b, {}).err) == static_cast<int>(wire::error_code::world_mismatch));
+    h = hdr(wire::msg_type::join, 0);
+    h.dt = wire::dtype::fp16;
+    BOOST_TEST(static_cast<int>(a.join(h, b, {}).err) == static_cast<int>(wire::error_code::dtype_mismatch));
+    b.pool_size = 8;
+    BOOST_TEST(static_cast<int>(a.join(hdr(wire::msg_type::join, 0), b, {}).err) ==
+               static_cast<int>(wire::error_code::pool_mismatch));
+    b.pool_size = 9; // above max_pool
+    auto h2 = hdr(wire::msg_type::join, 0);
+    h2.job_id = 5;
+    BOOST_TEST(static_cast<int>(a.join(h2, b, {}).err) == static_cast<int>(wire::error_code::bad_request));
+    b.pool_size = 4;
+    BOOST_TEST(static_cast<int>(a.join(h2, b, {}).err) == static_cast<int>(wire::error_code::none));
+    h2.job_id = 6;
+    BOOST_TEST(static_cast<int>(a.join(h2, b, {}).err) == static_cast<int>(wire::error_code::job_table_full));
+}
+
+BOOST_AUTO_TEST_CASE(abort_and_leave_release_every_held_buffer) {
+    released().clear();
+    {
+        aggregator a(small());
+        join_all(a, 3);
+        static float bufs[8][16];
+        // Two partial slots and one completed (kept result).
+        a.contribute(contrib(0, 0, 0, 16), bufs[0], bufs[0], k());
+        a.contribute(contrib(2, 0, 0, 16), bufs[1], bufs[1], k());
+        a.contribute(contrib(1, 1, 16, 16), bufs[2], bufs[2], k());
+        for (int r = 0; r < 3; ++r)
+            a.contribute(contrib(static_cast<std::uint16_t>(r), 2, 32, 16), bufs[3 + r], bufs[3 + r], k());
+        frame::endpoint who[wire::max_world];
+        BOOST_TEST(a.abort(hdr(wire::msg_type::error, 0), who) == 7u);
+        BOOST_TEST(a.find(1) == nullptr);
+        for (int i = 0; i < 6; ++i) BOOST_TEST(released()[bufs[i]] == 1, "buffer " << i);
+        BOOST_TEST(who[2].ip == 102u);
+    }
+    released().clear();
+    {
+        aggregator a(small());
+        join_all(a, 3);
+        static float b2[16];
+        a.contribute(contrib(1, 3, 48, 16), b2, b2, k());
+        a.leave(hdr(wire::msg_type::leave, 0));
+        a.leave(hdr(wire::msg_type::leave, 1));
+        BOOST_TEST(a.find(1) != nullptr);
+        BOOST_TEST(released().empty());
+        a.leave(hdr(wire::msg_type::leave, 2));
+        BOOST_TEST(a.find(1) == nullptr);
+        BOOST_TEST(released()[b2] == 1);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(random_interleaving_with_garbage_is_exact_and_leak_free) {
+    // 5 workers stream 64 chunks through a pool of 4 slots, in random order,
+    // with duplicates and garbage mixed in. Every result is the rank-order
+    // sum and every accepted buffer is released exactly once at the end.
+    released().clear();
+    std::mt19937 rng(3);
+    constexpr unsigned W = 5, chunks = 64, elems = 16, pool = 4;
+    std::vector<std::vector<float>> src(W, std::vector<float>(chunks * elems));
+    for (auto& s : src)
+        for (float& f : s) f = std::ldexp(static_cast<float>(rng() % 2000) - 1000.f, static_cast<int>(rng() % 40) - 20);
+    std::vector<float> want(chunks * elems);
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        float acc = src[0][i];
+        for (unsigned r = 1; r < W; ++r) acc += src[r][i];
+        want[i] = acc;
+    }
+    std::vector<float> got(chunks * elems, -1);
+    std::vector<std::vector<float>> owned; // copies, as mbufs would be
+    owned.reserve(chunks * W * 3);
+    unsigned accepted = 0;
+    {
+        aggregator a(small());
+        for (unsigned r = 0; r < W; ++r) {
+            wire::join_body b;
+            b.max_count = chunks * elems;
+            b.pool_size = pool;
+            a.join(hdr(wire::msg_type::join, static_cast<std::uint16_t>(r), W), b, {});
+        }
+        std::vector<unsigned> next(W, 0); // next chunk per rank
+        std::vector<unsigned> done_gen(pool, 0);
+        unsigned completed = 0;
+        while (completed < chunks) {
+            const unsigned r = rng() % W;
+            const unsigned c = next[r];
+            if (c >= chunks) continue;
+            const unsigned s = c % pool, g = c / pool;
+            if (g > done_gen[s]) continue; // the worker waits for this slot's result
+            owned.emplace_back(src[r].begin() + c * elems, src[r].begin() + (c + 1) * elems);
+            auto& buf = owned.back();
+            const auto h = contrib(static_cast<std::uint16_t>(r), static_cast<std::uint16_t>(s), c * elems, elems, g, W);
+            const agg::outcome o = a.contribute(h, buf.data(), &buf, k());
+            BOOST_REQUIRE(o.act != agg::action::dropped);
+            ++accepted;
+            ++next[r];
+            if (o.act == agg::action::completed) {
+                std::copy_n(static_cast<const float*>(o.s->result_payload), elems, got.begin() + c * elems);
+                ++done_gen[s];
+                ++completed;
+            }
+            if (rng() % 4 == 0) { // a duplicate or garbage: must never be accepted
+                std::vector<float> junk(elems, 1e30f);
+                auto bad = h;
+                bad.slot = static_cast<std::uint16_t>(rng() % 6);
+                // Duplicates of the current generation, or generations no
+                // worker can be at. (A rank that skips ahead by exactly one
+                // generation stalls its own job; stall timeouts come with
+                // loss recovery.)
+                const std::uint32_t skew[] = {0, 2, 5};
+                bad.gen = g + skew[rng() % 3];
+                const agg::outcome d = a.contribute(bad, junk.data(), &junk, k());
+                BOOST_REQUIRE(d.act != agg::action::stored);
+                BOOST_REQUIRE(d.act != agg::action::completed);
+            }
+        }
+        BOOST_TEST(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+    } // destructor releases the kept results
+    unsigned total = 0;
+    for (auto& [p, n] : released()) {
+        BOOST_TEST(n == 1);
+        total += static_cast<unsigned>(n);
+    }
+    BOOST_TEST(total == accepted);
+}

@@ -1,0 +1,217 @@
+// The stateless validation of railgate messages and of Ethernet/IPv4/UDP
+// framing: every rule, each invalid input counted under its own reason.
+#define BOOST_TEST_MODULE parse
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+#include <vector>
+
+#include "dataplane/proto/frame.hpp"
+#include "dataplane/proto/parse.hpp"
+
+using namespace railgate;
+using namespace railgate::wire;
+
+namespace {
+
+wire::header contrib_header(std::uint16_t count, dtype dt = dtype::fp32) {
+    wire::header h;
+    h.type = msg_type::contrib;
+    h.dt = dt;
+    h.job_id = 7;
+    h.job_token = 0x1122334455667788ull;
+    h.rank = 1;
+    h.world_size = 3;
+    h.slot = 5;
+    h.count = count;
+    h.offset = 1024;
+    h.gen = 9;
+    return h;
+}
+
+std::vector<std::uint8_t> message(const wire::header& h, std::size_t payload) {
+    std::vector<std::uint8_t> m(header_bytes + payload, 0);
+    encode_header(h, m.data());
+    return m;
+}
+
+drop_reason parse(const std::vector<std::uint8_t>& m) {
+    wire::header h;
+    std::span<const std::uint8_t> p;
+    return parse_worker_message(m.data(), m.size(), h, p);
+}
+
+frame::endpoint rail() {
+    frame::endpoint e;
+    e.ip = 0xC6120001; // 198.18.0.1
+    e.udp_port = default_udp_port;
+    for (int i = 0; i < 6; ++i) e.mac.b[i] = static_cast<std::uint8_t>(0x02 + i);
+    return e;
+}
+
+std::vector<std::uint8_t> udp_frame(const std::vector<std::uint8_t>& msg) {
+    frame::endpoint src;
+    src.ip = 0xC612000A;
+    src.udp_port = 40000;
+    std::vector<std::uint8_t> f(frame::udp_frame_overhead + msg.size());
+    frame::write_udp_headers(f.data(), src, rail(), msg.size());
+    std::memcpy(f.data() + frame::udp_frame_overhead, msg.data(), msg.size());
+    return f;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(header_roundtrip_is_big_endian) {
+    wire::header h = contrib_header(256);
+    std::uint8_t b[header_bytes];
+    encode_header(h, b);
+    BOOST_TEST(b[0] == protocol_version);
+    BOOST_TEST(b[4] == 0);
+    BOOST_TEST(b[7] == 7);      // job id, big-endian
+    BOOST_TEST(b[8] == 0x11);   // token MSB first
+    BOOST_TEST(b[23] == 0x00);  // count 256 = 0x0100
+    BOOST_TEST(b[22] == 0x01);
+    const wire::header d = decode_header(b);
+    BOOST_TEST(d.job_token == h.job_token);
+    BOOST_TEST(d.offset == h.offset);
+    BOOST_TEST(d.gen == h.gen);
+    BOOST_TEST(d.count == h.count);
+}
+
+BOOST_AUTO_TEST_CASE(valid_contribution_parses) {
+    const auto m = message(contrib_header(256), 1024);
+    wire::header h;
+    std::span<const std::uint8_t> p;
+    BOOST_TEST(static_cast<int>(parse_worker_message(m.data(), m.size(), h, p)) ==
+               static_cast<int>(drop_reason::none));
+    BOOST_TEST(p.size() == 1024u);
+    BOOST_TEST(h.rank == 1);
+}
+
+BOOST_AUTO_TEST_CASE(every_invalid_field_has_its_reason) {
+    auto expect = [](const std::vector<std::uint8_t>& m, drop_reason r) {
+        BOOST_TEST(drop_reason_name(parse(m)) == drop_reason_name(r));
+    };
+    auto base = message(contrib_header(256), 1024);
+    for (std::size_t len = 0; len < header_bytes; ++len)
+        expect(std::vector<std::uint8_t>(base.begin(), base.begin() + static_cast<long>(len)),
+               drop_reason::rg_truncated);
+    auto m = base; m[0] = 2; expect(m, drop_reason::rg_version);
+    m = base; m[1] = 0; expect(m, drop_reason::rg_type);
+    m = base; m[1] = 99; expect(m, drop_reason::rg_type);
+    m = base; m[1] = static_cast<std::uint8_t>(msg_type::result); expect(m, drop_reason::rg_type);
+    m = base; m[3] = 0x80; expect(m, drop_reason::rg_flags);
+    m = base; m[2] = 4; expect(m, drop_reason::rg_dtype);
+    auto h = contrib_header(256); h.world_size = 0; expect(message(h, 1024), drop_reason::rg_world);
+    h = contrib_header(256); h.world_size = 65; h.rank = 0; expect(message(h, 1024), drop_reason::rg_world);
+    h = contrib_header(256); h.rank = 3; expect(message(h, 1024), drop_reason::rg_rank);
+    h = contrib_header(0); expect(message(h, 0), drop_reason::rg_count_zero);
+    expect(message(contrib_header(257), 1024), drop_reason::rg_count_exceeds_payload);
+    expect(message(contrib_header(255), 1024), drop_reason::rg_payload_trailing);
+    expect(message(contrib_header(256, dtype::bf16), 1024), drop_reason::rg_payload_trailing);
+    h = contrib_header(256); h.offset = max_tensor_elems - 10; expect(message(h, 1024), drop_reason::rg_offset_range);
+    h = contrib_header(256); h.offset = ~0ull; expect(message(h, 1024), drop_reason::rg_offset_range);
+    h = contrib_header(0); h.type = msg_type::join; expect(message(h, 3), drop_reason::rg_body);
+    expect(message(h, join_body_bytes), drop_reason::none);
+}
+
+BOOST_AUTO_TEST_CASE(join_ack_roundtrip_and_rejects_bad_bodies) {
+    join_ack_body b;
+    b.pool_size = 64;
+    b.policy = rail_policy::rail;
+    b.n_rails = 2;
+    b.chunk_bytes = 1024;
+    b.rails[0].ip = 0xC6120001;
+    b.rails[0].udp_port = 47000;
+    b.rails[0].mtu = 9000;
+    b.rails[0].chunk_bytes = 8192;
+    b.rails[1].ip = 0xC6120101;
+    std::uint8_t buf[join_ack_fixed_bytes + max_rails * rail_entry_bytes];
+    const std::size_t n = encode_join_ack_body(b, buf);
+    BOOST_TEST(n == join_ack_fixed_bytes + 2 * rail_entry_bytes);
+    join_ack_body d;
+    BOOST_TEST(decode_join_ack_body({buf, n}, d));
+    BOOST_TEST(d.rails[0].mtu == 9000);
+    BOOST_TEST(d.rails[1].ip == 0xC6120101u);
+    BOOST_TEST(!decode_join_ack_body({buf, n - 1}, d));
+    buf[3] = 0;
+    BOOST_TEST(!decode_join_ack_body({buf, n}, d));
+}
+
+BOOST_AUTO_TEST_CASE(chunk_size_follows_mtu) {
+    BOOST_TEST(chunk_bytes_for_mtu(1500) == 1024u);
+    BOOST_TEST(chunk_bytes_for_mtu(9000) == 8192u);
+    BOOST_TEST(chunk_bytes_for_mtu(576) == 256u);
+    BOOST_TEST(chunk_bytes_for_mtu(9216) == 8192u);
+    BOOST_TEST(chunk_bytes_for_mtu(100) == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(frame_classification) {
+    const auto msg = message(contrib_header(256), 1024);
+    auto f = udp_frame(msg);
+    frame::info fi = frame::classify(f.data(), f.size(), rail());
+    BOOST_TEST(static_cast<int>(fi.k) == static_cast<int>(frame::kind::udp));
+    BOOST_TEST(fi.msg_offset == frame::udp_frame_overhead);
+    BOOST_TEST(fi.l4_len == msg.size());
+    BOOST_TEST(fi.src.udp_port == 40000);
+
+    auto expect = [](const std::vector<std::uint8_t>& fr, drop_reason r) {
+        const frame::info i = frame::classify(fr.data(), fr.size(), rail());
+        BOOST_TEST(drop_reason_name(i.reason) == drop_reason_name(r));
+    };
+    // Every truncation of the L2-L4 headers is caught.
+    for (std::size_t len = 0; len < frame::udp_frame_overhead; ++len) {
+        const frame::info i = frame::classify(f.data(), len, rail());
+        BOOST_TEST((i.k == frame::kind::drop), "len " << len);
+    }
+    auto g = f; g[14 + 16] ^= 1; expect(g, drop_reason::ip_bad_checksum);
+    g = f; g[12] = 0x86; g[13] = 0xdd; expect(g, drop_reason::ethertype);
+    g = f; g[14] = 0x46; expect(g, drop_reason::ip_bad_checksum); // IHL 24, checksum no longer valid
+    g = f; g[14] = 0x65; expect(g, drop_reason::ip_bad_header);
+    g = f; g[14] = 0x44; expect(g, drop_reason::ip_bad_header);
+    g = f; g[14 + 2] = 0xff; expect(g, drop_reason::ip_truncated);
+    // Fragment: set MF and fix the checksum.
+    g = f; g[14 + 6] |= 0x20; g[14 + 10] = g[14 + 11] = 0;
+    { const std::uint16_t c = frame::inet_checksum(&g[14], 20); g[24] = static_cast<std::uint8_t>(c >> 8); g[25] = static_cast<std::uint8_t>(c); }
+    expect(g, drop_reason::ip_fragment);
+    g = f; g[14 + 20 + 3] ^= 1; expect(g, drop_reason::udp_port);
+    g = f; g[14 + 20 + 4] = 0xff; expect(g, drop_reason::udp_truncated);
+    frame::endpoint other = rail(); other.ip = 1;
+    BOOST_TEST(drop_reason_name(frame::classify(f.data(), f.size(), other).reason) == "ip_not_ours");
+}
+
+BOOST_AUTO_TEST_CASE(arp_and_icmp_replies) {
+    frame::endpoint peer;
+    peer.ip = 0xC612000A;
+    peer.mac.b[5] = 9;
+    std::vector<std::uint8_t> arp(frame::arp_frame_bytes);
+    frame::write_arp_request(arp.data(), peer, rail().ip);
+    frame::info fi = frame::classify(arp.data(), arp.size(), rail());
+    BOOST_TEST(static_cast<int>(fi.k) == static_cast<int>(frame::kind::arp_request));
+    frame::arp_reply_in_place(arp.data(), rail());
+    // The reply, seen by the requester, is an ARP reply targeting it.
+    fi = frame::classify(arp.data(), arp.size(), peer);
+    BOOST_TEST(static_cast<int>(fi.k) == static_cast<int>(frame::kind::arp_reply));
+    BOOST_TEST(fi.src.ip == rail().ip);
+    BOOST_TEST((fi.src.mac == rail().mac));
+
+    // ICMP echo request, 8 bytes of data.
+    std::vector<std::uint8_t> ping(14 + 20 + 16, 0);
+    frame::write_udp_headers(ping.data(), peer, rail(), 8); // reuse for Eth+IP
+    ping[14 + 9] = 1;                                       // protocol ICMP
+    ping[14 + 10] = ping[14 + 11] = 0;
+    std::uint16_t c = frame::inet_checksum(&ping[14], 20);
+    ping[24] = static_cast<std::uint8_t>(c >> 8); ping[25] = static_cast<std::uint8_t>(c);
+    std::uint8_t* icmp = &ping[34];
+    std::memset(icmp, 0, 16);
+    icmp[0] = 8; icmp[8] = 'r'; icmp[9] = 'g';
+    c = frame::inet_checksum(icmp, 16);
+    icmp[2] = static_cast<std::uint8_t>(c >> 8); icmp[3] = static_cast<std::uint8_t>(c);
+    fi = frame::classify(ping.data(), ping.size(), rail());
+    BOOST_TEST(static_cast<int>(fi.k) == static_cast<int>(frame::kind::icmp_echo));
+    frame::icmp_echo_reply_in_place(ping.data(), fi);
+    BOOST_TEST(icmp[0] == 0);
+    BOOST_TEST(frame::inet_checksum(icmp, 16) == 0);
+    BOOST_TEST(frame::inet_checksum(&ping[14], 20) == 0);
+    BOOST_TEST(ping[14 + 19] == 0x0A); // destination is now the peer
+}
