@@ -7,10 +7,12 @@
 namespace railgate {
 
 #define RAILGATE_DROP_REASONS(X)                                              \
+    X(rx_segmented, "frame received in several mbufs")                       \
     X(eth_truncated, "frame shorter than an Ethernet header")                \
     X(ethertype, "not IPv4 or ARP")                                           \
     X(arp_malformed, "ARP that is not Ethernet/IPv4")                         \
     X(arp_not_ours, "ARP for an address this rail does not own")              \
+    X(arp_reply_ignored, "ARP reply (railgated resolves nobody)")             \
     X(ip_truncated, "IPv4 header or total length beyond the frame")           \
     X(ip_bad_header, "IPv4 version or header length invalid")                 \
     X(ip_bad_checksum, "IPv4 header checksum wrong")                          \
@@ -48,6 +50,7 @@ namespace railgate {
     X(stale_no_result, "retransmit for a result no longer kept")              \
     X(job_table_full, "JOIN refused: no free job entry")                      \
     X(join_refused, "JOIN refused: conflicts with the job")                   \
+    X(leave_unknown, "LEAVE or abort for an unknown job, rank or token")      \
     X(no_mbuf, "mbuf pool exhausted while building a reply")                  \
     X(tx_full, "transmit queue full, frame freed")
 

@@ -67,21 +67,24 @@ std::uint16_t inet_checksum(const void* data, std::size_t len) noexcept {
     return fold(sum16(data, len, 0));
 }
 
-info classify(const std::uint8_t* p, std::size_t len, const endpoint& self) noexcept {
+info classify(const std::uint8_t* p, std::size_t len, const endpoint& self,
+              std::size_t frame_len) noexcept {
+    if (frame_len < len) frame_len = len;
     if (len < eth_bytes) return drop(drop_reason::eth_truncated);
     const std::uint16_t et = rd16(p + 12);
     if (et == ethertype_arp) return classify_arp(p, len, self);
     if (et != ethertype_ipv4) return drop(drop_reason::ethertype);
 
     const std::uint8_t* ip = p + eth_bytes;
-    const std::size_t l3_room = len - eth_bytes;
-    if (l3_room < ipv4_bytes) return drop(drop_reason::ip_truncated);
+    const std::size_t contig = len - eth_bytes;       // readable here
+    const std::size_t l3_room = frame_len - eth_bytes; // in the frame
+    if (contig < ipv4_bytes) return drop(drop_reason::ip_truncated);
     if ((ip[0] >> 4) != 4) return drop(drop_reason::ip_bad_header);
     const std::size_t ihl = std::size_t{ip[0] & 0x0fu} * 4;
     if (ihl < ipv4_bytes) return drop(drop_reason::ip_bad_header);
     const std::size_t total = rd16(ip + 2);
     // Ethernet may pad short frames, so the frame may be longer than total.
-    if (ihl > l3_room || total > l3_room) return drop(drop_reason::ip_truncated);
+    if (ihl > contig || total > l3_room) return drop(drop_reason::ip_truncated);
     if (total < ihl) return drop(drop_reason::ip_bad_header);
     if (fold(sum16(ip, ihl, 0)) != 0) return drop(drop_reason::ip_bad_checksum);
     // MF set or a non-zero fragment offset.
@@ -98,14 +101,14 @@ info classify(const std::uint8_t* p, std::size_t len, const endpoint& self) noex
 
     if (ip[9] == proto_icmp) {
         // Echo request (type 8, code 0) with a correct checksum.
-        if (l4_room < 8 || l4[0] != 8 || l4[1] != 0 || fold(sum16(l4, l4_room, 0)) != 0)
+        if (total > contig || l4_room < 8 || l4[0] != 8 || l4[1] != 0 || fold(sum16(l4, l4_room, 0)) != 0)
             return drop(drop_reason::icmp_ignored);
         fi.k = kind::icmp_echo;
         fi.l4_len = static_cast<std::uint32_t>(l4_room);
         return fi;
     }
     if (ip[9] != proto_udp) return drop(drop_reason::ip_proto);
-    if (l4_room < udp_bytes) return drop(drop_reason::udp_truncated);
+    if (l4_room < udp_bytes || ihl + udp_bytes > contig) return drop(drop_reason::udp_truncated);
     const std::size_t ulen = rd16(l4 + 4);
     if (ulen < udp_bytes || ulen > l4_room) return drop(drop_reason::udp_truncated);
     if (rd16(l4 + 2) != self.udp_port) return drop(drop_reason::udp_port);

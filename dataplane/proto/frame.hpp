@@ -43,8 +43,12 @@ struct info {
 // Classifies a received frame addressed to `self`. ARP requests/replies are
 // recognised when they target self.ip; ICMP echo requests and UDP datagrams
 // when they are addressed to self.ip (and, for UDP, to self.udp_port).
-// The IPv4 header checksum is verified. Never reads past `len`.
-info classify(const std::uint8_t* p, std::size_t len, const endpoint& self) noexcept;
+// The IPv4 header checksum is verified. Never reads past `len` bytes at p.
+// `frame_len` (>= len) is the whole frame's length when only its first
+// `len` bytes are contiguous (a segmented mbuf); ICMP then needs the whole
+// frame contiguous and is dropped otherwise.
+info classify(const std::uint8_t* p, std::size_t len, const endpoint& self,
+              std::size_t frame_len = 0) noexcept;
 
 // Internet checksum (RFC 1071) of `len` bytes, folded and complemented.
 std::uint16_t inet_checksum(const void* data, std::size_t len) noexcept;

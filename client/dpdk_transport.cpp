@@ -1,0 +1,200 @@
+#include "client/railgate/dpdk_transport.hpp"
+
+#include <cstring>
+#include <stdexcept>
+
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+
+#include "dataplane/proto/frame.hpp"
+#include "dataplane/proto/parse.hpp"
+
+namespace railgate::client {
+namespace {
+
+constexpr unsigned batch = 64;
+
+class dpdk_transport final : public transport {
+public:
+    dpdk_transport(const std::vector<dpdk_port>& ports, std::uint32_t server_ip, std::uint16_t server_port,
+                   rte_mempool* pool, std::function<void()> pump)
+        : pool_(pool), pump_(std::move(pump)) {
+        if (ports.empty()) throw std::runtime_error("dpdk transport: no ports");
+        for (const dpdk_port& p : ports) {
+            rail r;
+            r.port = p.port_id;
+            start_port(p.port_id);
+            rte_ether_addr mac;
+            rte_eth_macaddr_get(p.port_id, &mac);
+            std::memcpy(r.self.mac.b, mac.addr_bytes, 6);
+            r.self.ip = p.ip;
+            r.self.udp_port = static_cast<std::uint16_t>(50000 + p.port_id);
+            all_.push_back(r);
+        }
+        all_[0].server.ip = server_ip;
+        all_[0].server.udp_port = server_port;
+        n_open_ = 1;
+    }
+
+    ~dpdk_transport() override {
+        for (rail& r : all_) {
+            rte_pktmbuf_free_bulk(r.held, r.nheld);
+            rte_eth_dev_stop(r.port);
+        }
+    }
+
+    unsigned n_rails() const noexcept override { return n_open_; }
+    const char* name() const noexcept override { return "dpdk"; }
+    std::uint64_t dropped() const noexcept override { return dropped_; }
+
+    std::string open_rails(std::span<const wire::rail_entry> rails) override {
+        if (rails.size() > all_.size())
+            return "railgated has " + std::to_string(rails.size()) + " rails but this worker has " +
+                   std::to_string(all_.size()) + " DPDK ports";
+        for (std::size_t i = 0; i < rails.size(); ++i) {
+            all_[i].server.ip = rails[i].ip;
+            all_[i].server.udp_port = rails[i].udp_port;
+            std::memcpy(all_[i].server.mac.b, rails[i].mac, 6);
+            all_[i].resolved = true;
+        }
+        n_open_ = static_cast<unsigned>(rails.size());
+        return "";
+    }
+
+    unsigned send(unsigned ri, const tx_msg* msgs, unsigned n) noexcept override {
+        rail& r = all_[ri];
+        if (!r.resolved) {
+            send_arp(r);
+            return 0;
+        }
+        n = std::min(n, batch);
+        rte_mbuf* out[batch];
+        unsigned built = 0;
+        for (; built < n; ++built) {
+            const tx_msg& m = msgs[built];
+            rte_mbuf* mb = rte_pktmbuf_alloc(pool_);
+            if (!mb) break;
+            const std::size_t len = frame::udp_frame_overhead + wire::header_bytes + m.bytes;
+            auto* p = reinterpret_cast<std::uint8_t*>(rte_pktmbuf_append(mb, static_cast<std::uint16_t>(len)));
+            if (!p) {
+                rte_pktmbuf_free(mb);
+                break;
+            }
+            frame::write_udp_headers(p, r.self, r.server, wire::header_bytes + m.bytes);
+            wire::encode_header(m.h, p + frame::udp_frame_overhead);
+            if (m.bytes) std::memcpy(p + frame::udp_frame_overhead + wire::header_bytes, m.payload, m.bytes);
+            out[built] = mb;
+        }
+        const std::uint16_t sent = rte_eth_tx_burst(r.port, 0, out, static_cast<std::uint16_t>(built));
+        if (sent < built) rte_pktmbuf_free_bulk(out + sent, built - sent);
+        return sent;
+    }
+
+    unsigned recv(unsigned ri, rx_msg* out, unsigned max) noexcept override {
+        if (pump_) pump_();
+        rail& r = all_[ri];
+        rte_pktmbuf_free_bulk(r.held, r.nheld);
+        r.nheld = 0;
+        max = std::min(max, batch);
+        const std::uint16_t got = rte_eth_rx_burst(r.port, 0, r.held, static_cast<std::uint16_t>(max));
+        unsigned n = 0;
+        unsigned keep = 0;
+        for (std::uint16_t i = 0; i < got; ++i) {
+            rte_mbuf* m = r.held[i];
+            if (accept(r, m, out[n])) {
+                ++n;
+                r.held[keep++] = m; // payload stays valid until the next recv
+            } else {
+                rte_pktmbuf_free(m);
+            }
+        }
+        r.nheld = keep;
+        return n;
+    }
+
+private:
+    struct rail {
+        std::uint16_t port = 0;
+        frame::endpoint self, server;
+        bool resolved = false;
+        rte_mbuf* held[batch];
+        unsigned nheld = 0;
+    };
+
+    void start_port(std::uint16_t port) {
+        rte_eth_conf conf{};
+        int rc = rte_eth_dev_configure(port, 1, 1, &conf);
+        if (rc == 0) rc = rte_eth_rx_queue_setup(port, 0, 1024, rte_eth_dev_socket_id(port), nullptr, pool_);
+        if (rc == 0) rc = rte_eth_tx_queue_setup(port, 0, 1024, rte_eth_dev_socket_id(port), nullptr);
+        if (rc == 0) rc = rte_eth_dev_start(port);
+        if (rc != 0) throw std::runtime_error("dpdk transport: port " + std::to_string(port) + ": " + rte_strerror(-rc));
+    }
+
+    void send_arp(rail& r) noexcept {
+        rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+        if (!m) return;
+        auto* p = reinterpret_cast<std::uint8_t*>(rte_pktmbuf_append(m, frame::arp_frame_bytes));
+        frame::write_arp_request(p, r.self, r.server.ip);
+        if (rte_eth_tx_burst(r.port, 0, &m, 1) == 0) rte_pktmbuf_free(m);
+    }
+
+    bool accept(rail& r, rte_mbuf* m, rx_msg& out) noexcept {
+        auto* p = rte_pktmbuf_mtod(m, std::uint8_t*);
+        const frame::info fi = frame::classify(p, m->data_len, r.self, m->pkt_len);
+        if (fi.k == frame::kind::arp_reply) {
+            if (fi.src.ip == r.server.ip) {
+                r.server.mac = fi.src.mac;
+                r.resolved = true;
+            }
+            return false;
+        }
+        if (fi.k == frame::kind::arp_request) { // answer, so kernel peers can reach us
+            frame::arp_reply_in_place(p, r.self);
+            rte_mbuf* c = rte_pktmbuf_copy(m, pool_, 0, frame::arp_frame_bytes);
+            if (c && rte_eth_tx_burst(r.port, 0, &c, 1) == 0) rte_pktmbuf_free(c);
+            return false;
+        }
+        // The railgate header must be in the first segment; the payload may
+        // continue in one more (railgated's zero-copy results).
+        if (fi.k != frame::kind::udp || m->nb_segs > 2 || m->data_len < fi.msg_offset + wire::header_bytes) {
+            ++dropped_;
+            return false;
+        }
+        std::span<const std::uint8_t> payload;
+        if (wire::parse_server_message(p + fi.msg_offset, fi.l4_len, out.h, payload) != drop_reason::none) {
+            ++dropped_;
+            return false;
+        }
+        const std::uint32_t first = std::min<std::uint32_t>(
+            static_cast<std::uint32_t>(payload.size()), m->data_len - fi.msg_offset - wire::header_bytes);
+        out.frag[0] = payload.data();
+        out.frag_len[0] = first;
+        out.frag[1] = nullptr;
+        out.frag_len[1] = 0;
+        if (first < payload.size()) {
+            if (!m->next || m->next->data_len < payload.size() - first) {
+                ++dropped_;
+                return false;
+            }
+            out.frag[1] = rte_pktmbuf_mtod(m->next, const std::uint8_t*);
+            out.frag_len[1] = static_cast<std::uint32_t>(payload.size() - first);
+        }
+        return true;
+    }
+
+    rte_mempool* pool_;
+    std::function<void()> pump_;
+    std::vector<rail> all_;
+    unsigned n_open_ = 0;
+    std::uint64_t dropped_ = 0;
+};
+
+} // namespace
+
+std::unique_ptr<transport> make_dpdk_transport(const std::vector<dpdk_port>& ports, std::uint32_t server_ip,
+                                               std::uint16_t server_port, rte_mempool* pool,
+                                               std::function<void()> pump) {
+    return std::make_unique<dpdk_transport>(ports, server_ip, server_port, pool, std::move(pump));
+}
+
+} // namespace railgate::client

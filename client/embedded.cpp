@@ -1,0 +1,122 @@
+#include "client/railgate/embedded.hpp"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include <rte_eth_ring.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include "dataplane/net/eal.hpp"
+
+namespace railgate::client {
+namespace {
+
+constexpr unsigned ring_size = 4096;
+
+rte_ring* make_ring(const std::string& name, unsigned flags) {
+    rte_ring* r = rte_ring_create(name.c_str(), ring_size, SOCKET_ID_ANY, flags);
+    if (!r) throw std::runtime_error("ring " + name + ": " + rte_strerror(rte_errno));
+    return r;
+}
+
+std::uint16_t ring_port(const std::string& name, rte_ring* rx, rte_ring* tx) {
+    const int id = rte_eth_from_rings(name.c_str(), &rx, 1, &tx, 1, static_cast<unsigned>(SOCKET_ID_ANY));
+    if (id < 0) throw std::runtime_error("ring port " + name + ": " + rte_strerror(rte_errno));
+    // Give every port a distinct locally administered MAC.
+    rte_ether_addr mac{{0x02, 0x72, 0x67, 0, static_cast<std::uint8_t>(id >> 8), static_cast<std::uint8_t>(id)}};
+    rte_eth_dev_default_mac_addr_set(static_cast<std::uint16_t>(id), &mac);
+    return static_cast<std::uint16_t>(id);
+}
+
+} // namespace
+
+embedded_fabric::embedded_fabric(unsigned rails, unsigned workers, std::uint16_t mtu)
+    : rails_(rails), workers_(workers), mtu_(mtu) {
+    if (rails == 0 || rails > 8) throw std::runtime_error("embedded mode: rails must be 1..8");
+    if (workers == 0 || workers > 32) throw std::runtime_error("embedded mode: workers must be 1..32");
+    const unsigned room = RTE_PKTMBUF_HEADROOM + std::max<unsigned>(2048, mtu + 18u);
+    pool_ = net::make_pktmbuf_pool("rg_workers", 8192 * rails, room, SOCKET_ID_ANY);
+    for (unsigned r = 0; r < rails; ++r) {
+        up_.push_back(make_ring("rg_up" + std::to_string(r), RING_F_SC_DEQ));
+        down_.push_back(make_ring("rg_down" + std::to_string(r), RING_F_SP_ENQ | RING_F_SC_DEQ));
+        daemon_ports_.push_back(ring_port("rg_rail" + std::to_string(r), up_[r], down_[r]));
+    }
+    for (unsigned w = 0; w < workers; ++w)
+        for (unsigned r = 0; r < rails; ++r) {
+            const std::string n = "w" + std::to_string(w) + "r" + std::to_string(r);
+            wdown_.push_back(make_ring("rg_" + n, RING_F_SP_ENQ | RING_F_SC_DEQ));
+            worker_ports_.push_back(ring_port("rg_" + n, wdown_.back(), up_[r]));
+        }
+}
+
+embedded_fabric::~embedded_fabric() {
+    for (rte_ring* r : down_) {
+        void* objs[64];
+        unsigned n;
+        while ((n = rte_ring_dequeue_burst(r, objs, 64, nullptr)) > 0)
+            rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(objs), n);
+    }
+    // The daemon and the transports may have closed their ports already.
+    for (auto* ports : {&worker_ports_, &daemon_ports_})
+        for (std::uint16_t p : *ports)
+            if (rte_eth_dev_is_valid_port(p)) rte_eth_dev_close(p);
+    for (auto* v : {&up_, &down_, &wdown_})
+        for (rte_ring* r : *v) {
+            void* objs[64];
+            unsigned n;
+            while ((n = rte_ring_dequeue_burst(r, objs, 64, nullptr)) > 0)
+                rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(objs), n);
+            rte_ring_free(r);
+        }
+    rte_mempool_free(pool_);
+}
+
+std::vector<net::rail_config> embedded_fabric::daemon_rails() const {
+    std::vector<net::rail_config> v;
+    for (unsigned r = 0; r < rails_; ++r) {
+        net::rail_config c;
+        c.name = "r" + std::to_string(r);
+        c.port_id = daemon_ports_[r];
+        c.port_name = "rg_rail" + std::to_string(r);
+        c.ip = rail_ip(r);
+        c.mtu = mtu_;
+        v.push_back(c);
+    }
+    return v;
+}
+
+std::unique_ptr<transport> embedded_fabric::worker_transport(unsigned w) {
+    std::vector<dpdk_port> ports;
+    for (unsigned r = 0; r < rails_; ++r) ports.push_back({worker_ports_[w * rails_ + r], worker_ip(r, w)});
+    return make_dpdk_transport(ports, rail_ip(0), wire::default_udp_port, pool_, [this] { pump(); });
+}
+
+unsigned embedded_fabric::pump() noexcept {
+    unsigned moved = 0;
+    for (unsigned r = 0; r < rails_; ++r) {
+        void* objs[128];
+        const unsigned n = rte_ring_dequeue_burst(down_[r], objs, 128, nullptr);
+        for (unsigned i = 0; i < n; ++i) {
+            auto* m = static_cast<rte_mbuf*>(objs[i]);
+            const auto* p = rte_pktmbuf_mtod(m, const std::uint8_t*);
+            std::uint32_t dst = 0;
+            if (m->data_len >= 42 && p[12] == 0x08 && p[13] == 0x06) std::memcpy(&dst, p + 38, 4); // ARP target
+            else if (m->data_len >= 34 && p[12] == 0x08 && p[13] == 0x00) std::memcpy(&dst, p + 30, 4);
+            dst = rte_be_to_cpu_32(dst);
+            const unsigned w = (dst & 0xff) - 10;
+            if ((dst & 0xffffff00u) != (0xC6120000u | (r << 8)) || (dst & 0xff) < 10 || w >= workers_ ||
+                rte_ring_enqueue(wdown_[w * rails_ + r], m) != 0) {
+                ++drops_;
+                rte_pktmbuf_free(m);
+                continue;
+            }
+            ++moved;
+        }
+    }
+    return moved;
+}
+
+} // namespace railgate::client

@@ -1,0 +1,29 @@
+// The worker side over DPDK ethdev ports, one port per rail: in-process
+// rings (embedded mode), af_xdp, af_packet or memif. The worker builds its
+// own Ethernet/IPv4/UDP frames and resolves railgated's rail-0 MAC by ARP;
+// the other rails' MACs come from the JOIN_ACK.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "client/railgate/transport.hpp"
+
+struct rte_mempool;
+
+namespace railgate::client {
+
+struct dpdk_port {
+    std::uint16_t port_id = 0;
+    std::uint32_t ip = 0; // this worker's address on the rail, host order
+};
+
+// Configures and starts every port (1 RX + 1 TX queue, mbufs from `pool`).
+// `pump`, if set, runs at the start of every recv(): the embedded mode's
+// virtual switch. Throws std::runtime_error on port errors.
+std::unique_ptr<transport> make_dpdk_transport(const std::vector<dpdk_port>& ports, std::uint32_t server_ip,
+                                               std::uint16_t server_port, rte_mempool* pool,
+                                               std::function<void()> pump = {});
+
+} // namespace railgate::client

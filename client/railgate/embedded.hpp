@@ -1,0 +1,55 @@
+// The embedded topology: railgated's rails and W workers' ports in one
+// process, joined by in-process rings (net_ring) and a tiny virtual switch.
+//
+//   worker w, rail r  --tx-->  up[r] (MP ring)  --rx-->  railgated rail r
+//   railgated rail r  --tx-->  down[r]  --pump()-->  worker w's rx ring,
+//                                                    by destination IPv4
+//
+// Addresses: railgated rail r is 198.18.r.1; worker w on rail r is
+// 198.18.r.(10+w) (RFC 2544 benchmarking range; nothing leaves the process).
+// Threading: pump() and the workers run on one thread; railgated's lcores
+// touch only their own ports.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "client/railgate/dpdk_transport.hpp"
+#include "dataplane/net/daemon.hpp"
+
+struct rte_ring;
+struct rte_mempool;
+
+namespace railgate::client {
+
+class embedded_fabric {
+public:
+    // Needs an initialised EAL. Creates the rings, the railgated ports and
+    // W x R worker ports, and a worker mbuf pool sized for `mtu`.
+    embedded_fabric(unsigned rails, unsigned workers, std::uint16_t mtu);
+    ~embedded_fabric();
+    embedded_fabric(const embedded_fabric&) = delete;
+    embedded_fabric& operator=(const embedded_fabric&) = delete;
+
+    // railgated's rail configuration over the ring ports.
+    std::vector<net::rail_config> daemon_rails() const;
+    // Worker w's transport (its R ports, pumping the switch on recv).
+    std::unique_ptr<transport> worker_transport(unsigned w);
+    // Moves railgated's output to the workers; returns frames moved.
+    unsigned pump() noexcept;
+    std::uint64_t switch_drops() const noexcept { return drops_; }
+
+    static std::uint32_t rail_ip(unsigned r) noexcept { return 0xC6120001u | (r << 8); }
+    static std::uint32_t worker_ip(unsigned r, unsigned w) noexcept { return 0xC6120000u | (r << 8) | (10 + w); }
+
+private:
+    unsigned rails_, workers_;
+    std::uint16_t mtu_;
+    rte_mempool* pool_ = nullptr;
+    std::vector<rte_ring*> up_, down_, wdown_; // wdown_[w * rails + r]
+    std::vector<std::uint16_t> daemon_ports_, worker_ports_;
+    std::uint64_t drops_ = 0;
+};
+
+} // namespace railgate::client

@@ -1,0 +1,55 @@
+// The worker side's transport: how a worker's messages reach railgated on
+// each rail. Burst-shaped: one virtual call per burst, never per message.
+//
+// Threading: a transport belongs to one worker and is used by one thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "dataplane/proto/wire.hpp"
+
+namespace railgate::client {
+
+// One message to send: the header and an optional payload that the
+// transport reads before send() returns (it may copy or gather it).
+struct tx_msg {
+    wire::header h;
+    const void* payload = nullptr;
+    std::uint32_t bytes = 0;
+};
+
+// One received, validated server message. The payload may be split in up
+// to two fragments (a DPDK chain); both stay valid until the next recv() on
+// the same rail.
+struct rx_msg {
+    wire::header h;
+    const std::uint8_t* frag[2] = {nullptr, nullptr};
+    std::uint32_t frag_len[2] = {0, 0};
+
+    std::uint32_t bytes() const noexcept { return frag_len[0] + frag_len[1]; }
+    // Copies the payload to dst (bytes() long).
+    void copy_to(void* dst) const noexcept;
+};
+
+class transport {
+public:
+    virtual ~transport() = default;
+    // Rails the transport can reach now (1 until open_rails()).
+    virtual unsigned n_rails() const noexcept = 0;
+    // After the first JOIN_ACK: reach every rail it lists (rail 0 included).
+    // Returns an empty string or the reason it failed.
+    virtual std::string open_rails(std::span<const wire::rail_entry> rails) = 0;
+    // Sends up to n messages on `rail`; returns how many left.
+    virtual unsigned send(unsigned rail, const tx_msg* msgs, unsigned n) noexcept = 0;
+    // Receives up to max validated server messages from `rail`. Invalid
+    // ones are dropped and counted in dropped().
+    virtual unsigned recv(unsigned rail, rx_msg* out, unsigned max) noexcept = 0;
+    virtual std::uint64_t dropped() const noexcept = 0;
+    // The transport's name, for reports ("udp", "dpdk").
+    virtual const char* name() const noexcept = 0;
+};
+
+} // namespace railgate::client

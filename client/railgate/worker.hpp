@@ -1,0 +1,81 @@
+// railgate's worker library: join a job on railgated, then allreduce
+// tensors in place through it over every rail.
+//
+//   railgate::client::worker w(transport, opts);
+//   if (auto err = w.join(); !err.empty()) ...;
+//   w.allreduce(ptr, count, wire::dtype::fp32);   // blocking
+//
+// The tensor is cut into chunks of the job's chunk size; chunk i goes to
+// rail i % R (rail policy), and the k-th chunk of a rail to slot k % pool,
+// so at most pool chunks are in flight per rail. A chunk's result
+// overwrites it in place. Contributions without a result after `rto` are
+// sent again (railgated answers a retransmit of a completed chunk with its
+// kept result).
+//
+// Threading: one thread per worker. start()/progress() let one thread drive
+// several workers (railbench --embedded does).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/railgate/transport.hpp"
+#include "dataplane/stats/histogram.hpp"
+
+namespace railgate::client {
+
+struct worker_options {
+    std::uint32_t job_id = 1;
+    std::uint64_t job_token = 0;
+    std::uint16_t rank = 0;
+    std::uint16_t world = 1;
+    wire::dtype dt = wire::dtype::fp32;
+    std::uint64_t max_count = 0;   // largest tensor (elements) this job reduces
+    std::uint16_t pool_size = 0;   // 0: railgated's default
+    std::chrono::microseconds rto{20000};
+    std::chrono::milliseconds join_timeout{5000};
+    std::chrono::milliseconds op_timeout{60000};  // no progress for this long fails the op
+};
+
+class worker {
+public:
+    worker(transport& t, const worker_options& o);
+    ~worker();
+    worker(const worker&) = delete;
+    worker& operator=(const worker&) = delete;
+
+    // JOINs the job on rail 0, learns the rails, then JOINs on every other
+    // rail. Returns "" or a clear error (e.g. railgated's ERROR text).
+    std::string join();
+    // Leaves the job on every rail (best effort, short timeout).
+    void leave();
+    // Tells railgated to abort the job (the other workers get an ERROR).
+    void abort();
+
+    // Blocking in-place allreduce; returns "" or the error.
+    std::string allreduce(void* data, std::size_t count, wire::dtype dt);
+
+    // Non-blocking form: start, then call progress() until it returns true.
+    // error() is non-empty if the operation failed.
+    void start(void* data, std::size_t count, wire::dtype dt);
+    bool progress();
+    const std::string& error() const noexcept;
+
+    const wire::join_ack_body& job_info() const noexcept;
+    std::uint32_t chunk_elems() const noexcept;
+    // Per-chunk round trips (contribution sent -> its result received), ns.
+    stats::histogram& chunk_rtt() noexcept;
+    std::uint64_t retransmits() const noexcept;
+
+    struct state;
+
+private:
+    transport& t_;
+    worker_options o_;
+    std::unique_ptr<state> s_;
+};
+
+} // namespace railgate::client

@@ -1,0 +1,151 @@
+#include "client/railgate/udp_transport.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "dataplane/proto/parse.hpp"
+
+namespace railgate::client {
+namespace {
+
+constexpr unsigned batch = 64;
+constexpr std::size_t max_dgram = 9216;
+
+class fd_guard {
+public:
+    explicit fd_guard(int fd = -1) : fd_(fd) {}
+    ~fd_guard() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    fd_guard(fd_guard&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+    fd_guard& operator=(fd_guard&& o) noexcept {
+        std::swap(fd_, o.fd_);
+        return *this;
+    }
+    int get() const noexcept { return fd_; }
+
+private:
+    int fd_;
+};
+
+fd_guard open_socket(std::uint32_t ip, std::uint16_t port) {
+    fd_guard fd(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (fd.get() < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+    // Deep buffers: a pool of in-flight results arrives as one burst. The
+    // FORCE variants (root) go past net.core.rmem_max.
+    const int bytes = 8 << 20;
+    if (::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof bytes) != 0)
+        ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+    if (::setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof bytes) != 0)
+        ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    sa.sin_addr.s_addr = htonl(ip);
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
+        throw std::runtime_error("connect " + std::to_string(ip) + ": " + std::strerror(errno));
+    return fd;
+}
+
+class udp_transport final : public transport {
+public:
+    udp_transport(std::uint32_t ip, std::uint16_t port) {
+        rails_.push_back(rail{open_socket(ip, port), ip, port, {}});
+        rails_[0].rxbuf.resize(batch * max_dgram);
+    }
+
+    unsigned n_rails() const noexcept override { return static_cast<unsigned>(rails_.size()); }
+    const char* name() const noexcept override { return "udp"; }
+    std::uint64_t dropped() const noexcept override { return dropped_; }
+
+    std::string open_rails(std::span<const wire::rail_entry> rails) override {
+        try {
+            std::vector<rail> next;
+            for (std::size_t r = 0; r < rails.size(); ++r) {
+                if (r == 0 && rails[0].ip == rails_[0].ip && rails[0].udp_port == rails_[0].port) {
+                    next.push_back(std::move(rails_[0]));
+                    continue;
+                }
+                next.push_back(rail{open_socket(rails[r].ip, rails[r].udp_port), rails[r].ip, rails[r].udp_port, {}});
+                next.back().rxbuf.resize(batch * max_dgram);
+            }
+            rails_ = std::move(next);
+        } catch (const std::exception& e) {
+            return e.what();
+        }
+        return "";
+    }
+
+    unsigned send(unsigned r, const tx_msg* msgs, unsigned n) noexcept override {
+        n = std::min(n, batch);
+        std::uint8_t hdrs[batch][wire::header_bytes];
+        iovec iov[batch][2];
+        mmsghdr mm[batch];
+        for (unsigned i = 0; i < n; ++i) {
+            wire::encode_header(msgs[i].h, hdrs[i]);
+            iov[i][0] = {hdrs[i], wire::header_bytes};
+            iov[i][1] = {const_cast<void*>(msgs[i].payload), msgs[i].bytes};
+            mm[i] = {};
+            mm[i].msg_hdr.msg_iov = iov[i];
+            mm[i].msg_hdr.msg_iovlen = msgs[i].bytes ? 2 : 1;
+        }
+        const int sent = ::sendmmsg(rails_[r].fd.get(), mm, n, 0);
+        return sent < 0 ? 0 : static_cast<unsigned>(sent);
+    }
+
+    unsigned recv(unsigned r, rx_msg* out, unsigned max) noexcept override {
+        rail& rl = rails_[r];
+        max = std::min(max, batch);
+        iovec iov[batch];
+        mmsghdr mm[batch];
+        for (unsigned i = 0; i < max; ++i) {
+            iov[i] = {rl.rxbuf.data() + i * max_dgram, max_dgram};
+            mm[i] = {};
+            mm[i].msg_hdr.msg_iov = &iov[i];
+            mm[i].msg_hdr.msg_iovlen = 1;
+        }
+        const int got = ::recvmmsg(rl.fd.get(), mm, max, MSG_DONTWAIT, nullptr);
+        if (got <= 0) return 0;
+        unsigned n = 0;
+        for (int i = 0; i < got; ++i) {
+            const auto* p = static_cast<const std::uint8_t*>(iov[i].iov_base);
+            std::span<const std::uint8_t> payload;
+            if ((mm[i].msg_hdr.msg_flags & MSG_TRUNC) ||
+                wire::parse_server_message(p, mm[i].msg_len, out[n].h, payload) != drop_reason::none) {
+                ++dropped_;
+                continue;
+            }
+            out[n].frag[0] = payload.data();
+            out[n].frag_len[0] = static_cast<std::uint32_t>(payload.size());
+            out[n].frag[1] = nullptr;
+            out[n].frag_len[1] = 0;
+            ++n;
+        }
+        return n;
+    }
+
+private:
+    struct rail {
+        fd_guard fd;
+        std::uint32_t ip;
+        std::uint16_t port;
+        std::vector<std::uint8_t> rxbuf;
+    };
+    std::vector<rail> rails_;
+    std::uint64_t dropped_ = 0;
+};
+
+} // namespace
+
+std::unique_ptr<transport> make_udp_transport(std::uint32_t server_ip, std::uint16_t port) {
+    return std::make_unique<udp_transport>(server_ip, port);
+}
+
+} // namespace railgate::client

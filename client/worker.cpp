@@ -1,0 +1,330 @@
+#include "client/railgate/worker.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "dataplane/proto/parse.hpp"
+
+namespace railgate::client {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+std::uint64_t now_ns() noexcept {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now().time_since_epoch()).count());
+}
+
+constexpr unsigned rx_batch = 64;
+
+} // namespace
+
+void rx_msg::copy_to(void* dst) const noexcept {
+    auto* d = static_cast<std::uint8_t*>(dst);
+    if (frag_len[0]) std::memcpy(d, frag[0], frag_len[0]);
+    if (frag_len[1]) std::memcpy(d + frag_len[0], frag[1], frag_len[1]);
+}
+
+struct worker::state {
+    struct slot_state {
+        std::uint32_t gen = 0;     // persists across operations of the job
+        bool busy = false;
+        std::uint64_t k = 0;       // rail-local chunk in flight
+        std::uint64_t sent_ns = 0;
+    };
+    struct rail_run {
+        std::vector<slot_state> slots;
+        std::uint64_t n_chunks = 0, done = 0;
+        std::vector<tx_msg> pending;
+    };
+
+    wire::join_ack_body ack{};
+    bool joined = false;
+    unsigned rails = 1;
+    std::uint16_t pool = 0;
+    std::uint32_t chunk_elems = 0;
+    std::vector<rail_run> run;
+    std::vector<rx_msg> rx = std::vector<rx_msg>(rx_batch);
+
+    std::uint8_t* data = nullptr;
+    std::size_t count = 0;
+    wire::dtype dt = wire::dtype::fp32;
+    std::size_t esize = 4;
+    bool active = false;
+    std::string err;
+    std::uint64_t last_progress_ns = 0, last_scan_ns = 0;
+    stats::histogram rtt;
+    std::uint64_t retransmits = 0;
+
+    // The contribution of rail r's k-th chunk; marks its slot busy.
+    tx_msg contrib(const worker_options& o, unsigned r, std::uint64_t k, std::uint8_t flags,
+                   std::uint64_t t) noexcept {
+        const std::uint64_t off = (k * rails + r) * chunk_elems;
+        const auto n = static_cast<std::uint16_t>(std::min<std::uint64_t>(chunk_elems, count - off));
+        slot_state& sl = run[r].slots[k % pool];
+        sl.busy = true;
+        sl.k = k;
+        sl.sent_ns = t;
+        tx_msg m;
+        m.h.type = wire::msg_type::contrib;
+        m.h.dt = dt;
+        m.h.flags = flags;
+        m.h.job_id = o.job_id;
+        m.h.job_token = o.job_token;
+        m.h.rank = o.rank;
+        m.h.world_size = o.world;
+        m.h.slot = static_cast<std::uint16_t>(k % pool);
+        m.h.count = n;
+        m.h.offset = off;
+        m.h.gen = sl.gen;
+        m.payload = data + off * esize;
+        m.bytes = static_cast<std::uint32_t>(n * esize);
+        return m;
+    }
+};
+
+worker::worker(transport& t, const worker_options& o) : t_(t), o_(o), s_(std::make_unique<state>()) {
+    if (o_.max_count == 0) o_.max_count = wire::max_tensor_elems;
+}
+worker::~worker() = default;
+
+const std::string& worker::error() const noexcept { return s_->err; }
+const wire::join_ack_body& worker::job_info() const noexcept { return s_->ack; }
+std::uint32_t worker::chunk_elems() const noexcept { return s_->chunk_elems; }
+stats::histogram& worker::chunk_rtt() noexcept { return s_->rtt; }
+std::uint64_t worker::retransmits() const noexcept { return s_->retransmits; }
+
+std::string worker::join() {
+    if (o_.world == 0 || o_.world > wire::max_world) return "world size must be 1.." + std::to_string(wire::max_world);
+    if (o_.rank >= o_.world) return "rank " + std::to_string(o_.rank) + " not below world " + std::to_string(o_.world);
+    wire::header h;
+    h.type = wire::msg_type::join;
+    h.dt = o_.dt;
+    h.job_id = o_.job_id;
+    h.job_token = o_.job_token;
+    h.rank = o_.rank;
+    h.world_size = o_.world;
+    wire::join_body b;
+    b.max_count = o_.max_count;
+    b.pool_size = o_.pool_size;
+    std::uint8_t body[wire::join_body_bytes];
+    wire::encode_join_body(b, body);
+    const tx_msg msg{h, body, wire::join_body_bytes};
+
+    // Rail 0 first (it tells us the rails), then all the others at once.
+    std::vector<bool> acked(1, false);
+    const auto deadline = clock::now() + o_.join_timeout;
+    auto wait_acks = [&]() -> std::string {
+        auto next_send = clock::now();
+        while (std::find(acked.begin(), acked.end(), false) != acked.end()) {
+            if (clock::now() > deadline)
+                return "join timed out after " + std::to_string(o_.join_timeout.count()) +
+                       " ms: no JOIN_ACK from railgated";
+            if (clock::now() >= next_send) {
+                for (unsigned r = 0; r < acked.size(); ++r)
+                    if (!acked[r]) t_.send(r, &msg, 1);
+                next_send = clock::now() + std::chrono::milliseconds(100);
+            }
+            bool any = false;
+            for (unsigned r = 0; r < acked.size(); ++r) {
+                const unsigned n = t_.recv(r, s_->rx.data(), rx_batch);
+                for (unsigned i = 0; i < n; ++i) {
+                    const rx_msg& m = s_->rx[i];
+                    any = true;
+                    if (m.h.job_id != o_.job_id) continue;
+                    if (m.h.type == wire::msg_type::error) {
+                        std::string text(m.bytes(), '\0');
+                        m.copy_to(text.data());
+                        return "railgated refused the join on rail " + std::to_string(r) + ": " + text;
+                    }
+                    if (m.h.type != wire::msg_type::join_ack) continue;
+                    if (r == 0 && !s_->joined) {
+                        std::vector<std::uint8_t> buf(m.bytes());
+                        m.copy_to(buf.data());
+                        if (!wire::decode_join_ack_body(buf, s_->ack)) return "malformed JOIN_ACK";
+                        s_->joined = true;
+                    }
+                    acked[r] = true;
+                }
+            }
+            if (!any) std::this_thread::yield();
+        }
+        return "";
+    };
+    if (std::string e = wait_acks(); !e.empty()) return e;
+    if (std::string e = t_.open_rails({s_->ack.rails, s_->ack.n_rails}); !e.empty()) return e;
+    s_->rails = s_->ack.policy == wire::rail_policy::rail ? s_->ack.n_rails : 1;
+    s_->pool = s_->ack.pool_size;
+    s_->chunk_elems = s_->ack.chunk_bytes / static_cast<std::uint32_t>(wire::dtype_size(o_.dt));
+    if (s_->pool == 0 || s_->chunk_elems == 0) return "JOIN_ACK with pool 0 or chunk 0";
+    acked.assign(s_->ack.n_rails, false);
+    acked[0] = true;
+    if (std::string e = wait_acks(); !e.empty()) return e;
+    s_->run.assign(s_->rails, {});
+    for (auto& r : s_->run) r.slots.assign(s_->pool, {});
+    return "";
+}
+
+void worker::leave() {
+    if (!s_->joined) return;
+    wire::header h;
+    h.type = wire::msg_type::leave;
+    h.dt = o_.dt;
+    h.job_id = o_.job_id;
+    h.job_token = o_.job_token;
+    h.rank = o_.rank;
+    h.world_size = o_.world;
+    const tx_msg msg{h, nullptr, 0};
+    std::vector<bool> acked(t_.n_rails(), false);
+    for (int attempt = 0; attempt < 5 && std::find(acked.begin(), acked.end(), false) != acked.end(); ++attempt) {
+        for (unsigned r = 0; r < acked.size(); ++r)
+            if (!acked[r]) t_.send(r, &msg, 1);
+        const auto until = clock::now() + std::chrono::milliseconds(100);
+        while (clock::now() < until && std::find(acked.begin(), acked.end(), false) != acked.end()) {
+            for (unsigned r = 0; r < acked.size(); ++r) {
+                const unsigned n = t_.recv(r, s_->rx.data(), rx_batch);
+                for (unsigned i = 0; i < n; ++i)
+                    if (s_->rx[i].h.type == wire::msg_type::leave_ack && s_->rx[i].h.job_id == o_.job_id)
+                        acked[r] = true;
+            }
+            std::this_thread::yield();
+        }
+    }
+    s_->joined = false;
+}
+
+void worker::abort() {
+    if (!s_->joined) return;
+    wire::header h;
+    h.type = wire::msg_type::error;
+    h.dt = o_.dt;
+    h.job_id = o_.job_id;
+    h.job_token = o_.job_token;
+    h.rank = o_.rank;
+    h.world_size = o_.world;
+    h.aux = static_cast<std::uint32_t>(wire::error_code::aborted);
+    const tx_msg msg{h, nullptr, 0};
+    for (unsigned r = 0; r < t_.n_rails(); ++r) t_.send(r, &msg, 1);
+    s_->joined = false;
+}
+
+void worker::start(void* data, std::size_t count, wire::dtype dt) {
+    state& s = *s_;
+    s.err.clear();
+    s.active = false;
+    if (!s.joined) {
+        s.err = "not joined";
+        return;
+    }
+    if (dt != o_.dt) {
+        s.err = "dtype " + std::string(wire::dtype_name(dt)) + " differs from the job's " +
+                std::string(wire::dtype_name(o_.dt));
+        return;
+    }
+    if (count > o_.max_count) {
+        s.err = "count " + std::to_string(count) + " above the job's max_count " + std::to_string(o_.max_count);
+        return;
+    }
+    s.data = static_cast<std::uint8_t*>(data);
+    s.count = count;
+    s.dt = dt;
+    s.esize = wire::dtype_size(dt);
+    const std::uint64_t chunks = (count + s.chunk_elems - 1) / s.chunk_elems;
+    const std::uint64_t now = now_ns();
+    s.last_progress_ns = s.last_scan_ns = now;
+    s.active = true;
+    for (unsigned r = 0; r < s.rails; ++r) {
+        state::rail_run& rr = s.run[r];
+        rr.n_chunks = chunks > r ? (chunks - r + s.rails - 1) / s.rails : 0;
+        rr.done = 0;
+        rr.pending.clear();
+        for (auto& sl : rr.slots) sl.busy = false;
+    }
+    for (unsigned r = 0; r < s.rails; ++r)
+        for (std::uint64_t k = 0; k < std::min<std::uint64_t>(s.pool, s.run[r].n_chunks); ++k)
+            s.run[r].pending.push_back(s.contrib(o_, r, k, 0, now));
+    if (chunks == 0) s.active = false;
+    progress();
+}
+
+bool worker::progress() {
+    state& s = *s_;
+    if (!s.active) return true;
+    bool all_done = true;
+    for (unsigned r = 0; r < s.rails; ++r) {
+        state::rail_run& rr = s.run[r];
+        const unsigned n = t_.recv(r, s.rx.data(), rx_batch);
+        for (unsigned i = 0; i < n; ++i) {
+            const rx_msg& m = s.rx[i];
+            if (m.h.job_id != o_.job_id || m.h.job_token != o_.job_token) continue;
+            if (m.h.type == wire::msg_type::error) {
+                std::string text(m.bytes(), '\0');
+                m.copy_to(text.data());
+                s.err = "railgated aborted the job on rail " + std::to_string(r) + ": " + text;
+                s.active = false;
+                return true;
+            }
+            if (m.h.type != wire::msg_type::result || m.h.slot >= s.pool) continue;
+            state::slot_state& sl = rr.slots[m.h.slot];
+            const std::uint64_t i_global = sl.k * s.rails + r;
+            const std::uint64_t off = i_global * s.chunk_elems;
+            // Stale or duplicate results (after a retransmit) are ignored.
+            if (!sl.busy || m.h.gen != sl.gen || m.h.offset != off || m.h.dt != s.dt ||
+                m.bytes() != std::size_t{m.h.count} * s.esize ||
+                m.h.count != std::min<std::uint64_t>(s.chunk_elems, s.count - off))
+                continue;
+            m.copy_to(s.data + off * s.esize);
+            const std::uint64_t t = now_ns();
+            s.rtt.record(t - sl.sent_ns);
+            s.last_progress_ns = t;
+            sl.busy = false;
+            ++sl.gen;
+            ++rr.done;
+            const std::uint64_t next = sl.k + s.pool;
+            // Same slot: (k + pool) % pool == k % pool.
+            if (next < rr.n_chunks) rr.pending.push_back(s.contrib(o_, r, next, 0, t));
+        }
+        if (!rr.pending.empty()) {
+            const unsigned sent = t_.send(r, rr.pending.data(), static_cast<unsigned>(rr.pending.size()));
+            rr.pending.erase(rr.pending.begin(), rr.pending.begin() + sent);
+        }
+        if (rr.done < rr.n_chunks) all_done = false;
+    }
+    if (all_done) {
+        s.active = false;
+        return true;
+    }
+    // Retransmit timed-out contributions; checked every millisecond.
+    const std::uint64_t now = now_ns();
+    if (now - s.last_scan_ns > 1000000) {
+        s.last_scan_ns = now;
+        const auto rto = static_cast<std::uint64_t>(std::chrono::nanoseconds(o_.rto).count());
+        for (unsigned r = 0; r < s.rails; ++r)
+            for (std::size_t si = 0; si < s.pool; ++si) {
+                state::slot_state& sl = s.run[r].slots[si];
+                if (!sl.busy || now - sl.sent_ns < rto) continue;
+                // RTT of a retransmitted chunk counts from the retransmit.
+                const tx_msg c = s.contrib(o_, r, sl.k, wire::flag_retransmit, now);
+                ++s.retransmits;
+                t_.send(r, &c, 1);
+            }
+        if (now - s.last_progress_ns > static_cast<std::uint64_t>(std::chrono::nanoseconds(o_.op_timeout).count())) {
+            s.err = "allreduce timed out: no result for " + std::to_string(o_.op_timeout.count()) + " ms";
+            s.active = false;
+            return true;
+        }
+    }
+    return false;
+}
+
+std::string worker::allreduce(void* data, std::size_t count, wire::dtype dt) {
+    start(data, count, dt);
+    if (!s_->err.empty()) return s_->err;
+    unsigned idle = 0;
+    while (!progress())
+        if (++idle % 64 == 0) std::this_thread::yield();
+    return s_->err;
+}
+
+} // namespace railgate::client

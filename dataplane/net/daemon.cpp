@@ -1,0 +1,562 @@
+#include "dataplane/net/daemon.hpp"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstring>
+#include <new>
+#include <set>
+#include <stdexcept>
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_prefetch.h>
+
+#include "dataplane/agg/aggregator.hpp"
+#include "dataplane/net/eal.hpp"
+#include "dataplane/net/topology.hpp"
+#include "dataplane/proto/frame.hpp"
+#include "dataplane/proto/parse.hpp"
+#include "dataplane/reduce/reduce.hpp"
+
+namespace railgate::net {
+namespace {
+
+constexpr unsigned rx_burst = 32;
+constexpr unsigned tx_cap = 512;
+// A full TX queue is usually transient (the peer is draining); retry this
+// many times before freeing and counting the rest as tx_full.
+constexpr unsigned tx_retries = 256;
+
+struct mbuf_release {
+    void operator()(void* m) const noexcept { rte_pktmbuf_free(static_cast<rte_mbuf*>(m)); }
+};
+using aggregator = agg::rail_aggregator<mbuf_release>;
+
+struct rail_static {
+    rail_config cfg;
+    std::uint16_t port = 0;
+    int socket = 0;
+    unsigned lcore = 0;
+    frame::endpoint self;
+    bool multiseg_tx = false;
+    std::uint32_t chunk_bytes = 0;
+    rte_mempool* pool = nullptr;     // full-size frames
+    rte_mempool* hdr_pool = nullptr; // result headers and indirect clones
+    rail_counters ctr;
+    std::string driver;
+};
+
+// Everything one rail's lcore touches per packet; built on that lcore so
+// that it lives on its NUMA node.
+struct rail_state {
+    rail_state(rail_static& st, const agg::limits& lim, const wire::join_ack_body& ack_body,
+               wire::rail_policy pol)
+        : s(st), ctr(st.ctr), agg(lim), k(reduce::best()), ack(ack_body), policy(pol) {}
+
+    rail_static& s;
+    rail_counters& ctr;
+    aggregator agg;
+    const reduce::kernels& k;
+    const wire::join_ack_body& ack;
+    wire::rail_policy policy;
+    unsigned ntx = 0;
+    rte_mbuf* tx[tx_cap];
+};
+
+void flush(rail_state& rs) noexcept {
+    unsigned sent = 0;
+    for (unsigned tries = 0; sent < rs.ntx && tries < tx_retries; ++tries)
+        sent += rte_eth_tx_burst(rs.s.port, 0, rs.tx + sent, static_cast<std::uint16_t>(rs.ntx - sent));
+    for (unsigned i = sent; i < rs.ntx; ++i) {
+        rs.ctr.drop(drop_reason::tx_full);
+        rte_pktmbuf_free(rs.tx[i]);
+    }
+    bump(rs.ctr.tx_packets, sent);
+    rs.ntx = 0;
+}
+
+void queue_tx(rail_state& rs, rte_mbuf* m) noexcept {
+    if (rs.ntx == tx_cap) flush(rs);
+    bump(rs.ctr.tx_bytes, m->pkt_len);
+    rs.tx[rs.ntx++] = m;
+}
+
+void free_drop(rail_state& rs, rte_mbuf* m, drop_reason r) noexcept {
+    rs.ctr.drop(r);
+    rte_pktmbuf_free(m);
+}
+
+// Resets m to hold one UDP datagram of msg_len bytes to `dst`; returns the
+// message area or nullptr when the buffer is too small.
+std::uint8_t* reuse_as_reply(rail_state& rs, rte_mbuf* m, const frame::endpoint& dst,
+                             std::size_t msg_len) noexcept {
+    const std::size_t len = frame::udp_frame_overhead + msg_len;
+    if (m->buf_len < RTE_PKTMBUF_HEADROOM + len) return nullptr;
+    if (m->nb_segs > 1) {
+        rte_pktmbuf_free(m->next);
+        m->next = nullptr;
+        m->nb_segs = 1;
+    }
+    m->data_off = RTE_PKTMBUF_HEADROOM;
+    m->data_len = static_cast<std::uint16_t>(len);
+    m->pkt_len = static_cast<std::uint32_t>(len);
+    std::uint8_t* p = rte_pktmbuf_mtod(m, std::uint8_t*);
+    frame::write_udp_headers(p, rs.s.self, dst, msg_len);
+    return p + frame::udp_frame_overhead;
+}
+
+void send_error(rail_state& rs, rte_mbuf* m, const frame::endpoint& dst, const wire::header& req,
+                wire::error_code code) noexcept {
+    const std::string_view text = wire::error_name(code);
+    std::uint8_t* msg = reuse_as_reply(rs, m, dst, wire::header_bytes + text.size());
+    if (!msg) return free_drop(rs, m, drop_reason::no_mbuf);
+    wire::header h = req;
+    h.type = wire::msg_type::error;
+    h.flags = 0;
+    h.count = 0;
+    h.aux = static_cast<std::uint32_t>(code);
+    wire::encode_header(h, msg);
+    std::memcpy(msg + wire::header_bytes, text.data(), text.size());
+    queue_tx(rs, m);
+}
+
+void handle_join(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<const std::uint8_t> body,
+                 const frame::endpoint& from) noexcept {
+    const wire::join_body b = wire::decode_join_body(body.data());
+    const agg::join_outcome jo = rs.agg.join(h, b, from);
+    if (jo.err != wire::error_code::none) {
+        bump(rs.ctr.join_errors);
+        rs.ctr.drop(jo.err == wire::error_code::job_table_full ? drop_reason::job_table_full
+                                                                : drop_reason::join_refused);
+        return send_error(rs, m, from, h, jo.err);
+    }
+    bump(rs.ctr.joins);
+    wire::join_ack_body ack = rs.ack;
+    ack.pool_size = jo.j->pool;
+    ack.policy = rs.policy;
+    std::uint8_t body_buf[wire::join_ack_fixed_bytes + wire::max_rails * wire::rail_entry_bytes];
+    const std::size_t blen = wire::encode_join_ack_body(ack, body_buf);
+    std::uint8_t* msg = reuse_as_reply(rs, m, from, wire::header_bytes + blen);
+    if (!msg) return free_drop(rs, m, drop_reason::no_mbuf);
+    wire::header a = h;
+    a.type = wire::msg_type::join_ack;
+    a.flags = 0;
+    a.aux = rs.agg.lim().rail_index;
+    wire::encode_header(a, msg);
+    std::memcpy(msg + wire::header_bytes, body_buf, blen);
+    queue_tx(rs, m);
+}
+
+// Sends slot s's kept result to one member, sharing the payload mbuf
+// (indirect clone) when the port can transmit chains, copying otherwise.
+void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned rank) noexcept {
+    auto* payload = static_cast<rte_mbuf*>(s.result_owner);
+    const std::uint32_t bytes = s.result_count * static_cast<std::uint32_t>(wire::dtype_size(j.dt));
+    const std::size_t hdr_len = frame::udp_frame_overhead + wire::header_bytes;
+    rte_mbuf* m;
+    std::uint8_t* p;
+    if (rs.s.multiseg_tx) {
+        m = rte_pktmbuf_alloc(rs.s.hdr_pool);
+        rte_mbuf* c = m ? rte_pktmbuf_clone(payload, rs.s.hdr_pool) : nullptr;
+        if (!c) {
+            if (m) rte_pktmbuf_free(m);
+            rs.ctr.drop(drop_reason::no_mbuf);
+            return;
+        }
+        p = reinterpret_cast<std::uint8_t*>(rte_pktmbuf_append(m, static_cast<std::uint16_t>(hdr_len)));
+        rte_pktmbuf_chain(m, c);
+    } else {
+        m = rte_pktmbuf_alloc(rs.s.pool);
+        p = m ? reinterpret_cast<std::uint8_t*>(rte_pktmbuf_append(m, static_cast<std::uint16_t>(hdr_len + bytes)))
+              : nullptr;
+        if (!p) {
+            if (m) rte_pktmbuf_free(m);
+            rs.ctr.drop(drop_reason::no_mbuf);
+            return;
+        }
+        std::memcpy(p + hdr_len, rte_pktmbuf_mtod(payload, const void*), bytes);
+    }
+    frame::write_udp_headers(p, rs.s.self, j.members[rank], wire::header_bytes + bytes);
+    wire::header h;
+    h.type = wire::msg_type::result;
+    h.dt = j.dt;
+    h.job_id = j.id;
+    h.job_token = j.token;
+    h.rank = static_cast<std::uint16_t>(rank);
+    h.world_size = j.world;
+    h.slot = static_cast<std::uint16_t>(&s - j.slots);
+    h.count = s.result_count;
+    h.offset = s.result_offset;
+    h.gen = s.gen - 1;
+    wire::encode_header(h, p + frame::udp_frame_overhead);
+    bump(rs.ctr.results_sent);
+    queue_tx(rs, m);
+}
+
+void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h,
+                    std::span<const std::uint8_t> payload) noexcept {
+    const agg::outcome o = rs.agg.contribute(h, payload.data(), m, rs.k);
+    switch (o.act) {
+    case agg::action::dropped: return free_drop(rs, m, o.reason);
+    case agg::action::stored: bump(rs.ctr.contributions); return;
+    case agg::action::resend:
+        bump(rs.ctr.results_resent);
+        send_result(rs, *o.j, *o.s, h.rank);
+        rte_pktmbuf_free(m);
+        return;
+    case agg::action::completed: {
+        bump(rs.ctr.contributions);
+        bump(rs.ctr.aggregations);
+        // Trim rank 0's frame to the reduced payload: it is the result now.
+        auto* r = static_cast<rte_mbuf*>(o.s->result_owner);
+        const auto off = static_cast<std::uint16_t>(static_cast<const std::uint8_t*>(o.s->result_payload) -
+                                                    rte_pktmbuf_mtod(r, const std::uint8_t*));
+        rte_pktmbuf_adj(r, off);
+        const auto bytes = static_cast<std::uint16_t>(o.s->result_count * wire::dtype_size(o.j->dt));
+        r->data_len = bytes;
+        r->pkt_len = bytes;
+        for (unsigned w = 0; w < o.j->world; ++w) send_result(rs, *o.j, *o.s, w);
+        return;
+    }
+    }
+}
+
+void handle_abort(rail_state& rs, rte_mbuf* m, const wire::header& h) noexcept {
+    frame::endpoint who[wire::max_world];
+    const std::uint64_t members = rs.agg.abort(h, who);
+    if (!members) return free_drop(rs, m, drop_reason::leave_unknown);
+    bump(rs.ctr.aborts);
+    rte_pktmbuf_free(m);
+    for (unsigned r = 0; r < h.world_size; ++r) {
+        if (!(members >> r & 1) || r == h.rank) continue;
+        rte_mbuf* e = rte_pktmbuf_alloc(rs.s.pool);
+        if (!e) {
+            rs.ctr.drop(drop_reason::no_mbuf);
+            continue;
+        }
+        wire::header eh = h;
+        eh.rank = static_cast<std::uint16_t>(r);
+        send_error(rs, e, who[r], eh, wire::error_code::aborted);
+    }
+}
+
+void handle(rail_state& rs, rte_mbuf* m) noexcept {
+    bump(rs.ctr.rx_packets);
+    bump(rs.ctr.rx_bytes, m->pkt_len);
+    if (m->nb_segs != 1) return free_drop(rs, m, drop_reason::rx_segmented);
+    auto* p = rte_pktmbuf_mtod(m, std::uint8_t*);
+    const frame::info fi = frame::classify(p, m->data_len, rs.s.self);
+    switch (fi.k) {
+    case frame::kind::drop: return free_drop(rs, m, fi.reason);
+    case frame::kind::arp_reply: return free_drop(rs, m, drop_reason::arp_reply_ignored);
+    case frame::kind::arp_request:
+        frame::arp_reply_in_place(p, rs.s.self);
+        m->data_len = static_cast<std::uint16_t>(frame::arp_frame_bytes);
+        m->pkt_len = m->data_len;
+        bump(rs.ctr.arp_replies);
+        return queue_tx(rs, m);
+    case frame::kind::icmp_echo:
+        frame::icmp_echo_reply_in_place(p, fi);
+        m->data_len = static_cast<std::uint16_t>(fi.l4_offset + fi.l4_len);
+        m->pkt_len = m->data_len;
+        bump(rs.ctr.icmp_replies);
+        return queue_tx(rs, m);
+    case frame::kind::udp: break;
+    }
+    wire::header h;
+    std::span<const std::uint8_t> payload;
+    const drop_reason r = wire::parse_worker_message(p + fi.msg_offset, fi.l4_len, h, payload);
+    if (r != drop_reason::none) return free_drop(rs, m, r);
+    switch (h.type) {
+    case wire::msg_type::contrib: return handle_contrib(rs, m, h, payload);
+    case wire::msg_type::join: return handle_join(rs, m, h, payload, fi.src);
+    case wire::msg_type::leave:
+        if (!rs.agg.leave(h)) return free_drop(rs, m, drop_reason::leave_unknown);
+        bump(rs.ctr.leaves);
+        if (std::uint8_t* msg = reuse_as_reply(rs, m, fi.src, wire::header_bytes)) {
+            wire::header a = h;
+            a.type = wire::msg_type::leave_ack;
+            wire::encode_header(a, msg);
+            return queue_tx(rs, m);
+        }
+        return free_drop(rs, m, drop_reason::no_mbuf);
+    case wire::msg_type::error: return handle_abort(rs, m, h);
+    default: return free_drop(rs, m, drop_reason::rg_type);
+    }
+}
+
+// Returns whether any packet was received.
+bool poll_rail(rail_state& rs) noexcept {
+    rte_mbuf* pkts[rx_burst];
+    const std::uint16_t n = rte_eth_rx_burst(rs.s.port, 0, pkts, rx_burst);
+    if (n == 0) return false;
+    for (std::uint16_t i = 0; i < n; ++i) {
+        if (i + 2 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 2], void*));
+        handle(rs, pkts[i]);
+    }
+    flush(rs);
+    return true;
+}
+
+} // namespace
+
+struct daemon::impl {
+    daemon_config cfg;
+    std::vector<std::unique_ptr<rail_static>> rails;
+    wire::join_ack_body ack{};
+    std::uint32_t job_chunk_bytes = 0;
+    std::vector<unsigned> lcores; // worker lcores that serve at least one rail
+    std::atomic<bool> stop{false};
+    bool launched = false;
+    bool ports_open = false;
+
+    struct lcore_ctx {
+        impl* self;
+        unsigned lcore;
+    };
+    std::vector<lcore_ctx> ctxs;
+
+    static int lcore_main(void* arg);
+    void open_ports();
+    void place();
+};
+
+int daemon::impl::lcore_main(void* arg) {
+    auto* c = static_cast<lcore_ctx*>(arg);
+    impl& d = *c->self;
+    std::vector<std::unique_ptr<rail_state>> mine;
+    for (std::size_t i = 0; i < d.rails.size(); ++i) {
+        rail_static& rs = *d.rails[i];
+        if (rs.lcore != c->lcore) continue;
+        agg::limits lim;
+        lim.max_jobs = d.cfg.max_jobs;
+        lim.max_pool = d.cfg.max_pool;
+        lim.default_pool = d.cfg.default_pool;
+        lim.chunk_bytes = rs.chunk_bytes;
+        lim.rail_index = static_cast<unsigned>(i);
+        lim.n_rails = static_cast<unsigned>(d.rails.size());
+        lim.job_chunk_bytes = d.job_chunk_bytes;
+        mine.push_back(std::make_unique<rail_state>(rs, lim, d.ack, d.cfg.policy));
+    }
+    while (!d.stop.load(std::memory_order_relaxed))
+        for (auto& r : mine) poll_rail(*r);
+    for (auto& r : mine) flush(*r);
+    return 0; // rail_state destructors release every held mbuf
+}
+
+daemon::daemon(const daemon_config& cfg) : p_(std::make_unique<impl>()) {
+    p_->cfg = cfg;
+    auto fail = [](const std::string& what) { throw std::runtime_error(what); };
+    // Rules, checked once here; the loops trust the result.
+    if (cfg.rails.empty()) fail("no rails configured");
+    if (cfg.rails.size() > wire::max_rails) fail("too many rails (max " + std::to_string(wire::max_rails) + ")");
+    if (cfg.max_jobs == 0 || cfg.max_jobs > 1024) fail("max_jobs must be 1..1024");
+    if (cfg.max_pool == 0 || cfg.max_pool > 65535) fail("max_pool must be 1..65535");
+    if (cfg.default_pool == 0 || cfg.default_pool > cfg.max_pool) fail("default pool must be 1..max_pool");
+    std::set<std::string> names;
+    std::set<std::uint32_t> ips;
+    for (const rail_config& r : cfg.rails) {
+        const std::string where = "rail " + r.name + ": ";
+        if (!names.insert(r.name).second) fail(where + "duplicate name");
+        if (r.ip == 0) fail(where + "ip missing");
+        if (!ips.insert(r.ip).second) fail(where + "ip " + format_ipv4(r.ip) + " used by another rail");
+        if (r.mtu < wire::min_mtu || r.mtu > wire::max_mtu)
+            fail(where + "mtu " + std::to_string(r.mtu) + " out of range " + std::to_string(wire::min_mtu) +
+                 ".." + std::to_string(wire::max_mtu));
+        if (r.udp_port == 0) fail(where + "udp port 0");
+        if (r.port_id < 0 && r.port_name.empty()) fail(where + "no port");
+    }
+    p_->open_ports();
+    p_->place();
+}
+
+void daemon::impl::open_ports() {
+    job_chunk_bytes = UINT32_MAX;
+    for (std::size_t i = 0; i < cfg.rails.size(); ++i) {
+        auto rs = std::make_unique<rail_static>();
+        rs->cfg = cfg.rails[i];
+        const std::string where = "rail " + rs->cfg.name + ": ";
+        std::uint16_t port;
+        if (rs->cfg.port_id >= 0) {
+            port = static_cast<std::uint16_t>(rs->cfg.port_id);
+            if (!rte_eth_dev_is_valid_port(port)) throw std::runtime_error(where + "invalid port id");
+        } else if (rte_eth_dev_get_port_by_name(rs->cfg.port_name.c_str(), &port) != 0) {
+            throw std::runtime_error(where + "no DPDK port named " + rs->cfg.port_name);
+        }
+        rs->port = port;
+        rte_eth_dev_info info;
+        if (rte_eth_dev_info_get(port, &info) != 0) throw std::runtime_error(where + "cannot read device info");
+        rs->driver = info.driver_name ? info.driver_name : "?";
+        rs->socket = port_numa_node(port);
+        rs->chunk_bytes = wire::chunk_bytes_for_mtu(rs->cfg.mtu);
+        job_chunk_bytes = std::min(job_chunk_bytes, rs->chunk_bytes);
+
+        const unsigned room = RTE_PKTMBUF_HEADROOM + std::max<unsigned>(2048, rs->cfg.mtu + 14 + 4);
+        const int sock = rs->socket < 0 ? static_cast<int>(SOCKET_ID_ANY) : rs->socket;
+        rs->pool = make_pktmbuf_pool("rg_pool_" + std::to_string(i), cfg.mbufs_per_rail, room, sock);
+        rs->hdr_pool = make_pktmbuf_pool("rg_hdr_" + std::to_string(i), cfg.mbufs_per_rail * 2,
+                                         RTE_PKTMBUF_HEADROOM + 128, sock);
+
+        rte_eth_conf conf{};
+        conf.rxmode.mtu = rs->cfg.mtu;
+        // net_ring passes mbuf pointers through untouched, so chains are fine
+        // there even though it does not advertise the offload.
+        rs->multiseg_tx = (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) || rs->driver == "net_ring";
+        if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)
+            conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+        int rc = rte_eth_dev_configure(port, 1, 1, &conf);
+        if (rc < 0) throw std::runtime_error(where + "configure: " + rte_strerror(-rc));
+        std::uint16_t nrx = static_cast<std::uint16_t>(cfg.rx_desc), ntx = static_cast<std::uint16_t>(cfg.tx_desc);
+        rte_eth_dev_adjust_nb_rx_tx_desc(port, &nrx, &ntx);
+        rc = rte_eth_rx_queue_setup(port, 0, nrx, static_cast<unsigned>(sock), nullptr, rs->pool);
+        if (rc < 0) throw std::runtime_error(where + "rx queue: " + rte_strerror(-rc));
+        rte_eth_txconf txc = info.default_txconf;
+        txc.offloads = conf.txmode.offloads;
+        rc = rte_eth_tx_queue_setup(port, 0, ntx, static_cast<unsigned>(sock), &txc);
+        if (rc < 0) throw std::runtime_error(where + "tx queue: " + rte_strerror(-rc));
+        rc = rte_eth_dev_set_mtu(port, rs->cfg.mtu);
+        if (rc < 0 && rc != -ENOTSUP)
+            throw std::runtime_error(where + "mtu " + std::to_string(rs->cfg.mtu) + ": " + rte_strerror(-rc));
+        rc = rte_eth_dev_start(port);
+        if (rc < 0) throw std::runtime_error(where + "start: " + rte_strerror(-rc));
+        rte_ether_addr mac;
+        rte_eth_macaddr_get(port, &mac);
+        std::memcpy(rs->self.mac.b, mac.addr_bytes, 6);
+        rs->self.ip = rs->cfg.ip;
+        rs->self.udp_port = rs->cfg.udp_port;
+        rails.push_back(std::move(rs));
+    }
+    ports_open = true;
+    ack.n_rails = static_cast<std::uint8_t>(rails.size());
+    ack.chunk_bytes = static_cast<std::uint16_t>(job_chunk_bytes);
+    for (std::size_t i = 0; i < rails.size(); ++i) {
+        wire::rail_entry& e = ack.rails[i];
+        e.ip = rails[i]->self.ip;
+        e.udp_port = rails[i]->self.udp_port;
+        e.mtu = rails[i]->cfg.mtu;
+        std::memcpy(e.mac, rails[i]->self.mac.b, 6);
+        e.chunk_bytes = static_cast<std::uint16_t>(rails[i]->chunk_bytes);
+    }
+}
+
+void daemon::impl::place() {
+    std::vector<unsigned> workers;
+    unsigned l;
+    RTE_LCORE_FOREACH_WORKER(l) workers.push_back(l);
+    if (workers.empty()) throw std::runtime_error("no worker lcore: give EAL at least 2 lcores (-l 0-1)");
+    std::vector<unsigned> load(RTE_MAX_LCORE, 0);
+    for (auto& rs : rails) {
+        if (rs->cfg.lcore >= 0) {
+            const auto want = static_cast<unsigned>(rs->cfg.lcore);
+            if (std::find(workers.begin(), workers.end(), want) == workers.end())
+                throw std::runtime_error("rail " + rs->cfg.name + ": lcore " + std::to_string(want) +
+                                         " is not an enabled worker lcore");
+            rs->lcore = want;
+        } else {
+            rs->lcore = pick_lcore(workers, load, rs->socket);
+        }
+        ++load[rs->lcore];
+        if (rs->socket >= 0 && static_cast<int>(rte_lcore_to_socket_id(rs->lcore)) != rs->socket)
+            std::fprintf(stderr, "railgated: warning: rail %s (NUMA %d) served from lcore %u on NUMA %u\n",
+                         rs->cfg.name.c_str(), rs->socket, rs->lcore, rte_lcore_to_socket_id(rs->lcore));
+        if (std::find(lcores.begin(), lcores.end(), rs->lcore) == lcores.end()) lcores.push_back(rs->lcore);
+    }
+}
+
+daemon::~daemon() {
+    stop();
+    if (!p_->ports_open) return;
+    for (auto& rs : p_->rails) {
+        rte_eth_dev_stop(rs->port);
+        rte_eth_dev_close(rs->port);
+    }
+    for (auto& rs : p_->rails) {
+        rte_mempool_free(rs->pool);
+        rte_mempool_free(rs->hdr_pool);
+    }
+}
+
+void daemon::print_placement(std::FILE* out) const {
+    std::fprintf(out, "railgated: kernels %s; %zu rail(s), job chunk %u bytes\n",
+                 std::string(reduce::best().name).c_str(), p_->rails.size(), p_->job_chunk_bytes);
+    for (auto& rs : p_->rails) {
+        const auto& m = rs->self.mac.b;
+        std::fprintf(out,
+                     "  rail %-4s -> port %u (%s, %s) -> NUMA %d -> lcore %u | %s:%u mac "
+                     "%02x:%02x:%02x:%02x:%02x:%02x mtu %u chunk %u B%s\n",
+                     rs->cfg.name.c_str(), rs->port, rs->cfg.port_name.empty() ? "-" : rs->cfg.port_name.c_str(),
+                     rs->driver.c_str(), rs->socket, rs->lcore, format_ipv4(rs->self.ip).c_str(),
+                     rs->self.udp_port, m[0], m[1], m[2], m[3], m[4], m[5], rs->cfg.mtu, rs->chunk_bytes,
+                     rs->multiseg_tx ? ", zero-copy results" : ", copied results");
+    }
+}
+
+void daemon::launch() {
+    if (p_->launched) return;
+    p_->stop.store(false);
+    p_->ctxs.clear();
+    p_->ctxs.reserve(p_->lcores.size());
+    for (unsigned l : p_->lcores) p_->ctxs.push_back({p_.get(), l});
+    for (auto& c : p_->ctxs) {
+        const int rc = rte_eal_remote_launch(&impl::lcore_main, &c, c.lcore);
+        if (rc != 0) {
+            stop();
+            throw std::runtime_error("cannot launch lcore " + std::to_string(c.lcore) + ": " + rte_strerror(-rc));
+        }
+        p_->launched = true;
+    }
+}
+
+void daemon::stop() {
+    if (!p_->launched) return;
+    p_->stop.store(true);
+    for (auto& c : p_->ctxs) rte_eal_wait_lcore(c.lcore);
+    p_->launched = false;
+}
+
+std::size_t daemon::rail_count() const noexcept { return p_->rails.size(); }
+const rail_config& daemon::rail(std::size_t i) const noexcept { return p_->rails[i]->cfg; }
+const rail_counters& daemon::counters(std::size_t i) const noexcept { return p_->rails[i]->ctr; }
+
+void daemon::print_stats(std::FILE* out) const {
+    auto v = [](const counter& c) { return c.load(std::memory_order_relaxed); };
+    for (auto& rs : p_->rails) {
+        const rail_counters& c = rs->ctr;
+        std::fprintf(out,
+                     "rail %s: rx %" PRIu64 " pkts %" PRIu64 " B, tx %" PRIu64 " pkts %" PRIu64
+                     " B, contributions %" PRIu64 ", aggregations %" PRIu64 ", results %" PRIu64
+                     " (resent %" PRIu64 "), joins %" PRIu64 " (refused %" PRIu64 "), leaves %" PRIu64
+                     ", aborts %" PRIu64 ", arp %" PRIu64 ", icmp %" PRIu64 ", drops %" PRIu64 "\n",
+                     rs->cfg.name.c_str(), v(c.rx_packets), v(c.rx_bytes), v(c.tx_packets), v(c.tx_bytes),
+                     v(c.contributions), v(c.aggregations), v(c.results_sent), v(c.results_resent), v(c.joins),
+                     v(c.join_errors), v(c.leaves), v(c.aborts), v(c.arp_replies), v(c.icmp_replies),
+                     c.total_drops());
+        for (unsigned r = 0; r < drop_reason_count; ++r)
+            if (const std::uint64_t n = v(c.drops[r]))
+                std::fprintf(out, "  drop %-26s %12" PRIu64 "  (%s)\n",
+                             std::string(drop_reason_name(static_cast<drop_reason>(r))).c_str(), n,
+                             std::string(drop_reason_text(static_cast<drop_reason>(r))).c_str());
+    }
+}
+
+bool parse_ipv4(const std::string& s, std::uint32_t& out) noexcept {
+    in_addr a{};
+    if (inet_pton(AF_INET, s.c_str(), &a) != 1) return false;
+    out = ntohl(a.s_addr);
+    return true;
+}
+
+std::string format_ipv4(std::uint32_t ip) {
+    char buf[INET_ADDRSTRLEN];
+    in_addr a{htonl(ip)};
+    inet_ntop(AF_INET, &a, buf, sizeof buf);
+    return buf;
+}
+
+} // namespace railgate::net

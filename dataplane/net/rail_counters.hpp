@@ -1,0 +1,37 @@
+// Per-rail counters. One writer (the rail's lcore) updates them with relaxed
+// load+store (a plain add on x86); any thread may read them.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "dataplane/proto/drop_reason.hpp"
+
+namespace railgate::net {
+
+using counter = std::atomic<std::uint64_t>;
+
+inline void bump(counter& c, std::uint64_t n = 1) noexcept {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
+struct alignas(64) rail_counters {
+    counter rx_packets{0}, rx_bytes{0};
+    counter tx_packets{0}, tx_bytes{0};
+    counter contributions{0};   // accepted into a slot
+    counter aggregations{0};    // slots completed and reduced
+    counter results_sent{0};
+    counter results_resent{0};  // answered a retransmitted contribution
+    counter joins{0}, join_errors{0}, leaves{0}, aborts{0};
+    counter arp_replies{0}, icmp_replies{0};
+    counter drops[drop_reason_count]{};
+
+    void drop(drop_reason r) noexcept { bump(drops[static_cast<unsigned>(r)]); }
+    std::uint64_t total_drops() const noexcept {
+        std::uint64_t t = 0;
+        for (const counter& d : drops) t += d.load(std::memory_order_relaxed);
+        return t;
+    }
+};
+
+} // namespace railgate::net

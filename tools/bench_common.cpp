@@ -1,0 +1,108 @@
+#include "tools/bench_common.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "dataplane/reduce/numeric.hpp"
+#include "dataplane/reduce/reduce.hpp"
+
+namespace railgate::bench {
+namespace {
+
+std::uint64_t mix(std::uint64_t x) noexcept {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+float value(std::uint64_t h) noexcept {
+    const unsigned kind = h & 1023;
+    if (kind == 0) return -0.0f;
+    if (kind == 1) return std::bit_cast<float>(static_cast<std::uint32_t>(h >> 40) & 0x007fffffu); // denormal
+    // Magnitudes 2^-12 .. 2^12: large enough spread that order matters.
+    const int e = static_cast<int>((h >> 10) % 25) - 12;
+    const float m = 1.0f + static_cast<float>((h >> 20) & 0xfffff) / 1048576.0f;
+    const float v = std::ldexp(m, e);
+    return (h >> 60) & 1 ? -v : v;
+}
+
+} // namespace
+
+void fill_input(void* out, std::size_t count, wire::dtype dt, unsigned rank, std::uint64_t seed) {
+    const std::uint64_t base = mix(seed * 1000003u + rank);
+    for (std::size_t i = 0; i < count; ++i) {
+        const std::uint64_t h = mix(base + i);
+        switch (dt) {
+        case wire::dtype::fp32: static_cast<float*>(out)[i] = value(h); break;
+        case wire::dtype::bf16: static_cast<std::uint16_t*>(out)[i] = reduce::f32_to_bf16(value(h)); break;
+        case wire::dtype::fp16: static_cast<std::uint16_t*>(out)[i] = reduce::f32_to_f16(value(h) / 64.0f); break;
+        case wire::dtype::int32: static_cast<std::uint32_t*>(out)[i] = static_cast<std::uint32_t>(h >> 3); break;
+        }
+    }
+}
+
+void reference_sum(void* out, const std::vector<const void*>& inputs, std::size_t count, wire::dtype dt) {
+    reduce::get(reduce::isa::scalar)->operator[](dt)(out, inputs.data(), static_cast<unsigned>(inputs.size()), count);
+}
+
+std::size_t count_wrong(const void* got, const void* want, std::size_t count, wire::dtype dt) {
+    const std::size_t es = wire::dtype_size(dt);
+    if (std::memcmp(got, want, count * es) == 0) return 0;
+    std::size_t wrong = 0;
+    const auto* g = static_cast<const std::uint8_t*>(got);
+    const auto* w = static_cast<const std::uint8_t*>(want);
+    for (std::size_t i = 0; i < count; ++i)
+        if (std::memcmp(g + i * es, w + i * es, es) != 0) ++wrong;
+    return wrong;
+}
+
+bool parse_size(const std::string& s, std::uint64_t& out) {
+    if (s.empty()) return false;
+    std::size_t pos = 0;
+    unsigned long long v;
+    try {
+        v = std::stoull(s, &pos);
+    } catch (...) {
+        return false;
+    }
+    const std::string suf = s.substr(pos);
+    std::uint64_t mul = 1;
+    if (suf == "K" || suf == "k") mul = 1024;
+    else if (suf == "M" || suf == "m") mul = 1024 * 1024;
+    else if (suf == "G" || suf == "g") mul = 1024ull * 1024 * 1024;
+    else if (!suf.empty()) return false;
+    out = v * mul;
+    return true;
+}
+
+void print_latency(std::FILE* out, const stats::histogram& h, const char* title) {
+    if (h.count() == 0) {
+        std::fprintf(out, "# %s: no samples\n", title);
+        return;
+    }
+    auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
+    std::fprintf(out, "# %s (us): samples %llu\n", title, static_cast<unsigned long long>(h.count()));
+    std::fprintf(out, "#   t_min %.2f  t_typical(p50) %.2f  t_avg %.2f  t_stdev %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  t_max %.2f\n",
+                 us(h.min()), us(h.percentile(50)), h.mean() / 1000.0, h.stddev() / 1000.0, us(h.percentile(90)),
+                 us(h.percentile(99)), us(h.percentile(99.9)), us(h.max()));
+    // Power-of-two buckets in ns for the bar chart.
+    std::vector<std::uint64_t> b(48, 0);
+    for (std::size_t i = 0; i < stats::histogram::bucket_count; ++i)
+        if (const std::uint64_t c = h.bucket(i)) {
+            const std::uint64_t lo = stats::histogram::lowest_of(i);
+            b[lo ? 64 - static_cast<unsigned>(std::countl_zero(lo)) : 0] += c;
+        }
+    const std::uint64_t peak = *std::max_element(b.begin(), b.end());
+    for (std::size_t k = 0; k < b.size(); ++k) {
+        if (!b[k]) continue;
+        const double lo = k ? static_cast<double>(std::uint64_t{1} << (k - 1)) / 1000.0 : 0.0;
+        const double hi = static_cast<double>(std::uint64_t{1} << k) / 1000.0;
+        const int bar = static_cast<int>(50.0 * static_cast<double>(b[k]) / static_cast<double>(peak) + 0.5);
+        std::fprintf(out, "#   [%9.2f, %9.2f) %10llu |%.*s\n", lo, hi, static_cast<unsigned long long>(b[k]), bar,
+                     "##################################################");
+    }
+}
+
+} // namespace railgate::bench

@@ -1,0 +1,32 @@
+// Shared by railbench and the tests: deterministic per-rank inputs, the
+// rank-order reference, sizes with suffixes, and histogram printing.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "dataplane/proto/wire.hpp"
+#include "dataplane/stats/histogram.hpp"
+
+namespace railgate::bench {
+
+// Fills `out` (count elements of dt) with rank `rank`'s input: varied
+// magnitudes and signs so that summation order is observable, plus a few
+// signed zeros, denormals and infinities.
+void fill_input(void* out, std::size_t count, wire::dtype dt, unsigned rank, std::uint64_t seed);
+
+// The rank-order serial sum of `inputs` (the scalar kernel), into out.
+void reference_sum(void* out, const std::vector<const void*>& inputs, std::size_t count, wire::dtype dt);
+
+// Elements of `got` that differ bit-wise from `want`.
+std::size_t count_wrong(const void* got, const void* want, std::size_t count, wire::dtype dt);
+
+// "64M", "1K", "4096", "1G" -> bytes; false on garbage.
+bool parse_size(const std::string& s, std::uint64_t& out);
+
+// perftest-style percentiles and an ASCII bar chart of power-of-two buckets.
+void print_latency(std::FILE* out, const stats::histogram& h, const char* title);
+
+} // namespace railgate::bench

@@ -1,0 +1,331 @@
+// railbench: allreduce benchmark and bit-exactness check through railgated,
+// in the style of nccl-tests' all_reduce_perf.
+//
+//   railbench --embedded                       # railgated + 4 workers in-process, 2 rails
+//   railbench --transport udp --server 198.18.0.1 --rank 0 --workers 3 ...
+#include <chrono>
+#include <cinttypes>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/railgate/embedded.hpp"
+#include "client/railgate/udp_transport.hpp"
+#include "client/railgate/worker.hpp"
+#include "dataplane/net/daemon.hpp"
+#include "dataplane/net/eal.hpp"
+#include "dataplane/reduce/reduce.hpp"
+#include "tools/bench_common.hpp"
+
+using namespace railgate;
+
+namespace {
+
+struct options {
+    std::uint64_t min_bytes = 1024, max_bytes = 64ull << 20;
+    double factor = 2;
+    unsigned iters = 20, warmup = 5;
+    unsigned workers = 4, rails = 2;
+    wire::dtype dt = wire::dtype::fp32;
+    std::uint16_t mtu = 1500;
+    std::string transport = "dpdk";
+    bool embedded = false;
+    int rank = -1;
+    std::string server;
+    std::uint16_t port = wire::default_udp_port;
+    std::uint32_t job = 1;
+    std::uint64_t token = 0x7261696c67617465ull; // "railgate"
+    std::uint16_t pool = 0;
+    std::uint64_t seed = 1;
+    std::vector<std::uint64_t> counts; // explicit element counts (--count), overrides -b/-e
+};
+
+void usage(std::FILE* f) {
+    std::fprintf(f,
+                 "usage: railbench [options]\n"
+                 "  -b, --minbytes SIZE     smallest message (default 1K; K/M/G suffixes)\n"
+                 "  -e, --maxbytes SIZE     largest message (default 64M)\n"
+                 "  -f, --stepfactor F      size multiplier (default 2)\n"
+                 "  -n, --iters N           timed iterations per size (default 20)\n"
+                 "  -w, --warmup_iters N    warm-up iterations (default 5)\n"
+                 "      --count N[,N...]    exact element counts instead of -b/-e/-f\n"
+                 "      --workers W         world size (default 4)\n"
+                 "      --rails R           rails in embedded mode (default 2)\n"
+                 "      --dtype T           fp32|bf16|fp16|int32 (default fp32)\n"
+                 "      --mtu N             rail MTU in embedded mode (default 1500)\n"
+                 "      --pool N            slots per rail to ask for (default: railgated's)\n"
+                 "      --transport T       udp|dpdk (default dpdk)\n"
+                 "      --embedded          railgated and the W workers in this process over\n"
+                 "                          in-process DPDK rings (no privileges, no setup)\n"
+                 "      --server IP         railgated's rail-0 address (udp transport)\n"
+                 "      --port P            railgated's UDP port (default %u)\n"
+                 "      --rank R            this process's rank (udp transport)\n"
+                 "      --job ID --token T  job id and 64-bit token\n"
+                 "      --seed S            input seed (all ranks must agree)\n",
+                 wire::default_udp_port);
+}
+
+[[noreturn]] void die(const std::string& msg) {
+    std::fprintf(stderr, "railbench: %s\n", msg.c_str());
+    std::exit(2);
+}
+
+std::uint64_t parse_uint(const std::string& flag, const std::string& v, std::uint64_t max) {
+    std::size_t pos = 0;
+    unsigned long long x = 0;
+    try {
+        x = std::stoull(v, &pos, 0);
+    } catch (...) {
+        pos = 0;
+    }
+    if (pos == 0 || pos != v.size() || x > max) die(flag + ": '" + v + "' is not an integer in 0.." + std::to_string(max));
+    return x;
+}
+
+options parse(int argc, char** argv) {
+    options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto val = [&]() -> std::string {
+            if (i + 1 >= argc) die(a + " needs a value");
+            return argv[++i];
+        };
+        if (a == "-h" || a == "--help") {
+            usage(stdout);
+            std::exit(0);
+        } else if (a == "-b" || a == "--minbytes") {
+            if (!bench::parse_size(val(), o.min_bytes)) die(a + ": bad size");
+        } else if (a == "-e" || a == "--maxbytes") {
+            if (!bench::parse_size(val(), o.max_bytes)) die(a + ": bad size");
+        } else if (a == "-f" || a == "--stepfactor") {
+            const std::string v = val();
+            try {
+                o.factor = std::stod(v);
+            } catch (...) {
+                die(a + ": bad factor '" + v + "'");
+            }
+            if (!(o.factor > 1.0)) die(a + ": factor must be > 1");
+        } else if (a == "-n" || a == "--iters") {
+            o.iters = static_cast<unsigned>(parse_uint(a, val(), 1000000));
+        } else if (a == "-w" || a == "--warmup_iters") {
+            o.warmup = static_cast<unsigned>(parse_uint(a, val(), 1000000));
+        } else if (a == "--count") {
+            std::string v = val();
+            std::size_t start = 0;
+            while (start <= v.size()) {
+                const std::size_t comma = v.find(',', start);
+                o.counts.push_back(parse_uint(a, v.substr(start, comma - start), wire::max_tensor_elems));
+                if (comma == std::string::npos) break;
+                start = comma + 1;
+            }
+        } else if (a == "--workers") {
+            o.workers = static_cast<unsigned>(parse_uint(a, val(), wire::max_world));
+        } else if (a == "--rails") {
+            o.rails = static_cast<unsigned>(parse_uint(a, val(), 8));
+        } else if (a == "--dtype") {
+            const std::string v = val();
+            if (!wire::dtype_from_name(v, o.dt)) die("--dtype: unknown '" + v + "' (fp32|bf16|fp16|int32)");
+        } else if (a == "--mtu") {
+            o.mtu = static_cast<std::uint16_t>(parse_uint(a, val(), wire::max_mtu));
+            if (o.mtu < wire::min_mtu) die("--mtu: below " + std::to_string(wire::min_mtu));
+        } else if (a == "--pool") {
+            o.pool = static_cast<std::uint16_t>(parse_uint(a, val(), 65535));
+        } else if (a == "--transport") {
+            o.transport = val();
+            if (o.transport != "udp" && o.transport != "dpdk") die("--transport: udp or dpdk");
+        } else if (a == "--embedded") {
+            o.embedded = true;
+        } else if (a == "--server") {
+            o.server = val();
+        } else if (a == "--port") {
+            o.port = static_cast<std::uint16_t>(parse_uint(a, val(), 65535));
+        } else if (a == "--rank") {
+            o.rank = static_cast<int>(parse_uint(a, val(), wire::max_world - 1));
+        } else if (a == "--job") {
+            o.job = static_cast<std::uint32_t>(parse_uint(a, val(), UINT32_MAX));
+        } else if (a == "--token") {
+            o.token = parse_uint(a, val(), UINT64_MAX);
+        } else if (a == "--seed") {
+            o.seed = parse_uint(a, val(), UINT64_MAX);
+        } else {
+            usage(stderr);
+            die("unknown option '" + a + "'");
+        }
+    }
+    if (o.workers == 0) die("--workers must be at least 1");
+    if (o.rails == 0) die("--rails must be at least 1");
+    if (o.min_bytes == 0 || o.min_bytes > o.max_bytes) die("need 0 < minbytes <= maxbytes");
+    if (o.embedded && o.transport != "dpdk") die("--embedded runs over in-process DPDK rings: use --transport dpdk");
+    if (!o.embedded) {
+        if (o.transport == "dpdk") die("--transport dpdk outside --embedded is not supported yet: use --embedded or --transport udp");
+        if (o.server.empty()) die("--server IP is needed with --transport udp");
+        if (o.rank < 0) die("--rank is needed with --transport udp");
+        if (static_cast<unsigned>(o.rank) >= o.workers) die("--rank must be below --workers");
+    }
+    return o;
+}
+
+std::vector<std::uint64_t> counts_of(const options& o) {
+    if (!o.counts.empty()) return o.counts;
+    std::vector<std::uint64_t> v;
+    const std::size_t es = wire::dtype_size(o.dt);
+    for (double b = static_cast<double>(o.min_bytes); b <= static_cast<double>(o.max_bytes) * 1.0000001; b *= o.factor) {
+        const auto c = static_cast<std::uint64_t>(b) / es;
+        if (c && (v.empty() || v.back() != c)) v.push_back(c);
+    }
+    return v;
+}
+
+// Runs the table for `ranks` local workers (all W in embedded mode, one in
+// udp mode). Returns the number of wrong elements (or errors).
+std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, const std::vector<unsigned>& ranks,
+                        stats::histogram& lat) {
+    const std::size_t es = wire::dtype_size(o.dt);
+    const std::vector<std::uint64_t> counts = counts_of(o);
+    std::uint64_t max_count = 0;
+    for (auto c : counts) max_count = std::max(max_count, c);
+    std::vector<std::vector<std::uint8_t>> in(o.workers), buf(ranks.size());
+    std::vector<std::uint8_t> ref(max_count * es);
+    for (auto& b : buf) b.resize(max_count * es);
+
+    std::printf("#\n# %12s %12s %6s %6s %12s %12s %12s %8s\n", "size", "count", "type", "redop", "time(us)",
+                "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+    std::uint64_t total_wrong = 0;
+    double busbw_sum = 0;
+    for (std::uint64_t count : counts) {
+        // Every rank's input, to build the rank-order reference locally.
+        std::vector<const void*> ptrs;
+        for (unsigned r = 0; r < o.workers; ++r) {
+            in[r].resize(count * es);
+            bench::fill_input(in[r].data(), count, o.dt, r, o.seed + count);
+            ptrs.push_back(in[r].data());
+        }
+        bench::reference_sum(ref.data(), ptrs, count, o.dt);
+        double total_s = 0;
+        std::uint64_t wrong = 0;
+        for (unsigned it = 0; it < o.warmup + o.iters; ++it) {
+            for (std::size_t l = 0; l < ranks.size(); ++l) std::memcpy(buf[l].data(), in[ranks[l]].data(), count * es);
+            if (it == o.warmup)
+                for (auto* w : ws) w->chunk_rtt().reset();
+            const auto t0 = std::chrono::steady_clock::now();
+            for (std::size_t l = 0; l < ws.size(); ++l) ws[l]->start(buf[l].data(), count, o.dt);
+            bool done = false;
+            while (!done) {
+                done = true;
+                for (auto* w : ws) done &= w->progress();
+            }
+            const auto t1 = std::chrono::steady_clock::now();
+            for (auto* w : ws)
+                if (!w->error().empty()) {
+                    std::fprintf(stderr, "railbench: allreduce failed: %s\n", w->error().c_str());
+                    return UINT64_MAX;
+                }
+            if (it >= o.warmup) total_s += std::chrono::duration<double>(t1 - t0).count();
+            for (std::size_t l = 0; l < ranks.size(); ++l) wrong += bench::count_wrong(buf[l].data(), ref.data(), count, o.dt);
+        }
+        for (auto* w : ws) lat.merge(w->chunk_rtt());
+        const double t = total_s / o.iters;
+        const double bytes = static_cast<double>(count * es);
+        const double algbw = bytes / t / 1e9;
+        const double busbw = algbw * 2.0 * (o.workers - 1) / o.workers;
+        busbw_sum += busbw;
+        total_wrong += wrong;
+        std::printf("  %12" PRIu64 " %12" PRIu64 " %6s %6s %12.2f %12.3f %12.3f %8" PRIu64 "\n", count * es, count,
+                    std::string(wire::dtype_name(o.dt)).c_str(), "sum", t * 1e6, algbw, busbw, wrong);
+        std::fflush(stdout);
+    }
+    std::printf("# Out of bounds values : %" PRIu64 " %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
+    std::printf("# Avg bus bandwidth    : %.3f GB/s\n#\n", busbw_sum / static_cast<double>(counts.size()));
+    return total_wrong;
+}
+
+client::worker_options worker_opts(const options& o, unsigned rank) {
+    client::worker_options wo;
+    wo.job_id = o.job;
+    wo.job_token = o.token;
+    wo.rank = static_cast<std::uint16_t>(rank);
+    wo.world = static_cast<std::uint16_t>(o.workers);
+    wo.dt = o.dt;
+    wo.pool_size = o.pool;
+    std::uint64_t mc = 0;
+    for (auto c : counts_of(o)) mc = std::max(mc, c);
+    wo.max_count = mc;
+    return wo;
+}
+
+int run_embedded(const options& o) {
+    net::eal eal(net::embedded_eal_args("railbench"));
+    client::embedded_fabric fabric(o.rails, o.workers, o.mtu);
+    net::daemon_config dc;
+    dc.rails = fabric.daemon_rails();
+    dc.mbufs_per_rail = 4096;
+    net::daemon d(dc);
+    d.print_placement(stdout);
+    d.launch();
+    std::vector<std::unique_ptr<client::transport>> ts;
+    std::vector<std::unique_ptr<client::worker>> owners;
+    std::vector<client::worker*> ws;
+    std::vector<unsigned> ranks;
+    for (unsigned w = 0; w < o.workers; ++w) {
+        ts.push_back(fabric.worker_transport(w));
+        owners.push_back(std::make_unique<client::worker>(*ts.back(), worker_opts(o, w)));
+        if (std::string e = owners.back()->join(); !e.empty()) {
+            std::fprintf(stderr, "railbench: worker %u: %s\n", w, e.c_str());
+            return 1;
+        }
+        ws.push_back(owners.back().get());
+        ranks.push_back(w);
+    }
+    const auto& ack = ws[0]->job_info();
+    std::printf("# railbench: embedded railgated, %u rails, %u workers, dtype %s, mtu %u, chunk %u B, pool %u, "
+                "transport dpdk (net_ring), kernels %s\n",
+                ack.n_rails, o.workers, std::string(wire::dtype_name(o.dt)).c_str(), o.mtu, ack.chunk_bytes,
+                ack.pool_size, std::string(reduce::best().name).c_str());
+    stats::histogram lat;
+    const std::uint64_t wrong = run_table(o, ws, ranks, lat);
+    bench::print_latency(stdout, lat, "per-chunk round trip, all workers");
+    std::uint64_t retx = 0;
+    for (auto* w : ws) retx += w->retransmits();
+    std::printf("# retransmits %" PRIu64 ", virtual switch drops %" PRIu64 "\n", retx, fabric.switch_drops());
+    for (auto* w : ws) w->leave();
+    d.stop();
+    d.print_stats(stdout);
+    return wrong == 0 ? 0 : 1;
+}
+
+int run_udp(const options& o) {
+    std::uint32_t ip;
+    if (!net::parse_ipv4(o.server, ip)) die("--server: '" + o.server + "' is not an IPv4 address");
+    auto t = client::make_udp_transport(ip, o.port);
+    client::worker w(*t, worker_opts(o, static_cast<unsigned>(o.rank)));
+    if (std::string e = w.join(); !e.empty()) {
+        std::fprintf(stderr, "railbench: rank %d: %s\n", o.rank, e.c_str());
+        return 1;
+    }
+    const auto& ack = w.job_info();
+    std::printf("# railbench: rank %d of %u, server %s, %u rails, dtype %s, chunk %u B, pool %u, transport udp\n",
+                o.rank, o.workers, o.server.c_str(), ack.n_rails, std::string(wire::dtype_name(o.dt)).c_str(),
+                ack.chunk_bytes, ack.pool_size);
+    std::vector<client::worker*> ws{&w};
+    stats::histogram lat;
+    const std::uint64_t wrong = run_table(o, ws, {static_cast<unsigned>(o.rank)}, lat);
+    bench::print_latency(stdout, lat, "per-chunk round trip");
+    std::printf("# retransmits %" PRIu64 ", dropped replies %" PRIu64 "\n", w.retransmits(), t->dropped());
+    w.leave();
+    return wrong == 0 ? 0 : 1;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    const options o = parse(argc, argv);
+    try {
+        return o.embedded ? run_embedded(o) : run_udp(o);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "railbench: %s\n", e.what());
+        return 1;
+    }
+}
