@@ -397,14 +397,31 @@ void daemon::impl::open_ports() {
         rs->chunk_bytes = wire::chunk_bytes_for_mtu(rs->cfg.mtu);
         job_chunk_bytes = std::min(job_chunk_bytes, rs->chunk_bytes);
 
-        const unsigned room = RTE_PKTMBUF_HEADROOM + std::max<unsigned>(2048, rs->cfg.mtu + 14 + 4);
+        // Jumbo rails get 1 KiB of slack so that kernel-backed PMDs with a
+        // frame size rounded up (af_packet framesz=10240) still fit one mbuf.
+        const unsigned frame = rs->cfg.mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+        const unsigned room = RTE_PKTMBUF_HEADROOM + (frame <= 2048 ? 2048 : RTE_ALIGN_CEIL(frame + 1024, 1024));
         const int sock = rs->socket < 0 ? static_cast<int>(SOCKET_ID_ANY) : rs->socket;
         rs->pool = make_pktmbuf_pool("rg_pool_" + std::to_string(i), cfg.mbufs_per_rail, room, sock);
         rs->hdr_pool = make_pktmbuf_pool("rg_hdr_" + std::to_string(i), cfg.mbufs_per_rail * 2,
                                          RTE_PKTMBUF_HEADROOM + 128, sock);
 
         rte_eth_conf conf{};
-        conf.rxmode.mtu = rs->cfg.mtu;
+        // Some vdevs report a fixed 1518-byte max frame (af_packet in 22.11)
+        // although they carry what the kernel interface carries (af_packet
+        // with a large framesz). Configure the ethdev within its stated
+        // limit and keep the rail MTU for railgate's own chunking.
+        const std::uint32_t pmd_mtu = std::min<std::uint32_t>(
+            info.max_mtu, info.max_rx_pktlen > RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN
+                              ? info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN
+                              : rs->cfg.mtu);
+        const bool mtu_beyond_pmd = rs->cfg.mtu > pmd_mtu;
+        conf.rxmode.mtu = mtu_beyond_pmd ? pmd_mtu : rs->cfg.mtu;
+        if (mtu_beyond_pmd)
+            std::fprintf(stderr,
+                         "railgated: warning: rail %s: %s states max MTU %u; using MTU %u as set on the "
+                         "kernel interface\n",
+                         rs->cfg.name.c_str(), rs->driver.c_str(), pmd_mtu, rs->cfg.mtu);
         // net_ring passes mbuf pointers through untouched, so chains are fine
         // there even though it does not advertise the offload.
         rs->multiseg_tx = (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) || rs->driver == "net_ring";
@@ -420,7 +437,7 @@ void daemon::impl::open_ports() {
         txc.offloads = conf.txmode.offloads;
         rc = rte_eth_tx_queue_setup(port, 0, ntx, static_cast<unsigned>(sock), &txc);
         if (rc < 0) throw std::runtime_error(where + "tx queue: " + rte_strerror(-rc));
-        rc = rte_eth_dev_set_mtu(port, rs->cfg.mtu);
+        rc = mtu_beyond_pmd ? 0 : rte_eth_dev_set_mtu(port, rs->cfg.mtu);
         if (rc < 0 && rc != -ENOTSUP)
             throw std::runtime_error(where + "mtu " + std::to_string(rs->cfg.mtu) + ": " + rte_strerror(-rc));
         rc = rte_eth_dev_start(port);

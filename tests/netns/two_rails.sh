@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Multi-process integration: railgated on 2 af_packet rails, each over its own
+# veth pair into a worker namespace; 3 railbench worker processes over kernel
+# UDP. Element counts that are multiples of nothing, every dtype, MTU 1500
+# and 9000; results must be bit-exact. Namespaces are removed on any exit.
+#   two_rails.sh RAILGATED RAILBENCH
+set -u
+railgated=$1 railbench=$2
+[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for network namespaces"; exit 77; }
+ip netns add "rgprobe$$" 2>/dev/null || { echo "SKIP: cannot create network namespaces"; exit 77; }
+ip netns del "rgprobe$$"
+
+d=rgd$$ w=rgw$$ log=$(mktemp -d)
+gated_pid=
+cleanup() {
+  [ -n "$gated_pid" ] && kill "$gated_pid" 2>/dev/null && wait "$gated_pid" 2>/dev/null
+  ip netns del "$d" 2>/dev/null
+  ip netns del "$w" 2>/dev/null
+  rm -rf "$log"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; for f in "$log"/*; do echo "--- $f"; tail -n 40 "$f"; done; exit 1; }
+
+ip netns add "$d" && ip netns add "$w" || fail "netns"
+for r in 0 1; do
+  ip link add "rgd$r" netns "$d" type veth peer name "rgw$r" netns "$w" || fail "veth $r"
+  ip -n "$w" addr add "198.18.$r.10/24" dev "rgw$r"
+  ip -n "$d" link set "rgd$r" up
+  ip -n "$w" link set "rgw$r" up
+done
+ip -n "$w" link set lo up
+
+start_gated() { # MTU
+  local mtu=$1 fs=2048 bs=4096
+  [ "$mtu" -gt 1500 ] && fs=10240 bs=20480
+  for r in 0 1; do
+    ip -n "$d" link set "rgd$r" mtu "$mtu"
+    ip -n "$w" link set "rgw$r" mtu "$mtu"
+  done
+  ip netns exec "$d" "$railgated" --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 \
+    --log-level lib.eal:error -- \
+    --rail "net_af_packet0,iface=rgd0,framesz=$fs,blocksz=$bs,framecnt=1024" --ip 198.18.0.1 --mtu "$mtu" \
+    --rail "net_af_packet1,iface=rgd1,framesz=$fs,blocksz=$bs,framecnt=1024" --ip 198.18.1.1 --mtu "$mtu" \
+    > "$log/railgated-$mtu.log" 2>&1 &
+  gated_pid=$!
+  for _ in $(seq 100); do
+    grep -q "railgated: ready" "$log/railgated-$mtu.log" && break
+    kill -0 "$gated_pid" 2>/dev/null || fail "railgated exited"
+    sleep 0.1
+  done
+  # railgated answers ARP and ping for its rail addresses.
+  for r in 0 1; do
+    ip netns exec "$w" ping -c 1 -W 2 "198.18.$r.1" > "$log/ping-$mtu-$r.log" 2>&1 || fail "ping rail $r at MTU $mtu"
+  done
+}
+
+stop_gated() {
+  kill -INT "$gated_pid"
+  for _ in $(seq 50); do kill -0 "$gated_pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$gated_pid" 2>/dev/null && fail "railgated ignored SIGINT"
+  wait "$gated_pid"; local rc=$?
+  gated_pid=
+  [ $rc -eq 0 ] || fail "railgated exit status $rc"
+}
+
+job=1
+for mtu in 1500 9000; do
+  start_gated "$mtu"
+  for dt in fp32 bf16 fp16 int32; do
+    pids=()
+    for rank in 0 1 2; do
+      timeout 120 ip netns exec "$w" "$railbench" --transport udp --server 198.18.0.1 --rank "$rank" \
+        --workers 3 --dtype "$dt" --count 1000003,4097,1 -n 2 -w 0 --job "$job" \
+        > "$log/bench-$mtu-$dt-$rank.log" 2>&1 &
+      pids+=($!)
+    done
+    for i in 0 1 2; do
+      wait "${pids[$i]}" || fail "rank $i, $dt at MTU $mtu"
+    done
+    grep -q "Out of bounds values : 0 OK" "$log/bench-$mtu-$dt-0.log" || fail "wrong values, $dt at MTU $mtu"
+    echo "ok: MTU $mtu $dt, 3 workers, bit-exact"
+    job=$((job + 1))
+  done
+  stop_gated
+  grep -E "^rail r[01]:" "$log/railgated-$mtu.log"
+done
+echo "PASS"
