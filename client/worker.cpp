@@ -84,6 +84,20 @@ struct worker::state {
     }
 };
 
+namespace {
+// A header-only control message (JOIN, LEAVE, abort) of this worker.
+wire::header control_header(const worker_options& o, wire::msg_type t) noexcept {
+    wire::header h;
+    h.type = t;
+    h.dt = o.dt;
+    h.job_id = o.job_id;
+    h.job_token = o.job_token;
+    h.rank = o.rank;
+    h.world_size = o.world;
+    return h;
+}
+} // namespace
+
 worker::worker(transport& t, const worker_options& o) : t_(t), o_(o), s_(std::make_unique<state>()) {
     if (o_.max_count == 0) o_.max_count = wire::max_tensor_elems;
 }
@@ -98,13 +112,7 @@ std::uint64_t worker::retransmits() const noexcept { return s_->retransmits; }
 std::string worker::join() {
     if (o_.world == 0 || o_.world > wire::max_world) return "world size must be 1.." + std::to_string(wire::max_world);
     if (o_.rank >= o_.world) return "rank " + std::to_string(o_.rank) + " not below world " + std::to_string(o_.world);
-    wire::header h;
-    h.type = wire::msg_type::join;
-    h.dt = o_.dt;
-    h.job_id = o_.job_id;
-    h.job_token = o_.job_token;
-    h.rank = o_.rank;
-    h.world_size = o_.world;
+    wire::header h = control_header(o_, wire::msg_type::join);
     wire::join_body b;
     b.max_count = o_.max_count;
     b.pool_size = o_.pool_size;
@@ -168,13 +176,7 @@ std::string worker::join() {
 
 void worker::leave() {
     if (!s_->joined) return;
-    wire::header h;
-    h.type = wire::msg_type::leave;
-    h.dt = o_.dt;
-    h.job_id = o_.job_id;
-    h.job_token = o_.job_token;
-    h.rank = o_.rank;
-    h.world_size = o_.world;
+    wire::header h = control_header(o_, wire::msg_type::leave);
     const tx_msg msg{h, nullptr, 0};
     std::vector<bool> acked(t_.n_rails(), false);
     for (int attempt = 0; attempt < 5 && std::find(acked.begin(), acked.end(), false) != acked.end(); ++attempt) {
@@ -196,13 +198,7 @@ void worker::leave() {
 
 void worker::abort() {
     if (!s_->joined) return;
-    wire::header h;
-    h.type = wire::msg_type::error;
-    h.dt = o_.dt;
-    h.job_id = o_.job_id;
-    h.job_token = o_.job_token;
-    h.rank = o_.rank;
-    h.world_size = o_.world;
+    wire::header h = control_header(o_, wire::msg_type::error);
     h.aux = static_cast<std::uint32_t>(wire::error_code::aborted);
     const tx_msg msg{h, nullptr, 0};
     for (unsigned r = 0; r < t_.n_rails(); ++r) t_.send(r, &msg, 1);

@@ -82,22 +82,8 @@ struct rail_fixture {
     }
     // Waits until the loop consumed the RX ring, then returns what it sent
     // (linearised frames).
-    std::vector<std::vector<std::uint8_t>> collect(std::size_t want) {
-        std::vector<std::vector<std::uint8_t>> out;
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        while ((out.size() < want || rte_ring_count(rx) > 0) && std::chrono::steady_clock::now() < until) {
-            void* m;
-            while (rte_ring_dequeue(tx, &m) == 0) {
-                auto* mb = static_cast<rte_mbuf*>(m);
-                std::vector<std::uint8_t> f(mb->pkt_len);
-                if (const void* src = rte_pktmbuf_read(mb, 0, mb->pkt_len, f.data()); src != f.data())
-                std::memcpy(f.data(), src, mb->pkt_len); // contiguous: read returned the mbuf's own data
-                rte_pktmbuf_free(mb);
-                out.push_back(std::move(f));
-            }
-            std::this_thread::yield();
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // Moves every frame the loop sent so far into `out` (linearised).
+    void take(std::vector<std::vector<std::uint8_t>>& out) {
         void* m;
         while (rte_ring_dequeue(tx, &m) == 0) {
             auto* mb = static_cast<rte_mbuf*>(m);
@@ -107,6 +93,18 @@ struct rail_fixture {
             rte_pktmbuf_free(mb);
             out.push_back(std::move(f));
         }
+    }
+    // Waits until the loop consumed the RX ring and sent `want` frames (or
+    // 5 s passed), lets it settle, and returns everything it sent.
+    std::vector<std::vector<std::uint8_t>> collect(std::size_t want) {
+        std::vector<std::vector<std::uint8_t>> out;
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while ((out.size() < want || rte_ring_count(rx) > 0) && std::chrono::steady_clock::now() < until) {
+            take(out);
+            std::this_thread::yield();
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        take(out);
         return out;
     }
     void drain() {
