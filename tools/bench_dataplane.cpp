@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
     }
     h.type = wire::msg_type::contrib;
     h.count = static_cast<std::uint16_t>(elems);
-    std::uint64_t chunk_i = 0, sent = 0;
+    std::uint64_t chunk_i = 0;
     const auto t0 = std::chrono::steady_clock::now();
     auto deadline = t0 + std::chrono::duration<double>(seconds);
     std::uint64_t results = 0;
@@ -127,7 +127,6 @@ int main(int argc, char** argv) {
                 results += n;
                 rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(out), n);
             }
-            sent += workers;
             ++chunk_i;
         }
         void* out[256];
@@ -151,6 +150,5 @@ int main(int argc, char** argv) {
                 contribs / t / 1e6, static_cast<unsigned long long>(c.aggregations.load()),
                 static_cast<unsigned long long>(results), static_cast<unsigned long long>(c.total_drops()));
     std::printf("  gradient input absorbed: %.2f Gbit/s (payload only)\n", contribs * chunk * 8 / t / 1e9);
-    (void)sent;
     return 0;
 }

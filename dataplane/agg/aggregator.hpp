@@ -27,7 +27,6 @@ struct limits {
     unsigned max_jobs = 8;
     unsigned max_pool = 256;     // slots per job per rail, upper bound
     unsigned default_pool = 64;  // when the JOIN asks for 0
-    std::uint32_t chunk_bytes = 1024; // payload bytes per chunk on this rail
     // Striping: chunk i of a tensor goes to rail i % n_rails, and the k-th
     // chunk of a rail to slot k % pool. job_chunk_bytes is the chunk size
     // every rail uses (the smallest rail chunk), fixed when a job is created.

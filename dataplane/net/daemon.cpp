@@ -338,7 +338,6 @@ int daemon::impl::lcore_main(void* arg) {
         lim.max_jobs = d.cfg.max_jobs;
         lim.max_pool = d.cfg.max_pool;
         lim.default_pool = d.cfg.default_pool;
-        lim.chunk_bytes = rs.chunk_bytes;
         lim.rail_index = static_cast<unsigned>(i);
         lim.n_rails = static_cast<unsigned>(d.rails.size());
         lim.job_chunk_bytes = d.job_chunk_bytes;

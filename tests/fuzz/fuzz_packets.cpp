@@ -44,7 +44,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     lim.max_jobs = 2;
     lim.max_pool = 4;
     lim.default_pool = 2;
-    lim.chunk_bytes = 64;
     lim.job_chunk_bytes = 64;
     lim.n_rails = 2;
     lim.rail_index = 1;

@@ -63,8 +63,7 @@ agg::limits small() {
     agg::limits l;
     l.max_jobs = 2;
     l.max_pool = 8;
-    l.chunk_bytes = 64; // 16 fp32
-    l.job_chunk_bytes = 64;
+    l.job_chunk_bytes = 64; // 16 fp32
     return l;
 }
 
