@@ -13,7 +13,7 @@ packages=(
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers
   libtbb-dev libhwloc-dev libbpf-dev libxdp-dev
   libboost-test-dev
-  iproute2 iputils-ping procps
+  iproute2 iputils-ping procps iperf3
 )
 
 install_deps() {

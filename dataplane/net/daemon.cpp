@@ -1,6 +1,8 @@
 #include "dataplane/net/daemon.hpp"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 
 #include <algorithm>
 #include <cinttypes>
@@ -18,6 +20,7 @@
 #include <rte_prefetch.h>
 
 #include "dataplane/agg/aggregator.hpp"
+#include "dataplane/bpf/xdp_steer.hpp"
 #include "dataplane/net/eal.hpp"
 #include "dataplane/net/topology.hpp"
 #include "dataplane/proto/frame.hpp"
@@ -50,6 +53,8 @@ struct rail_static {
     rte_mempool* hdr_pool = nullptr; // result headers and indirect clones
     rail_counters ctr;
     std::string driver;
+    std::string ifname;                      // kernel interface behind the port, if any
+    std::unique_ptr<xdp::attached> steering; // railgate's XDP program (af_xdp rails)
 };
 
 // Everything one rail's lcore touches per packet; built on that lcore so
@@ -325,6 +330,7 @@ struct daemon::impl {
     static int lcore_main(void* arg);
     void open_ports();
     void place();
+    void attach_steering(rail_static& rs, unsigned ifindex);
 };
 
 int daemon::impl::lcore_main(void* arg) {
@@ -441,6 +447,11 @@ void daemon::impl::open_ports() {
             throw std::runtime_error(where + "mtu " + std::to_string(rs->cfg.mtu) + ": " + rte_strerror(-rc));
         rc = rte_eth_dev_start(port);
         if (rc < 0) throw std::runtime_error(where + "start: " + rte_strerror(-rc));
+        if (info.if_index) {
+            char name[IF_NAMESIZE] = {};
+            if (if_indextoname(info.if_index, name)) rs->ifname = name;
+        }
+        if (rs->driver == "net_af_xdp" && info.if_index) attach_steering(*rs, info.if_index);
         rte_ether_addr mac;
         rte_eth_macaddr_get(port, &mac);
         std::memcpy(rs->self.mac.b, mac.addr_bytes, 6);
@@ -459,6 +470,37 @@ void daemon::impl::open_ports() {
         std::memcpy(e.mac, rails[i]->self.mac.b, 6);
         e.chunk_bytes = static_cast<std::uint16_t>(rails[i]->chunk_bytes);
     }
+}
+
+namespace {
+
+bool kernel_owns(const std::string& ifname, std::uint32_t ip) {
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) != 0) return false;
+    bool found = false;
+    for (ifaddrs* a = list; a && !found; a = a->ifa_next)
+        if (a->ifa_addr && a->ifa_addr->sa_family == AF_INET && a->ifa_name && ifname == a->ifa_name)
+            found = ntohl(reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr.s_addr) == ip;
+    freeifaddrs(list);
+    return found;
+}
+
+} // namespace
+
+// The af_xdp PMD attached an XDP program when the rx queue was set up. If
+// it is railgate's, point it at this rail: from now on only railgate
+// packets reach the socket, and the kernel keeps ARP, ICMP and host traffic
+// for the address, which it must therefore own.
+void daemon::impl::attach_steering(rail_static& rs, unsigned ifindex) {
+    rs.steering = xdp::attached::find(ifindex);
+    if (!rs.steering) return;
+    rs.steering->program_maps().configure(rs.cfg.ip, rs.cfg.udp_port, wire::protocol_version);
+    if (!kernel_owns(rs.ifname, rs.cfg.ip))
+        std::fprintf(stderr,
+                     "railgated: warning: rail %s: XDP steering leaves ARP to the kernel, but %s does not "
+                     "own %s; add it (ip addr add %s/N dev %s) or workers cannot resolve the rail\n",
+                     rs.cfg.name.c_str(), rs.ifname.c_str(), format_ipv4(rs.cfg.ip).c_str(),
+                     format_ipv4(rs.cfg.ip).c_str(), rs.ifname.c_str());
 }
 
 void daemon::impl::place() {
@@ -510,6 +552,15 @@ void daemon::print_placement(std::FILE* out) const {
                      rs->driver.c_str(), rs->socket, rs->lcore, format_ipv4(rs->self.ip).c_str(),
                      rs->self.udp_port, m[0], m[1], m[2], m[3], m[4], m[5], rs->cfg.mtu, rs->chunk_bytes,
                      rs->multiseg_tx ? ", zero-copy results" : ", copied results");
+        if (rs->steering)
+            std::fprintf(out, "    xdp: railgate program id %u on %s steers UDP %s:%u to the rail; the kernel keeps "
+                              "ARP, ICMP and other traffic\n",
+                         rs->steering->prog_id(), rs->ifname.c_str(), format_ipv4(rs->self.ip).c_str(),
+                         rs->self.udp_port);
+        else if (rs->driver == "net_af_xdp")
+            std::fprintf(out, "    xdp: not railgate's program on %s: every packet comes to the rail, which answers "
+                              "ARP and ping itself\n",
+                         rs->ifname.c_str());
     }
 }
 
@@ -558,6 +609,13 @@ void daemon::print_stats(std::FILE* out) const {
                 std::fprintf(out, "  drop %-26s %12" PRIu64 "  (%s)\n",
                              std::string(drop_reason_name(static_cast<drop_reason>(r))).c_str(), n,
                              std::string(drop_reason_text(static_cast<drop_reason>(r))).c_str());
+        if (!rs->steering) continue;
+        const xdp::counters x = rs->steering->program_maps().read();
+        std::fprintf(out, "  xdp %s:", rs->ifname.c_str());
+        for (unsigned r = 0; r < RG_XDP_REASONS; ++r)
+            if (x[r] || r == RG_XDP_REDIRECT)
+                std::fprintf(out, " %s %" PRIu64, std::string(xdp::reason_name(r)).c_str(), x[r]);
+        std::fprintf(out, "\n");
     }
 }
 

@@ -2,11 +2,15 @@
 //
 //   railgated [EAL options] -- --rail DEVARGS --ip A.B.C.D [--mtu N] [--lcore L]
 //                              [--rail ...] [--port P] [--pool N] [--max-jobs N]
-//                              [--mbufs N] [--stats-interval S]
+//                              [--mbufs N] [--stats-interval S] [--no-xdp-steer]
 //
 // A rail's DEVARGS is a DPDK vdev (net_af_packet0,iface=eth1 / net_af_xdp0,
 // iface=eth1 / net_memif0,...) or a PCI address; --ip, --mtu and --lcore
 // apply to the rail named just before them.
+//
+// af_xdp rails get railgate's XDP program (dataplane/bpf/railgate_xdp.c)
+// unless their devargs name another xdp_prog or --no-xdp-steer is given: the
+// kernel then keeps the interface's other traffic.
 #include <unistd.h>
 
 #include <csignal>
@@ -16,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/bpf/xdp_steer.hpp"
 #include "dataplane/net/daemon.hpp"
 #include "dataplane/net/eal.hpp"
 #include "dataplane/net/topology.hpp"
@@ -30,7 +35,7 @@ extern "C" void on_signal(int) { stop_requested = 1; }
 void usage(std::FILE* f) {
     std::fprintf(f,
                  "usage: railgated [EAL options] -- --rail DEVARGS --ip A.B.C.D [--mtu N] [--lcore L] [--rail ...]\n"
-                 "                 [--port P] [--pool N] [--max-jobs N] [--mbufs N] [--stats-interval S]\n"
+                 "                 [--port P] [--pool N] [--max-jobs N] [--mbufs N] [--stats-interval S] [--no-xdp-steer]\n"
                  "  --rail DEVARGS      a DPDK vdev (net_af_packet0,iface=eth1) or PCI address; repeatable\n"
                  "  --ip A.B.C.D        the rail's IPv4 address (railgated answers ARP and ping for it)\n"
                  "  --mtu N             the rail's MTU, %u..%u (default 1500)\n"
@@ -39,7 +44,9 @@ void usage(std::FILE* f) {
                  "  --pool N            default slots per job per rail (default 64)\n"
                  "  --max-jobs N        concurrent jobs per rail (default 8)\n"
                  "  --mbufs N           mbufs per rail (default 8192)\n"
-                 "  --stats-interval S  print counters every S seconds (default: only at exit)\n",
+                 "  --stats-interval S  print counters every S seconds (default: only at exit)\n"
+                 "  --no-xdp-steer      af_xdp rails take every packet of their interface (the PMD's own\n"
+                 "                      XDP program) instead of only railgate's (railgate_xdp.o)\n",
                  wire::min_mtu, wire::max_mtu, wire::default_udp_port);
 }
 
@@ -61,6 +68,36 @@ unsigned long num(const std::string& flag, const std::string& v, unsigned long l
     return x;
 }
 
+// The value of key=... in a devargs string, or "".
+std::string devarg(const std::string& d, const std::string& key) {
+    std::size_t at = 0;
+    while ((at = d.find(key + "=", at)) != std::string::npos) {
+        if (at > 0 && d[at - 1] == ',') {
+            const std::size_t v = at + key.size() + 1;
+            return d.substr(v, d.find(',', v) - v);
+        }
+        ++at;
+    }
+    return {};
+}
+
+// af_xdp rails: clear a railgate program a killed railgated left on the
+// interface, and give the PMD railgate's steering program.
+void prepare_af_xdp(std::string& d, bool steer) {
+    const std::string iface = devarg(d, "iface");
+    if (iface.empty()) die("--rail " + d + ": af_xdp needs iface=");
+    try {
+        if (xdp::clear_stale(iface))
+            std::fprintf(stderr, "railgated: removed a stale railgate XDP program from %s\n", iface.c_str());
+    } catch (const std::exception& e) {
+        die(e.what());
+    }
+    if (!steer || !devarg(d, "xdp_prog").empty()) return;
+    const std::string obj = xdp::default_object_path();
+    if (obj.empty()) die("railgate_xdp.o not found (set RAILGATE_XDP_OBJ, or use --no-xdp-steer)");
+    d += ",xdp_prog=" + obj;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -78,6 +115,7 @@ int main(int argc, char** argv) {
     net::daemon_config cfg;
     std::vector<std::string> devargs;
     unsigned stats_interval = 0;
+    bool xdp_steer = true;
     std::uint16_t udp_port = wire::default_udp_port;
     for (++i; i < argc; ++i) {
         const std::string a = argv[i];
@@ -116,6 +154,8 @@ int main(int argc, char** argv) {
             cfg.max_jobs = static_cast<unsigned>(num(a, val(), 1, 1024));
         } else if (a == "--mbufs") {
             cfg.mbufs_per_rail = static_cast<unsigned>(num(a, val(), 1024, 1u << 22));
+        } else if (a == "--no-xdp-steer") {
+            xdp_steer = false;
         } else if (a == "--stats-interval") {
             stats_interval = static_cast<unsigned>(num(a, val(), 1, 86400));
         } else {
@@ -129,7 +169,8 @@ int main(int argc, char** argv) {
     }
     for (auto& r : cfg.rails) r.udp_port = udp_port;
     // vdevs go to the EAL as --vdev, PCI devices as -a.
-    for (const std::string& d : devargs) {
+    for (std::string& d : devargs) {
+        if (d.rfind("net_af_xdp", 0) == 0) prepare_af_xdp(d, xdp_steer);
         eal_args.push_back(d.rfind("net_", 0) == 0 ? "--vdev" : "-a");
         eal_args.push_back(d);
     }
