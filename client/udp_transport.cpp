@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -129,6 +130,15 @@ public:
             ++n;
         }
         return n;
+    }
+
+    void wait(std::chrono::microseconds max) noexcept override {
+        pollfd fds[wire::max_rails];
+        nfds_t n = 0;
+        for (const rail& rl : rails_) fds[n++] = {rl.fd.get(), POLLIN, 0};
+        const auto us = max.count();
+        const timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>(us % 1000000) * 1000};
+        ::ppoll(fds, n, &ts, nullptr);
     }
 
 private:

@@ -56,6 +56,7 @@ struct worker::state {
     std::uint64_t last_progress_ns = 0, last_scan_ns = 0;
     stats::histogram rtt;
     std::uint64_t retransmits = 0;
+    std::uint64_t results = 0;
 
     // The contribution of rail r's k-th chunk; marks its slot busy.
     tx_msg contrib(const worker_options& o, unsigned r, std::uint64_t k, std::uint8_t flags,
@@ -108,6 +109,7 @@ const wire::join_ack_body& worker::job_info() const noexcept { return s_->ack; }
 std::uint32_t worker::chunk_elems() const noexcept { return s_->chunk_elems; }
 stats::histogram& worker::chunk_rtt() noexcept { return s_->rtt; }
 std::uint64_t worker::retransmits() const noexcept { return s_->retransmits; }
+std::uint64_t worker::results() const noexcept { return s_->results; }
 
 std::string worker::join() {
     if (o_.world == 0 || o_.world > wire::max_world) return "world size must be 1.." + std::to_string(wire::max_world);
@@ -274,6 +276,7 @@ bool worker::progress() {
             const std::uint64_t t = now_ns();
             s.rtt.record(t - sl.sent_ns);
             s.last_progress_ns = t;
+            ++s.results;
             sl.busy = false;
             ++sl.gen;
             ++rr.done;
@@ -314,13 +317,42 @@ bool worker::progress() {
     return false;
 }
 
+void worker::wait(std::chrono::microseconds max) {
+    for (unsigned r = 0; r < s_->rails; ++r)
+        if (!s_->run[r].pending.empty()) return; // sends are waiting for room: keep polling
+    t_.wait(max);
+}
+
 std::string worker::allreduce(void* data, std::size_t count, wire::dtype dt) {
     start(data, count, dt);
-    if (!s_->err.empty()) return s_->err;
-    unsigned idle = 0;
-    while (!progress())
-        if (++idle % 64 == 0) std::this_thread::yield();
+    worker* self = this;
+    complete({&self, 1});
     return s_->err;
+}
+
+void complete(std::span<worker* const> ws) {
+    // About 100 us of polling at ~1 us a pass; the 1 ms sleep bound keeps
+    // the retransmit scan on time.
+    constexpr unsigned spin_passes = 64;
+    unsigned idle = 0;
+    std::uint64_t seen = 0;
+    for (;;) {
+        bool done = true;
+        std::uint64_t results = 0;
+        for (worker* w : ws) {
+            done &= w->progress();
+            results += w->results();
+        }
+        if (done) return;
+        if (results != seen) {
+            seen = results;
+            idle = 0;
+        } else if (++idle >= spin_passes) {
+            idle = 0;
+            if (ws.size() == 1) ws[0]->wait(std::chrono::microseconds(1000));
+            else std::this_thread::yield();
+        }
+    }
 }
 
 } // namespace railgate::client

@@ -212,11 +212,7 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
                 for (auto* w : ws) w->chunk_rtt().reset();
             const auto t0 = std::chrono::steady_clock::now();
             for (std::size_t l = 0; l < ws.size(); ++l) ws[l]->start(buf[l].data(), count, o.dt);
-            bool done = false;
-            while (!done) {
-                done = true;
-                for (auto* w : ws) done &= w->progress();
-            }
+            client::complete(ws);
             const auto t1 = std::chrono::steady_clock::now();
             for (auto* w : ws)
                 if (!w->error().empty()) {

@@ -4,6 +4,7 @@
 // Threading: a transport belongs to one worker and is used by one thread.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -48,6 +49,9 @@ public:
     // ones are dropped and counted in dropped().
     virtual unsigned recv(unsigned rail, rx_msg* out, unsigned max) noexcept = 0;
     virtual std::uint64_t dropped() const noexcept = 0;
+    // Blocks until a message may be waiting on some rail, or for at most
+    // `max`. Poll-mode transports return at once (they spin).
+    virtual void wait(std::chrono::microseconds) noexcept {}
     // The transport's name, for reports ("udp", "dpdk").
     virtual const char* name() const noexcept = 0;
 };

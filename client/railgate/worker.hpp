@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,10 @@ public:
     // error() is non-empty if the operation failed.
     void start(void* data, std::size_t count, wire::dtype dt);
     bool progress();
+    // Between progress() calls that found nothing: sleeps until a result
+    // may have arrived, at most `max` (kernel transports; poll-mode ones
+    // return at once). complete() does this after a short spin.
+    void wait(std::chrono::microseconds max);
     const std::string& error() const noexcept;
 
     const wire::join_ack_body& job_info() const noexcept;
@@ -69,6 +74,8 @@ public:
     // Per-chunk round trips (contribution sent -> its result received), ns.
     stats::histogram& chunk_rtt() noexcept;
     std::uint64_t retransmits() const noexcept;
+    // Results accepted since join (progress is visible as this moving).
+    std::uint64_t results() const noexcept;
 
     struct state;
 
@@ -77,5 +84,12 @@ private:
     worker_options o_;
     std::unique_ptr<state> s_;
 };
+
+// Drives operations already start()ed on workers that this thread owns to
+// completion. It spins while results flow, and when they pause it sleeps in
+// the transport (a single kernel-transport worker) or yields (several), so
+// that workers sharing cores with each other or with railgated do not hold
+// a core for a whole scheduler tick while the others wait.
+void complete(std::span<worker* const> ws);
 
 } // namespace railgate::client

@@ -122,10 +122,11 @@ maps::~maps() {
     close_fd(xsk_);
 }
 
-void maps::configure(std::uint32_t addr, std::uint16_t udp_port, std::uint8_t version, bool enabled) {
+void maps::configure(std::uint32_t addr, std::uint16_t udp_port, std::uint8_t version, bool enabled,
+                     std::uint32_t owner) {
     rg_xdp_config c{};
     c.enabled = enabled ? 1 : 0;
-    c.owner_pid = static_cast<__u32>(getpid());
+    c.owner_pid = owner ? owner : static_cast<__u32>(getpid());
     c.addr = htonl(addr);
     c.udp_port = htons(udp_port);
     c.version = version;

@@ -36,8 +36,10 @@ public:
     ~maps();
 
     bool complete() const noexcept { return cfg_ >= 0 && stats_ >= 0 && xsk_ >= 0; }
-    // addr in host order. Throws std::runtime_error on a failed update.
-    void configure(std::uint32_t addr, std::uint16_t udp_port, std::uint8_t version, bool enabled = true);
+    // addr in host order; owner 0 means this process. Throws
+    // std::runtime_error on a failed update.
+    void configure(std::uint32_t addr, std::uint16_t udp_port, std::uint8_t version, bool enabled = true,
+                   std::uint32_t owner = 0);
     rg_xdp_config config() const;
     // Summed over CPUs.
     counters read() const;

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <sched.h>
 #include <net/if.h>
 
 #include <algorithm>
@@ -349,8 +350,11 @@ int daemon::impl::lcore_main(void* arg) {
         lim.job_chunk_bytes = d.job_chunk_bytes;
         mine.push_back(std::make_unique<rail_state>(rs, lim, d.ack, d.cfg.policy));
     }
-    while (!d.stop.load(std::memory_order_relaxed))
-        for (auto& r : mine) poll_rail(*r);
+    while (!d.stop.load(std::memory_order_relaxed)) {
+        bool busy = false;
+        for (auto& r : mine) busy |= poll_rail(*r);
+        if (!busy && d.cfg.idle == idle_policy::yield) sched_yield();
+    }
     for (auto& r : mine) flush(*r);
     return 0; // rail_state destructors release every held mbuf
 }

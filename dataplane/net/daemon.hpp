@@ -29,6 +29,12 @@ struct rail_config {
     int lcore = -1;            // override; -1 = chosen by NUMA placement
 };
 
+// What a rail lcore does when a pass over its rails found nothing. Spinning
+// is right on isolated cores. Yielding lets the kernel's own work on that
+// core run (ksoftirqd: the packet path of af_xdp/af_packet rails), which
+// otherwise waits for the scheduler tick while the lcore spins.
+enum class idle_policy : std::uint8_t { spin, yield };
+
 struct daemon_config {
     std::vector<rail_config> rails;
     unsigned max_jobs = 8;
@@ -37,6 +43,7 @@ struct daemon_config {
     unsigned mbufs_per_rail = 8192;
     unsigned rx_desc = 1024, tx_desc = 1024;
     wire::rail_policy policy = wire::rail_policy::rail;
+    idle_policy idle = idle_policy::spin;
 };
 
 class daemon {

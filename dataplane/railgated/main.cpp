@@ -35,7 +35,8 @@ extern "C" void on_signal(int) { stop_requested = 1; }
 void usage(std::FILE* f) {
     std::fprintf(f,
                  "usage: railgated [EAL options] -- --rail DEVARGS --ip A.B.C.D [--mtu N] [--lcore L] [--rail ...]\n"
-                 "                 [--port P] [--pool N] [--max-jobs N] [--mbufs N] [--stats-interval S] [--no-xdp-steer]\n"
+                 "                 [--port P] [--pool N] [--max-jobs N] [--mbufs N] [--stats-interval S]\n"
+                 "                 [--idle spin|yield] [--no-xdp-steer]\n"
                  "  --rail DEVARGS      a DPDK vdev (net_af_packet0,iface=eth1) or PCI address; repeatable\n"
                  "  --ip A.B.C.D        the rail's IPv4 address (railgated answers ARP and ping for it)\n"
                  "  --mtu N             the rail's MTU, %u..%u (default 1500)\n"
@@ -45,6 +46,9 @@ void usage(std::FILE* f) {
                  "  --max-jobs N        concurrent jobs per rail (default 8)\n"
                  "  --mbufs N           mbufs per rail (default 8192)\n"
                  "  --stats-interval S  print counters every S seconds (default: only at exit)\n"
+                 "  --idle spin|yield   when the rails are idle, spin (isolated cores) or yield the core to\n"
+                 "                      the kernel (default for af_xdp/af_packet/tap rails, whose packets\n"
+                 "                      the kernel moves on the same cores)\n"
                  "  --no-xdp-steer      af_xdp rails take every packet of their interface (the PMD's own\n"
                  "                      XDP program) instead of only railgate's (railgate_xdp.o)\n",
                  wire::min_mtu, wire::max_mtu, wire::default_udp_port);
@@ -115,7 +119,7 @@ int main(int argc, char** argv) {
     net::daemon_config cfg;
     std::vector<std::string> devargs;
     unsigned stats_interval = 0;
-    bool xdp_steer = true;
+    bool xdp_steer = true, idle_set = false;
     std::uint16_t udp_port = wire::default_udp_port;
     for (++i; i < argc; ++i) {
         const std::string a = argv[i];
@@ -154,6 +158,12 @@ int main(int argc, char** argv) {
             cfg.max_jobs = static_cast<unsigned>(num(a, val(), 1, 1024));
         } else if (a == "--mbufs") {
             cfg.mbufs_per_rail = static_cast<unsigned>(num(a, val(), 1024, 1u << 22));
+        } else if (a == "--idle") {
+            const std::string v = val();
+            if (v == "spin") cfg.idle = net::idle_policy::spin;
+            else if (v == "yield") cfg.idle = net::idle_policy::yield;
+            else die("--idle: '" + v + "' is not spin or yield");
+            idle_set = true;
         } else if (a == "--no-xdp-steer") {
             xdp_steer = false;
         } else if (a == "--stats-interval") {
@@ -171,6 +181,9 @@ int main(int argc, char** argv) {
     // vdevs go to the EAL as --vdev, PCI devices as -a.
     for (std::string& d : devargs) {
         if (d.rfind("net_af_xdp", 0) == 0) prepare_af_xdp(d, xdp_steer);
+        // Kernel-backed rails need the kernel's packet work on the lcore's core.
+        for (const char* k : {"net_af_xdp", "net_af_packet", "net_tap"})
+            if (!idle_set && d.rfind(k, 0) == 0) cfg.idle = net::idle_policy::yield;
         eal_args.push_back(d.rfind("net_", 0) == 0 ? "--vdev" : "-a");
         eal_args.push_back(d);
     }

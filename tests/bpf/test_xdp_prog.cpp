@@ -1,25 +1,23 @@
 // The XDP steering program under BPF_PROG_TEST_RUN: verdict and counter for
 // every kind of frame, truncation at every length, IP options, VLAN.
-// Needs root (BPF). An AF_XDP socket bound to the loopback device of a
-// private network namespace fills xsks_map so that a redirect is real.
+// Needs root (BPF). An xsk_probe socket in xsks_map makes redirects real.
 #define BOOST_TEST_MODULE xdp_prog
 #include <boost/test/unit_test.hpp>
 
-#include <net/if.h>
-#include <sched.h>
-#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
-#include <linux/if_xdp.h>
-#include <xdp/xsk.h>
+#include <bpf/libbpf.h>
+#include <linux/if_link.h>
 
 #include <cstring>
 #include <set>
 #include <vector>
 
 #include "dataplane/bpf/xdp_steer.hpp"
+#include "dataplane/bpf/xsk_probe.hpp"
 #include "dataplane/proto/frame.hpp"
 #include "dataplane/proto/parse.hpp"
 
@@ -66,55 +64,20 @@ bytes with_ip_options(bytes f, std::size_t n) {
     return f;
 }
 
-// The AF_XDP socket that makes redirects real.
-struct xsk_on_loopback {
-    void* area = nullptr;
-    std::size_t area_len = 4096 * 64;
-    xsk_umem* umem = nullptr;
-    xsk_socket* sock = nullptr;
-    xsk_ring_prod fill{}, tx{};
-    xsk_ring_cons comp{}, rx{};
-    unsigned ifindex = 0;
-
-    xsk_on_loopback() {
-        BOOST_TEST_REQUIRE(unshare(CLONE_NEWNET) == 0, "unshare(CLONE_NEWNET): " << std::strerror(errno));
-        ifindex = if_nametoindex("lo");
-        area = mmap(nullptr, area_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        BOOST_TEST_REQUIRE(area != MAP_FAILED);
-        BOOST_TEST_REQUIRE(xsk_umem__create(&umem, area, area_len, &fill, &comp, nullptr) == 0);
-        xsk_socket_config cfg{};
-        cfg.rx_size = XSK_RING_CONS__DEFAULT_NUM_DESCS;
-        cfg.tx_size = XSK_RING_PROD__DEFAULT_NUM_DESCS;
-        cfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;
-        cfg.bind_flags = XDP_COPY;
-        const int rc = xsk_socket__create(&sock, "lo", 0, umem, &rx, &tx, &cfg);
-        BOOST_TEST_REQUIRE(rc == 0, "xsk_socket__create on lo: " << std::strerror(-rc));
-    }
-    ~xsk_on_loopback() {
-        if (sock) xsk_socket__delete(sock);
-        if (umem) xsk_umem__delete(umem);
-        if (area && area != MAP_FAILED) munmap(area, area_len);
-    }
-};
-
 struct fixture {
     xdp::object prog{xdp::default_object_path()};
     xdp::maps& m = prog.program_maps();
-    xsk_on_loopback xsk;
+    xdp::xsk_probe xsk;
 
     fixture() { m.configure(rail_ip, rg_port, wire::protocol_version); }
 
-    void bind_socket() {
-        const __u32 q = 0;
-        const int fd = xsk_socket__fd(xsk.sock);
-        BOOST_TEST_REQUIRE(bpf_map_update_elem(m.xsk_fd(), &q, &fd, BPF_ANY) == 0);
-    }
+    void bind_socket() { xsk.bind_to(m.xsk_fd()); }
 
     // Runs one frame; checks the action and that exactly `reason` counted it.
     void expect(const bytes& f, std::uint32_t action, unsigned reason, std::size_t len = SIZE_MAX) {
         const std::size_t n = std::min(len, f.size());
         const xdp::counters before = m.read();
-        const auto r = prog.run(f.data(), n, 1, xsk.ifindex, 0);
+        const auto r = prog.run(f.data(), n, 1, xsk.ifindex(), 0);
         const xdp::counters after = m.read();
         BOOST_TEST(r.action == action, "length " << n << ": action " << r.action << ", want " << action);
         for (unsigned i = 0; i < RG_XDP_REASONS; ++i)
@@ -191,7 +154,7 @@ BOOST_AUTO_TEST_CASE(truncation_at_every_length) {
     for (std::size_t len = 0; len < frame::eth_bytes; ++len) {
         // The kernel never runs XDP on less than an Ethernet header; the
         // program would pass such a frame as malformed.
-        BOOST_CHECK_THROW(prog.run(f.data(), len, 1, xsk.ifindex, 0), std::runtime_error);
+        BOOST_CHECK_THROW(prog.run(f.data(), len, 1, xsk.ifindex(), 0), std::runtime_error);
     }
     for (std::size_t len = frame::eth_bytes; len <= f.size(); ++len) {
         if (len < frame::udp_frame_overhead)
@@ -240,9 +203,48 @@ BOOST_AUTO_TEST_CASE(invalid_railgate_packets_are_dropped_early) {
 BOOST_AUTO_TEST_CASE(counters_accumulate_across_runs) {
     bind_socket();
     const bytes f = contrib();
-    const auto r = prog.run(f.data(), f.size(), 1000, xsk.ifindex, 0);
+    const auto r = prog.run(f.data(), f.size(), 1000, xsk.ifindex(), 0);
     BOOST_TEST(r.action == XDP_REDIRECT);
     BOOST_TEST(m.read()[RG_XDP_REDIRECT] == 1000u);
+}
+
+// A railgate program left by a dead railgated is removed; one owned by a
+// live process, or any foreign program, is refused and stays.
+BOOST_AUTO_TEST_CASE(clear_stale_removes_only_what_a_dead_railgated_left) {
+    const int lo = static_cast<int>(xsk.ifindex());
+    BOOST_TEST(!xdp::clear_stale("lo"));
+    BOOST_CHECK_THROW(xdp::clear_stale("no-such-if0"), std::runtime_error);
+
+    // Foreign: a two-instruction XDP_PASS program.
+    const bpf_insn pass[] = {
+        {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, XDP_PASS},
+        {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
+    };
+    const int foreign = bpf_prog_load(BPF_PROG_TYPE_XDP, "other_prog", "GPL", pass, 2, nullptr);
+    BOOST_TEST_REQUIRE(foreign >= 0);
+    BOOST_TEST_REQUIRE(bpf_xdp_attach(lo, foreign, XDP_FLAGS_SKB_MODE, nullptr) == 0);
+    BOOST_CHECK_THROW(xdp::clear_stale("lo"), std::runtime_error);
+    BOOST_TEST(xdp::has_program(xsk.ifindex()));
+    BOOST_TEST(!xdp::attached::find(xsk.ifindex()));
+    BOOST_TEST_REQUIRE(bpf_xdp_detach(lo, XDP_FLAGS_SKB_MODE, nullptr) == 0);
+    close(foreign);
+
+    // Ours, owned by a live process (pid 1): refused.
+    BOOST_TEST_REQUIRE(bpf_xdp_attach(lo, prog.prog_fd(), XDP_FLAGS_SKB_MODE, nullptr) == 0);
+    auto found = xdp::attached::find(xsk.ifindex());
+    BOOST_TEST_REQUIRE(found);
+    found->program_maps().configure(rail_ip, rg_port, wire::protocol_version, true, 1);
+    BOOST_CHECK_THROW(xdp::clear_stale("lo"), std::runtime_error);
+    BOOST_TEST(xdp::has_program(xsk.ifindex()));
+
+    // Ours, owner gone: removed.
+    const pid_t child = fork();
+    if (child == 0) _exit(0);
+    BOOST_TEST_REQUIRE(waitpid(child, nullptr, 0) == child);
+    found->program_maps().configure(rail_ip, rg_port, wire::protocol_version, true,
+                                    static_cast<std::uint32_t>(child));
+    BOOST_TEST(xdp::clear_stale("lo"));
+    BOOST_TEST(!xdp::has_program(xsk.ifindex()));
 }
 
 BOOST_AUTO_TEST_CASE(reason_names_are_unique_and_complete) {

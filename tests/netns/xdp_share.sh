@@ -98,7 +98,7 @@ kill -0 "$tcp_pid" 2>/dev/null || fail "kernel TCP (iperf3) to the rail address 
 kill -INT "$tcp_pid"; wait "$tcp_pid"
 wait "$iperf_pid"; iperf_pid=
 intervals=$(grep -cE "^\[ *[0-9]+\] +[0-9.]+-[0-9.]+ +sec .*Mbits/sec" "$log/iperf-client.log")
-[ "$intervals" -ge 3 ] || fail "iperf3 reported $intervals intervals"
+[ "$intervals" -ge 2 ] || fail "iperf3 reported $intervals intervals"
 grep -E "^\[ *[0-9]+\] +[0-9.]+-[0-9.]+ +sec +0.00 Bytes" "$log/iperf-client.log" | grep -vE "sender|receiver" &&
   fail "TCP stalled during railbench"
 echo "ok: TCP to the rail address ran for $intervals s alongside railbench"

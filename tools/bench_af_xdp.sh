@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# railbench throughput through one af_xdp rail with railgate's XDP steering
+# program and without it (--no-xdp-steer: the PMD's own program sends every
+# packet to the rail), alternating the two modes ROUNDS times in one run.
+# Prints each run's bus bandwidth, the medians and their ratio. Root only;
+# traffic stays in two network namespaces this script creates.
+#   tools/bench_af_xdp.sh [BUILD_DIR] [ROUNDS] [SIZE]
+set -u
+build=${1:-build} rounds=${2:-5} size=${3:-4M}
+railgated=$build/dataplane/railgated railbench=$build/tools/railbench
+d=rgbd$$ w=rgbw$$ log=$(mktemp -d)
+gated=
+cleanup() {
+  [ -n "$gated" ] && kill -9 "$gated" 2>/dev/null
+  wait 2>/dev/null
+  ip netns del "$d" 2>/dev/null; ip netns del "$w" 2>/dev/null
+  rm -rf "$log"
+}
+trap cleanup EXIT
+ip netns add "$d" && ip netns add "$w" || exit 1
+ip link add rgb0 netns "$d" type veth peer name rgw0 netns "$w"
+ip -n "$d" addr add 198.18.0.1/24 dev rgb0
+ip -n "$w" addr add 198.18.0.10/24 dev rgw0
+ip -n "$d" link set rgb0 up; ip -n "$w" link set rgw0 up; ip -n "$w" link set lo up
+
+run() { # MODE ROUND -> prints busbw GB/s
+  local mode=$1 flag=""
+  [ "$mode" = plain ] && flag=--no-xdp-steer
+  ip netns exec "$d" "$railgated" --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 \
+    --log-level lib.eal:error -- --rail net_af_xdp0,iface=rgb0 --ip 198.18.0.1 $flag > "$log/g" 2>&1 &
+  gated=$!
+  for _ in $(seq 150); do grep -q "railgated: ready" "$log/g" && break; sleep 0.1; done
+  local pids=()
+  for rank in 0 1; do
+    ip netns exec "$w" timeout 120 "$railbench" --transport udp --server 198.18.0.1 --rank $rank --workers 2 \
+      -b "$size" -e "$size" -n 20 -w 3 --job "$2" > "$log/b$rank" 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  kill -INT "$gated"; wait "$gated"; gated=
+  grep -q "Out of bounds values : 0 OK" "$log/b0" || { echo "wrong values in $mode run" >&2; exit 1; }
+  awk '/Avg bus bandwidth/ {print $(NF-1)}' "$log/b0"
+}
+
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+: > "$log/steer"; : > "$log/plain"
+job=1
+echo "# af_xdp rail, 2 UDP workers, $size allreduce, $rounds rounds alternating"
+for r in $(seq "$rounds"); do
+  for mode in steer plain; do
+    v=$(run "$mode" "$job"); job=$((job + 1))
+    echo "$v" >> "$log/$mode"
+    printf "  round %d %-5s busbw %s GB/s\n" "$r" "$mode" "$v"
+  done
+done
+s=$(median < "$log/steer") p=$(median < "$log/plain")
+printf "median busbw: with XDP steering %s GB/s, without %s GB/s, ratio %.3f\n" "$s" "$p" \
+  "$(awk -v s="$s" -v p="$p" 'BEGIN {print s / p}')"
