@@ -12,7 +12,7 @@ packages=(
   libdpdk-dev dpdk-dev dpdk
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers
   libtbb-dev libhwloc-dev libbpf-dev libxdp-dev
-  libboost-test-dev
+  libboost-test-dev libtomlplusplus-dev nlohmann-json3-dev
   iproute2 iputils-ping procps iperf3
 )
 

@@ -1,0 +1,384 @@
+#include "control/config.hpp"
+
+#include <arpa/inet.h>
+#include <grp.h>
+#include <pwd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#define TOML_ENABLE_FORMATTERS 0
+#include <toml++/toml.h>
+
+namespace railgate::config {
+
+std::string_view name(transport t) noexcept { return t == transport::dpdk ? "dpdk" : "verbs"; }
+std::string_view name(policy_mode p) noexcept { return p == policy_mode::rail ? "rail" : "lag"; }
+std::string_view name(lag_hash h) noexcept { return h == lag_hash::l2 ? "l2" : "l3l4"; }
+std::string_view name(gid_type g) noexcept {
+    switch (g) {
+    case gid_type::ib: return "ib";
+    case gid_type::roce_v1: return "roce_v1";
+    default: return "roce_v2";
+    }
+}
+
+bool parse_policy_mode(std::string_view s, policy_mode& out) noexcept {
+    if (s == "rail") out = policy_mode::rail;
+    else if (s == "lag") out = policy_mode::lag;
+    else return false;
+    return true;
+}
+
+bool parse_lag_hash(std::string_view s, lag_hash& out) noexcept {
+    if (s == "l2") out = lag_hash::l2;
+    else if (s == "l3l4") out = lag_hash::l3l4;
+    else return false;
+    return true;
+}
+
+std::string error::text() const {
+    std::string s = file;
+    if (line) s += ":" + std::to_string(line) + ":" + std::to_string(column);
+    s += ": ";
+    if (!field.empty()) s += field + ": ";
+    return s + what;
+}
+
+std::string check_mtu(long long v, unsigned max) {
+    if (v < mtu_min || v > max)
+        return "MTU " + std::to_string(v) + " out of range " + std::to_string(mtu_min) + ".." + std::to_string(max);
+    return {};
+}
+
+std::string check_gid_index(long long v) {
+    if (v < 0 || v > gid_index_max) return "GID index " + std::to_string(v) + " out of range 0..255";
+    return {};
+}
+
+std::string check_rail_name(std::string_view s) {
+    if (s.empty() || s.size() > 15) return "rail name must be 1..15 characters";
+    for (char c : s)
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.')
+            return "rail name '" + std::string(s) + "' may hold only letters, digits, '_', '-' and '.'";
+    return {};
+}
+
+namespace {
+
+unsigned edit_distance(std::string_view a, std::string_view b) {
+    std::vector<unsigned> prev(b.size() + 1), cur(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = static_cast<unsigned>(j);
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        cur[0] = static_cast<unsigned>(i);
+        for (std::size_t j = 1; j <= b.size(); ++j)
+            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0u : 1u)});
+        std::swap(prev, cur);
+    }
+    return prev[b.size()];
+}
+
+// Reads one table's keys into typed fields, recording located errors, and
+// flags keys it was never asked about.
+class reader {
+public:
+    reader(const toml::table& t, std::string prefix, const std::string& file, std::vector<error>& errs)
+        : t_(t), prefix_(std::move(prefix)), file_(file), errs_(errs) {}
+
+    void fail(const toml::node* n, const std::string& key, const std::string& what) {
+        error e;
+        e.file = file_;
+        const toml::source_region& src = n ? n->source() : t_.source();
+        e.line = src.begin.line;
+        e.column = src.begin.column;
+        e.field = key.empty() ? prefix_ : prefix_.empty() ? key : prefix_ + "." + key;
+        e.what = what;
+        errs_.push_back(std::move(e));
+    }
+
+    const toml::node* get(const std::string& key) {
+        known_.insert(key);
+        return t_.get(key);
+    }
+
+    bool has(const std::string& key) { return get(key) != nullptr; }
+
+    void integer(const std::string& key, long long lo, long long hi, auto& out) {
+        const toml::node* n = get(key);
+        if (!n) return;
+        const auto v = n->value<long long>();
+        if (!n->is_integer() || !v) return fail(n, key, "must be an integer");
+        if (*v < lo || *v > hi)
+            return fail(n, key, std::to_string(*v) + " out of range " + std::to_string(lo) + ".." + std::to_string(hi));
+        out = static_cast<std::remove_reference_t<decltype(out)>>(*v);
+    }
+
+    bool string(const std::string& key, std::string& out) {
+        const toml::node* n = get(key);
+        if (!n) return false;
+        if (!n->is_string()) {
+            fail(n, key, "must be a string");
+            return false;
+        }
+        out = *n->value<std::string>();
+        return true;
+    }
+
+    void ipv4(const std::string& key, std::uint32_t& out, unsigned* prefix = nullptr) {
+        std::string s;
+        if (!string(key, s)) return;
+        std::string addr = s;
+        if (const auto slash = s.find('/'); prefix && slash != std::string::npos) {
+            addr = s.substr(0, slash);
+            const std::string p = s.substr(slash + 1);
+            char* end = nullptr;
+            const long v = std::strtol(p.c_str(), &end, 10);
+            if (p.empty() || *end || v < 1 || v > 32) return fail(get(key), key, "'" + s + "': bad prefix length");
+            *prefix = static_cast<unsigned>(v);
+        }
+        in_addr a{};
+        if (inet_pton(AF_INET, addr.c_str(), &a) != 1) return fail(get(key), key, "'" + s + "' is not an IPv4 address");
+        out = ntohl(a.s_addr);
+    }
+
+    template <class E>
+    void choice(const std::string& key, std::initializer_list<std::pair<std::string_view, E>> opts, E& out) {
+        std::string s;
+        if (!string(key, s)) return;
+        std::string list;
+        for (const auto& [k, v] : opts) {
+            if (s == k) {
+                out = v;
+                return;
+            }
+            list += (list.empty() ? "" : ", ") + std::string(k);
+        }
+        fail(get(key), key, "'" + s + "' is not one of " + list);
+    }
+
+    // Every key not read is an error, with the nearest known key suggested.
+    void reject_unknown() {
+        for (const auto& [k, v] : t_) {
+            const std::string key(k.str());
+            if (known_.count(key)) continue;
+            std::string best;
+            unsigned bd = 3;
+            for (const std::string& cand : known_)
+                if (const unsigned d = edit_distance(key, cand); d < bd) bd = d, best = cand;
+            fail(&v, key, "unknown key" + (best.empty() ? std::string() : " (did you mean '" + best + "'?)"));
+        }
+    }
+
+private:
+    const toml::table& t_;
+    std::string prefix_;
+    const std::string& file_;
+    std::vector<error>& errs_;
+    std::set<std::string> known_;
+};
+
+void read_daemon(reader& r, appliance& a, std::vector<error>&) {
+    r.integer("udp_port", 1, 65535, a.udp_port);
+    if (r.string("control_socket", a.control_socket)) {
+        if (a.control_socket.empty() || a.control_socket[0] != '/')
+            r.fail(r.get("control_socket"), "control_socket", "must be an absolute path");
+        else if (a.control_socket.size() >= 108)
+            r.fail(r.get("control_socket"), "control_socket", "longer than a unix socket path may be (107)");
+    }
+    std::string mode;
+    if (r.string("socket_mode", mode)) {
+        char* end = nullptr;
+        const long v = std::strtol(mode.c_str(), &end, 8);
+        if (mode.empty() || *end || v < 0 || v > 0777)
+            r.fail(r.get("socket_mode"), "socket_mode", "'" + mode + "' is not an octal mode like \"0660\"");
+        else
+            a.socket_mode = static_cast<unsigned>(v);
+    }
+    if (r.string("socket_owner", a.socket_owner) && !getpwnam(a.socket_owner.c_str()))
+        r.fail(r.get("socket_owner"), "socket_owner", "no user '" + a.socket_owner + "'");
+    if (r.string("socket_group", a.socket_group) && !getgrnam(a.socket_group.c_str()))
+        r.fail(r.get("socket_group"), "socket_group", "no group '" + a.socket_group + "'");
+    if (r.string("metrics", a.metrics) && !a.metrics.empty()) {
+        const auto colon = a.metrics.rfind(':');
+        const std::string host = colon == std::string::npos ? "" : a.metrics.substr(0, colon);
+        const std::string port = colon == std::string::npos ? "" : a.metrics.substr(colon + 1);
+        char* end = nullptr;
+        const long p = std::strtol(port.c_str(), &end, 10);
+        in_addr ia{};
+        if (port.empty() || *end || p < 1 || p > 65535)
+            r.fail(r.get("metrics"), "metrics", "'" + a.metrics + "' is not HOST:PORT");
+        else if (host != "localhost" && (inet_pton(AF_INET, host.c_str(), &ia) != 1 || (ntohl(ia.s_addr) >> 24) != 127))
+            r.fail(r.get("metrics"), "metrics", "'" + host + "' is not a loopback address (metrics stay on 127.0.0.0/8)");
+    }
+    r.integer("stats_interval", 0, 86400, a.stats_interval);
+    r.choice<idle_mode>("idle", {{"auto", idle_mode::automatic}, {"spin", idle_mode::spin}, {"yield", idle_mode::yield}},
+                        a.idle);
+    if (const toml::node* n = r.get("eal_args")) {
+        const toml::array* arr = n->as_array();
+        if (!arr) return r.fail(n, "eal_args", "must be an array of strings");
+        for (const toml::node& e : *arr) {
+            if (!e.is_string()) return r.fail(&e, "eal_args", "must be an array of strings");
+            a.eal_args.push_back(*e.value<std::string>());
+        }
+    }
+    r.reject_unknown();
+}
+
+void read_pools(reader& r, appliance& a) {
+    r.integer("max_jobs", 1, 1024, a.max_jobs);
+    r.integer("max_slots", 1, 65535, a.max_slots);
+    r.integer("default_slots", 1, 65535, a.default_slots);
+    r.integer("mbufs_per_rail", 1024, 1 << 22, a.mbufs_per_rail);
+    if (a.default_slots > a.max_slots)
+        r.fail(r.get("default_slots"), "default_slots",
+               std::to_string(a.default_slots) + " exceeds max_slots " + std::to_string(a.max_slots));
+    r.reject_unknown();
+}
+
+void read_policy(reader& r, appliance& a) {
+    r.choice<policy_mode>("mode", {{"rail", policy_mode::rail}, {"lag", policy_mode::lag}}, a.policy);
+    if (r.has("hash")) {
+        r.choice<lag_hash>("hash", {{"l2", lag_hash::l2}, {"l3l4", lag_hash::l3l4}}, a.hash);
+        if (a.policy != policy_mode::lag) r.fail(r.get("hash"), "hash", "applies to mode = \"lag\" only");
+    }
+    r.reject_unknown();
+}
+
+void read_rail(reader& r, rail& x) {
+    if (r.string("name", x.name)) {
+        if (const std::string e = check_rail_name(x.name); !e.empty()) r.fail(r.get("name"), "name", e);
+    } else {
+        r.fail(nullptr, "name", "missing");
+    }
+    r.choice<transport>("transport", {{"dpdk", transport::dpdk}, {"verbs", transport::verbs}}, x.transport);
+    if (x.transport == transport::dpdk) {
+        if (!r.string("devargs", x.devargs)) r.fail(nullptr, "devargs", "missing (a DPDK vdev or PCI address)");
+        else if (x.devargs.empty() || x.devargs[0] == ',') r.fail(r.get("devargs"), "devargs", "empty device name");
+        for (const char* k : {"device", "port", "gid_index", "gid_type"})
+            if (r.has(k)) r.fail(r.get(k), k, "applies to transport = \"verbs\" only");
+    } else {
+        if (!r.string("device", x.device) || x.device.empty()) r.fail(r.get("device"), "device", "missing (an RDMA device, e.g. mlx5_0)");
+        r.integer("port", 1, 255, x.port);
+        if (r.has("devargs")) r.fail(r.get("devargs"), "devargs", "applies to transport = \"dpdk\" only");
+        if (const toml::node* n = r.get("gid_index")) {
+            const auto v = n->value<long long>();
+            if (!n->is_integer() || !v) r.fail(n, "gid_index", "must be an integer");
+            else if (const std::string e = check_gid_index(*v); !e.empty()) r.fail(n, "gid_index", e);
+            else x.gid_index = static_cast<unsigned>(*v);
+        }
+        if (r.has("gid_type")) {
+            gid_type g = gid_type::roce_v2;
+            r.choice<gid_type>("gid_type", {{"ib", gid_type::ib}, {"roce_v1", gid_type::roce_v1}, {"roce_v2", gid_type::roce_v2}}, g);
+            x.gid_type = g;
+            if (x.gid_index) r.fail(r.get("gid_type"), "gid_type", "give gid_index or gid_type, not both");
+        }
+    }
+    if (!r.has("ip")) r.fail(nullptr, "ip", "missing");
+    r.ipv4("ip", x.ip);
+    if (r.has("host_ip")) r.ipv4("host_ip", x.host_ip, &x.host_prefix);
+    if (const toml::node* n = r.get("mtu")) {
+        const auto v = n->value<long long>();
+        if (!n->is_integer() || !v) r.fail(n, "mtu", "must be an integer");
+        else if (const std::string e = check_mtu(*v); !e.empty()) r.fail(n, "mtu", e);
+        else x.mtu = static_cast<unsigned>(*v);
+    }
+    if (const toml::node* n = r.get("mtu_max")) {
+        const auto v = n->value<long long>();
+        if (!n->is_integer() || !v) r.fail(n, "mtu_max", "must be an integer");
+        else if (const std::string e = check_mtu(*v); !e.empty()) r.fail(n, "mtu_max", e);
+        else if (static_cast<unsigned>(*v) < x.mtu) r.fail(n, "mtu_max", std::to_string(*v) + " is below mtu " + std::to_string(x.mtu));
+        else x.mtu_max = static_cast<unsigned>(*v);
+    }
+    r.integer("numa", 0, 63, x.numa);
+    r.integer("lcore", 0, 1023, x.lcore);
+    r.integer("traffic_class", 0, 255, x.traffic_class);
+    r.reject_unknown();
+}
+
+} // namespace
+
+result parse(std::string_view text, const std::string& file) {
+    result res;
+    res.cfg.source = file;
+    toml::table root;
+    try {
+        root = toml::parse(text, file);
+    } catch (const toml::parse_error& e) {
+        error er;
+        er.file = file;
+        er.line = e.source().begin.line;
+        er.column = e.source().begin.column;
+        er.what = std::string(e.description());
+        res.errors.push_back(std::move(er));
+        return res;
+    }
+    appliance& a = res.cfg;
+    reader top(root, "", file, res.errors);
+    auto section = [&](const char* key, auto&& fn) {
+        const toml::node* n = top.get(key);
+        if (!n) return;
+        const toml::table* t = n->as_table();
+        if (!t) return top.fail(n, key, "must be a table ([" + std::string(key) + "])");
+        reader r(*t, key, file, res.errors);
+        fn(r);
+    };
+    section("daemon", [&](reader& r) { read_daemon(r, a, res.errors); });
+    section("pools", [&](reader& r) { read_pools(r, a); });
+    section("policy", [&](reader& r) { read_policy(r, a); });
+    if (const toml::node* n = top.get("rail")) {
+        const toml::array* arr = n->as_array();
+        if (!arr || !arr->is_array_of_tables()) {
+            top.fail(n, "rail", "must be an array of tables ([[rail]])");
+        } else {
+            for (std::size_t i = 0; i < arr->size(); ++i) {
+                rail x;
+                reader r(*arr->get(i)->as_table(), "rail[" + std::to_string(i) + "]", file, res.errors);
+                read_rail(r, x);
+                a.rails.push_back(std::move(x));
+            }
+        }
+    }
+    top.reject_unknown();
+
+    // Rules across fields.
+    if (a.rails.empty()) top.fail(nullptr, "rail", "no rails configured (add a [[rail]] table)");
+    if (a.rails.size() > 32) top.fail(top.get("rail"), "rail", std::to_string(a.rails.size()) + " rails; at most 32");
+    std::set<std::string> names;
+    std::set<std::uint32_t> ips;
+    const toml::array* arr = root.get("rail") ? root.get("rail")->as_array() : nullptr;
+    for (std::size_t i = 0; i < a.rails.size(); ++i) {
+        const rail& x = a.rails[i];
+        reader r(*arr->get(i)->as_table(), "rail[" + std::to_string(i) + "]", file, res.errors);
+        if (!x.name.empty() && !names.insert(x.name).second) r.fail(r.get("name"), "name", "'" + x.name + "' names two rails");
+        if (x.ip && !ips.insert(x.ip).second) r.fail(r.get("ip"), "ip", "address used by another rail");
+    }
+    for (rail& x : a.rails)
+        if (!x.mtu_max) x.mtu_max = std::max(x.mtu, 9000u);
+    return res;
+}
+
+result load(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) {
+        result res;
+        res.cfg.source = path;
+        res.errors.push_back({path, 0, 0, "", "cannot read: " + std::string(std::strerror(errno))});
+        return res;
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return parse(ss.str(), path);
+}
+
+appliance embedded_default() {
+    result r = parse(embedded_default_text(), "(embedded default)");
+    // The embedded text is part of the build; the unit tests keep it valid.
+    return r.cfg;
+}
+
+} // namespace railgate::config

@@ -1,0 +1,103 @@
+// railgated's configuration file (TOML, parsed with toml++) and its
+// validation. The whole file is checked before anything starts; every
+// problem is reported, each as FILE:LINE:COL: FIELD: why. Pure: no DPDK.
+//
+// Schema (see config/*.toml for complete examples):
+//   [daemon]  udp_port, control_socket, socket_mode, socket_owner,
+//             socket_group, metrics, stats_interval, idle, eal_args
+//   [pools]   max_jobs, default_slots, max_slots, mbufs_per_rail
+//   [policy]  mode = "rail" | "lag", hash = "l2" | "l3l4" (lag only)
+//   [[rail]]  name, transport = "dpdk" | "verbs", devargs (dpdk) or
+//             device + port (verbs), ip, host_ip, mtu, mtu_max, numa,
+//             lcore, gid_index | gid_type (verbs), traffic_class
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace railgate::config {
+
+enum class transport : std::uint8_t { dpdk, verbs };
+enum class policy_mode : std::uint8_t { rail, lag };
+enum class lag_hash : std::uint8_t { l2, l3l4 };
+enum class gid_type : std::uint8_t { ib, roce_v1, roce_v2 };
+enum class idle_mode : std::uint8_t { automatic, spin, yield };
+
+std::string_view name(transport) noexcept;
+std::string_view name(policy_mode) noexcept;
+std::string_view name(lag_hash) noexcept;
+std::string_view name(gid_type) noexcept;
+bool parse_policy_mode(std::string_view s, policy_mode& out) noexcept;
+bool parse_lag_hash(std::string_view s, lag_hash& out) noexcept;
+
+// Valid ranges, shared by the file, railctl and the control socket.
+inline constexpr unsigned mtu_min = 576, mtu_max = 9216;
+inline constexpr unsigned gid_index_max = 255;
+
+struct rail {
+    std::string name;
+    config::transport transport = transport::dpdk;
+    std::string devargs;           // dpdk
+    std::string device;            // verbs: HCA name (mlx5_0, rxe0)
+    unsigned port = 1;             // verbs: HCA port
+    std::uint32_t ip = 0;          // host order
+    std::uint32_t host_ip = 0;     // tap rails: the kernel side's address (0 = leave the interface alone)
+    unsigned host_prefix = 24;
+    unsigned mtu = 1500;
+    unsigned mtu_max = 0;          // largest MTU `railctl rail set R mtu` may set (0: max(mtu, 9000))
+    int numa = -1;                 // override; -1 = the NIC's node
+    int lcore = -1;                // override; -1 = chosen by placement
+    std::optional<unsigned> gid_index;
+    std::optional<config::gid_type> gid_type;
+    unsigned traffic_class = 0;    // IPv4 TOS / GRH traffic class byte
+};
+
+struct appliance {
+    std::string source = "(embedded default)"; // file name for messages
+    std::uint16_t udp_port = 47000;
+    std::string control_socket = "/run/railgate/railgated.sock";
+    unsigned socket_mode = 0660;
+    std::string socket_owner, socket_group; // empty: the daemon's own
+    std::string metrics = "127.0.0.1:9477"; // Prometheus; empty disables
+    unsigned stats_interval = 0;
+    idle_mode idle = idle_mode::automatic;
+    std::vector<std::string> eal_args;       // empty: the embedded EAL flags
+    unsigned max_jobs = 8, default_slots = 64, max_slots = 256, mbufs_per_rail = 8192;
+    policy_mode policy = policy_mode::rail;
+    lag_hash hash = lag_hash::l3l4;
+    std::vector<config::rail> rails;
+};
+
+// One problem, located.
+struct error {
+    std::string file;
+    unsigned line = 0, column = 0;
+    std::string field; // "rail[1].mtu"
+    std::string what;  // "70000 out of range 576..9216"
+    std::string text() const;
+};
+
+struct result {
+    appliance cfg;
+    std::vector<error> errors; // empty: cfg is valid
+    bool ok() const noexcept { return errors.empty(); }
+};
+
+// Parses and validates TOML text; `file` names it in errors.
+result parse(std::string_view toml_text, const std::string& file);
+// Reads and parses a file (a read error is reported as an error).
+result load(const std::string& path);
+// The configuration railgated runs with when given none: two virtual rails
+// on tap interfaces (config/embedded.toml, compiled in).
+std::string_view embedded_default_text() noexcept;
+appliance embedded_default();
+
+// Field validators, shared with the control socket: empty string = valid.
+std::string check_mtu(long long v, unsigned max = mtu_max);
+std::string check_gid_index(long long v);
+std::string check_rail_name(std::string_view s);
+
+} // namespace railgate::config

@@ -1,0 +1,147 @@
+// The config file: the shipped examples parse, and every kind of mistake is
+// reported with file, line, column, field and reason, all at once.
+#define BOOST_TEST_MODULE config
+#include <boost/test/unit_test.hpp>
+
+#include <string>
+
+#include "control/config.hpp"
+
+using namespace railgate;
+
+namespace {
+
+const std::string rail0 = R"(
+[[rail]]
+name = "r0"
+transport = "dpdk"
+devargs = "net_null0"
+ip = "10.0.0.1"
+)";
+
+config::result parse(const std::string& text) { return config::parse(text, "t.toml"); }
+
+// The one error of a parse, as text.
+std::string only_error(const std::string& text) {
+    const config::result r = parse(text);
+    BOOST_TEST_REQUIRE(r.errors.size() == 1u, "errors: " << r.errors.size() << " for\n" << text);
+    return r.errors[0].text();
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(embedded_default_is_valid) {
+    const config::result r = config::parse(config::embedded_default_text(), "embedded");
+    for (const auto& e : r.errors) BOOST_TEST_MESSAGE(e.text());
+    BOOST_TEST_REQUIRE(r.ok());
+    const config::appliance& a = r.cfg;
+    BOOST_TEST(a.rails.size() == 2u);
+    BOOST_TEST(a.rails[0].name == "r0");
+    BOOST_TEST(a.rails[0].devargs == "net_tap0,iface=rg0");
+    BOOST_TEST(a.rails[0].ip == 0xc6120001u);
+    BOOST_TEST(a.rails[1].host_ip == 0xc61201feu);
+    BOOST_TEST(a.rails[1].host_prefix == 24u);
+    BOOST_TEST(a.rails[0].mtu_max == 9000u);
+    BOOST_TEST(a.socket_mode == 0660u);
+    BOOST_TEST(a.metrics == "127.0.0.1:9477");
+    BOOST_TEST(!a.eal_args.empty());
+    BOOST_TEST(config::embedded_default().rails.size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(shipped_examples_are_valid) {
+    for (const char* f : {"embedded.toml", "lab-2node.toml", "dgx-8rail.toml"}) {
+        const config::result r = config::load(std::string(RAILGATE_SOURCE_ROOT "/config/") + f);
+        for (const auto& e : r.errors) BOOST_TEST_MESSAGE(e.text());
+        BOOST_TEST(r.ok(), f);
+    }
+    const config::appliance lab = config::load(RAILGATE_SOURCE_ROOT "/config/lab-2node.toml").cfg;
+    BOOST_TEST(lab.rails.size() == 2u);
+    BOOST_TEST((lab.rails[0].transport == config::transport::verbs));
+    BOOST_TEST(*lab.rails[0].gid_index == 3u);
+    BOOST_TEST(lab.rails[1].mtu == 9000u);
+    const config::appliance dgx = config::load(RAILGATE_SOURCE_ROOT "/config/dgx-8rail.toml").cfg;
+    BOOST_TEST(dgx.rails.size() == 8u);
+    BOOST_TEST(dgx.rails[3].numa == 0);
+    BOOST_TEST(dgx.rails[4].numa == 1);
+}
+
+BOOST_AUTO_TEST_CASE(errors_name_file_line_field_and_reason) {
+    // Line numbers: rail0 starts with a newline, so "mtu" is on line 7.
+    BOOST_TEST(only_error(rail0 + "mtu = 70000\n") == "t.toml:7:7: rail[0].mtu: MTU 70000 out of range 576..9216");
+    BOOST_TEST(only_error(rail0 + "mtu = 0\n") == "t.toml:7:7: rail[0].mtu: MTU 0 out of range 576..9216");
+    BOOST_TEST(only_error(rail0 + "mtu = \"abc\"\n") == "t.toml:7:7: rail[0].mtu: must be an integer");
+    BOOST_TEST(only_error(rail0 + "mttu = 1500\n") == "t.toml:7:8: rail[0].mttu: unknown key (did you mean 'mtu'?)");
+    BOOST_TEST(only_error(rail0 + "gid_index = 3\n") ==
+               "t.toml:7:13: rail[0].gid_index: applies to transport = \"verbs\" only");
+    BOOST_TEST(only_error("[policy]\nmode = \"lga\"\n" + rail0) ==
+               "t.toml:2:8: policy.mode: 'lga' is not one of rail, lag");
+    BOOST_TEST(only_error("[policy]\nhash = \"l2\"\n" + rail0) ==
+               "t.toml:2:8: policy.hash: applies to mode = \"lag\" only");
+    BOOST_TEST(only_error("[daemon]\nmetrics = \"10.0.0.1:9477\"\n" + rail0) ==
+               "t.toml:2:11: daemon.metrics: '10.0.0.1' is not a loopback address (metrics stay on 127.0.0.0/8)");
+    BOOST_TEST(only_error("[daemon]\nsocket_mode = \"0999\"\n" + rail0) ==
+               "t.toml:2:15: daemon.socket_mode: '0999' is not an octal mode like \"0660\"");
+    BOOST_TEST(only_error("[daemon]\ncontrol_socket = \"relative.sock\"\n" + rail0) ==
+               "t.toml:2:18: daemon.control_socket: must be an absolute path");
+    BOOST_TEST(only_error("[daemon]\nsocket_group = \"no-such-group-rg\"\n" + rail0) ==
+               "t.toml:2:16: daemon.socket_group: no group 'no-such-group-rg'");
+    BOOST_TEST(only_error("[pools]\ndefault_slots = 300\nmax_slots = 200\n" + rail0) ==
+               "t.toml:2:17: pools.default_slots: 300 exceeds max_slots 200");
+    BOOST_TEST(only_error(rail0 + "ip = \"10.0.0.1\"\n") ==
+               "t.toml:7:6: Error while parsing key-value pair: cannot redefine existing string 'ip'");
+    BOOST_TEST(only_error(rail0 + "ip2 = \"10.0.0.300\"\n") ==
+               "t.toml:7:7: rail[0].ip2: unknown key (did you mean 'ip'?)");
+    BOOST_TEST(only_error("") == "t.toml:1:1: rail: no rails configured (add a [[rail]] table)");
+    BOOST_TEST(only_error("[[rail]]\nname = \"r0\"\ndevargs = \"x\"\nip = \"1.2.3.400\"\n") ==
+               "t.toml:4:6: rail[0].ip: '1.2.3.400' is not an IPv4 address");
+}
+
+BOOST_AUTO_TEST_CASE(verbs_rails) {
+    const std::string v = "[[rail]]\nname = \"v0\"\ntransport = \"verbs\"\ndevice = \"rxe0\"\nip = \"10.0.0.1\"\n";
+    BOOST_TEST(parse(v + "gid_index = 1\n").ok());
+    BOOST_TEST(parse(v + "gid_type = \"roce_v2\"\n").ok());
+    BOOST_TEST(only_error(v + "gid_index = 300\n") == "t.toml:6:13: rail[0].gid_index: GID index 300 out of range 0..255");
+    BOOST_TEST(only_error(v + "gid_index = 1\ngid_type = \"roce_v2\"\n") ==
+               "t.toml:7:12: rail[0].gid_type: give gid_index or gid_type, not both");
+    BOOST_TEST(only_error(v + "gid_type = \"rocev2\"\n") ==
+               "t.toml:6:12: rail[0].gid_type: 'rocev2' is not one of ib, roce_v1, roce_v2");
+    BOOST_TEST(only_error(v + "devargs = \"net_null0\"\n") ==
+               "t.toml:6:11: rail[0].devargs: applies to transport = \"dpdk\" only");
+    BOOST_TEST(only_error(v + "port = 0\n") == "t.toml:6:8: rail[0].port: 0 out of range 1..255");
+}
+
+BOOST_AUTO_TEST_CASE(every_error_is_reported_not_just_the_first) {
+    const config::result r = parse(
+        "[daemon]\nudp_port = 0\n[policy]\nmode = \"bond\"\n"
+        "[[rail]]\nname = \"a\"\ndevargs = \"net_null0\"\nip = \"10.0.0.1\"\nmtu = 100\n"
+        "[[rail]]\nname = \"a\"\ndevargs = \"net_null1\"\nip = \"10.0.0.1\"\ntraffic_class = 256\n");
+    BOOST_TEST(r.errors.size() == 6u);
+    std::string all;
+    for (const auto& e : r.errors) all += e.text() + "\n";
+    BOOST_TEST_MESSAGE(all);
+    for (const char* want : {"daemon.udp_port: 0 out of range 1..65535", "policy.mode: 'bond'",
+                             "rail[0].mtu: MTU 100", "rail[1].traffic_class: 256 out of range 0..255",
+                             "rail[1].name: 'a' names two rails", "rail[1].ip: address used by another rail"})
+        BOOST_TEST(all.find(want) != std::string::npos, want);
+}
+
+BOOST_AUTO_TEST_CASE(syntax_errors_are_located) {
+    const std::string e = only_error("[daemon]\nudp_port = = 3\n");
+    BOOST_TEST(e.find("t.toml:2:") == 0u, e);
+    const config::result r = parse("rail = 3\n");
+    BOOST_TEST_REQUIRE(r.errors.size() == 2u);
+    BOOST_TEST(r.errors[0].text() == "t.toml:1:8: rail: must be an array of tables ([[rail]])");
+    BOOST_TEST(only_error("daemon = 3\n" + rail0) == "t.toml:1:10: daemon: must be a table ([daemon])");
+}
+
+BOOST_AUTO_TEST_CASE(shared_validators) {
+    BOOST_TEST(config::check_mtu(9000).empty());
+    BOOST_TEST(config::check_mtu(70000) == "MTU 70000 out of range 576..9216");
+    BOOST_TEST(config::check_mtu(9216, 4000) == "MTU 9216 out of range 576..4000");
+    BOOST_TEST(config::check_gid_index(255).empty());
+    BOOST_TEST(!config::check_gid_index(-1).empty());
+    BOOST_TEST(config::check_rail_name("gpu0").empty());
+    BOOST_TEST(!config::check_rail_name("").empty());
+    BOOST_TEST(!config::check_rail_name("a b").empty());
+    BOOST_TEST(!config::check_rail_name("a-very-long-rail-name").empty());
+}
