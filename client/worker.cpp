@@ -41,7 +41,8 @@ struct worker::state {
 
     wire::join_ack_body ack{};
     bool joined = false;
-    unsigned rails = 1;
+    unsigned rails = 1;     // rails the data stripes over
+    unsigned rail_base = 0; // transport rail of stripe 0 (the LAG member)
     std::uint16_t pool = 0;
     std::uint32_t chunk_elems = 0;
     std::vector<rail_run> run;
@@ -164,7 +165,11 @@ std::string worker::join() {
     };
     if (std::string e = wait_acks(); !e.empty()) return e;
     if (std::string e = t_.open_rails({s_->ack.rails, s_->ack.n_rails}); !e.empty()) return e;
-    s_->rails = s_->ack.policy == wire::rail_policy::rail ? s_->ack.n_rails : 1;
+    // LAG: the whole stream on the member the job hashes to (railgated
+    // computes the same); rail policy: stripe over every rail.
+    const bool lag = s_->ack.policy == wire::rail_policy::lag;
+    s_->rails = lag ? 1 : s_->ack.n_rails;
+    s_->rail_base = lag ? wire::lag_member(o_.job_id, o_.job_token, s_->ack.n_rails) : 0;
     s_->pool = s_->ack.pool_size;
     s_->chunk_elems = s_->ack.chunk_bytes / static_cast<std::uint32_t>(wire::dtype_size(o_.dt));
     if (s_->pool == 0 || s_->chunk_elems == 0) return "JOIN_ACK with pool 0 or chunk 0";
@@ -252,7 +257,7 @@ bool worker::progress() {
     bool all_done = true;
     for (unsigned r = 0; r < s.rails; ++r) {
         state::rail_run& rr = s.run[r];
-        const unsigned n = t_.recv(r, s.rx.data(), rx_batch);
+        const unsigned n = t_.recv(s.rail_base + r, s.rx.data(), rx_batch);
         for (unsigned i = 0; i < n; ++i) {
             const rx_msg& m = s.rx[i];
             if (m.h.job_id != o_.job_id || m.h.job_token != o_.job_token) continue;
@@ -285,7 +290,8 @@ bool worker::progress() {
             if (next < rr.n_chunks) rr.pending.push_back(s.contrib(o_, r, next, 0, t));
         }
         if (!rr.pending.empty()) {
-            const unsigned sent = t_.send(r, rr.pending.data(), static_cast<unsigned>(rr.pending.size()));
+            const unsigned sent =
+                t_.send(s.rail_base + r, rr.pending.data(), static_cast<unsigned>(rr.pending.size()));
             rr.pending.erase(rr.pending.begin(), rr.pending.begin() + sent);
         }
         if (rr.done < rr.n_chunks) all_done = false;
@@ -306,7 +312,7 @@ bool worker::progress() {
                 // RTT of a retransmitted chunk counts from the retransmit.
                 const tx_msg c = s.contrib(o_, r, sl.k, wire::flag_retransmit, now);
                 ++s.retransmits;
-                t_.send(r, &c, 1);
+                t_.send(s.rail_base + r, &c, 1);
             }
         if (now - s.last_progress_ns > static_cast<std::uint64_t>(std::chrono::nanoseconds(o_.op_timeout).count())) {
             s.err = "allreduce timed out: no result for " + std::to_string(o_.op_timeout.count()) + " ms";

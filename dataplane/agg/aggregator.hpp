@@ -11,6 +11,7 @@
 // it as the slot's result). For any other outcome the caller still owns it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -40,6 +41,7 @@ struct slot {
     std::uint64_t offset = 0;     // chunk of the generation in progress
     std::uint32_t gen = 0;        // generation accepting contributions
     std::uint16_t count = 0;
+    std::uint64_t started = 0;    // caller's clock at the generation's first contribution
     // The last completed generation's result, kept for retransmission.
     void* result_owner = nullptr;
     const void* result_payload = nullptr;
@@ -57,6 +59,10 @@ struct job {
     std::uint16_t pool = 0;
     std::uint64_t max_count = 0;
     std::uint32_t chunk_elems = 0; // elements per chunk, all rails
+    // Striping fixed at the job's creation: its chunk i is on this rail when
+    // i % stripe_n == stripe_index (rail policy: n_rails / rail_index; LAG:
+    // 1 / 0, the whole stream on one member).
+    std::uint32_t stripe_n = 1, stripe_index = 0;
     std::uint64_t joined = 0; // bitmap of ranks joined on this rail
     frame::endpoint members[wire::max_world];
     slot* slots = nullptr;         // [pool]
@@ -101,6 +107,22 @@ public:
     rail_aggregator& operator=(const rail_aggregator&) = delete;
 
     const limits& lim() const noexcept { return lim_; }
+    // The chunk size jobs that join from now on get (a live MTU change);
+    // jobs already joined keep theirs.
+    void set_job_chunk_bytes(std::uint32_t b) noexcept { lim_.job_chunk_bytes = b; }
+    // The largest chunk, in bytes, of any job in the table (0: none).
+    std::uint32_t max_job_chunk_bytes() const noexcept {
+        std::uint32_t m = 0;
+        for (unsigned i = 0; i < lim_.max_jobs; ++i)
+            if (jobs_[i].used)
+                m = std::max(m, jobs_[i].chunk_elems * static_cast<std::uint32_t>(wire::dtype_size(jobs_[i].dt)));
+        return m;
+    }
+    unsigned active_jobs() const noexcept {
+        unsigned n = 0;
+        for (unsigned i = 0; i < lim_.max_jobs; ++i) n += jobs_[i].used;
+        return n;
+    }
     job* find(std::uint32_t id) noexcept {
         for (unsigned i = 0; i < lim_.max_jobs; ++i)
             if (jobs_[i].used && jobs_[i].id == id) return &jobs_[i];
@@ -112,8 +134,9 @@ public:
     // A worker joins (or re-joins, e.g. after a restart) job h.job_id on this
     // rail. The first JOIN fixes the token, world, dtype, max_count and pool;
     // later ones must agree. `from` is where results for this rank go.
-    join_outcome join(const wire::header& h, const wire::join_body& b,
-                      const frame::endpoint& from) noexcept {
+    // `lag`: the job is created striped as one LAG member's whole stream.
+    join_outcome join(const wire::header& h, const wire::join_body& b, const frame::endpoint& from,
+                      bool lag = false) noexcept {
         const std::uint16_t pool = b.pool_size ? b.pool_size : static_cast<std::uint16_t>(lim_.default_pool);
         if (b.max_count == 0 || b.max_count > wire::max_tensor_elems || pool > lim_.max_pool)
             return {wire::error_code::bad_request, nullptr};
@@ -135,6 +158,8 @@ public:
             j->max_count = b.max_count;
             j->pool = pool;
             j->chunk_elems = lim_.job_chunk_bytes / static_cast<std::uint32_t>(wire::dtype_size(h.dt));
+            j->stripe_n = lag ? 1 : lim_.n_rails;
+            j->stripe_index = lag ? 0 : lim_.rail_index;
             j->joined = 0;
             for (unsigned s = 0; s < pool; ++s) j->slots[s] = slot{};
         }
@@ -169,8 +194,10 @@ public:
     // owned by s->result_owner) and every other contribution released.
     // On action::resend the rank retransmitted a contribution whose result
     // is kept in s: send it again to that rank.
+    // `now` (any clock of the caller's) is kept in s.started by the first
+    // contribution of a generation, for aggregation latency.
     outcome contribute(const wire::header& h, const void* payload, void* owner,
-                       const reduce::kernels& k) noexcept {
+                       const reduce::kernels& k, std::uint64_t now = 0) noexcept {
         outcome o;
         job* j = find(h.job_id);
         if (!j) return drop(o, drop_reason::unknown_job);
@@ -187,7 +214,7 @@ public:
         // otherwise a misdirected chunk could claim a slot and stall the job.
         if (h.offset % j->chunk_elems) return drop(o, drop_reason::chunk_misaligned);
         const std::uint64_t chunk = h.offset / j->chunk_elems;
-        if (chunk % lim_.n_rails != lim_.rail_index || (chunk / lim_.n_rails) % j->pool != h.slot)
+        if (chunk % j->stripe_n != j->stripe_index || (chunk / j->stripe_n) % j->pool != h.slot)
             return drop(o, drop_reason::wrong_rail_or_slot);
 
         slot& s = j->slots[h.slot];
@@ -205,6 +232,7 @@ public:
         if (s.bitmap == 0) {
             s.offset = h.offset;
             s.count = h.count;
+            s.started = now;
         } else if (s.offset != h.offset || s.count != h.count) {
             return drop(o, drop_reason::chunk_mismatch);
         }

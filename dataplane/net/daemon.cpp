@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 #include <sched.h>
 #include <net/if.h>
 
@@ -9,7 +11,10 @@
 #include <cinttypes>
 #include <cstring>
 #include <new>
+#include <deque>
+#include <mutex>
 #include <set>
+#include <thread>
 #include <stdexcept>
 
 #include <rte_cycles.h>
@@ -56,6 +61,57 @@ struct rail_static {
     std::string driver;
     std::string ifname;                      // kernel interface behind the port, if any
     std::unique_ptr<xdp::attached> steering; // railgate's XDP program (af_xdp rails)
+    bool mtu_beyond_pmd = false;             // the kernel interface's MTU governs
+    // Written by the rail's lcore, read by the control plane.
+    std::atomic<std::uint16_t> mtu_now{0};   // the port's MTU
+    std::atomic<std::uint16_t> mtu_target{0};
+    std::atomic<unsigned> active_jobs{0};
+};
+
+// Recent jobs' aggregation latency, per rail: a small table reused
+// least-recently-joined first. Allocates on a new job's first JOIN only.
+struct job_latency {
+    static constexpr unsigned slots = 8;
+    struct entry {
+        std::uint32_t job = 0;
+        std::uint64_t joined = 0; // order of first JOIN
+        std::unique_ptr<stats::histogram> h;
+    };
+    entry e[slots];
+    std::uint64_t clock = 0;
+
+    stats::histogram* find(std::uint32_t job) noexcept {
+        for (entry& x : e)
+            if (x.h && x.job == job) return x.h.get();
+        return nullptr;
+    }
+    void open(std::uint32_t job) {
+        if (find(job)) return;
+        entry* victim = &e[0];
+        for (entry& x : e)
+            if (!x.h || x.joined < victim->joined) victim = &x;
+        if (!victim->h) victim->h = std::make_unique<stats::histogram>();
+        else victim->h->reset();
+        victim->job = job;
+        victim->joined = ++clock;
+    }
+};
+
+// A request from the control plane to one lcore, run between bursts.
+struct lcore_command {
+    enum class kind : std::uint8_t { snapshot, adopt, port_mtu } k = kind::snapshot;
+    int rail = -1;                      // rail index; -1: every rail of the lcore
+    // snapshot
+    std::optional<std::uint32_t> job;
+    bool reset = false;
+    stats::histogram* out = nullptr;    // merged into
+    // adopt: what JOIN_ACKs advertise and new jobs use from now on
+    wire::join_ack_body ack{};
+    std::uint32_t job_chunk_bytes = 0;
+    wire::rail_policy policy = wire::rail_policy::rail;
+    // port_mtu
+    std::uint16_t mtu = 0;
+    std::string err;                    // filled by the lcore
 };
 
 // Everything one rail's lcore touches per packet; built on that lcore so
@@ -63,14 +119,19 @@ struct rail_static {
 struct rail_state {
     rail_state(rail_static& st, const agg::limits& lim, const wire::join_ack_body& ack_body,
                wire::rail_policy pol)
-        : s(st), ctr(st.ctr), agg(lim), k(reduce::best()), ack(ack_body), policy(pol) {}
+        : s(st), ctr(st.ctr), agg(lim), k(reduce::best()), ack(ack_body), policy(pol),
+          ns_per_tsc(1e9 / static_cast<double>(rte_get_tsc_hz())) {}
 
     rail_static& s;
     rail_counters& ctr;
     aggregator agg;
     const reduce::kernels& k;
-    const wire::join_ack_body& ack;
+    wire::join_ack_body ack; // this lcore's copy; replaced by lcore_command::adopt
     wire::rail_policy policy;
+    double ns_per_tsc;
+    stats::histogram lat;    // aggregation latency, ns
+    job_latency job_lat;
+    std::uint16_t pending_mtu = 0; // lower MTU waiting for larger-chunk jobs to leave
     unsigned ntx = 0;
     rte_mbuf* tx[tx_cap];
 };
@@ -135,7 +196,7 @@ void send_error(rail_state& rs, rte_mbuf* m, const frame::endpoint& dst, const w
 void handle_join(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<const std::uint8_t> body,
                  const frame::endpoint& from) noexcept {
     const wire::join_body b = wire::decode_join_body(body.data());
-    const agg::join_outcome jo = rs.agg.join(h, b, from);
+    const agg::join_outcome jo = rs.agg.join(h, b, from, rs.policy == wire::rail_policy::lag);
     if (jo.err != wire::error_code::none) {
         bump(rs.ctr.join_errors);
         rs.ctr.drop(jo.err == wire::error_code::job_table_full ? drop_reason::job_table_full
@@ -143,6 +204,8 @@ void handle_join(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<c
         return send_error(rs, m, from, h, jo.err);
     }
     bump(rs.ctr.joins);
+    rs.job_lat.open(h.job_id);
+    rs.s.active_jobs.store(rs.agg.active_jobs(), std::memory_order_relaxed);
     wire::join_ack_body ack = rs.ack;
     ack.pool_size = jo.j->pool;
     ack.policy = rs.policy;
@@ -207,7 +270,8 @@ void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned
 
 void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h,
                     std::span<const std::uint8_t> payload) noexcept {
-    const agg::outcome o = rs.agg.contribute(h, payload.data(), m, rs.k);
+    const std::uint64_t now = rte_rdtsc();
+    const agg::outcome o = rs.agg.contribute(h, payload.data(), m, rs.k, now);
     switch (o.act) {
     case agg::action::dropped: return free_drop(rs, m, o.reason);
     case agg::action::stored: bump(rs.ctr.contributions); return;
@@ -228,6 +292,9 @@ void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h,
         r->data_len = bytes;
         r->pkt_len = bytes;
         for (unsigned w = 0; w < o.j->world; ++w) send_result(rs, *o.j, *o.s, w);
+        const auto ns = static_cast<std::uint64_t>(static_cast<double>(rte_rdtsc() - o.s->started) * rs.ns_per_tsc);
+        rs.lat.record(ns);
+        if (stats::histogram* jh = rs.job_lat.find(o.j->id)) jh->record(ns);
         return;
     }
     }
@@ -238,6 +305,7 @@ void handle_abort(rail_state& rs, rte_mbuf* m, const wire::header& h) noexcept {
     const std::uint64_t members = rs.agg.abort(h, who);
     if (!members) return free_drop(rs, m, drop_reason::leave_unknown);
     bump(rs.ctr.aborts);
+    rs.s.active_jobs.store(rs.agg.active_jobs(), std::memory_order_relaxed);
     rte_pktmbuf_free(m);
     for (unsigned r = 0; r < h.world_size; ++r) {
         if (!(members >> r & 1) || r == h.rank) continue;
@@ -285,6 +353,7 @@ void handle(rail_state& rs, rte_mbuf* m) noexcept {
     case wire::msg_type::leave:
         if (!rs.agg.leave(h)) return free_drop(rs, m, drop_reason::leave_unknown);
         bump(rs.ctr.leaves);
+        rs.s.active_jobs.store(rs.agg.active_jobs(), std::memory_order_relaxed);
         if (std::uint8_t* msg = reuse_as_reply(rs, m, fi.src, wire::header_bytes)) {
             wire::header a = h;
             a.type = wire::msg_type::leave_ack;
@@ -310,6 +379,49 @@ bool poll_rail(rail_state& rs) noexcept {
     return true;
 }
 
+// Sets the port's MTU from its own lcore, between bursts.
+std::string apply_port_mtu(rail_static& st, std::uint16_t mtu) noexcept {
+    if (!st.mtu_beyond_pmd) {
+        const int rc = rte_eth_dev_set_mtu(st.port, mtu);
+        if (rc < 0 && rc != -ENOTSUP) return std::string("set MTU: ") + rte_strerror(-rc);
+    }
+    st.mtu_now.store(mtu, std::memory_order_relaxed);
+    return {};
+}
+
+// A lowered MTU reaches the port once no job's chunk is too big for it.
+void maybe_apply_pending_mtu(rail_state& rs) noexcept {
+    if (rs.agg.max_job_chunk_bytes() > wire::chunk_bytes_for_mtu(rs.pending_mtu)) return;
+    apply_port_mtu(rs.s, rs.pending_mtu);
+    rs.pending_mtu = 0;
+}
+
+void run_command(rail_state& rs, lcore_command& c) {
+    switch (c.k) {
+    case lcore_command::kind::snapshot: {
+        stats::histogram* h = c.job ? rs.job_lat.find(*c.job) : &rs.lat;
+        if (!h) return;
+        c.out->merge(*h);
+        if (c.reset) h->reset();
+        return;
+    }
+    case lcore_command::kind::adopt:
+        rs.ack = c.ack;
+        rs.policy = c.policy;
+        rs.agg.set_job_chunk_bytes(c.job_chunk_bytes);
+        return;
+    case lcore_command::kind::port_mtu:
+        if (c.mtu >= rs.s.mtu_now.load(std::memory_order_relaxed)) {
+            rs.pending_mtu = 0;
+            c.err = apply_port_mtu(rs.s, c.mtu);
+        } else {
+            rs.pending_mtu = c.mtu;
+            maybe_apply_pending_mtu(rs);
+        }
+        return;
+    }
+}
+
 } // namespace
 
 struct daemon::impl {
@@ -325,8 +437,17 @@ struct daemon::impl {
     struct lcore_ctx {
         impl* self;
         unsigned lcore;
+        std::atomic<lcore_command*> cmd{nullptr}; // control plane -> lcore, one at a time
+        lcore_ctx(impl* s, unsigned l) : self(s), lcore(l) {}
     };
-    std::vector<lcore_ctx> ctxs;
+    std::deque<lcore_ctx> ctxs;
+    wire::rail_policy policy = wire::rail_policy::rail;
+    mutable std::mutex ctl; // serialises control-plane calls (never taken by lcores)
+
+    // Runs c on the lcore serving `rail` (or on every lcore when rail < 0,
+    // once per lcore with c.rail left as given). Returns "" or why not.
+    std::string on_lcores(lcore_command& c, int rail);
+    lcore_command adopt_command() const;
 
     static int lcore_main(void* arg);
     void open_ports();
@@ -348,11 +469,19 @@ int daemon::impl::lcore_main(void* arg) {
         lim.rail_index = static_cast<unsigned>(i);
         lim.n_rails = static_cast<unsigned>(d.rails.size());
         lim.job_chunk_bytes = d.job_chunk_bytes;
-        mine.push_back(std::make_unique<rail_state>(rs, lim, d.ack, d.cfg.policy));
+        mine.push_back(std::make_unique<rail_state>(rs, lim, d.ack, d.policy));
     }
     while (!d.stop.load(std::memory_order_relaxed)) {
         bool busy = false;
-        for (auto& r : mine) busy |= poll_rail(*r);
+        for (auto& r : mine) {
+            busy |= poll_rail(*r);
+            if (r->pending_mtu) maybe_apply_pending_mtu(*r);
+        }
+        if (lcore_command* cmd = c->cmd.load(std::memory_order_acquire)) {
+            for (auto& r : mine)
+                if (cmd->rail < 0 || &r->s == d.rails[static_cast<std::size_t>(cmd->rail)].get()) run_command(*r, *cmd);
+            c->cmd.store(nullptr, std::memory_order_release);
+        }
         if (!busy && d.cfg.idle == idle_policy::yield) sched_yield();
     }
     for (auto& r : mine) flush(*r);
@@ -361,6 +490,7 @@ int daemon::impl::lcore_main(void* arg) {
 
 daemon::daemon(const daemon_config& cfg) : p_(std::make_unique<impl>()) {
     p_->cfg = cfg;
+    p_->policy = cfg.policy;
     auto fail = [](const std::string& what) { throw std::runtime_error(what); };
     // Rules, checked once here; the loops trust the result.
     if (cfg.rails.empty()) fail("no rails configured");
@@ -378,11 +508,18 @@ daemon::daemon(const daemon_config& cfg) : p_(std::make_unique<impl>()) {
         if (r.mtu < wire::min_mtu || r.mtu > wire::max_mtu)
             fail(where + "mtu " + std::to_string(r.mtu) + " out of range " + std::to_string(wire::min_mtu) +
                  ".." + std::to_string(wire::max_mtu));
+        if (r.mtu_max && (r.mtu_max < r.mtu || r.mtu_max > wire::max_mtu))
+            fail(where + "mtu_max " + std::to_string(r.mtu_max) + " out of range " + std::to_string(r.mtu) + ".." +
+                 std::to_string(wire::max_mtu));
         if (r.udp_port == 0) fail(where + "udp port 0");
         if (r.port_id < 0 && r.port_name.empty()) fail(where + "no port");
     }
     p_->open_ports();
     p_->place();
+}
+
+namespace {
+std::string set_kernel_address(const std::string& ifname, std::uint32_t ip, unsigned prefix);
 }
 
 void daemon::impl::open_ports() {
@@ -402,13 +539,14 @@ void daemon::impl::open_ports() {
         rte_eth_dev_info info;
         if (rte_eth_dev_info_get(port, &info) != 0) throw std::runtime_error(where + "cannot read device info");
         rs->driver = info.driver_name ? info.driver_name : "?";
-        rs->socket = port_numa_node(port);
+        rs->socket = rs->cfg.numa >= 0 ? rs->cfg.numa : port_numa_node(port);
+        if (!rs->cfg.mtu_max) rs->cfg.mtu_max = rs->cfg.mtu;
         rs->chunk_bytes = wire::chunk_bytes_for_mtu(rs->cfg.mtu);
         job_chunk_bytes = std::min(job_chunk_bytes, rs->chunk_bytes);
 
         // Jumbo rails get 1 KiB of slack so that kernel-backed PMDs with a
         // frame size rounded up (af_packet framesz=10240) still fit one mbuf.
-        const unsigned frame = rs->cfg.mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+        const unsigned frame = rs->cfg.mtu_max + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
         const unsigned room = RTE_PKTMBUF_HEADROOM + (frame <= 2048 ? 2048 : RTE_ALIGN_CEIL(frame + 1024, 1024));
         const int sock = rs->socket < 0 ? static_cast<int>(SOCKET_ID_ANY) : rs->socket;
         rs->pool = make_pktmbuf_pool("rg_pool_" + std::to_string(i), cfg.mbufs_per_rail, room, sock);
@@ -425,6 +563,7 @@ void daemon::impl::open_ports() {
                               ? info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN
                               : rs->cfg.mtu);
         const bool mtu_beyond_pmd = rs->cfg.mtu > pmd_mtu;
+        rs->mtu_beyond_pmd = mtu_beyond_pmd;
         conf.rxmode.mtu = mtu_beyond_pmd ? pmd_mtu : rs->cfg.mtu;
         if (mtu_beyond_pmd)
             std::fprintf(stderr,
@@ -456,6 +595,13 @@ void daemon::impl::open_ports() {
             if (if_indextoname(info.if_index, name)) rs->ifname = name;
         }
         if (rs->driver == "net_af_xdp" && info.if_index) attach_steering(*rs, info.if_index);
+        if (rs->cfg.host_ip) {
+            if (rs->ifname.empty()) throw std::runtime_error(where + "host_ip needs a port with a kernel interface (tap)");
+            if (const std::string e = set_kernel_address(rs->ifname, rs->cfg.host_ip, rs->cfg.host_prefix); !e.empty())
+                throw std::runtime_error(where + e);
+        }
+        rs->mtu_now.store(rs->cfg.mtu);
+        rs->mtu_target.store(rs->cfg.mtu);
         rte_ether_addr mac;
         rte_eth_macaddr_get(port, &mac);
         std::memcpy(rs->self.mac.b, mac.addr_bytes, 6);
@@ -477,6 +623,33 @@ void daemon::impl::open_ports() {
 }
 
 namespace {
+
+// Gives a kernel interface (the host side of a tap rail) an address and
+// brings it up.
+std::string set_kernel_address(const std::string& ifname, std::uint32_t ip, unsigned prefix) {
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return "socket: " + std::string(std::strerror(errno));
+    ifreq ifr{};
+    std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname.c_str());
+    auto set = [&](unsigned long req, std::uint32_t v) {
+        auto* sin = reinterpret_cast<sockaddr_in*>(&ifr.ifr_addr);
+        *sin = sockaddr_in{};
+        sin->sin_family = AF_INET;
+        sin->sin_addr.s_addr = htonl(v);
+        return ioctl(fd, req, &ifr) == 0;
+    };
+    std::string err;
+    if (!set(SIOCSIFADDR, ip)) err = "address on " + ifname;
+    else if (!set(SIOCSIFNETMASK, prefix ? ~std::uint32_t{0} << (32 - prefix) : 0)) err = "netmask on " + ifname;
+    else if (ioctl(fd, SIOCGIFFLAGS, &ifr) != 0) err = "flags of " + ifname;
+    else {
+        ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
+        if (ioctl(fd, SIOCSIFFLAGS, &ifr) != 0) err = "bringing up " + ifname;
+    }
+    if (!err.empty()) err = "cannot set " + err + ": " + std::strerror(errno);
+    close(fd);
+    return err;
+}
 
 bool kernel_owns(const std::string& ifname, std::uint32_t ip) {
     ifaddrs* list = nullptr;
@@ -572,8 +745,7 @@ void daemon::launch() {
     if (p_->launched) return;
     p_->stop.store(false);
     p_->ctxs.clear();
-    p_->ctxs.reserve(p_->lcores.size());
-    for (unsigned l : p_->lcores) p_->ctxs.push_back({p_.get(), l});
+    for (unsigned l : p_->lcores) p_->ctxs.emplace_back(p_.get(), l);
     for (auto& c : p_->ctxs) {
         const int rc = rte_eal_remote_launch(&impl::lcore_main, &c, c.lcore);
         if (rc != 0) {
@@ -621,6 +793,140 @@ void daemon::print_stats(std::FILE* out) const {
                 std::fprintf(out, " %s %" PRIu64, std::string(xdp::reason_name(r)).c_str(), x[r]);
         std::fprintf(out, "\n");
     }
+}
+
+std::string daemon::impl::on_lcores(lcore_command& c, int rail) {
+    if (!launched) return "the rail loops are not running";
+    for (lcore_ctx& x : ctxs) {
+        if (rail >= 0 && x.lcore != rails[static_cast<std::size_t>(rail)]->lcore) continue;
+        x.cmd.store(&c, std::memory_order_release);
+        // The loops look at their mailbox every pass (microseconds).
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+        while (x.cmd.load(std::memory_order_acquire)) {
+            if (std::chrono::steady_clock::now() > deadline) {
+                // Leave the command posted: c must outlive it, so wait on.
+                while (x.cmd.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                return "lcore " + std::to_string(x.lcore) + " took over 2 s to answer";
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(20));
+        }
+        if (!c.err.empty()) return c.err;
+    }
+    return {};
+}
+
+lcore_command daemon::impl::adopt_command() const {
+    lcore_command c;
+    c.k = lcore_command::kind::adopt;
+    c.ack = ack;
+    c.job_chunk_bytes = job_chunk_bytes;
+    c.policy = policy;
+    return c;
+}
+
+std::vector<rail_status> daemon::status() const {
+    std::lock_guard lock(p_->ctl);
+    std::vector<rail_status> out;
+    for (const auto& rs : p_->rails) {
+        rail_status x;
+        x.name = rs->cfg.name;
+        x.port_name = rs->cfg.port_name;
+        x.driver = rs->driver;
+        x.ifname = rs->ifname;
+        x.port = rs->port;
+        x.numa = rs->socket;
+        x.lcore = rs->lcore;
+        x.ip = rs->self.ip;
+        x.udp_port = rs->self.udp_port;
+        std::memcpy(x.mac, rs->self.mac.b, 6);
+        x.mtu = rs->mtu_now.load(std::memory_order_relaxed);
+        x.mtu_target = rs->mtu_target.load(std::memory_order_relaxed);
+        x.mtu_max = rs->cfg.mtu_max;
+        x.chunk_bytes = rs->chunk_bytes;
+        x.traffic_class = rs->cfg.traffic_class;
+        x.active_jobs = rs->active_jobs.load(std::memory_order_relaxed);
+        x.xdp_steering = rs->steering != nullptr;
+        out.push_back(std::move(x));
+    }
+    return out;
+}
+
+wire::rail_policy daemon::policy() const noexcept {
+    std::lock_guard lock(p_->ctl);
+    return p_->policy;
+}
+
+std::uint32_t daemon::job_chunk_bytes() const noexcept {
+    std::lock_guard lock(p_->ctl);
+    return p_->job_chunk_bytes;
+}
+
+std::string daemon::set_mtu(std::size_t rail, unsigned mtu, std::string& state) {
+    std::lock_guard lock(p_->ctl);
+    if (rail >= p_->rails.size()) return "no rail " + std::to_string(rail);
+    rail_static& rs = *p_->rails[rail];
+    if (mtu < wire::min_mtu || mtu > rs.cfg.mtu_max)
+        return "MTU " + std::to_string(mtu) + " out of range " + std::to_string(wire::min_mtu) + ".." +
+               std::to_string(rs.cfg.mtu_max) + " (the rail's mtu_max)";
+    const auto old_target = rs.mtu_target.load();
+    const bool raise = mtu > rs.mtu_now.load();
+    lcore_command port;
+    port.k = lcore_command::kind::port_mtu;
+    port.mtu = static_cast<std::uint16_t>(mtu);
+    // Raising: the port first, then the bigger chunks for new jobs.
+    if (raise)
+        if (std::string e = p_->on_lcores(port, static_cast<int>(rail)); !e.empty()) return e;
+    rs.chunk_bytes = wire::chunk_bytes_for_mtu(mtu);
+    rs.mtu_target.store(static_cast<std::uint16_t>(mtu));
+    p_->job_chunk_bytes = UINT32_MAX;
+    for (const auto& r : p_->rails) p_->job_chunk_bytes = std::min(p_->job_chunk_bytes, r->chunk_bytes);
+    p_->ack.chunk_bytes = static_cast<std::uint16_t>(p_->job_chunk_bytes);
+    p_->ack.rails[rail].mtu = static_cast<std::uint16_t>(mtu);
+    p_->ack.rails[rail].chunk_bytes = static_cast<std::uint16_t>(rs.chunk_bytes);
+    lcore_command adopt = p_->adopt_command();
+    if (std::string e = p_->on_lcores(adopt, -1); !e.empty()) {
+        rs.mtu_target.store(old_target);
+        return e;
+    }
+    // Lowering: new jobs already use the smaller chunks; the port follows
+    // when the jobs with larger ones have left.
+    if (!raise)
+        if (std::string e = p_->on_lcores(port, static_cast<int>(rail)); !e.empty()) return e;
+    const unsigned now = rs.mtu_now.load();
+    state = now == mtu ? "applied"
+                       : "draining: new jobs use " + std::to_string(rs.chunk_bytes) + " B chunks now; the port moves from MTU " +
+                             std::to_string(now) + " when the " + std::to_string(rs.active_jobs.load()) +
+                             " job(s) with larger chunks leave";
+    return {};
+}
+
+std::string daemon::set_policy(wire::rail_policy pol) {
+    std::lock_guard lock(p_->ctl);
+    const wire::rail_policy old = p_->policy;
+    p_->policy = pol;
+    lcore_command adopt = p_->adopt_command();
+    if (std::string e = p_->on_lcores(adopt, -1); !e.empty()) {
+        p_->policy = old;
+        return e;
+    }
+    return {};
+}
+
+std::string daemon::latency(int rail, const std::optional<std::uint32_t>& job, bool reset, stats::histogram& out) {
+    std::lock_guard lock(p_->ctl);
+    if (rail >= static_cast<int>(p_->rails.size())) return "no rail " + std::to_string(rail);
+    lcore_command c;
+    c.k = lcore_command::kind::snapshot;
+    c.rail = rail;
+    c.job = job;
+    c.reset = reset;
+    c.out = &out;
+    return p_->on_lcores(c, rail);
+}
+
+std::optional<xdp::counters> daemon::xdp_counters(std::size_t rail) const {
+    if (rail >= p_->rails.size() || !p_->rails[rail]->steering) return std::nullopt;
+    return p_->rails[rail]->steering->program_maps().read();
 }
 
 bool parse_ipv4(const std::string& s, std::uint32_t& out) noexcept {

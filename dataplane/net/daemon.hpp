@@ -11,11 +11,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "dataplane/bpf/xdp_steer.hpp"
 #include "dataplane/net/rail_counters.hpp"
 #include "dataplane/proto/wire.hpp"
+#include "dataplane/stats/histogram.hpp"
 
 namespace railgate::net {
 
@@ -25,8 +28,31 @@ struct rail_config {
     int port_id = -1;          // an existing port id (embedded rings)
     std::uint32_t ip = 0;      // host order
     std::uint16_t mtu = 1500;
+    std::uint16_t mtu_max = 0; // buffers are sized for it; set_mtu stays below (0: mtu)
     std::uint16_t udp_port = wire::default_udp_port;
     int lcore = -1;            // override; -1 = chosen by NUMA placement
+    int numa = -1;             // override of the port's NUMA node
+    std::uint32_t host_ip = 0; // tap rails: address for the kernel side (host order; 0 = none)
+    unsigned host_prefix = 24;
+    unsigned traffic_class = 0;
+};
+
+// A rail as the control plane sees it.
+struct rail_status {
+    std::string name, port_name, driver, ifname;
+    std::uint16_t port = 0;
+    int numa = -1;
+    unsigned lcore = 0;
+    std::uint32_t ip = 0;
+    std::uint16_t udp_port = 0;
+    std::uint8_t mac[6] = {};
+    unsigned mtu = 0;        // the port runs at
+    unsigned mtu_target = 0; // set, not yet applied (draining) when != mtu
+    unsigned mtu_max = 0;
+    unsigned chunk_bytes = 0;
+    unsigned traffic_class = 0;
+    unsigned active_jobs = 0;
+    bool xdp_steering = false;
 };
 
 // What a rail lcore does when a pass over its rails found nothing. Spinning
@@ -66,6 +92,25 @@ public:
     const rail_config& rail(std::size_t i) const noexcept;
     const rail_counters& counters(std::size_t i) const noexcept;
     void print_stats(std::FILE* out) const;
+
+    // Control plane. Safe from one non-lcore thread at a time while the
+    // loops run; changes reach each loop as a message it picks up between
+    // bursts, so the packet path takes no lock.
+    std::vector<rail_status> status() const;
+    wire::rail_policy policy() const noexcept;
+    std::uint32_t job_chunk_bytes() const noexcept;
+    // The rail's MTU. Raising applies now; lowering applies to new jobs now
+    // and to the port once the jobs with larger chunks have left. Returns
+    // "" or why not; `state` says "applied" or what it waits for.
+    std::string set_mtu(std::size_t rail, unsigned mtu, std::string& state);
+    // Jobs that join from now on use the policy; running jobs keep theirs.
+    std::string set_policy(wire::rail_policy p);
+    // Aggregation latency in ns (first contribution -> result sent), merged
+    // over every rail (rail < 0) or one; for one job id if given. `reset`
+    // clears what was read.
+    std::string latency(int rail, const std::optional<std::uint32_t>& job, bool reset, stats::histogram& out);
+    // The XDP program's counters on an af_xdp rail with steering.
+    std::optional<xdp::counters> xdp_counters(std::size_t rail) const;
 
     struct impl;
 

@@ -124,4 +124,17 @@ constexpr std::uint32_t chunk_bytes_for_mtu(std::uint32_t mtu) noexcept {
     return p;
 }
 
+// Under the LAG policy a job's whole stream uses one member rail, chosen by
+// hashing the job on both ends (worker and railgated compute the same).
+constexpr unsigned lag_member(std::uint32_t job_id, std::uint64_t job_token, unsigned n_rails) noexcept {
+    if (n_rails <= 1) return 0;
+    std::uint64_t x = (std::uint64_t{job_id} << 32) ^ job_token;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return static_cast<unsigned>(x % n_rails);
+}
+
 } // namespace railgate::wire
