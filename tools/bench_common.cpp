@@ -77,32 +77,4 @@ bool parse_size(const std::string& s, std::uint64_t& out) {
     return true;
 }
 
-void print_latency(std::FILE* out, const stats::histogram& h, const char* title) {
-    if (h.count() == 0) {
-        std::fprintf(out, "# %s: no samples\n", title);
-        return;
-    }
-    auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
-    std::fprintf(out, "# %s (us): samples %llu\n", title, static_cast<unsigned long long>(h.count()));
-    std::fprintf(out, "#   t_min %.2f  t_typical(p50) %.2f  t_avg %.2f  t_stdev %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  t_max %.2f\n",
-                 us(h.min()), us(h.percentile(50)), h.mean() / 1000.0, h.stddev() / 1000.0, us(h.percentile(90)),
-                 us(h.percentile(99)), us(h.percentile(99.9)), us(h.max()));
-    // Power-of-two buckets in ns for the bar chart.
-    std::vector<std::uint64_t> b(48, 0);
-    for (std::size_t i = 0; i < stats::histogram::bucket_count; ++i)
-        if (const std::uint64_t c = h.bucket(i)) {
-            const std::uint64_t lo = stats::histogram::lowest_of(i);
-            b[lo ? 64 - static_cast<unsigned>(std::countl_zero(lo)) : 0] += c;
-        }
-    const std::uint64_t peak = *std::max_element(b.begin(), b.end());
-    for (std::size_t k = 0; k < b.size(); ++k) {
-        if (!b[k]) continue;
-        const double lo = k ? static_cast<double>(std::uint64_t{1} << (k - 1)) / 1000.0 : 0.0;
-        const double hi = static_cast<double>(std::uint64_t{1} << k) / 1000.0;
-        const int bar = static_cast<int>(50.0 * static_cast<double>(b[k]) / static_cast<double>(peak) + 0.5);
-        std::fprintf(out, "#   [%9.2f, %9.2f) %10llu |%.*s\n", lo, hi, static_cast<unsigned long long>(b[k]), bar,
-                     "##################################################");
-    }
-}
-
 } // namespace railgate::bench

@@ -26,7 +26,4 @@ std::size_t count_wrong(const void* got, const void* want, std::size_t count, wi
 // "64M", "1K", "4096", "1G" -> bytes; false on garbage.
 bool parse_size(const std::string& s, std::uint64_t& out);
 
-// perftest-style percentiles and an ASCII bar chart of power-of-two buckets.
-void print_latency(std::FILE* out, const stats::histogram& h, const char* title);
-
 } // namespace railgate::bench

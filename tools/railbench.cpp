@@ -18,6 +18,7 @@
 #include "dataplane/net/daemon.hpp"
 #include "dataplane/net/eal.hpp"
 #include "dataplane/reduce/reduce.hpp"
+#include "dataplane/stats/report.hpp"
 #include "tools/bench_common.hpp"
 
 using namespace railgate;
@@ -282,7 +283,7 @@ int run_embedded(const options& o) {
                 ack.pool_size, std::string(reduce::best().name).c_str());
     stats::histogram lat;
     const std::uint64_t wrong = run_table(o, ws, ranks, lat);
-    bench::print_latency(stdout, lat, "per-chunk round trip, all workers");
+    stats::print_latency(stdout, lat, "per-chunk round trip, all workers");
     std::uint64_t retx = 0;
     for (auto* w : ws) retx += w->retransmits();
     std::printf("# retransmits %" PRIu64 ", virtual switch drops %" PRIu64 "\n", retx, fabric.switch_drops());
@@ -308,7 +309,7 @@ int run_udp(const options& o) {
     std::vector<client::worker*> ws{&w};
     stats::histogram lat;
     const std::uint64_t wrong = run_table(o, ws, {static_cast<unsigned>(o.rank)}, lat);
-    bench::print_latency(stdout, lat, "per-chunk round trip");
+    stats::print_latency(stdout, lat, "per-chunk round trip");
     std::printf("# retransmits %" PRIu64 ", dropped replies %" PRIu64 "\n", w.retransmits(), t->dropped());
     w.leave();
     return wrong == 0 ? 0 : 1;

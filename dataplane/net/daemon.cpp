@@ -61,7 +61,8 @@ struct rail_static {
     std::string driver;
     std::string ifname;                      // kernel interface behind the port, if any
     std::unique_ptr<xdp::attached> steering; // railgate's XDP program (af_xdp rails)
-    bool mtu_beyond_pmd = false;             // the kernel interface's MTU governs
+    std::uint32_t pmd_max_mtu = 0;           // what the ethdev API accepts; beyond it the
+                                             // kernel interface's MTU governs (tap, af_packet)
     // Written by the rail's lcore, read by the control plane.
     std::atomic<std::uint16_t> mtu_now{0};   // the port's MTU
     std::atomic<std::uint16_t> mtu_target{0};
@@ -379,11 +380,28 @@ bool poll_rail(rail_state& rs) noexcept {
     return true;
 }
 
+// The MTU of a kernel interface (a tap's host side, an af_packet veth).
+std::string set_kernel_mtu(const std::string& ifname, unsigned mtu) noexcept {
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return std::string("socket: ") + std::strerror(errno);
+    ifreq ifr{};
+    std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname.c_str());
+    ifr.ifr_mtu = static_cast<int>(mtu);
+    const bool ok = ioctl(fd, SIOCSIFMTU, &ifr) == 0;
+    const int e = errno;
+    close(fd);
+    return ok ? std::string() : "cannot set MTU " + std::to_string(mtu) + " on " + ifname + ": " + std::strerror(e);
+}
+
 // Sets the port's MTU from its own lcore, between bursts.
 std::string apply_port_mtu(rail_static& st, std::uint16_t mtu) noexcept {
-    if (!st.mtu_beyond_pmd) {
+    if (mtu <= st.pmd_max_mtu) {
         const int rc = rte_eth_dev_set_mtu(st.port, mtu);
         if (rc < 0 && rc != -ENOTSUP) return std::string("set MTU: ") + rte_strerror(-rc);
+    } else if (st.ifname.empty()) {
+        return st.driver + " takes MTU up to " + std::to_string(st.pmd_max_mtu);
+    } else if (std::string e = set_kernel_mtu(st.ifname, mtu); !e.empty()) {
+        return e;
     }
     st.mtu_now.store(mtu, std::memory_order_relaxed);
     return {};
@@ -540,7 +558,19 @@ void daemon::impl::open_ports() {
         if (rte_eth_dev_info_get(port, &info) != 0) throw std::runtime_error(where + "cannot read device info");
         rs->driver = info.driver_name ? info.driver_name : "?";
         rs->socket = rs->cfg.numa >= 0 ? rs->cfg.numa : port_numa_node(port);
-        if (!rs->cfg.mtu_max) rs->cfg.mtu_max = rs->cfg.mtu;
+        // Some vdevs report a fixed 1518-byte max frame (af_packet in 22.11)
+        // although they carry what the kernel interface carries (af_packet
+        // with a large framesz). Others mean it (tap's TX refuses more).
+        const std::uint32_t pmd_mtu = std::min<std::uint32_t>(
+            info.max_mtu, info.max_rx_pktlen > RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN
+                              ? info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN
+                              : rs->cfg.mtu);
+        const std::uint32_t carry_max = rs->driver == "net_af_packet" ? wire::max_mtu : pmd_mtu;
+        if (rs->cfg.mtu > carry_max)
+            throw std::runtime_error(where + "MTU " + std::to_string(rs->cfg.mtu) + " is more than " + rs->driver +
+                                     " carries (" + std::to_string(carry_max) + ")");
+        rs->cfg.mtu_max = static_cast<std::uint16_t>(
+            std::clamp<std::uint32_t>(rs->cfg.mtu_max ? rs->cfg.mtu_max : rs->cfg.mtu, rs->cfg.mtu, carry_max));
         rs->chunk_bytes = wire::chunk_bytes_for_mtu(rs->cfg.mtu);
         job_chunk_bytes = std::min(job_chunk_bytes, rs->chunk_bytes);
 
@@ -554,16 +584,10 @@ void daemon::impl::open_ports() {
                                          RTE_PKTMBUF_HEADROOM + 128, sock);
 
         rte_eth_conf conf{};
-        // Some vdevs report a fixed 1518-byte max frame (af_packet in 22.11)
-        // although they carry what the kernel interface carries (af_packet
-        // with a large framesz). Configure the ethdev within its stated
-        // limit and keep the rail MTU for railgate's own chunking.
-        const std::uint32_t pmd_mtu = std::min<std::uint32_t>(
-            info.max_mtu, info.max_rx_pktlen > RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN
-                              ? info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN
-                              : rs->cfg.mtu);
+        // Beyond the stated limit (af_packet): configure the ethdev within
+        // it and keep the rail MTU for railgate's own chunking.
         const bool mtu_beyond_pmd = rs->cfg.mtu > pmd_mtu;
-        rs->mtu_beyond_pmd = mtu_beyond_pmd;
+        rs->pmd_max_mtu = pmd_mtu;
         conf.rxmode.mtu = mtu_beyond_pmd ? pmd_mtu : rs->cfg.mtu;
         if (mtu_beyond_pmd)
             std::fprintf(stderr,
@@ -872,6 +896,7 @@ std::string daemon::set_mtu(std::size_t rail, unsigned mtu, std::string& state) 
     const bool raise = mtu > rs.mtu_now.load();
     lcore_command port;
     port.k = lcore_command::kind::port_mtu;
+    port.rail = static_cast<int>(rail);
     port.mtu = static_cast<std::uint16_t>(mtu);
     // Raising: the port first, then the bigger chunks for new jobs.
     if (raise)

@@ -1,12 +1,10 @@
 // railgated: the poll-mode aggregation data plane.
 //
-//   railgated [EAL options] -- --rail DEVARGS --ip A.B.C.D [--mtu N] [--lcore L]
-//                              [--rail ...] [--port P] [--pool N] [--max-jobs N]
-//                              [--mbufs N] [--stats-interval S] [--no-xdp-steer]
+//   railgated [EAL options] [-- OPTIONS]
 //
-// A rail's DEVARGS is a DPDK vdev (net_af_packet0,iface=eth1 / net_af_xdp0,
-// iface=eth1 / net_memif0,...) or a PCI address; --ip, --mtu and --lcore
-// apply to the rail named just before them.
+// The rails come from --config FILE, or from --rail flags, or, with
+// neither, from the embedded default (config/embedded.toml: two tap rails).
+// EAL options given before "--" replace the config's eal_args.
 //
 // af_xdp rails get railgate's XDP program (dataplane/bpf/railgate_xdp.c)
 // unless their devargs name another xdp_prog or --no-xdp-steer is given: the
@@ -16,14 +14,19 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "control/config.hpp"
+#include "control/metrics.hpp"
+#include "control/server.hpp"
 #include "dataplane/bpf/xdp_steer.hpp"
 #include "dataplane/net/daemon.hpp"
 #include "dataplane/net/eal.hpp"
 #include "dataplane/net/topology.hpp"
+#include "dataplane/railgated/control.hpp"
 
 using namespace railgate;
 
@@ -34,24 +37,29 @@ extern "C" void on_signal(int) { stop_requested = 1; }
 
 void usage(std::FILE* f) {
     std::fprintf(f,
-                 "usage: railgated [EAL options] -- --rail DEVARGS --ip A.B.C.D [--mtu N] [--lcore L] [--rail ...]\n"
-                 "                 [--port P] [--pool N] [--max-jobs N] [--mbufs N] [--stats-interval S]\n"
-                 "                 [--idle spin|yield] [--no-xdp-steer]\n"
-                 "  --rail DEVARGS      a DPDK vdev (net_af_packet0,iface=eth1) or PCI address; repeatable\n"
-                 "  --ip A.B.C.D        the rail's IPv4 address (railgated answers ARP and ping for it)\n"
-                 "  --mtu N             the rail's MTU, %u..%u (default 1500)\n"
-                 "  --lcore L           serve the rail from lcore L instead of the NUMA-local choice\n"
+                 "usage: railgated [EAL options] [-- OPTIONS]\n"
+                 "  --config FILE       rails, pools, policy, control socket and metrics from a TOML file\n"
+                 "                      (see config/*.toml); without it and without --rail: the embedded\n"
+                 "                      default, two tap rails rg0/rg1 (198.18.0.1, 198.18.1.1)\n"
+                 "  --check             validate the configuration, print it, and exit\n"
+                 "  --rail DEVARGS      instead of a file: a DPDK vdev (net_af_packet0,iface=eth1) or PCI\n"
+                 "                      address; repeatable. Then per rail:\n"
+                 "    --ip A.B.C.D      the rail's IPv4 address\n"
+                 "    --mtu N           the rail's MTU, %u..%u (default 1500)\n"
+                 "    --lcore L         serve the rail from lcore L instead of the NUMA-local choice\n"
                  "  --port P            UDP port for every rail (default %u)\n"
                  "  --pool N            default slots per job per rail (default 64)\n"
                  "  --max-jobs N        concurrent jobs per rail (default 8)\n"
                  "  --mbufs N           mbufs per rail (default 8192)\n"
+                 "  --socket PATH|off   the control socket (default: the config's, %s)\n"
+                 "  --metrics HOST:PORT|off  the Prometheus endpoint (default: the config's, 127.0.0.1:9477)\n"
                  "  --stats-interval S  print counters every S seconds (default: only at exit)\n"
                  "  --idle spin|yield   when the rails are idle, spin (isolated cores) or yield the core to\n"
                  "                      the kernel (default for af_xdp/af_packet/tap rails, whose packets\n"
                  "                      the kernel moves on the same cores)\n"
                  "  --no-xdp-steer      af_xdp rails take every packet of their interface (the PMD's own\n"
                  "                      XDP program) instead of only railgate's (railgate_xdp.o)\n",
-                 wire::min_mtu, wire::max_mtu, wire::default_udp_port);
+                 wire::min_mtu, wire::max_mtu, wire::default_udp_port, control::default_socket);
 }
 
 [[noreturn]] void die(const std::string& m) {
@@ -102,91 +110,163 @@ void prepare_af_xdp(std::string& d, bool steer) {
     d += ",xdp_prog=" + obj;
 }
 
+void print_config(const config::appliance& a) {
+    std::printf("railgated: configuration %s is valid: %zu rail(s), policy %s, control socket %s, metrics %s\n",
+                a.source.c_str(), a.rails.size(), std::string(config::name(a.policy)).c_str(),
+                a.control_socket.c_str(), a.metrics.empty() ? "off" : a.metrics.c_str());
+    for (const config::rail& r : a.rails)
+        std::printf("  rail %-8s %-5s %-40s ip %s mtu %u\n", r.name.c_str(), std::string(config::name(r.transport)).c_str(),
+                    r.transport == config::transport::dpdk ? r.devargs.c_str()
+                                                           : (r.device + ":" + std::to_string(r.port)).c_str(),
+                    net::format_ipv4(r.ip).c_str(), r.mtu);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
     std::vector<std::string> eal_args{argv[0]};
     int i = 1;
-    for (; i < argc && std::strcmp(argv[i], "--") != 0; ++i) eal_args.push_back(argv[i]);
-    if (i == argc) {
-        if (argc > 1 && (!std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help"))) {
+    for (; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
+        if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
         }
-        usage(stderr);
-        die("missing '--' before railgated options");
+        eal_args.push_back(argv[i]);
     }
-    net::daemon_config cfg;
-    std::vector<std::string> devargs;
-    unsigned stats_interval = 0;
-    bool xdp_steer = true, idle_set = false;
+    config::appliance app;
+    std::string config_file, socket_override, metrics_override;
+    bool check_only = false, xdp_steer = true, idle_set = false, cli_rails = false;
+    net::idle_policy idle = net::idle_policy::spin;
     std::uint16_t udp_port = wire::default_udp_port;
+    bool udp_port_set = false;
     for (++i; i < argc; ++i) {
         const std::string a = argv[i];
         auto val = [&]() -> std::string {
             if (i + 1 >= argc) die(a + " needs a value");
             return argv[++i];
         };
-        auto last = [&]() -> net::rail_config& {
-            if (cfg.rails.empty()) die(a + " must follow a --rail");
-            return cfg.rails.back();
+        auto last = [&]() -> config::rail& {
+            if (app.rails.empty()) die(a + " must follow a --rail");
+            return app.rails.back();
         };
         if (a == "-h" || a == "--help") {
             usage(stdout);
             return 0;
+        } else if (a == "--config") {
+            config_file = val();
+        } else if (a == "--check") {
+            check_only = true;
         } else if (a == "--rail") {
-            net::rail_config r;
-            const std::string d = val();
-            r.name = "r" + std::to_string(cfg.rails.size());
-            r.port_name = d.substr(0, d.find(','));
-            if (r.port_name.empty()) die("--rail: empty device");
-            devargs.push_back(d);
-            cfg.rails.push_back(r);
+            config::rail r;
+            r.devargs = val();
+            r.name = "r" + std::to_string(app.rails.size());
+            if (r.devargs.substr(0, r.devargs.find(',')).empty()) die("--rail: empty device");
+            app.rails.push_back(r);
+            cli_rails = true;
         } else if (a == "--ip") {
             const std::string v = val();
             if (!net::parse_ipv4(v, last().ip)) die("--ip: '" + v + "' is not an IPv4 address");
         } else if (a == "--mtu") {
-            last().mtu = static_cast<std::uint16_t>(num(a, val(), wire::min_mtu, wire::max_mtu));
+            last().mtu = static_cast<unsigned>(num(a, val(), wire::min_mtu, wire::max_mtu));
         } else if (a == "--lcore") {
             last().lcore = static_cast<int>(num(a, val(), 0, RTE_MAX_LCORE - 1));
         } else if (a == "--port") {
             udp_port = static_cast<std::uint16_t>(num(a, val(), 1, 65535));
+            udp_port_set = true;
         } else if (a == "--pool") {
-            cfg.default_pool = static_cast<unsigned>(num(a, val(), 1, 65535));
-            cfg.max_pool = std::max(cfg.max_pool, cfg.default_pool);
+            app.default_slots = static_cast<unsigned>(num(a, val(), 1, 65535));
+            app.max_slots = std::max(app.max_slots, app.default_slots);
         } else if (a == "--max-jobs") {
-            cfg.max_jobs = static_cast<unsigned>(num(a, val(), 1, 1024));
+            app.max_jobs = static_cast<unsigned>(num(a, val(), 1, 1024));
         } else if (a == "--mbufs") {
-            cfg.mbufs_per_rail = static_cast<unsigned>(num(a, val(), 1024, 1u << 22));
+            app.mbufs_per_rail = static_cast<unsigned>(num(a, val(), 1024, 1u << 22));
+        } else if (a == "--socket") {
+            socket_override = val();
+        } else if (a == "--metrics") {
+            metrics_override = val();
+        } else if (a == "--stats-interval") {
+            app.stats_interval = static_cast<unsigned>(num(a, val(), 1, 86400));
         } else if (a == "--idle") {
             const std::string v = val();
-            if (v == "spin") cfg.idle = net::idle_policy::spin;
-            else if (v == "yield") cfg.idle = net::idle_policy::yield;
+            if (v == "spin") idle = net::idle_policy::spin;
+            else if (v == "yield") idle = net::idle_policy::yield;
             else die("--idle: '" + v + "' is not spin or yield");
             idle_set = true;
         } else if (a == "--no-xdp-steer") {
             xdp_steer = false;
-        } else if (a == "--stats-interval") {
-            stats_interval = static_cast<unsigned>(num(a, val(), 1, 86400));
         } else {
             usage(stderr);
             die("unknown option '" + a + "'");
         }
     }
-    if (cfg.rails.empty()) {
-        usage(stderr);
-        die("no --rail given");
+
+    // Where the configuration comes from: a file, the flags, or the default.
+    if (!config_file.empty() && cli_rails) die("give --config or --rail, not both");
+    if (!config_file.empty()) {
+        const config::result r = config::load(config_file);
+        for (const config::error& e : r.errors) std::fprintf(stderr, "railgated: %s\n", e.text().c_str());
+        if (!r.ok()) die(std::to_string(r.errors.size()) + " error(s) in " + config_file + "; nothing started");
+        app = r.cfg;
+    } else if (cli_rails) {
+        app.source = "(command line)";
+        for (const config::rail& r : app.rails)
+            if (!r.ip) die("rail " + r.name + " (" + r.devargs + "): --ip missing");
+        for (config::rail& r : app.rails) r.mtu_max = r.mtu;
+        if (udp_port_set) app.udp_port = udp_port;
+    } else {
+        app = config::embedded_default();
     }
-    for (auto& r : cfg.rails) r.udp_port = udp_port;
-    // vdevs go to the EAL as --vdev, PCI devices as -a.
-    for (std::string& d : devargs) {
+    if (!socket_override.empty()) app.control_socket = socket_override == "off" ? "" : socket_override;
+    if (!metrics_override.empty()) app.metrics = metrics_override == "off" ? "" : metrics_override;
+    if (check_only) {
+        print_config(app);
+        return 0;
+    }
+    for (const config::rail& r : app.rails)
+        if (r.transport == config::transport::verbs)
+            die("rail " + r.name + ": transport \"verbs\" (" + r.device + ":" + std::to_string(r.port) +
+                ") is not in this build yet; only DPDK rails run");
+    if (eal_args.size() == 1)
+        eal_args = app.eal_args.empty() ? net::embedded_eal_args(argv[0]) : [&] {
+            std::vector<std::string> v{argv[0]};
+            v.insert(v.end(), app.eal_args.begin(), app.eal_args.end());
+            return v;
+        }();
+
+    net::daemon_config cfg;
+    cfg.max_jobs = app.max_jobs;
+    cfg.max_pool = app.max_slots;
+    cfg.default_pool = app.default_slots;
+    cfg.mbufs_per_rail = app.mbufs_per_rail;
+    cfg.policy = app.policy == config::policy_mode::lag ? wire::rail_policy::lag : wire::rail_policy::rail;
+    if (app.idle == config::idle_mode::spin) cfg.idle = net::idle_policy::spin;
+    if (app.idle == config::idle_mode::yield) cfg.idle = net::idle_policy::yield;
+    for (config::rail& r : app.rails) {
+        std::string& d = r.devargs;
         if (d.rfind("net_af_xdp", 0) == 0) prepare_af_xdp(d, xdp_steer);
         // Kernel-backed rails need the kernel's packet work on the lcore's core.
         for (const char* k : {"net_af_xdp", "net_af_packet", "net_tap"})
-            if (!idle_set && d.rfind(k, 0) == 0) cfg.idle = net::idle_policy::yield;
+            if (!idle_set && app.idle == config::idle_mode::automatic && d.rfind(k, 0) == 0)
+                cfg.idle = net::idle_policy::yield;
+        // vdevs go to the EAL as --vdev, PCI devices as -a.
         eal_args.push_back(d.rfind("net_", 0) == 0 ? "--vdev" : "-a");
         eal_args.push_back(d);
+        net::rail_config rc;
+        rc.name = r.name;
+        rc.port_name = d.substr(0, d.find(','));
+        rc.ip = r.ip;
+        rc.mtu = static_cast<std::uint16_t>(r.mtu);
+        rc.mtu_max = static_cast<std::uint16_t>(r.mtu_max);
+        rc.udp_port = app.udp_port;
+        rc.lcore = r.lcore;
+        rc.numa = r.numa;
+        rc.host_ip = r.host_ip;
+        rc.host_prefix = r.host_prefix;
+        rc.traffic_class = r.traffic_class;
+        cfg.rails.push_back(rc);
     }
+    if (idle_set) cfg.idle = idle;
+
     try {
         net::eal eal(eal_args);
         net::print_topology(stdout);
@@ -194,18 +274,38 @@ int main(int argc, char** argv) {
         d.print_placement(stdout);
         std::signal(SIGINT, on_signal);
         std::signal(SIGTERM, on_signal);
+        std::signal(SIGPIPE, SIG_IGN);
         d.launch();
+        control_plane cp(d, app);
+        cp.register_telemetry();
+        std::unique_ptr<control::server> ctl;
+        if (!app.control_socket.empty()) {
+            control::socket_options so;
+            so.path = app.control_socket;
+            so.mode = app.socket_mode;
+            so.owner = app.socket_owner;
+            so.group = app.socket_group;
+            ctl = std::make_unique<control::server>(so, [&cp](const control::request& r) { return cp.handle(r); });
+            std::printf("railgated: control socket %s (mode %04o)\n", ctl->path().c_str(), app.socket_mode);
+        }
+        std::unique_ptr<control::metrics_server> metrics;
+        if (!app.metrics.empty()) {
+            metrics = std::make_unique<control::metrics_server>(app.metrics, [&cp] { return cp.prometheus(); });
+            std::printf("railgated: metrics on http://%s/metrics\n", app.metrics.c_str());
+        }
         std::printf("railgated: ready\n");
         std::fflush(stdout);
         unsigned ticks = 0;
         while (!stop_requested) {
             usleep(100000);
-            if (stats_interval && ++ticks % (stats_interval * 10) == 0) {
+            if (app.stats_interval && ++ticks % (app.stats_interval * 10) == 0) {
                 d.print_stats(stdout);
                 std::fflush(stdout);
             }
         }
         std::printf("railgated: stopping\n");
+        metrics.reset();
+        ctl.reset();
         d.stop();
         d.print_stats(stdout);
         std::fflush(stdout);

@@ -103,6 +103,19 @@ public:
     }
 
     std::uint64_t bucket(std::size_t i) const noexcept { return counts_[i]; }
+    std::uint64_t sum() const noexcept { return sum_; }
+
+    // Rebuilding a histogram sent over the control socket: the bucket
+    // counts, then the exact summary figures the sender kept.
+    void add_to_bucket(std::size_t i, std::uint64_t n) noexcept {
+        counts_[i] += n;
+        total_ += n;
+    }
+    void set_summary(std::uint64_t min, std::uint64_t max, std::uint64_t sum) noexcept {
+        min_ = total_ ? min : UINT64_MAX;
+        max_ = max;
+        sum_ = sum;
+    }
 
 private:
     std::vector<std::uint64_t> counts_;

@@ -1,0 +1,74 @@
+#include "control/client.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+namespace railgate::control {
+
+client::client(const std::string& path) : path_(path) {
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    if (path.size() >= sizeof a.sun_path) throw std::runtime_error("socket path too long: " + path);
+    std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+    if (connect(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+        const int e = errno;
+        close(fd_);
+        fd_ = -1;
+        if (e == ENOENT || e == ECONNREFUSED)
+            throw std::runtime_error("cannot reach railgated at " + path + ": " + std::strerror(e) +
+                                     " (is it running? --socket or RAILGATE_SOCKET choose the socket)");
+        if (e == EACCES || e == EPERM)
+            throw std::runtime_error("permission denied on " + path +
+                                     " (the control socket's owner, group and mode decide who may use it)");
+        throw std::runtime_error("cannot connect to " + path + ": " + std::strerror(e));
+    }
+}
+
+client::~client() {
+    if (fd_ >= 0) close(fd_);
+}
+
+std::string client::read_line() {
+    for (;;) {
+        if (const auto nl = buf_.find('\n'); nl != std::string::npos) {
+            std::string line = buf_.substr(0, nl);
+            buf_.erase(0, nl + 1);
+            return line;
+        }
+        pollfd p{fd_, POLLIN, 0};
+        if (poll(&p, 1, 10000) <= 0) throw std::runtime_error("railgated did not answer within 10 s");
+        char b[65536];
+        const ssize_t n = read(fd_, b, sizeof b);
+        if (n <= 0) throw std::runtime_error("railgated closed the connection");
+        buf_.append(b, static_cast<std::size_t>(n));
+    }
+}
+
+std::string client::raw(const std::string& bytes) {
+    std::size_t off = 0;
+    while (off < bytes.size()) {
+        const ssize_t n = send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+        if (n <= 0) throw std::runtime_error(std::string("send: ") + std::strerror(errno));
+        off += static_cast<std::size_t>(n);
+    }
+    return read_line();
+}
+
+json client::call(const std::string& command, const json& args) {
+    const json req = {{"version", protocol_version}, {"command", command}, {"args", args}};
+    const std::string line = raw(req.dump() + "\n");
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("ok"))
+        throw std::runtime_error("malformed response from railgated: " + line.substr(0, 200));
+    return j;
+}
+
+} // namespace railgate::control

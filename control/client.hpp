@@ -1,0 +1,31 @@
+// railctl's side of the control socket.
+#pragma once
+
+#include <string>
+
+#include "control/protocol.hpp"
+
+namespace railgate::control {
+
+class client {
+public:
+    // Connects; throws std::runtime_error with a message for the user
+    // (no daemon, no permission, ...).
+    explicit client(const std::string& path);
+    ~client();
+    client(const client&) = delete;
+    client& operator=(const client&) = delete;
+
+    // Sends one request, waits for its response (throws on a broken or
+    // silent connection). The response's "ok" is left to the caller.
+    json call(const std::string& command, const json& args = json::object());
+    // Sends raw bytes and reads one response line (tests of bad input).
+    std::string raw(const std::string& bytes);
+
+private:
+    std::string read_line();
+    int fd_ = -1;
+    std::string path_, buf_;
+};
+
+} // namespace railgate::control

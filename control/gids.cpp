@@ -1,0 +1,82 @@
+#include "control/gids.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+namespace railgate::control {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string first_line(const fs::path& p) {
+    std::ifstream in(p);
+    std::string s;
+    std::getline(in, s);
+    return s;
+}
+
+bool all_zero(const std::string& gid) {
+    return std::all_of(gid.begin(), gid.end(), [](char c) { return c == '0' || c == ':'; });
+}
+
+// 0000:0000:0000:0000:0000:ffff:c612:0001 -> 198.18.0.1
+std::string mapped_ipv4(const std::string& gid) {
+    if (gid.size() != 39 || gid.compare(0, 30, "0000:0000:0000:0000:0000:ffff:") != 0) return {};
+    unsigned a = 0, b = 0;
+    try {
+        a = static_cast<unsigned>(std::stoul(gid.substr(30, 4), nullptr, 16));
+        b = static_cast<unsigned>(std::stoul(gid.substr(35, 4), nullptr, 16));
+    } catch (...) {
+        return {};
+    }
+    return std::to_string(a >> 8) + "." + std::to_string(a & 255) + "." + std::to_string(b >> 8) + "." +
+           std::to_string(b & 255);
+}
+
+} // namespace
+
+std::string gid_version(const std::string& type) {
+    if (type.find("v2") != std::string::npos) return "v2";
+    if (type.find("v1") != std::string::npos) return "v1";
+    return type.empty() ? "" : "IB";
+}
+
+std::vector<gid_entry> read_gids(const std::string& root) {
+    std::vector<gid_entry> out;
+    std::error_code ec;
+    for (const fs::directory_entry& dev : fs::directory_iterator(root, ec)) {
+        const fs::path ports = dev.path() / "ports";
+        for (const fs::directory_entry& port : fs::directory_iterator(ports, ec)) {
+            unsigned pn = 0;
+            try {
+                pn = static_cast<unsigned>(std::stoul(port.path().filename().string()));
+            } catch (...) {
+                continue;
+            }
+            for (const fs::directory_entry& g : fs::directory_iterator(port.path() / "gids", ec)) {
+                gid_entry e;
+                try {
+                    e.index = static_cast<unsigned>(std::stoul(g.path().filename().string()));
+                } catch (...) {
+                    continue;
+                }
+                e.gid = first_line(g.path());
+                if (e.gid.empty() || all_zero(e.gid)) continue;
+                e.device = dev.path().filename().string();
+                e.port = pn;
+                e.ipv4 = mapped_ipv4(e.gid);
+                const std::string idx = std::to_string(e.index);
+                e.type = first_line(port.path() / "gid_attrs" / "types" / idx);
+                e.netdev = first_line(port.path() / "gid_attrs" / "ndevs" / idx);
+                out.push_back(std::move(e));
+            }
+        }
+    }
+    std::sort(out.begin(), out.end(), [](const gid_entry& a, const gid_entry& b) {
+        return std::tie(a.device, a.port, a.index) < std::tie(b.device, b.port, b.index);
+    });
+    return out;
+}
+
+} // namespace railgate::control

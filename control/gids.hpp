@@ -1,0 +1,28 @@
+// The RDMA GID tables as the kernel shows them in sysfs
+// (/sys/class/infiniband/DEV/ports/PORT/gids/N and gid_attrs/), read the way
+// show_gids does. The root can be redirected (tests use a fixture tree).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace railgate::control {
+
+struct gid_entry {
+    std::string device;
+    unsigned port = 0;
+    unsigned index = 0;
+    std::string gid;    // "fe80:0000:0000:0000:...", as sysfs prints it
+    std::string ipv4;   // the address of an IPv4-mapped GID, else ""
+    std::string type;   // "RoCE v2", "IB/RoCE v1", ...
+    std::string netdev; // the GID's net device, if any
+};
+
+// Every non-zero GID of every device and port under `root`
+// (default /sys/class/infiniband), sorted by device, port, index.
+std::vector<gid_entry> read_gids(const std::string& root = "/sys/class/infiniband");
+
+// "v1"/"v2"/"IB" from a sysfs type string.
+std::string gid_version(const std::string& type);
+
+} // namespace railgate::control

@@ -1,0 +1,435 @@
+// railctl: railgated's control CLI.
+//
+//   railctl [--socket PATH] [--json] COMMAND ...
+//
+// Exit status: 0 success, 1 the daemon refused or failed, 2 bad usage.
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "control/client.hpp"
+#include "control/gids.hpp"
+#include "control/plot.hpp"
+#include "control/protocol.hpp"
+#include "dataplane/stats/report.hpp"
+
+using namespace railgate;
+using control::json;
+
+namespace {
+
+struct usage_error {
+    std::string msg;
+};
+struct daemon_error {
+    std::string msg;
+};
+
+bool json_out = false;
+std::string socket_path;
+
+const char* const help_main =
+    "usage: railctl [--socket PATH] [--json] COMMAND ...\n"
+    "  status                              the daemon, its policy and rails\n"
+    "  rail list | show R                  rails; one rail with its counters\n"
+    "  rail set R mtu N | gid-index N      change a rail while it runs\n"
+    "  rail add ... | remove R             (not in this build: rails are fixed at start-up)\n"
+    "  gid list [R]                        GID tables, like show_gids; DPDK rails' MAC and IPv4\n"
+    "  policy show | set rail | set lag [--hash l2|l3l4]\n"
+    "  stats [--rail R] [--watch [S]] [--count N]   packets, bytes, aggregations, drops by reason\n"
+    "  latency [--rail R] [--job J] [--reset] [--plot FILE.svg]   aggregation latency histogram\n"
+    "  nccl-env                            NCCL environment matching the rails\n"
+    "  --socket PATH   control socket (default $RAILGATE_SOCKET or /run/railgate/railgated.sock)\n"
+    "  --json          machine-readable output on every command\n"
+    "Every command takes --help. Exit status: 0 ok, 1 refused or failed, 2 bad usage.\n";
+
+const std::map<std::string, const char*> help_cmd = {
+    {"status", "usage: railctl status\n  The daemon (pid, uptime, config, kernels, policy) and a table of its rails.\n"},
+    {"rail", "usage: railctl rail list\n       railctl rail show R\n       railctl rail set R mtu N\n"
+             "       railctl rail set R gid-index N\n"
+             "  set mtu: raising applies now; lowering applies to new jobs now and to the port once\n"
+             "  the jobs with larger chunks have left. Workers learn the new chunk at their next job.\n"
+             "  gid-index applies to verbs rails (0..255).\n"
+             "  rail add / remove: not in this build (rails are fixed when railgated starts).\n"},
+    {"gid", "usage: railctl gid list [R]\n  Reads /sys/class/infiniband like show_gids ($RAILGATE_SYSFS_IB overrides the\n"
+            "  root): device, port, index, GID, IPv4, RoCE version, netdev. Adds railgated's DPDK\n"
+            "  rails (MAC, IPv4) when the daemon is reachable. R filters by rail, device or netdev.\n"},
+    {"policy", "usage: railctl policy show\n       railctl policy set rail\n       railctl policy set lag [--hash l2|l3l4]\n"
+               "  Applies to jobs that join from now on; running jobs keep theirs.\n"},
+    {"stats", "usage: railctl stats [--rail R] [--watch [S]] [--count N]\n"
+              "  Per rail: packets, bytes, contributions, aggregations, results, drops by reason, and\n"
+              "  the XDP program's verdicts on af_xdp rails. --watch repeats every S seconds (1) with\n"
+              "  rates, --count stops after N rounds.\n"},
+    {"latency", "usage: railctl latency [--rail R] [--job J] [--reset] [--plot FILE.svg]\n"
+                "  railgated's aggregation latency (first contribution to result sent) per chunk:\n"
+                "  min, p50, p90, p99, p99.9, p99.99, max, a perftest-style summary and a bar chart.\n"
+                "  --job: one of the rail's recent jobs. --reset: clear after reading.\n"
+                "  --plot: an SVG with the histogram and the CDF.\n"},
+    {"nccl-env", "usage: railctl nccl-env\n  export lines for NCCL matching the rails: NCCL_IB_HCA (device:port), "
+                 "NCCL_IB_GID_INDEX,\n  NCCL_IB_TC, NCCL_SOCKET_IFNAME.\n"},
+};
+
+[[noreturn]] void usage(const std::string& m) { throw usage_error{m}; }
+
+json call(const std::string& cmd, const json& args = json::object()) {
+    control::client c(socket_path);
+    json r = c.call(cmd, args);
+    if (!r["ok"].get<bool>()) throw daemon_error{r.value("error", std::string("railgated refused"))};
+    return r["result"];
+}
+
+void print_json(const json& j) { std::printf("%s\n", j.dump(2).c_str()); }
+
+std::string num_arg(const std::string& what, const std::string& v) {
+    if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || v.size() > 9)
+        usage(what + " '" + v + "' is not a number");
+    return v;
+}
+
+void print_rails_table(const json& rails) {
+    std::printf("%-8s %-10s %-9s %-7s %4s %5s %-15s %-17s %5s %6s %5s\n", "RAIL", "DEVICE", "DRIVER", "IFNAME", "NUMA",
+                "LCORE", "IP", "MAC", "MTU", "CHUNK", "JOBS");
+    for (const json& r : rails) {
+        std::string mtu = std::to_string(r["mtu"].get<unsigned>());
+        if (r["mtu_target"] != r["mtu"]) mtu += "->" + std::to_string(r["mtu_target"].get<unsigned>());
+        std::printf("%-8s %-10s %-9s %-7s %4d %5u %-15s %-17s %5s %6u %5u\n", r["name"].get<std::string>().c_str(),
+                    r["device"].get<std::string>().c_str(), r["driver"].get<std::string>().c_str(),
+                    r["ifname"].get<std::string>().empty() ? "-" : r["ifname"].get<std::string>().c_str(),
+                    r["numa"].get<int>(), r["lcore"].get<unsigned>(), r["ip"].get<std::string>().c_str(),
+                    r["mac"].get<std::string>().c_str(), mtu.c_str(), r["chunk_bytes"].get<unsigned>(),
+                    r["active_jobs"].get<unsigned>());
+    }
+}
+
+int cmd_status(const std::vector<std::string>& a) {
+    if (!a.empty()) usage("status takes no arguments");
+    const json s = call("status");
+    if (json_out) return print_json(s), 0;
+    const json& d = s["daemon"];
+    std::printf("railgated %s, pid %d, up %.1f s, config %s\n", d["version"].get<std::string>().c_str(),
+                d["pid"].get<int>(), d["uptime_s"].get<double>(), d["config"].get<std::string>().c_str());
+    std::printf("kernels %s, policy %s (lag hash %s), job chunk %u B\n", d["kernels"].get<std::string>().c_str(),
+                d["policy"].get<std::string>().c_str(), d["hash"].get<std::string>().c_str(),
+                d["job_chunk_bytes"].get<unsigned>());
+    std::printf("control %s, metrics %s\n\n", d["control_socket"].get<std::string>().c_str(),
+                d["metrics"].get<std::string>().empty() ? "off" : d["metrics"].get<std::string>().c_str());
+    print_rails_table(s["rails"]);
+    return 0;
+}
+
+void print_counters(const json& c) {
+    std::printf("  rx %llu pkts %llu B, tx %llu pkts %llu B\n", c["rx_packets"].get<unsigned long long>(),
+                c["rx_bytes"].get<unsigned long long>(), c["tx_packets"].get<unsigned long long>(),
+                c["tx_bytes"].get<unsigned long long>());
+    std::printf("  contributions %llu, aggregations %llu, results %llu (resent %llu)\n",
+                c["contributions"].get<unsigned long long>(), c["aggregations"].get<unsigned long long>(),
+                c["results_sent"].get<unsigned long long>(), c["results_resent"].get<unsigned long long>());
+    std::printf("  joins %llu (refused %llu), leaves %llu, aborts %llu, arp %llu, icmp %llu, drops %llu\n",
+                c["joins"].get<unsigned long long>(), c["join_errors"].get<unsigned long long>(),
+                c["leaves"].get<unsigned long long>(), c["aborts"].get<unsigned long long>(),
+                c["arp_replies"].get<unsigned long long>(), c["icmp_replies"].get<unsigned long long>(),
+                c["drops_total"].get<unsigned long long>());
+    for (const auto& [reason, n] : c["drops"].items())
+        std::printf("    drop %-28s %llu\n", reason.c_str(), n.get<unsigned long long>());
+    if (c.contains("xdp")) {
+        std::printf("  xdp:");
+        for (const auto& [reason, n] : c["xdp"].items())
+            if (n.get<unsigned long long>()) std::printf(" %s %llu", reason.c_str(), n.get<unsigned long long>());
+        std::printf("\n");
+    }
+}
+
+int cmd_rail(const std::vector<std::string>& a) {
+    if (a.empty()) usage("rail needs list, show, set, add or remove");
+    if (a[0] == "list") {
+        if (a.size() != 1) usage("rail list takes no arguments");
+        const json r = call("rail.list");
+        if (json_out) return print_json(r), 0;
+        print_rails_table(r["rails"]);
+        return 0;
+    }
+    if (a[0] == "show") {
+        if (a.size() != 2) usage("rail show needs one rail");
+        const json r = call("rail.show", {{"rail", a[1]}});
+        if (json_out) return print_json(r), 0;
+        for (const auto& [k, v] : r.items())
+            if (k != "counters") std::printf("%-14s %s\n", k.c_str(), v.is_string() ? v.get<std::string>().c_str() : v.dump().c_str());
+        std::printf("counters\n");
+        print_counters(r["counters"]);
+        return 0;
+    }
+    if (a[0] == "set") {
+        if (a.size() != 4) usage("rail set needs: R mtu N | R gid-index N");
+        json args = {{"rail", a[1]}};
+        if (a[2] == "mtu") args["mtu"] = std::stoull(num_arg("MTU", a[3]));
+        else if (a[2] == "gid-index") args["gid_index"] = std::stoull(num_arg("GID index", a[3]));
+        else usage("rail set: unknown setting '" + a[2] + "' (mtu, gid-index)");
+        const json r = call("rail.set", args);
+        if (json_out) return print_json(r), 0;
+        std::printf("rail %s: mtu %u (target %u), chunk %u B: %s\n", r["name"].get<std::string>().c_str(),
+                    r["mtu"].get<unsigned>(), r["mtu_target"].get<unsigned>(), r["chunk_bytes"].get<unsigned>(),
+                    r["state"].get<std::string>().c_str());
+        return 0;
+    }
+    if (a[0] == "add" || a[0] == "remove") {
+        json args = json::object();
+        if (a[0] == "remove" && a.size() == 2) args["rail"] = a[1];
+        call("rail." + a[0], args); // railgated explains why not
+        return 0;
+    }
+    usage("rail: unknown subcommand '" + a[0] + "'");
+}
+
+int cmd_policy(const std::vector<std::string>& a) {
+    if (a.empty()) usage("policy needs show or set");
+    json r;
+    if (a[0] == "show" && a.size() == 1) {
+        r = call("policy.show");
+    } else if (a[0] == "set" && a.size() >= 2) {
+        json args = {{"mode", a[1]}};
+        if (a[1] != "rail" && a[1] != "lag") usage("policy set: '" + a[1] + "' is not rail or lag");
+        for (std::size_t i = 2; i < a.size(); ++i) {
+            if (a[i] == "--hash" && i + 1 < a.size() && a[1] == "lag") args["hash"] = a[++i];
+            else usage("policy set: unexpected '" + a[i] + "' (--hash l2|l3l4 goes with lag)");
+        }
+        r = call("policy.set", args);
+    } else {
+        usage("policy show | set rail | set lag [--hash l2|l3l4]");
+    }
+    if (json_out) return print_json(r), 0;
+    std::printf("policy %s", r["mode"].get<std::string>().c_str());
+    if (r["mode"] == "lag") std::printf(" (hash %s)", r["hash"].get<std::string>().c_str());
+    if (r.contains("applies")) std::printf(", applies %s", r["applies"].get<std::string>().c_str());
+    std::printf("\n");
+    return 0;
+}
+
+volatile std::sig_atomic_t interrupted = 0;
+extern "C" void on_int(int) { interrupted = 1; }
+
+int cmd_stats(const std::vector<std::string>& a) {
+    json args = json::object();
+    double watch = 0;
+    long count = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        if (a[i] == "--rail" && i + 1 < a.size()) args["rail"] = a[++i];
+        else if (a[i] == "--watch") {
+            watch = 1;
+            if (i + 1 < a.size() && a[i + 1].find_first_not_of("0123456789.") == std::string::npos) watch = std::atof(a[++i].c_str());
+            if (watch <= 0) usage("--watch needs a positive interval");
+        } else if (a[i] == "--count" && i + 1 < a.size()) count = std::stol(num_arg("--count", a[++i]));
+        else usage("stats: unexpected '" + a[i] + "'");
+    }
+    std::signal(SIGINT, on_int);
+    json prev;
+    for (long round = 1; !interrupted; ++round) {
+        const json r = call("stats", args);
+        if (json_out) {
+            std::printf("%s\n", r.dump().c_str());
+        } else {
+            for (std::size_t k = 0; k < r["rails"].size(); ++k) {
+                const json& c = r["rails"][k];
+                std::printf("rail %s\n", c["rail"].get<std::string>().c_str());
+                print_counters(c);
+                if (!prev.is_null()) {
+                    const json& p = prev["rails"][k];
+                    auto rate = [&](const char* f) {
+                        return static_cast<double>(c[f].get<unsigned long long>() - p[f].get<unsigned long long>()) / watch;
+                    };
+                    std::printf("  rate: rx %.0f pkt/s %.1f Mbit/s, tx %.0f pkt/s %.1f Mbit/s, %.0f aggregations/s\n",
+                                rate("rx_packets"), rate("rx_bytes") * 8 / 1e6, rate("tx_packets"),
+                                rate("tx_bytes") * 8 / 1e6, rate("aggregations"));
+                }
+            }
+        }
+        std::fflush(stdout);
+        if (watch == 0 || (count && round >= count)) break;
+        prev = r;
+        std::this_thread::sleep_for(std::chrono::duration<double>(watch));
+    }
+    return 0;
+}
+
+int cmd_latency(const std::vector<std::string>& a) {
+    json args = json::object();
+    std::string plot;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        if (a[i] == "--rail" && i + 1 < a.size()) args["rail"] = a[++i];
+        else if (a[i] == "--job" && i + 1 < a.size()) args["job"] = std::stoull(num_arg("job", a[++i]));
+        else if (a[i] == "--reset") args["reset"] = true;
+        else if (a[i] == "--plot" && i + 1 < a.size()) plot = a[++i];
+        else usage("latency: unexpected '" + a[i] + "'");
+    }
+    const json r = call("latency", args);
+    stats::histogram h;
+    if (const std::string e = control::histogram_from_json(r["histogram"], h); !e.empty()) throw daemon_error{e};
+    const std::string title = "railgated aggregation latency, rail " +
+                              (r["rail"].is_string() ? r["rail"].get<std::string>() : std::string("all")) +
+                              (r.contains("job") ? ", job " + std::to_string(r["job"].get<unsigned long long>()) : "");
+    if (!plot.empty()) {
+        std::ofstream f(plot);
+        f << control::latency_svg(h, title);
+        if (!f) throw daemon_error{"cannot write " + plot};
+    }
+    if (json_out) {
+        json out = r;
+        out["summary"] = {{"count", h.count()},    {"min_ns", h.min()},
+                          {"p50_ns", h.percentile(50)}, {"p90_ns", h.percentile(90)},
+                          {"p99_ns", h.percentile(99)}, {"p99_9_ns", h.percentile(99.9)},
+                          {"p99_99_ns", h.percentile(99.99)}, {"max_ns", h.max()},
+                          {"mean_ns", h.mean()},   {"stdev_ns", h.stddev()}};
+        return print_json(out), 0;
+    }
+    std::printf("%s (first contribution -> result sent)%s\n", title.c_str(), r["reset"].get<bool>() ? ", reset" : "");
+    if (h.count() == 0) {
+        std::printf("no samples\n");
+        return 0;
+    }
+    auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
+    std::printf("  min %.2f  p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  p99.99 %.2f  max %.2f  (us)\n", us(h.min()),
+                us(h.percentile(50)), us(h.percentile(90)), us(h.percentile(99)), us(h.percentile(99.9)),
+                us(h.percentile(99.99)), us(h.max()));
+    stats::print_perftest_summary(stdout, h, 0);
+    stats::print_latency(stdout, h, "buckets");
+    if (!plot.empty()) std::printf("plot: %s\n", plot.c_str());
+    return 0;
+}
+
+int cmd_gid(const std::vector<std::string>& a) {
+    if (a.empty() || a[0] != "list" || a.size() > 2) usage("gid list [R]");
+    const std::string filter = a.size() == 2 ? a[1] : "";
+    const char* root = std::getenv("RAILGATE_SYSFS_IB");
+    const auto gids = control::read_gids(root ? root : "/sys/class/infiniband");
+    json rails = json::array();
+    std::string daemon_note;
+    try {
+        rails = call("rail.list")["rails"];
+    } catch (const std::exception& e) {
+        daemon_note = e.what();
+    } catch (const daemon_error& e) {
+        daemon_note = e.msg;
+    }
+    json out = {{"gids", json::array()}, {"dpdk_rails", json::array()}};
+    for (const auto& g : gids)
+        if (filter.empty() || g.device == filter || g.netdev == filter)
+            out["gids"].push_back({{"device", g.device}, {"port", g.port}, {"index", g.index}, {"gid", g.gid},
+                                   {"ipv4", g.ipv4}, {"type", g.type}, {"version", control::gid_version(g.type)},
+                                   {"netdev", g.netdev}});
+    for (const json& r : rails)
+        if (filter.empty() || r["name"] == filter || r["ifname"] == filter)
+            out["dpdk_rails"].push_back({{"rail", r["name"]}, {"device", r["device"]}, {"mac", r["mac"]},
+                                         {"ipv4", r["ip"]}, {"netdev", r["ifname"]}});
+    if (!filter.empty() && out["gids"].empty() && out["dpdk_rails"].empty())
+        throw daemon_error{"no RDMA device, netdev or rail named '" + filter + "'"};
+    if (json_out) return print_json(out), 0;
+    std::printf("%-10s %-4s %-5s %-39s %-15s %-3s %s\n", "DEV", "PORT", "INDEX", "GID", "IPv4", "VER", "DEV");
+    std::printf("%-10s %-4s %-5s %-39s %-15s %-3s %s\n", "---", "----", "-----", "---", "------------", "---", "---");
+    for (const json& g : out["gids"])
+        std::printf("%-10s %-4u %-5u %-39s %-15s %-3s %s\n", g["device"].get<std::string>().c_str(),
+                    g["port"].get<unsigned>(), g["index"].get<unsigned>(), g["gid"].get<std::string>().c_str(),
+                    g["ipv4"].get<std::string>().c_str(), g["version"].get<std::string>().c_str(),
+                    g["netdev"].get<std::string>().c_str());
+    for (const json& r : out["dpdk_rails"])
+        std::printf("%-10s %-4s %-5s %-39s %-15s %-3s %s\n", r["rail"].get<std::string>().c_str(), "-", "-",
+                    ("(DPDK, no GID) mac " + r["mac"].get<std::string>()).c_str(), r["ipv4"].get<std::string>().c_str(),
+                    "-", r["netdev"].get<std::string>().c_str());
+    std::printf("n_gids_found=%zu", out["gids"].size());
+    if (!daemon_note.empty()) std::printf(" (railgated not reached: %s)", daemon_note.c_str());
+    std::printf("\n");
+    return 0;
+}
+
+int cmd_nccl_env(const std::vector<std::string>& a) {
+    if (!a.empty()) usage("nccl-env takes no arguments");
+    const json s = call("status");
+    std::vector<std::string> hca, ifnames;
+    std::set<unsigned> gid_idx, tcs;
+    for (const json& r : s["rails"]) {
+        if (r["transport"] == "verbs") hca.push_back(r["device"].get<std::string>() + ":" + std::to_string(r.value("port", 1)));
+        if (r.contains("gid_index")) gid_idx.insert(r["gid_index"].get<unsigned>());
+        tcs.insert(r["traffic_class"].get<unsigned>());
+        if (!r["ifname"].get<std::string>().empty()) ifnames.push_back(r["ifname"].get<std::string>());
+    }
+    auto join = [](const std::vector<std::string>& v) {
+        std::string o;
+        for (const auto& x : v) o += (o.empty() ? "" : ",") + x;
+        return o;
+    };
+    json env = json::object();
+    if (!hca.empty()) env["NCCL_IB_HCA"] = "=" + join(hca); // '=' prefix: exact names, as NCCL documents
+    if (gid_idx.size() == 1) env["NCCL_IB_GID_INDEX"] = std::to_string(*gid_idx.begin());
+    if (tcs.size() == 1 && *tcs.begin() != 0) env["NCCL_IB_TC"] = std::to_string(*tcs.begin());
+    if (!ifnames.empty()) env["NCCL_SOCKET_IFNAME"] = "=" + join(ifnames);
+    if (json_out) return print_json(env), 0;
+    std::printf("# NCCL settings matching railgated's rails (policy %s)\n",
+                s["daemon"]["policy"].get<std::string>().c_str());
+    if (hca.empty()) std::printf("# no verbs rails: NCCL_IB_HCA left unset\n");
+    if (gid_idx.size() > 1) std::printf("# rails use different GID indexes: set NCCL_IB_GID_INDEX per job\n");
+    if (tcs.size() > 1) std::printf("# rails use different traffic classes: NCCL_IB_TC left unset\n");
+    for (const auto& [k, v] : env.items()) std::printf("export %s=%s\n", k.c_str(), v.get<std::string>().c_str());
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    std::vector<std::string> args;
+    const char* env = std::getenv("RAILGATE_SOCKET");
+    socket_path = env && *env ? env : control::default_socket;
+    bool help = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--json") json_out = true;
+        else if (a == "--help" || a == "-h") help = true;
+        else if (a == "--socket") {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "railctl: --socket needs a path\n");
+                return 2;
+            }
+            socket_path = argv[++i];
+        } else args.push_back(a);
+    }
+    if (args.empty()) {
+        std::fputs(help_main, help ? stdout : stderr);
+        return help ? 0 : 2;
+    }
+    const std::string cmd = args[0];
+    args.erase(args.begin());
+    if (help) {
+        const auto it = help_cmd.find(cmd);
+        std::fputs(it == help_cmd.end() ? help_main : it->second, stdout);
+        return it == help_cmd.end() && cmd != "help" ? 2 : 0;
+    }
+    try {
+        if (cmd == "status") return cmd_status(args);
+        if (cmd == "rail") return cmd_rail(args);
+        if (cmd == "policy") return cmd_policy(args);
+        if (cmd == "stats") return cmd_stats(args);
+        if (cmd == "latency") return cmd_latency(args);
+        if (cmd == "gid") return cmd_gid(args);
+        if (cmd == "nccl-env") return cmd_nccl_env(args);
+        usage("unknown command '" + cmd + "'");
+    } catch (const usage_error& e) {
+        std::fprintf(stderr, "railctl: %s\n", e.msg.c_str());
+        const auto it = help_cmd.find(cmd);
+        std::fputs(it == help_cmd.end() ? help_main : it->second, stderr);
+        return 2;
+    } catch (const daemon_error& e) {
+        if (json_out) std::printf("%s\n", json({{"ok", false}, {"error", e.msg}}).dump().c_str());
+        std::fprintf(stderr, "railctl: %s\n", e.msg.c_str());
+        return 1;
+    } catch (const std::exception& e) {
+        if (json_out) std::printf("%s\n", json({{"ok", false}, {"error", e.what()}}).dump().c_str());
+        std::fprintf(stderr, "railctl: %s\n", e.what());
+        return 1;
+    }
+}

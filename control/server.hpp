@@ -1,0 +1,48 @@
+// The control socket: a unix stream socket with configurable owner, group
+// and mode, served by one thread. Each line received is a request; each
+// gets one response line. Oversized requests, requests left unfinished for
+// `incomplete_timeout`, and clients beyond `max_clients` get an error and
+// are disconnected; nothing a client sends reaches the handler unparsed.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "control/protocol.hpp"
+
+namespace railgate::control {
+
+struct socket_options {
+    std::string path = default_socket;
+    unsigned mode = 0660;
+    std::string owner, group; // empty: the daemon's own
+    std::chrono::milliseconds incomplete_timeout{5000};
+    unsigned max_clients = 32;
+};
+
+// Runs on the server thread, one request at a time; returns the response.
+using handler = std::function<json(const request&)>;
+
+class server {
+public:
+    // Binds and applies permissions; throws std::runtime_error. Refuses a
+    // path where another daemon is listening; removes a stale one.
+    server(socket_options opt, handler h);
+    ~server(); // stops and removes the socket
+    server(const server&) = delete;
+    server& operator=(const server&) = delete;
+
+    const std::string& path() const noexcept { return opt_.path; }
+
+private:
+    void run();
+    socket_options opt_;
+    handler h_;
+    int listen_fd_ = -1;
+    int wake_[2] = {-1, -1}; // stop signal for the poll loop
+    std::thread thread_;
+};
+
+} // namespace railgate::control

@@ -1,0 +1,349 @@
+#include "dataplane/railgated/control.hpp"
+
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdio>
+
+#include <rte_telemetry.h>
+
+#include "dataplane/reduce/reduce.hpp"
+
+namespace railgate {
+
+using control::json;
+
+control_plane* control_plane::instance = nullptr;
+
+namespace {
+
+std::string mac_text(const std::uint8_t* m) {
+    char b[18];
+    std::snprintf(b, sizeof b, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+    return b;
+}
+
+const char* policy_name(wire::rail_policy p) { return p == wire::rail_policy::rail ? "rail" : "lag"; }
+
+} // namespace
+
+control_plane::control_plane(net::daemon& d, const config::appliance& cfg)
+    : d_(d), cfg_(cfg), hash_(cfg.hash), started_(std::chrono::steady_clock::now()) {}
+
+std::string control_plane::find_rail(const json& args, int& index, bool required) const {
+    std::optional<std::string> name;
+    if (std::string e = control::get_string(args, "rail", name); !e.empty()) return e;
+    index = -1;
+    if (!name) return required ? "argument 'rail' missing" : "";
+    std::string known;
+    for (std::size_t i = 0; i < d_.rail_count(); ++i) {
+        if (d_.rail(i).name == *name) {
+            index = static_cast<int>(i);
+            return {};
+        }
+        known += (known.empty() ? "" : ", ") + d_.rail(i).name;
+    }
+    return "rail '" + *name + "' does not exist (rails: " + known + ")";
+}
+
+json control_plane::rail_json(const net::rail_status& r) const {
+    json j = {{"name", r.name},
+              {"transport", "dpdk"},
+              {"device", r.port_name},
+              {"driver", r.driver},
+              {"ifname", r.ifname},
+              {"port", r.port},
+              {"numa", r.numa},
+              {"lcore", r.lcore},
+              {"ip", net::format_ipv4(r.ip)},
+              {"udp_port", r.udp_port},
+              {"mac", mac_text(r.mac)},
+              {"mtu", r.mtu},
+              {"mtu_target", r.mtu_target},
+              {"mtu_max", r.mtu_max},
+              {"chunk_bytes", r.chunk_bytes},
+              {"traffic_class", r.traffic_class},
+              {"active_jobs", r.active_jobs},
+              {"xdp_steering", r.xdp_steering}};
+    for (const config::rail& c : cfg_.rails)
+        if (c.name == r.name && c.gid_index) j["gid_index"] = *c.gid_index;
+    return j;
+}
+
+json control_plane::counters_json(std::size_t i) const {
+    const net::rail_counters& c = d_.counters(i);
+    auto v = [](const net::counter& x) { return x.load(std::memory_order_relaxed); };
+    json drops = json::object();
+    for (unsigned r = 0; r < drop_reason_count; ++r)
+        if (const std::uint64_t n = v(c.drops[r])) drops[std::string(drop_reason_name(static_cast<drop_reason>(r)))] = n;
+    json j = {{"rail", d_.rail(i).name},
+              {"rx_packets", v(c.rx_packets)},
+              {"rx_bytes", v(c.rx_bytes)},
+              {"tx_packets", v(c.tx_packets)},
+              {"tx_bytes", v(c.tx_bytes)},
+              {"contributions", v(c.contributions)},
+              {"aggregations", v(c.aggregations)},
+              {"results_sent", v(c.results_sent)},
+              {"results_resent", v(c.results_resent)},
+              {"joins", v(c.joins)},
+              {"join_errors", v(c.join_errors)},
+              {"leaves", v(c.leaves)},
+              {"aborts", v(c.aborts)},
+              {"arp_replies", v(c.arp_replies)},
+              {"icmp_replies", v(c.icmp_replies)},
+              {"drops_total", c.total_drops()},
+              {"drops", drops}};
+    if (const auto x = d_.xdp_counters(i)) {
+        json xj = json::object();
+        for (unsigned r = 0; r < RG_XDP_REASONS; ++r) xj[std::string(xdp::reason_name(r))] = (*x)[r];
+        j["xdp"] = xj;
+    }
+    return j;
+}
+
+json control_plane::handle(const control::request& r) {
+    using control::fail;
+    using control::ok;
+    const json& a = r.args;
+    std::string e;
+    if (r.command == "status") {
+        if (!(e = control::check_keys(a, {})).empty()) return fail(e);
+        json rails = json::array();
+        for (const net::rail_status& s : d_.status()) rails.push_back(rail_json(s));
+        const auto up = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+        return ok({{"daemon",
+                    {{"version", "0.1.0"},
+                     {"pid", getpid()},
+                     {"uptime_s", up},
+                     {"config", cfg_.source},
+                     {"kernels", std::string(reduce::best().name)},
+                     {"policy", policy_name(d_.policy())},
+                     {"hash", std::string(config::name(hash_))},
+                     {"job_chunk_bytes", d_.job_chunk_bytes()},
+                     {"control_socket", cfg_.control_socket},
+                     {"metrics", cfg_.metrics}}},
+                   {"rails", rails}});
+    }
+    if (r.command == "rail.list" || r.command == "rail.show") {
+        const bool show = r.command == "rail.show";
+        if (!(e = control::check_keys(a, show ? std::initializer_list<std::string_view>{"rail"}
+                                              : std::initializer_list<std::string_view>{}))
+                 .empty())
+            return fail(e);
+        int idx = -1;
+        if (show && !(e = find_rail(a, idx, true)).empty()) return fail(e);
+        const auto st = d_.status();
+        if (!show) {
+            json rails = json::array();
+            for (const auto& s : st) rails.push_back(rail_json(s));
+            return ok({{"rails", rails}});
+        }
+        json j = rail_json(st[static_cast<std::size_t>(idx)]);
+        j["counters"] = counters_json(static_cast<std::size_t>(idx));
+        return ok(j);
+    }
+    if (r.command == "rail.set") {
+        if (!(e = control::check_keys(a, {"rail", "mtu", "gid_index"})).empty()) return fail(e);
+        int idx = -1;
+        if (!(e = find_rail(a, idx, true)).empty()) return fail(e);
+        std::optional<std::uint64_t> mtu, gid;
+        if (!(e = control::get_uint(a, "mtu", UINT32_MAX, mtu)).empty()) return fail(e);
+        if (!(e = control::get_uint(a, "gid_index", UINT32_MAX, gid)).empty()) return fail(e);
+        if (!!mtu == !!gid) return fail("give exactly one of 'mtu' and 'gid_index'");
+        const std::string& name = d_.rail(static_cast<std::size_t>(idx)).name;
+        if (gid) {
+            if (!(e = config::check_gid_index(static_cast<long long>(*gid))).empty()) return fail(e);
+            return fail("rail '" + name + "' is a DPDK rail: it has no GID table (GIDs belong to verbs rails)");
+        }
+        if (!(e = config::check_mtu(static_cast<long long>(*mtu), config::mtu_max)).empty()) return fail(e);
+        std::string state;
+        if (!(e = d_.set_mtu(static_cast<std::size_t>(idx), static_cast<unsigned>(*mtu), state)).empty()) return fail(e);
+        json j = rail_json(d_.status()[static_cast<std::size_t>(idx)]);
+        j["state"] = state;
+        return ok(j);
+    }
+    if (r.command == "rail.add" || r.command == "rail.remove")
+        return fail(r.command + ": rails are fixed when railgated starts in this build; change the config file and "
+                                "restart railgated");
+    if (r.command == "policy.show") {
+        if (!(e = control::check_keys(a, {})).empty()) return fail(e);
+        return ok({{"mode", policy_name(d_.policy())}, {"hash", std::string(config::name(hash_))}});
+    }
+    if (r.command == "policy.set") {
+        if (!(e = control::check_keys(a, {"mode", "hash"})).empty()) return fail(e);
+        std::optional<std::string> mode, hash;
+        if (!(e = control::get_string(a, "mode", mode)).empty()) return fail(e);
+        if (!(e = control::get_string(a, "hash", hash)).empty()) return fail(e);
+        config::policy_mode pm;
+        if (!mode || !config::parse_policy_mode(*mode, pm))
+            return fail("policy mode '" + mode.value_or("") + "' is not one of rail, lag");
+        config::lag_hash h = hash_;
+        if (hash && pm != config::policy_mode::lag) return fail("hash applies to the lag policy only");
+        if (hash && !config::parse_lag_hash(*hash, h)) return fail("hash '" + *hash + "' is not one of l2, l3l4");
+        const auto p = pm == config::policy_mode::lag ? wire::rail_policy::lag : wire::rail_policy::rail;
+        if (!(e = d_.set_policy(p)).empty()) return fail(e);
+        hash_ = h;
+        return ok({{"mode", policy_name(p)}, {"hash", std::string(config::name(hash_))}, {"applies", "to jobs that join from now on"}});
+    }
+    if (r.command == "stats") {
+        if (!(e = control::check_keys(a, {"rail"})).empty()) return fail(e);
+        int idx = -1;
+        if (!(e = find_rail(a, idx, false)).empty()) return fail(e);
+        json rails = json::array();
+        for (std::size_t i = 0; i < d_.rail_count(); ++i)
+            if (idx < 0 || static_cast<int>(i) == idx) rails.push_back(counters_json(i));
+        return ok({{"rails", rails}});
+    }
+    if (r.command == "latency") {
+        if (!(e = control::check_keys(a, {"rail", "job", "reset"})).empty()) return fail(e);
+        int idx = -1;
+        if (!(e = find_rail(a, idx, false)).empty()) return fail(e);
+        std::optional<std::uint64_t> job;
+        if (!(e = control::get_uint(a, "job", UINT32_MAX, job)).empty()) return fail(e);
+        bool reset = false;
+        if (!(e = control::get_bool(a, "reset", reset)).empty()) return fail(e);
+        stats::histogram h;
+        std::optional<std::uint32_t> j;
+        if (job) j = static_cast<std::uint32_t>(*job);
+        if (!(e = d_.latency(idx, j, reset, h)).empty()) return fail(e);
+        json out = {{"what", "aggregation latency: first contribution to result sent, ns"},
+                    {"rail", idx < 0 ? json("all") : json(d_.rail(static_cast<std::size_t>(idx)).name)},
+                    {"histogram", control::histogram_to_json(h)},
+                    {"reset", reset}};
+        if (job) out["job"] = *job;
+        return ok(out);
+    }
+    return fail("unknown command '" + r.command +
+                "' (status, rail.list, rail.show, rail.set, rail.add, rail.remove, policy.show, policy.set, stats, "
+                "latency)");
+}
+
+std::string control_plane::prometheus() {
+    std::string o;
+    char line[512];
+    auto metric = [&](const char* name, const char* type, const char* help) {
+        std::snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+        o += line;
+    };
+    struct field {
+        const char* name;
+        const char* help;
+        const net::counter net::rail_counters::*c;
+    };
+    static const field fields[] = {
+        {"railgate_rx_packets_total", "Packets received on the rail.", &net::rail_counters::rx_packets},
+        {"railgate_rx_bytes_total", "Bytes received on the rail.", &net::rail_counters::rx_bytes},
+        {"railgate_tx_packets_total", "Packets sent on the rail.", &net::rail_counters::tx_packets},
+        {"railgate_tx_bytes_total", "Bytes sent on the rail.", &net::rail_counters::tx_bytes},
+        {"railgate_contributions_total", "Contributions accepted into a slot.", &net::rail_counters::contributions},
+        {"railgate_aggregations_total", "Slots completed and reduced.", &net::rail_counters::aggregations},
+        {"railgate_results_sent_total", "RESULT messages sent.", &net::rail_counters::results_sent},
+        {"railgate_joins_total", "JOINs accepted.", &net::rail_counters::joins},
+    };
+    for (const field& f : fields) {
+        metric(f.name, "counter", f.help);
+        for (std::size_t i = 0; i < d_.rail_count(); ++i) {
+            std::snprintf(line, sizeof line, "%s{rail=\"%s\"} %" PRIu64 "\n", f.name, d_.rail(i).name.c_str(),
+                          (d_.counters(i).*f.c).load(std::memory_order_relaxed));
+            o += line;
+        }
+    }
+    metric("railgate_drops_total", "counter", "Packets dropped, by reason.");
+    for (std::size_t i = 0; i < d_.rail_count(); ++i)
+        for (unsigned r = 0; r < drop_reason_count; ++r)
+            if (const std::uint64_t n = d_.counters(i).drops[r].load(std::memory_order_relaxed)) {
+                std::snprintf(line, sizeof line, "railgate_drops_total{rail=\"%s\",reason=\"%s\"} %" PRIu64 "\n",
+                              d_.rail(i).name.c_str(),
+                              std::string(drop_reason_name(static_cast<drop_reason>(r))).c_str(), n);
+                o += line;
+            }
+    metric("railgate_xdp_packets_total", "counter", "XDP steering verdicts on af_xdp rails, by reason.");
+    for (std::size_t i = 0; i < d_.rail_count(); ++i)
+        if (const auto x = d_.xdp_counters(i))
+            for (unsigned r = 0; r < RG_XDP_REASONS; ++r) {
+                std::snprintf(line, sizeof line, "railgate_xdp_packets_total{rail=\"%s\",reason=\"%s\"} %" PRIu64 "\n",
+                              d_.rail(i).name.c_str(), std::string(xdp::reason_name(r)).c_str(), (*x)[r]);
+                o += line;
+            }
+    metric("railgate_rail_mtu", "gauge", "The MTU the rail's port runs at.");
+    for (const net::rail_status& s : d_.status()) {
+        std::snprintf(line, sizeof line, "railgate_rail_mtu{rail=\"%s\"} %u\n", s.name.c_str(), s.mtu);
+        o += line;
+    }
+    // Aggregation latency as a Prometheus histogram: cumulative buckets at
+    // powers of two from 1 us to ~1 s, in seconds.
+    metric("railgate_aggregation_latency_seconds", "histogram",
+           "First contribution to result sent, per aggregated chunk.");
+    for (std::size_t i = 0; i < d_.rail_count(); ++i) {
+        stats::histogram h;
+        if (!d_.latency(static_cast<int>(i), std::nullopt, false, h).empty()) continue;
+        const char* rail = d_.rail(i).name.c_str();
+        std::uint64_t cum = 0;
+        std::size_t b = 0;
+        for (std::uint64_t le_ns = 1024; le_ns <= (std::uint64_t{1} << 30); le_ns <<= 1) {
+            for (; b < stats::histogram::bucket_count && stats::histogram::highest_of(b) <= le_ns; ++b) cum += h.bucket(b);
+            std::snprintf(line, sizeof line, "railgate_aggregation_latency_seconds_bucket{rail=\"%s\",le=\"%.9g\"} %" PRIu64 "\n",
+                          rail, static_cast<double>(le_ns) / 1e9, cum);
+            o += line;
+        }
+        std::snprintf(line, sizeof line,
+                      "railgate_aggregation_latency_seconds_bucket{rail=\"%s\",le=\"+Inf\"} %" PRIu64 "\n"
+                      "railgate_aggregation_latency_seconds_sum{rail=\"%s\"} %.9f\n"
+                      "railgate_aggregation_latency_seconds_count{rail=\"%s\"} %" PRIu64 "\n",
+                      rail, h.count(), rail, static_cast<double>(h.sum()) / 1e9, rail, h.count());
+        o += line;
+    }
+    return o;
+}
+
+namespace {
+
+int tel_rails(const char*, const char*, rte_tel_data* d) {
+    rte_tel_data_start_array(d, RTE_TEL_STRING_VAL);
+    net::daemon& dm = control_plane::instance->daemon();
+    for (std::size_t i = 0; i < dm.rail_count(); ++i) rte_tel_data_add_array_string(d, dm.rail(i).name.c_str());
+    return 0;
+}
+
+int tel_rail(const char*, const char* params, rte_tel_data* d) {
+    net::daemon& dm = control_plane::instance->daemon();
+    for (std::size_t i = 0; i < dm.rail_count(); ++i) {
+        if (!params || dm.rail(i).name != params) continue;
+        const net::rail_counters& c = dm.counters(i);
+        rte_tel_data_start_dict(d);
+        auto add = [&](const char* k, const net::counter& v) {
+            rte_tel_data_add_dict_u64(d, k, v.load(std::memory_order_relaxed));
+        };
+        add("rx_packets", c.rx_packets);
+        add("rx_bytes", c.rx_bytes);
+        add("tx_packets", c.tx_packets);
+        add("tx_bytes", c.tx_bytes);
+        add("contributions", c.contributions);
+        add("aggregations", c.aggregations);
+        add("results_sent", c.results_sent);
+        add("joins", c.joins);
+        rte_tel_data_add_dict_u64(d, "drops", c.total_drops());
+        return 0;
+    }
+    return -1;
+}
+
+int tel_status(const char*, const char*, rte_tel_data* d) {
+    net::daemon& dm = control_plane::instance->daemon();
+    rte_tel_data_start_dict(d);
+    rte_tel_data_add_dict_string(d, "policy", dm.policy() == wire::rail_policy::rail ? "rail" : "lag");
+    rte_tel_data_add_dict_int(d, "rails", static_cast<int>(dm.rail_count()));
+    rte_tel_data_add_dict_u64(d, "job_chunk_bytes", dm.job_chunk_bytes());
+    return 0;
+}
+
+} // namespace
+
+void control_plane::register_telemetry() {
+    instance = this;
+    rte_telemetry_register_cmd("/railgate/status", tel_status, "railgated's policy, rail count and job chunk size.");
+    rte_telemetry_register_cmd("/railgate/rails", tel_rails, "railgated's rail names.");
+    rte_telemetry_register_cmd("/railgate/rail", tel_rail, "One rail's counters. Parameters: rail name");
+}
+
+} // namespace railgate

@@ -1,0 +1,42 @@
+// railgated's control plane: the control-socket commands, the Prometheus
+// text exposition and the DPDK telemetry commands, all over one daemon.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "control/config.hpp"
+#include "control/protocol.hpp"
+#include "dataplane/net/daemon.hpp"
+
+namespace railgate {
+
+class control_plane {
+public:
+    control_plane(net::daemon& d, const config::appliance& cfg);
+
+    // One control-socket request -> its response.
+    control::json handle(const control::request& r);
+    // The metrics endpoint's body (Prometheus text format 0.0.4).
+    std::string prometheus();
+    // Registers /railgate/* commands on DPDK's telemetry socket (if the EAL
+    // runs it). Call once, after the daemon is up.
+    void register_telemetry();
+
+    // For telemetry callbacks (they cannot carry a pointer).
+    static control_plane* instance;
+    net::daemon& daemon() noexcept { return d_; }
+
+private:
+    control::json rail_json(const net::rail_status& r) const;
+    control::json counters_json(std::size_t rail) const;
+    // Resolves args.rail; returns "" or the error naming the known rails.
+    std::string find_rail(const control::json& args, int& index, bool required) const;
+
+    net::daemon& d_;
+    config::appliance cfg_;
+    config::lag_hash hash_;
+    std::chrono::steady_clock::time_point started_;
+};
+
+} // namespace railgate
