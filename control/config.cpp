@@ -91,9 +91,12 @@ public:
         : t_(t), prefix_(std::move(prefix)), file_(file), errs_(errs) {}
 
     void fail(const toml::node* n, const std::string& key, const std::string& what) {
+        fail_at(n ? n->source() : t_.source(), key, what);
+    }
+
+    void fail_at(const toml::source_region& src, const std::string& key, const std::string& what) {
         error e;
         e.file = file_;
-        const toml::source_region& src = n ? n->source() : t_.source();
         e.line = src.begin.line;
         e.column = src.begin.column;
         e.field = key.empty() ? prefix_ : prefix_.empty() ? key : prefix_ + "." + key;
@@ -170,7 +173,8 @@ public:
             unsigned bd = 3;
             for (const std::string& cand : known_)
                 if (const unsigned d = edit_distance(key, cand); d < bd) bd = d, best = cand;
-            fail(&v, key, "unknown key" + (best.empty() ? std::string() : " (did you mean '" + best + "'?)"));
+            (void)v;
+            fail_at(k.source(), key, "unknown key" + (best.empty() ? std::string() : " (did you mean '" + best + "'?)"));
         }
     }
 

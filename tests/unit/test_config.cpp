@@ -70,7 +70,7 @@ BOOST_AUTO_TEST_CASE(errors_name_file_line_field_and_reason) {
     BOOST_TEST(only_error(rail0 + "mtu = 70000\n") == "t.toml:7:7: rail[0].mtu: MTU 70000 out of range 576..9216");
     BOOST_TEST(only_error(rail0 + "mtu = 0\n") == "t.toml:7:7: rail[0].mtu: MTU 0 out of range 576..9216");
     BOOST_TEST(only_error(rail0 + "mtu = \"abc\"\n") == "t.toml:7:7: rail[0].mtu: must be an integer");
-    BOOST_TEST(only_error(rail0 + "mttu = 1500\n") == "t.toml:7:8: rail[0].mttu: unknown key (did you mean 'mtu'?)");
+    BOOST_TEST(only_error(rail0 + "mttu = 1500\n") == "t.toml:7:1: rail[0].mttu: unknown key (did you mean 'mtu'?)");
     BOOST_TEST(only_error(rail0 + "gid_index = 3\n") ==
                "t.toml:7:13: rail[0].gid_index: applies to transport = \"verbs\" only");
     BOOST_TEST(only_error("[policy]\nmode = \"lga\"\n" + rail0) ==
@@ -90,7 +90,7 @@ BOOST_AUTO_TEST_CASE(errors_name_file_line_field_and_reason) {
     BOOST_TEST(only_error(rail0 + "ip = \"10.0.0.1\"\n") ==
                "t.toml:7:6: Error while parsing key-value pair: cannot redefine existing string 'ip'");
     BOOST_TEST(only_error(rail0 + "ip2 = \"10.0.0.300\"\n") ==
-               "t.toml:7:7: rail[0].ip2: unknown key (did you mean 'ip'?)");
+               "t.toml:7:1: rail[0].ip2: unknown key (did you mean 'ip'?)");
     BOOST_TEST(only_error("") == "t.toml:1:1: rail: no rails configured (add a [[rail]] table)");
     BOOST_TEST(only_error("[[rail]]\nname = \"r0\"\ndevargs = \"x\"\nip = \"1.2.3.400\"\n") ==
                "t.toml:4:6: rail[0].ip: '1.2.3.400' is not an IPv4 address");

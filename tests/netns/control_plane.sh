@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# railgated's control plane end to end, the way an operator uses it:
+# railgated on its embedded default (two tap rails) in a network namespace,
+# every railctl command against it, bad input of every kind (each must fail
+# clearly, leave the state as it was and the daemon running), an MTU change
+# during a running railbench (0 wrong values), the LAG policy, the metrics
+# endpoint, DPDK telemetry, and railgated --config/--check on files.
+#   control_plane.sh RAILGATED RAILCTL RAILBENCH SOURCE_ROOT
+set -u
+railgated=$1 railctl=$2 railbench=$3 src=$4
+[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for network namespaces and tap"; exit 77; }
+ip netns add "rgprobe$$" 2>/dev/null || { echo "SKIP: cannot create network namespaces"; exit 77; }
+ip netns del "rgprobe$$"
+
+ns=rgcp$$ dir=$(mktemp -d) prefix=rgcp$$
+chmod 755 "$dir"
+sock=$dir/railgated.sock
+export RAILGATE_SOCKET=$sock
+gated_pid=
+cleanup() {
+  [ -n "$gated_pid" ] && kill -9 "$gated_pid" 2>/dev/null
+  wait 2>/dev/null
+  ip netns del "$ns" 2>/dev/null
+  rm -rf "$dir" "/var/run/dpdk/$prefix"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; for f in "$dir"/*.log; do echo "--- $f"; tail -n 30 "$f"; done; exit 1; }
+ok() { echo "ok: $*"; }
+in_ns() { ip netns exec "$ns" "$@"; }
+ctl() { in_ns "$railctl" "$@"; }
+
+ip netns add "$ns" || fail "netns"
+in_ns ip link set lo up
+
+# --- config files: --check on the shipped examples and on a broken file.
+for f in embedded lab-2node dgx-8rail; do
+  "$railgated" -- --config "$src/config/$f.toml" --check > "$dir/check-$f.log" 2>&1 || fail "--check $f.toml"
+done
+printf '[[rail]]\nname = "r0"\ndevargs = "net_null0"\nip = "10.0.0.1"\nmtu = 70000\nmttu = 1\n' > "$dir/bad.toml"
+"$railgated" -- --config "$dir/bad.toml" --check > "$dir/check-bad.log" 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "--check of a bad file exited $rc"
+grep -q "bad.toml:5:7: rail\[0\].mtu: MTU 70000 out of range 576..9216" "$dir/check-bad.log" || fail "bad.toml: mtu error"
+grep -q "bad.toml:6:1: rail\[0\].mttu: unknown key (did you mean 'mtu'?)" "$dir/check-bad.log" || fail "bad.toml: key error"
+ok "config --check: 3 examples valid, a broken file rejected with file:line:col errors"
+
+# --- railgated on the embedded default (no config, no --rail).
+ip netns exec "$ns" "$railgated" -l 0-1 --no-huge --no-pci -m 512 --file-prefix "$prefix" --log-level lib.eal:error \
+  --log-level pmd.net.tap:critical -- --socket "$sock" > "$dir/railgated.log" 2>&1 &
+gated_pid=$!
+for _ in $(seq 100); do grep -q "railgated: ready" "$dir/railgated.log" && break; sleep 0.1; done
+grep -q "railgated: ready" "$dir/railgated.log" || fail "railgated did not start"
+alive() { kill -0 "$gated_pid" 2>/dev/null || fail "railgated died: $*"; }
+
+# Every command's --help.
+for c in "" status rail gid policy stats latency nccl-env; do
+  "$railctl" $c --help > /dev/null || fail "railctl $c --help"
+done
+ok "--help on every command"
+
+ctl status > "$dir/status.log" || fail "status"
+grep -qE "^r0 +net_tap0 +net_tap +rg0 .* 198.18.0.1 " "$dir/status.log" || fail "status lists r0"
+ctl --json status | python3 -c 'import json,sys; d=json.load(sys.stdin); assert len(d["rails"]) == 2 and d["daemon"]["policy"] == "rail"' \
+  || fail "status --json"
+ctl rail list | grep -q "^r1 " || fail "rail list"
+ctl rail show r1 | grep -qE "^ip +198.18.1.1" || fail "rail show"
+ctl --json rail show r0 | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["mtu"] == 1500 and "counters" in d' \
+  || fail "rail show --json"
+ok "status, rail list, rail show (text and --json)"
+
+snapshot() { ctl --json rail list | python3 -c 'import json,sys; print([(r["name"], r["mtu"], r["mtu_target"]) for r in json.load(sys.stdin)["rails"]])'; }
+policy_now() { ctl --json policy show | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["mode"], d["hash"])'; }
+before=$(snapshot) policy_before=$(policy_now)
+expect_fail() { # WHAT EXPECTED_MESSAGE ARGS...
+  local what=$1 msg=$2; shift 2
+  ctl "$@" > "$dir/out.log" 2> "$dir/err.log"; local rc=$?
+  [ $rc -ne 0 ] || fail "$what: exit 0"
+  grep -qF -- "$msg" "$dir/err.log" || { cat "$dir/err.log"; fail "$what: message"; }
+  [ "$(snapshot)" = "$before" ] || fail "$what changed the rails"
+  [ "$(policy_now)" = "$policy_before" ] || fail "$what changed the policy"
+  alive "$what"
+}
+expect_fail "mtu 0" "MTU 0 out of range" rail set r0 mtu 0
+expect_fail "mtu 70000" "MTU 70000 out of range 576..9216" rail set r0 mtu 70000
+expect_fail "mtu abc" "MTU 'abc' is not a number" rail set r0 mtu abc
+expect_fail "mtu beyond the rail" "out of range 576..1504 (the rail's mtu_max)" rail set r0 mtu 9000
+expect_fail "unknown rail" "rail 'r9' does not exist (rails: r0, r1)" rail set r9 mtu 1500
+expect_fail "gid index beyond the table" "GID index 300 out of range 0..255" rail set r0 gid-index 300
+expect_fail "gid index on a DPDK rail" "has no GID table" rail set r0 gid-index 3
+expect_fail "misspelt policy" "'lga' is not rail or lag" policy set lga
+expect_fail "hash with rail policy" "--hash l2|l3l4 goes with lag" policy set rail --hash l2
+expect_fail "rail add" "rails are fixed when railgated starts" rail add r2
+expect_fail "rail remove" "rails are fixed when railgated starts" rail remove r1
+expect_fail "unknown command" "unknown command 'frobnicate'" frobnicate
+expect_fail "unknown rail for stats" "rail 'nope' does not exist" stats --rail nope
+# Garbage straight on the socket: an error line each, then a good request works.
+in_ns python3 - "$sock" > "$dir/garbage.log" <<'PY' || fail "garbage on the socket"
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile("rwb")
+for g in [b"hello\n", b"\x00\xff\xfe\n", b"{\"version\":1}\n", b"{\"version\":9,\"command\":\"status\"}\n",
+          b"{\"version\":1,\"command\":\"rail.set\",\"args\":{\"rail\":\"r0\",\"mtu\":\"9000\"}}\n",
+          b"{\"version\":1,\"command\":\"rail.set\",\"args\":{\"rail\":\"r0\",\"mtu\":1500,\"x\":1}}\n"]:
+    f.write(g); f.flush()
+    r = json.loads(f.readline()); assert r["ok"] is False and r["error"], r; print(r["error"])
+f.write(b"{\"version\":1,\"command\":\"status\"}\n"); f.flush()
+assert json.loads(f.readline())["ok"] is True
+PY
+# A peer that never finishes its request, and one far too large.
+in_ns python3 - "$sock" >> "$dir/garbage.log" <<'PY' || fail "unfinished / oversized requests"
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b"{\"version\":1,"); s.settimeout(15)
+r = json.loads(s.makefile("rb").readline()); assert "incomplete request" in r["error"], r; print(r["error"])
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(15)
+try:
+    s.sendall(b"x" * 200000)
+except OSError:
+    pass
+r = json.loads(s.makefile("rb").readline()); assert "larger than" in r["error"], r; print(r["error"])
+PY
+[ "$(snapshot)" = "$before" ] || fail "garbage changed the rails"
+alive "garbage"
+# A client without permission (socket 0660 root:root; nobody is neither).
+setpriv --reuid=65534 --regid=65534 --clear-groups "$railctl" --socket "$sock" status > "$dir/out.log" 2> "$dir/err.log"; rc=$?
+[ $rc -eq 1 ] || fail "unprivileged client exit $rc"
+grep -q "permission denied" "$dir/err.log" || fail "unprivileged client message"
+alive "unprivileged client"
+ok "bad input: 13 bad commands, 8 bad socket requests, no permission: all refused clearly, state unchanged"
+
+# --- an MTU change while railbench runs: 0 wrong values.
+run_bench() { # JOB WORKERS -> rank 0's log in $dir/bench-JOB.log
+  local pids=() rc=0
+  for r in $(seq 0 $(($2 - 1))); do
+    in_ns timeout 120 "$railbench" --transport udp --server 198.18.0.1 --rank "$r" --workers "$2" \
+      --count 4000037,1001 -n "${ITERS:-3}" -w 0 --job "$1" > "$dir/bench-$1-$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  [ $rc -eq 0 ] && grep -q "Out of bounds values : 0 OK" "$dir/bench-$1-0.log"
+}
+ITERS=40 run_bench 10 2 &
+bench=$!
+sleep 1
+ctl rail set r0 mtu 1000 > "$dir/mtu1.log" || fail "set mtu 1000"
+ctl rail set r1 mtu 1000 > "$dir/mtu2.log" || fail "set mtu 1000 on r1"
+sleep 0.5
+ctl rail set r0 mtu 1500 > "$dir/mtu3.log" || fail "set mtu 1500"
+kill -0 $bench 2>/dev/null || fail "railbench ended before the MTU changes (make it longer)"
+wait $bench || fail "railbench across MTU changes"
+cat "$dir"/mtu*.log
+ok "MTU 1500->1000->1500 on r0 and 1500->1000 on r1 during railbench: 0 wrong values"
+run_bench 11 2 || fail "railbench after the MTU changes"
+grep -q "chunk 512 B" "$dir/bench-11-0.log" || fail "new job did not get the new chunk (r1 at MTU 1000: 512 B)"
+ok "the next job uses the new chunk size"
+ctl rail set r1 mtu 1500 > /dev/null || fail "restore r1"
+
+# --- policy
+ctl policy set lag --hash l2 | grep -q "policy lag (hash l2)" || fail "policy set lag"
+[ "$(policy_now)" = "lag l2" ] || fail "policy show after set lag"
+run_bench 12 2 || fail "railbench under lag"
+ctl --json stats | python3 -c '
+import json,sys
+r = json.load(sys.stdin)["rails"]
+# job 12 ran on one member only: one rail saw its contributions, the other none
+print([x["rail"] + ":" + str(x["contributions"]) for x in r])' > "$dir/lag.log"
+ctl policy set rail | grep -q "policy rail" || fail "policy set rail"
+ok "policy lag (hash l2) then rail; railbench bit-exact under lag ($(cat "$dir/lag.log"))"
+
+# --- stats and latency
+ctl stats > "$dir/stats.log" || fail "stats"
+grep -qE "contributions [1-9]" "$dir/stats.log" || fail "stats counts contributions"
+ctl stats --rail r1 | grep -q "^rail r1" || fail "stats --rail"
+ctl stats --watch 0.2 --count 2 | grep -q "rate: rx" || fail "stats --watch"
+ctl latency > "$dir/latency.log" || fail "latency"
+grep -qE "min [0-9.]+ +p50 [0-9.]+ +p90 [0-9.]+ +p99 [0-9.]+ +p99.9 [0-9.]+ +p99.99 [0-9.]+ +max" "$dir/latency.log" || fail "latency figures"
+grep -q "t_typical\[usec\]" "$dir/latency.log" || fail "perftest summary"
+grep -qE "\|#+" "$dir/latency.log" || fail "bar chart"
+ctl latency --rail r0 --job 11 | grep -q "rail r0, job 11" || fail "latency --job"
+ctl latency --plot "$dir/lat.svg" > /dev/null || fail "latency --plot"
+grep -q "<polyline" "$dir/lat.svg" || fail "svg"
+ctl latency --rail r1 --reset > /dev/null || fail "latency --reset"
+ctl latency --rail r1 | grep -q "no samples" || fail "reset cleared r1"
+ctl latency --rail r0 | grep -q "no samples" && fail "reset of r1 cleared r0"
+ok "stats (all, --rail, --watch) and latency (all, --rail, --job, --plot, --reset)"
+
+# --- gid list on a fixture sysfs tree, and nccl-env
+mkdir -p "$dir/ib/rxe0/ports/1/gids" "$dir/ib/rxe0/ports/1/gid_attrs/types" "$dir/ib/rxe0/ports/1/gid_attrs/ndevs"
+echo 0000:0000:0000:0000:0000:ffff:c612:0001 > "$dir/ib/rxe0/ports/1/gids/1"
+echo "RoCE v2" > "$dir/ib/rxe0/ports/1/gid_attrs/types/1"
+echo dummy0 > "$dir/ib/rxe0/ports/1/gid_attrs/ndevs/1"
+RAILGATE_SYSFS_IB=$dir/ib ctl gid list > "$dir/gid.log" || fail "gid list"
+grep -qE "^rxe0 +1 +1 +0000:0000:0000:0000:0000:ffff:c612:0001 198.18.0.1 +v2 +dummy0" "$dir/gid.log" || fail "gid list rxe0"
+grep -qE "^r0 .*198.18.0.1 .*rg0" "$dir/gid.log" || fail "gid list dpdk rail"
+RAILGATE_SYSFS_IB=$dir/ib ctl gid list r1 | grep -q "^r1 " || fail "gid list r1"
+RAILGATE_SYSFS_IB=$dir/ib ctl gid list nothing > /dev/null 2>&1 && fail "gid list of an unknown name"
+ctl nccl-env | grep -q "^export NCCL_SOCKET_IFNAME==rg0,rg1" || fail "nccl-env"
+ok "gid list (fixture sysfs + DPDK rails), nccl-env"
+
+# --- metrics and telemetry
+in_ns bash -c 'exec 3<>/dev/tcp/127.0.0.1/9477; printf "GET /metrics HTTP/1.0\r\n\r\n" >&3; cat <&3' > "$dir/metrics.log" || fail "metrics"
+grep -q "^HTTP/1.0 200 OK" "$dir/metrics.log" || fail "metrics status"
+grep -qE '^railgate_contributions_total\{rail="r0"\} [1-9]' "$dir/metrics.log" || fail "metrics counter"
+grep -qE '^railgate_aggregation_latency_seconds_bucket\{rail="r1",le="\+Inf"\}' "$dir/metrics.log" || fail "metrics histogram"
+in_ns bash -c 'exec 3<>/dev/tcp/127.0.0.1/9477; printf "GET /nope HTTP/1.0\r\n\r\n" >&3; cat <&3' | grep -q "404" || fail "metrics 404"
+if command -v dpdk-telemetry.py > /dev/null; then
+  printf '/railgate/status\n/railgate/rail,r0\n' | in_ns dpdk-telemetry.py -f "$prefix" > "$dir/telemetry.log" 2>&1
+  grep -q '"policy": "rail"' "$dir/telemetry.log" || fail "telemetry /railgate/status"
+  grep -qE '"contributions": [1-9]' "$dir/telemetry.log" || fail "telemetry /railgate/rail"
+  ok "metrics endpoint and DPDK telemetry (/railgate/status, /railgate/rail)"
+else
+  ok "metrics endpoint (dpdk-telemetry.py not installed: telemetry not checked)"
+fi
+
+kill -INT "$gated_pid"; wait "$gated_pid"; rc=$?; gated_pid=
+[ $rc -eq 0 ] || fail "railgated exit status $rc"
+[ -e "$sock" ] && fail "control socket left behind"
+echo "PASS"

@@ -1,0 +1,250 @@
+// The control plane's pure parts and its socket server, in-process: request
+// validation, typed arguments, histograms over JSON, the server's handling
+// of garbage, oversized and unfinished requests and its permissions, the
+// sysfs GID reader on a fixture tree, and the SVG plot.
+#define BOOST_TEST_MODULE control
+#include <boost/test/unit_test.hpp>
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "control/client.hpp"
+#include "control/gids.hpp"
+#include "control/plot.hpp"
+#include "control/protocol.hpp"
+#include "control/server.hpp"
+
+using namespace railgate;
+using control::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string parse_error(const std::string& line) {
+    control::request r;
+    return control::parse_request(line, r);
+}
+
+fs::path temp_dir() {
+    fs::path p = fs::temp_directory_path() / ("rgctl-" + std::to_string(getpid()) + "-" + std::to_string(std::rand()));
+    fs::create_directories(p);
+    return p;
+}
+
+// A server whose handler echoes the command, and counts calls.
+struct echo_server {
+    fs::path dir = temp_dir();
+    std::string path = (dir / "s.sock").string();
+    int calls = 0;
+    std::unique_ptr<control::server> srv;
+    explicit echo_server(unsigned mode = 0660, std::chrono::milliseconds incomplete = std::chrono::milliseconds(300)) {
+        control::socket_options o;
+        o.path = path;
+        o.mode = mode;
+        o.incomplete_timeout = incomplete;
+        srv = std::make_unique<control::server>(o, [this](const control::request& r) {
+            ++calls;
+            return control::ok({{"command", r.command}, {"args", r.args}});
+        });
+    }
+    ~echo_server() {
+        srv.reset();
+        fs::remove_all(dir);
+    }
+};
+
+// Connects and sends bytes without a newline; returns the response line
+// the server sends on its own (or "" if it closes without one).
+std::string unanswered(const std::string& path, const std::string& bytes) {
+    const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+    BOOST_TEST_REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    std::size_t off = 0;
+    while (off < bytes.size()) {
+        const ssize_t n = send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+        if (n <= 0) break;
+        off += static_cast<std::size_t>(n);
+    }
+    std::string got;
+    char b[4096];
+    timeval tv{5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ssize_t n;
+    while ((n = read(fd, b, sizeof b)) > 0) got.append(b, static_cast<std::size_t>(n));
+    close(fd);
+    return got.substr(0, got.find('\n'));
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(requests_are_validated) {
+    control::request r;
+    BOOST_TEST(control::parse_request(R"({"version":1,"command":"rail.set","args":{"rail":"r0","mtu":9000}})", r).empty());
+    BOOST_TEST(r.command == "rail.set");
+    BOOST_TEST(r.args["mtu"] == 9000);
+    BOOST_TEST(control::parse_request(R"({"version":1,"command":"status"})", r).empty());
+    BOOST_TEST(r.args.is_object());
+    BOOST_TEST(parse_error("garbage") == "request is not valid JSON");
+    BOOST_TEST(parse_error("{\"version\":1,") == "request is not valid JSON");
+    BOOST_TEST(parse_error("[1,2]") == "request must be a JSON object");
+    BOOST_TEST(parse_error(R"({"command":"status"})") == "request needs \"version\": 1");
+    BOOST_TEST(parse_error(R"({"version":"1","command":"status"})") == "request needs \"version\": 1");
+    BOOST_TEST(parse_error(R"({"version":2,"command":"status"})") ==
+               "protocol version 2 not supported (this railgated speaks 1)");
+    BOOST_TEST(parse_error(R"({"version":1,"command":""})") == "request needs a \"command\" string");
+    BOOST_TEST(parse_error(R"({"version":1,"command":7})") == "request needs a \"command\" string");
+    BOOST_TEST(parse_error(R"({"version":1,"command":"x","args":[]})") == "\"args\" must be an object");
+    BOOST_TEST(parse_error(R"({"version":1,"command":"x","argz":{}})") == "unknown request key 'argz'");
+    BOOST_TEST(parse_error(std::string(control::max_request + 1, ' ')) == "request larger than 65536 bytes");
+}
+
+BOOST_AUTO_TEST_CASE(typed_arguments) {
+    const json a = json::parse(R"({"mtu":9000,"neg":-1,"big":70000,"s":"x","b":true,"f":1.5})");
+    std::optional<std::uint64_t> u;
+    BOOST_TEST(control::get_uint(a, "mtu", 65535, u).empty());
+    BOOST_TEST(*u == 9000u);
+    BOOST_TEST(control::get_uint(a, "neg", 65535, u) == "argument 'neg' -1 out of range 0..65535");
+    BOOST_TEST(control::get_uint(a, "big", 65535, u) == "argument 'big' 70000 out of range 0..65535");
+    BOOST_TEST(control::get_uint(a, "s", 65535, u) == "argument 's' must be an integer");
+    BOOST_TEST(control::get_uint(a, "f", 65535, u) == "argument 'f' must be an integer");
+    std::optional<std::string> s;
+    BOOST_TEST(control::get_string(a, "mtu", s) == "argument 'mtu' must be a string");
+    BOOST_TEST(control::get_string(a, "absent", s).empty());
+    BOOST_TEST(!s);
+    bool b = false;
+    BOOST_TEST(control::get_bool(a, "b", b).empty());
+    BOOST_TEST(b);
+    BOOST_TEST(control::get_bool(a, "s", b) == "argument 's' must be true or false");
+    BOOST_TEST(control::check_keys(a, {"mtu"}) == "unknown argument 'b'");
+}
+
+BOOST_AUTO_TEST_CASE(histograms_cross_json_exactly) {
+    stats::histogram h;
+    std::mt19937_64 rng(1);
+    for (int i = 0; i < 100000; ++i) h.record(1000 + rng() % 5000000);
+    const json j = json::parse(control::histogram_to_json(h).dump());
+    stats::histogram back;
+    BOOST_TEST(control::histogram_from_json(j, back).empty());
+    BOOST_TEST(back.count() == h.count());
+    BOOST_TEST(back.min() == h.min());
+    BOOST_TEST(back.max() == h.max());
+    BOOST_TEST(back.mean() == h.mean());
+    for (double p : {1.0, 50.0, 99.0, 99.99}) BOOST_TEST(back.percentile(p) == h.percentile(p));
+    stats::histogram bad;
+    BOOST_TEST(!control::histogram_from_json(json::parse(R"({"buckets":[[99999999,1]]})"), bad).empty());
+    BOOST_TEST(!control::histogram_from_json(json::parse(R"({"buckets":[["a",1]]})"), bad).empty());
+    BOOST_TEST(!control::histogram_from_json(json::parse("{}"), bad).empty());
+}
+
+BOOST_AUTO_TEST_CASE(server_answers_and_survives_bad_input) {
+    echo_server s;
+    struct stat st;
+    BOOST_TEST_REQUIRE(stat(s.path.c_str(), &st) == 0);
+    BOOST_TEST((st.st_mode & 0777) == 0660u);
+    control::client c(s.path);
+    const json r = c.call("rail.show", {{"rail", "r0"}});
+    BOOST_TEST(r["ok"] == true);
+    BOOST_TEST(r["result"]["command"] == "rail.show");
+    // Garbage on the same connection: an error each, the connection stays.
+    for (const char* g : {"hello\n", "{}\n", "[]\n", "{\"version\":1}\n", "\x01\x02\xff\n"}) {
+        const json e = json::parse(c.raw(g));
+        BOOST_TEST(e["ok"] == false);
+        BOOST_TEST(!e["error"].get<std::string>().empty());
+    }
+    BOOST_TEST(c.call("status")["ok"] == true);
+    BOOST_TEST(s.calls == 2); // garbage never reached the handler
+}
+
+BOOST_AUTO_TEST_CASE(server_cuts_off_oversized_and_unfinished_requests) {
+    echo_server s(0660, std::chrono::milliseconds(300));
+    const json big = json::parse(unanswered(s.path, std::string(control::max_request + 100, 'x')));
+    BOOST_TEST(big["error"] == "request larger than 65536 bytes");
+    const auto t0 = std::chrono::steady_clock::now();
+    const json slow = json::parse(unanswered(s.path, R"({"version":1,"command":"status")"));
+    BOOST_TEST(slow["error"] == "incomplete request: no newline within 300 ms");
+    BOOST_TEST((std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3)));
+    BOOST_TEST(s.calls == 0);
+    control::client c(s.path); // still serving
+    BOOST_TEST(c.call("status")["ok"] == true);
+}
+
+BOOST_AUTO_TEST_CASE(socket_rules) {
+    echo_server s(0600);
+    struct stat st;
+    BOOST_TEST_REQUIRE(stat(s.path.c_str(), &st) == 0);
+    BOOST_TEST((st.st_mode & 0777) == 0600u);
+    // A second daemon on the same path is refused while the first listens.
+    control::socket_options o;
+    o.path = s.path;
+    BOOST_CHECK_THROW(control::server(o, [](const control::request&) { return control::ok(); }), std::runtime_error);
+    BOOST_CHECK_THROW(control::client((s.dir / "none.sock").string()), std::runtime_error);
+    // A stale socket file (no listener) is replaced.
+    const std::string stale = (s.dir / "stale.sock").string();
+    {
+        const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        sockaddr_un a{};
+        a.sun_family = AF_UNIX;
+        std::snprintf(a.sun_path, sizeof a.sun_path, "%s", stale.c_str());
+        BOOST_TEST_REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+        close(fd);
+    }
+    o.path = stale;
+    control::server again(o, [](const control::request&) { return control::ok(); });
+    BOOST_TEST(control::client(stale).call("x")["ok"] == true);
+}
+
+BOOST_AUTO_TEST_CASE(gid_tables_from_sysfs) {
+    const fs::path root = temp_dir();
+    auto put = [&](const fs::path& rel, const std::string& text) {
+        fs::create_directories((root / rel).parent_path());
+        std::ofstream(root / rel) << text << "\n";
+    };
+    const fs::path p = "rxe0/ports/1";
+    put(p / "gids/0", "fe80:0000:0000:0000:0250:56ff:fe8c:0001");
+    put(p / "gid_attrs/types/0", "IB/RoCE v1");
+    put(p / "gid_attrs/ndevs/0", "dummy0");
+    put(p / "gids/1", "0000:0000:0000:0000:0000:ffff:c612:0001");
+    put(p / "gid_attrs/types/1", "RoCE v2");
+    put(p / "gid_attrs/ndevs/1", "dummy0");
+    put(p / "gids/2", "0000:0000:0000:0000:0000:0000:0000:0000"); // empty slot: skipped
+    put("mlx5_0/ports/2/gids/3", "0000:0000:0000:0000:0000:ffff:0a00:0102");
+    put("mlx5_0/ports/2/gid_attrs/types/3", "RoCE v2");
+    const auto g = control::read_gids(root.string());
+    BOOST_TEST_REQUIRE(g.size() == 3u);
+    BOOST_TEST(g[0].device == "mlx5_0");
+    BOOST_TEST(g[0].port == 2u);
+    BOOST_TEST(g[0].index == 3u);
+    BOOST_TEST(g[0].ipv4 == "10.0.1.2");
+    BOOST_TEST(g[0].netdev == "");
+    BOOST_TEST(g[1].device == "rxe0");
+    BOOST_TEST(g[1].ipv4 == "");
+    BOOST_TEST(control::gid_version(g[1].type) == "v1");
+    BOOST_TEST(g[2].index == 1u);
+    BOOST_TEST(g[2].ipv4 == "198.18.0.1");
+    BOOST_TEST(control::gid_version(g[2].type) == "v2");
+    BOOST_TEST(g[2].netdev == "dummy0");
+    BOOST_TEST(control::read_gids((root / "absent").string()).empty());
+    fs::remove_all(root);
+}
+
+BOOST_AUTO_TEST_CASE(svg_plot) {
+    stats::histogram h;
+    for (std::uint64_t v = 1000; v < 3000000; v = v * 11 / 10) h.record(v);
+    const std::string svg = control::latency_svg(h, "t <&> x");
+    BOOST_TEST(svg.rfind("<svg", 0) == 0u);
+    BOOST_TEST(svg.find("</svg>") != std::string::npos);
+    BOOST_TEST(svg.find("<polyline") != std::string::npos);
+    BOOST_TEST(svg.find("t &lt;&amp;&gt; x") != std::string::npos);
+    BOOST_TEST(svg.find("p99.9 = ") != std::string::npos);
+    BOOST_TEST(svg.find("nan") == std::string::npos);
+    BOOST_TEST(control::latency_svg(stats::histogram{}, "empty").find("no samples") != std::string::npos);
+}
