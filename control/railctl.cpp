@@ -298,7 +298,8 @@ int cmd_latency(const std::vector<std::string>& a) {
     std::printf("  min %.2f  p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  p99.99 %.2f  max %.2f  (us)\n", us(h.min()),
                 us(h.percentile(50)), us(h.percentile(90)), us(h.percentile(99)), us(h.percentile(99.9)),
                 us(h.percentile(99.99)), us(h.max()));
-    stats::print_perftest_summary(stdout, h, 0);
+    // #bytes: the chunk size jobs joining now get (perftest's message size).
+    stats::print_perftest_summary(stdout, h, r.value("chunk_bytes", 0u));
     stats::print_latency(stdout, h, "buckets");
     if (!plot.empty()) std::printf("plot: %s\n", plot.c_str());
     return 0;

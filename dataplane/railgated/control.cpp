@@ -209,6 +209,7 @@ json control_plane::handle(const control::request& r) {
         json out = {{"what", "aggregation latency: first contribution to result sent, ns"},
                     {"rail", idx < 0 ? json("all") : json(d_.rail(static_cast<std::size_t>(idx)).name)},
                     {"histogram", control::histogram_to_json(h)},
+                    {"chunk_bytes", d_.job_chunk_bytes()},
                     {"reset", reset}};
         if (job) out["job"] = *job;
         return ok(out);
