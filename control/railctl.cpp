@@ -42,7 +42,7 @@ const char* const help_main =
     "  status                              the daemon, its policy and rails\n"
     "  rail list | show R                  rails; one rail with its counters\n"
     "  rail set R mtu N | gid-index N      change a rail while it runs\n"
-    "  rail add ... | remove R             (not in this build: rails are fixed at start-up)\n"
+    "  rail add NAME DEVARGS IP [--mtu N] [--host-ip A/N] [--lcore L] | remove R\n"
     "  gid list [R]                        GID tables, like show_gids; DPDK rails' MAC and IPv4\n"
     "  policy show | set rail | set lag [--hash l2|l3l4]\n"
     "  stats [--rail R] [--watch [S]] [--count N]   packets, bytes, aggregations, drops by reason\n"
@@ -58,8 +58,12 @@ const std::map<std::string, const char*> help_cmd = {
              "       railctl rail set R gid-index N\n"
              "  set mtu: raising applies now; lowering applies to new jobs now and to the port once\n"
              "  the jobs with larger chunks have left. Workers learn the new chunk at their next job.\n"
+             "       railctl rail add NAME DEVARGS IP [--mtu N] [--host-ip A.B.C.D/N] [--lcore L]\n"
+             "       railctl rail remove R\n"
              "  gid-index applies to verbs rails (0..255).\n"
-             "  rail add / remove: not in this build (rails are fixed when railgated starts).\n"},
+             "  add: live; hot-plugs the DPDK device (vdev or PCI) onto a running lcore; jobs that\n"
+             "  join from now on stripe over it (--host-ip: address for a tap's kernel side).\n"
+             "  remove: between jobs (none may be using the rail); the first rail stays.\n"},
     {"gid", "usage: railctl gid list [R]\n  Reads /sys/class/infiniband like show_gids ($RAILGATE_SYSFS_IB overrides the\n"
             "  root): device, port, index, GID, IPv4, RoCE version, netdev. Adds railgated's DPDK\n"
             "  rails (MAC, IPv4) when the daemon is reachable. R filters by rail, device or netdev.\n"},
@@ -180,10 +184,28 @@ int cmd_rail(const std::vector<std::string>& a) {
                     r["state"].get<std::string>().c_str());
         return 0;
     }
-    if (a[0] == "add" || a[0] == "remove") {
-        json args = json::object();
-        if (a[0] == "remove" && a.size() == 2) args["rail"] = a[1];
-        call("rail." + a[0], args); // railgated explains why not
+    if (a[0] == "add") {
+        if (a.size() < 4) usage("rail add needs: NAME DEVARGS IP [--mtu N] [--host-ip A.B.C.D/N] [--lcore L]");
+        json args = {{"rail", a[1]}, {"devargs", a[2]}, {"ip", a[3]}};
+        for (std::size_t i = 4; i < a.size(); ++i) {
+            if (a[i] == "--mtu" && i + 1 < a.size()) args["mtu"] = std::stoull(num_arg("MTU", a[++i]));
+            else if (a[i] == "--host-ip" && i + 1 < a.size()) args["host_ip"] = a[++i];
+            else if (a[i] == "--lcore" && i + 1 < a.size()) args["lcore"] = std::stoull(num_arg("lcore", a[++i]));
+            else usage("rail add: unexpected '" + a[i] + "'");
+        }
+        const json r = call("rail.add", args);
+        if (json_out) return print_json(r), 0;
+        std::printf("rail %s added: %s (%s) on lcore %u, %s mtu %u; jobs that join from now on stripe over it\n",
+                    r["name"].get<std::string>().c_str(), r["device"].get<std::string>().c_str(),
+                    r["driver"].get<std::string>().c_str(), r["lcore"].get<unsigned>(),
+                    r["ip"].get<std::string>().c_str(), r["mtu"].get<unsigned>());
+        return 0;
+    }
+    if (a[0] == "remove") {
+        if (a.size() != 2) usage("rail remove needs one rail");
+        const json r = call("rail.remove", {{"rail", a[1]}});
+        if (json_out) return print_json(r), 0;
+        std::printf("rail %s removed\n", r["removed"].get<std::string>().c_str());
         return 0;
     }
     usage("rail: unknown subcommand '" + a[0] + "'");

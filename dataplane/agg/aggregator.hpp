@@ -110,6 +110,11 @@ public:
     // The chunk size jobs that join from now on get (a live MTU change);
     // jobs already joined keep theirs.
     void set_job_chunk_bytes(std::uint32_t b) noexcept { lim_.job_chunk_bytes = b; }
+    // The striping jobs that join from now on get (rails added or removed).
+    void set_stripe(unsigned n_rails, unsigned rail_index) noexcept {
+        lim_.n_rails = n_rails;
+        lim_.rail_index = rail_index;
+    }
     // The largest chunk, in bytes, of any job in the table (0: none).
     std::uint32_t max_job_chunk_bytes() const noexcept {
         std::uint32_t m = 0;

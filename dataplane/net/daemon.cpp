@@ -11,6 +11,7 @@
 #include <cinttypes>
 #include <cstring>
 #include <new>
+#include <array>
 #include <deque>
 #include <mutex>
 #include <set>
@@ -18,6 +19,7 @@
 #include <stdexcept>
 
 #include <rte_cycles.h>
+#include <rte_dev.h>
 #include <rte_ethdev.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
@@ -55,6 +57,13 @@ struct rail_static {
     frame::endpoint self;
     bool multiseg_tx = false;
     std::uint32_t chunk_bytes = 0;
+    // Control-plane state (never read by lcores): in the set JOIN_ACKs
+    // advertise, its position there, and whether its port is closed.
+    bool active = true;
+    int stripe = -1;
+    bool closed = false;
+    std::string devargs; // for hot-unplug of rails added at run time
+    rte_device* device = nullptr;
     rte_mempool* pool = nullptr;     // full-size frames
     rte_mempool* hdr_pool = nullptr; // result headers and indirect clones
     rail_counters ctr;
@@ -100,7 +109,7 @@ struct job_latency {
 
 // A request from the control plane to one lcore, run between bursts.
 struct lcore_command {
-    enum class kind : std::uint8_t { snapshot, adopt, port_mtu } k = kind::snapshot;
+    enum class kind : std::uint8_t { snapshot, adopt, port_mtu, attach, detach } k = kind::snapshot;
     int rail = -1;                      // rail index; -1: every rail of the lcore
     // snapshot
     std::optional<std::uint32_t> job;
@@ -110,6 +119,7 @@ struct lcore_command {
     wire::join_ack_body ack{};
     std::uint32_t job_chunk_bytes = 0;
     wire::rail_policy policy = wire::rail_policy::rail;
+    std::array<std::int8_t, wire::max_rails * 2> stripe{}; // by rail index; -1: not advertised
     // port_mtu
     std::uint16_t mtu = 0;
     std::string err;                    // filled by the lcore
@@ -129,6 +139,8 @@ struct rail_state {
     const reduce::kernels& k;
     wire::join_ack_body ack; // this lcore's copy; replaced by lcore_command::adopt
     wire::rail_policy policy;
+    std::size_t index = 0;   // in daemon::impl::rails
+    bool closing = false;    // removed from the advertised set: no new jobs
     double ns_per_tsc;
     stats::histogram lat;    // aggregation latency, ns
     job_latency job_lat;
@@ -196,6 +208,7 @@ void send_error(rail_state& rs, rte_mbuf* m, const frame::endpoint& dst, const w
 
 void handle_join(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<const std::uint8_t> body,
                  const frame::endpoint& from) noexcept {
+    if (rs.closing) return free_drop(rs, m, drop_reason::join_refused);
     const wire::join_body b = wire::decode_join_body(body.data());
     const agg::join_outcome jo = rs.agg.join(h, b, from, rs.policy == wire::rail_policy::lag);
     if (jo.err != wire::error_code::none) {
@@ -380,6 +393,15 @@ bool poll_rail(rail_state& rs) noexcept {
     return true;
 }
 
+// The rte_device of a port name, for hot-unplug (before the port closes).
+rte_device* device_of(const std::string& name) {
+    std::uint16_t port;
+    rte_eth_dev_info info;
+    if (rte_eth_dev_get_port_by_name(name.c_str(), &port) == 0 && rte_eth_dev_info_get(port, &info) == 0)
+        return info.device;
+    return nullptr;
+}
+
 // The MTU of a kernel interface (a tap's host side, an af_packet veth).
 std::string set_kernel_mtu(const std::string& ifname, unsigned mtu) noexcept {
     const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -423,11 +445,17 @@ void run_command(rail_state& rs, lcore_command& c) {
         if (c.reset) h->reset();
         return;
     }
-    case lcore_command::kind::adopt:
+    case lcore_command::kind::adopt: {
         rs.ack = c.ack;
         rs.policy = c.policy;
         rs.agg.set_job_chunk_bytes(c.job_chunk_bytes);
+        const int stripe = c.stripe[rs.index];
+        rs.closing = stripe < 0;
+        if (stripe >= 0) rs.agg.set_stripe(c.ack.n_rails, static_cast<unsigned>(stripe));
         return;
+    }
+    case lcore_command::kind::attach:
+    case lcore_command::kind::detach: return; // handled by the loop, which owns the rail list
     case lcore_command::kind::port_mtu:
         if (c.mtu >= rs.s.mtu_now.load(std::memory_order_relaxed)) {
             rs.pending_mtu = 0;
@@ -469,6 +497,9 @@ struct daemon::impl {
 
     static int lcore_main(void* arg);
     void open_ports();
+    std::unique_ptr<rail_static> open_rail(std::size_t i, const rail_config& rc);
+    void rebuild_ack();
+    unsigned place_rail(rail_static& rs, const std::vector<unsigned>& candidates, std::vector<unsigned>& load);
     void place();
     void attach_steering(rail_static& rs, unsigned ifindex);
 };
@@ -477,18 +508,22 @@ int daemon::impl::lcore_main(void* arg) {
     auto* c = static_cast<lcore_ctx*>(arg);
     impl& d = *c->self;
     std::vector<std::unique_ptr<rail_state>> mine;
-    for (std::size_t i = 0; i < d.rails.size(); ++i) {
+    // Built here, on the lcore, so that the state lives on its NUMA node.
+    auto make = [&d](std::size_t i) {
         rail_static& rs = *d.rails[i];
-        if (rs.lcore != c->lcore) continue;
         agg::limits lim;
         lim.max_jobs = d.cfg.max_jobs;
         lim.max_pool = d.cfg.max_pool;
         lim.default_pool = d.cfg.default_pool;
-        lim.rail_index = static_cast<unsigned>(i);
-        lim.n_rails = static_cast<unsigned>(d.rails.size());
+        lim.rail_index = static_cast<unsigned>(std::max(rs.stripe, 0));
+        lim.n_rails = d.ack.n_rails;
         lim.job_chunk_bytes = d.job_chunk_bytes;
-        mine.push_back(std::make_unique<rail_state>(rs, lim, d.ack, d.policy));
-    }
+        auto st = std::make_unique<rail_state>(rs, lim, d.ack, d.policy);
+        st->index = i;
+        return st;
+    };
+    for (std::size_t i = 0; i < d.rails.size(); ++i)
+        if (d.rails[i]->lcore == c->lcore && d.rails[i]->active) mine.push_back(make(i));
     while (!d.stop.load(std::memory_order_relaxed)) {
         bool busy = false;
         for (auto& r : mine) {
@@ -496,8 +531,19 @@ int daemon::impl::lcore_main(void* arg) {
             if (r->pending_mtu) maybe_apply_pending_mtu(*r);
         }
         if (lcore_command* cmd = c->cmd.load(std::memory_order_acquire)) {
-            for (auto& r : mine)
-                if (cmd->rail < 0 || &r->s == d.rails[static_cast<std::size_t>(cmd->rail)].get()) run_command(*r, *cmd);
+            if (cmd->k == lcore_command::kind::attach) {
+                mine.push_back(make(static_cast<std::size_t>(cmd->rail)));
+            } else if (cmd->k == lcore_command::kind::detach) {
+                for (auto it = mine.begin(); it != mine.end(); ++it)
+                    if ((*it)->index == static_cast<std::size_t>(cmd->rail)) {
+                        flush(**it);
+                        mine.erase(it); // releases every mbuf the rail held
+                        break;
+                    }
+            } else {
+                for (auto& r : mine)
+                    if (cmd->rail < 0 || r->index == static_cast<std::size_t>(cmd->rail)) run_command(*r, *cmd);
+            }
             c->cmd.store(nullptr, std::memory_order_release);
         }
         if (!busy && d.cfg.idle == idle_policy::yield) sched_yield();
@@ -541,109 +587,125 @@ std::string set_kernel_address(const std::string& ifname, std::uint32_t ip, unsi
 }
 
 void daemon::impl::open_ports() {
-    job_chunk_bytes = UINT32_MAX;
-    for (std::size_t i = 0; i < cfg.rails.size(); ++i) {
-        auto rs = std::make_unique<rail_static>();
-        rs->cfg = cfg.rails[i];
-        const std::string where = "rail " + rs->cfg.name + ": ";
-        std::uint16_t port;
-        if (rs->cfg.port_id >= 0) {
-            port = static_cast<std::uint16_t>(rs->cfg.port_id);
-            if (!rte_eth_dev_is_valid_port(port)) throw std::runtime_error(where + "invalid port id");
-        } else if (rte_eth_dev_get_port_by_name(rs->cfg.port_name.c_str(), &port) != 0) {
-            throw std::runtime_error(where + "no DPDK port named " + rs->cfg.port_name);
-        }
-        rs->port = port;
-        rte_eth_dev_info info;
-        if (rte_eth_dev_info_get(port, &info) != 0) throw std::runtime_error(where + "cannot read device info");
-        rs->driver = info.driver_name ? info.driver_name : "?";
-        rs->socket = rs->cfg.numa >= 0 ? rs->cfg.numa : port_numa_node(port);
-        // Some vdevs report a fixed 1518-byte max frame (af_packet in 22.11)
-        // although they carry what the kernel interface carries (af_packet
-        // with a large framesz). Others mean it (tap's TX refuses more).
-        const std::uint32_t pmd_mtu = std::min<std::uint32_t>(
-            info.max_mtu, info.max_rx_pktlen > RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN
-                              ? info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN
-                              : rs->cfg.mtu);
-        const std::uint32_t carry_max = rs->driver == "net_af_packet" ? wire::max_mtu : pmd_mtu;
-        if (rs->cfg.mtu > carry_max)
-            throw std::runtime_error(where + "MTU " + std::to_string(rs->cfg.mtu) + " is more than " + rs->driver +
-                                     " carries (" + std::to_string(carry_max) + ")");
-        rs->cfg.mtu_max = static_cast<std::uint16_t>(
-            std::clamp<std::uint32_t>(rs->cfg.mtu_max ? rs->cfg.mtu_max : rs->cfg.mtu, rs->cfg.mtu, carry_max));
-        rs->chunk_bytes = wire::chunk_bytes_for_mtu(rs->cfg.mtu);
-        job_chunk_bytes = std::min(job_chunk_bytes, rs->chunk_bytes);
-
-        // Jumbo rails get 1 KiB of slack so that kernel-backed PMDs with a
-        // frame size rounded up (af_packet framesz=10240) still fit one mbuf.
-        const unsigned frame = rs->cfg.mtu_max + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
-        const unsigned room = RTE_PKTMBUF_HEADROOM + (frame <= 2048 ? 2048 : RTE_ALIGN_CEIL(frame + 1024, 1024));
-        const int sock = rs->socket < 0 ? static_cast<int>(SOCKET_ID_ANY) : rs->socket;
-        rs->pool = make_pktmbuf_pool("rg_pool_" + std::to_string(i), cfg.mbufs_per_rail, room, sock);
-        rs->hdr_pool = make_pktmbuf_pool("rg_hdr_" + std::to_string(i), cfg.mbufs_per_rail * 2,
-                                         RTE_PKTMBUF_HEADROOM + 128, sock);
-
-        rte_eth_conf conf{};
-        // Beyond the stated limit (af_packet): configure the ethdev within
-        // it and keep the rail MTU for railgate's own chunking.
-        const bool mtu_beyond_pmd = rs->cfg.mtu > pmd_mtu;
-        rs->pmd_max_mtu = pmd_mtu;
-        conf.rxmode.mtu = mtu_beyond_pmd ? pmd_mtu : rs->cfg.mtu;
-        if (mtu_beyond_pmd)
-            std::fprintf(stderr,
-                         "railgated: warning: rail %s: %s states max MTU %u; using MTU %u as set on the "
-                         "kernel interface\n",
-                         rs->cfg.name.c_str(), rs->driver.c_str(), pmd_mtu, rs->cfg.mtu);
-        // net_ring passes mbuf pointers through untouched, so chains are fine
-        // there even though it does not advertise the offload.
-        rs->multiseg_tx = (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) || rs->driver == "net_ring";
-        if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)
-            conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
-        int rc = rte_eth_dev_configure(port, 1, 1, &conf);
-        if (rc < 0) throw std::runtime_error(where + "configure: " + rte_strerror(-rc));
-        std::uint16_t nrx = static_cast<std::uint16_t>(cfg.rx_desc), ntx = static_cast<std::uint16_t>(cfg.tx_desc);
-        rte_eth_dev_adjust_nb_rx_tx_desc(port, &nrx, &ntx);
-        rc = rte_eth_rx_queue_setup(port, 0, nrx, static_cast<unsigned>(sock), nullptr, rs->pool);
-        if (rc < 0) throw std::runtime_error(where + "rx queue: " + rte_strerror(-rc));
-        rte_eth_txconf txc = info.default_txconf;
-        txc.offloads = conf.txmode.offloads;
-        rc = rte_eth_tx_queue_setup(port, 0, ntx, static_cast<unsigned>(sock), &txc);
-        if (rc < 0) throw std::runtime_error(where + "tx queue: " + rte_strerror(-rc));
-        rc = mtu_beyond_pmd ? 0 : rte_eth_dev_set_mtu(port, rs->cfg.mtu);
-        if (rc < 0 && rc != -ENOTSUP)
-            throw std::runtime_error(where + "mtu " + std::to_string(rs->cfg.mtu) + ": " + rte_strerror(-rc));
-        rc = rte_eth_dev_start(port);
-        if (rc < 0) throw std::runtime_error(where + "start: " + rte_strerror(-rc));
-        if (info.if_index) {
-            char name[IF_NAMESIZE] = {};
-            if (if_indextoname(info.if_index, name)) rs->ifname = name;
-        }
-        if (rs->driver == "net_af_xdp" && info.if_index) attach_steering(*rs, info.if_index);
-        if (rs->cfg.host_ip) {
-            if (rs->ifname.empty()) throw std::runtime_error(where + "host_ip needs a port with a kernel interface (tap)");
-            if (const std::string e = set_kernel_address(rs->ifname, rs->cfg.host_ip, rs->cfg.host_prefix); !e.empty())
-                throw std::runtime_error(where + e);
-        }
-        rs->mtu_now.store(rs->cfg.mtu);
-        rs->mtu_target.store(rs->cfg.mtu);
-        rte_ether_addr mac;
-        rte_eth_macaddr_get(port, &mac);
-        std::memcpy(rs->self.mac.b, mac.addr_bytes, 6);
-        rs->self.ip = rs->cfg.ip;
-        rs->self.udp_port = rs->cfg.udp_port;
-        rails.push_back(std::move(rs));
-    }
+    rails.reserve(wire::max_rails * 2); // rails added later never move the others
+    for (std::size_t i = 0; i < cfg.rails.size(); ++i) rails.push_back(open_rail(i, cfg.rails[i]));
     ports_open = true;
-    ack.n_rails = static_cast<std::uint8_t>(rails.size());
-    ack.chunk_bytes = static_cast<std::uint16_t>(job_chunk_bytes);
-    for (std::size_t i = 0; i < rails.size(); ++i) {
-        wire::rail_entry& e = ack.rails[i];
-        e.ip = rails[i]->self.ip;
-        e.udp_port = rails[i]->self.udp_port;
-        e.mtu = rails[i]->cfg.mtu;
-        std::memcpy(e.mac, rails[i]->self.mac.b, 6);
-        e.chunk_bytes = static_cast<std::uint16_t>(rails[i]->chunk_bytes);
+    rebuild_ack();
+}
+
+// Opens, configures and starts one rail's port, with its pools.
+std::unique_ptr<rail_static> daemon::impl::open_rail(std::size_t i, const rail_config& rcfg) {
+    auto rs = std::make_unique<rail_static>();
+    rs->cfg = rcfg;
+    const std::string where = "rail " + rs->cfg.name + ": ";
+    std::uint16_t port;
+    if (rs->cfg.port_id >= 0) {
+        port = static_cast<std::uint16_t>(rs->cfg.port_id);
+        if (!rte_eth_dev_is_valid_port(port)) throw std::runtime_error(where + "invalid port id");
+    } else if (rte_eth_dev_get_port_by_name(rs->cfg.port_name.c_str(), &port) != 0) {
+        throw std::runtime_error(where + "no DPDK port named " + rs->cfg.port_name);
     }
+    rs->port = port;
+    rte_eth_dev_info info;
+    if (rte_eth_dev_info_get(port, &info) != 0) throw std::runtime_error(where + "cannot read device info");
+    rs->driver = info.driver_name ? info.driver_name : "?";
+    rs->device = info.device;
+    rs->socket = rs->cfg.numa >= 0 ? rs->cfg.numa : port_numa_node(port);
+    // Some vdevs report a fixed 1518-byte max frame (af_packet in 22.11)
+    // although they carry what the kernel interface carries (af_packet
+    // with a large framesz). Others mean it (tap's TX refuses more).
+    const std::uint32_t pmd_mtu = std::min<std::uint32_t>(
+        info.max_mtu, info.max_rx_pktlen > RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN
+                          ? info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN
+                          : rs->cfg.mtu);
+    const std::uint32_t carry_max = rs->driver == "net_af_packet" ? wire::max_mtu : pmd_mtu;
+    if (rs->cfg.mtu > carry_max)
+        throw std::runtime_error(where + "MTU " + std::to_string(rs->cfg.mtu) + " is more than " + rs->driver +
+                                 " carries (" + std::to_string(carry_max) + ")");
+    rs->cfg.mtu_max = static_cast<std::uint16_t>(
+        std::clamp<std::uint32_t>(rs->cfg.mtu_max ? rs->cfg.mtu_max : rs->cfg.mtu, rs->cfg.mtu, carry_max));
+    rs->chunk_bytes = wire::chunk_bytes_for_mtu(rs->cfg.mtu);
+
+    // Jumbo rails get 1 KiB of slack so that kernel-backed PMDs with a
+    // frame size rounded up (af_packet framesz=10240) still fit one mbuf.
+    const unsigned frame = rs->cfg.mtu_max + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+    const unsigned room = RTE_PKTMBUF_HEADROOM + (frame <= 2048 ? 2048 : RTE_ALIGN_CEIL(frame + 1024, 1024));
+    const int sock = rs->socket < 0 ? static_cast<int>(SOCKET_ID_ANY) : rs->socket;
+    rs->pool = make_pktmbuf_pool("rg_pool_" + std::to_string(i), cfg.mbufs_per_rail, room, sock);
+    rs->hdr_pool = make_pktmbuf_pool("rg_hdr_" + std::to_string(i), cfg.mbufs_per_rail * 2,
+                                     RTE_PKTMBUF_HEADROOM + 128, sock);
+
+    rte_eth_conf conf{};
+    // Beyond the stated limit (af_packet): configure the ethdev within
+    // it and keep the rail MTU for railgate's own chunking.
+    const bool mtu_beyond_pmd = rs->cfg.mtu > pmd_mtu;
+    rs->pmd_max_mtu = pmd_mtu;
+    conf.rxmode.mtu = mtu_beyond_pmd ? pmd_mtu : rs->cfg.mtu;
+    if (mtu_beyond_pmd)
+        std::fprintf(stderr,
+                     "railgated: warning: rail %s: %s states max MTU %u; using MTU %u as set on the "
+                     "kernel interface\n",
+                     rs->cfg.name.c_str(), rs->driver.c_str(), pmd_mtu, rs->cfg.mtu);
+    // net_ring passes mbuf pointers through untouched, so chains are fine
+    // there even though it does not advertise the offload.
+    rs->multiseg_tx = (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) || rs->driver == "net_ring";
+    if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)
+        conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+    int rc = rte_eth_dev_configure(port, 1, 1, &conf);
+    if (rc < 0) throw std::runtime_error(where + "configure: " + rte_strerror(-rc));
+    std::uint16_t nrx = static_cast<std::uint16_t>(cfg.rx_desc), ntx = static_cast<std::uint16_t>(cfg.tx_desc);
+    rte_eth_dev_adjust_nb_rx_tx_desc(port, &nrx, &ntx);
+    rc = rte_eth_rx_queue_setup(port, 0, nrx, static_cast<unsigned>(sock), nullptr, rs->pool);
+    if (rc < 0) throw std::runtime_error(where + "rx queue: " + rte_strerror(-rc));
+    rte_eth_txconf txc = info.default_txconf;
+    txc.offloads = conf.txmode.offloads;
+    rc = rte_eth_tx_queue_setup(port, 0, ntx, static_cast<unsigned>(sock), &txc);
+    if (rc < 0) throw std::runtime_error(where + "tx queue: " + rte_strerror(-rc));
+    rc = mtu_beyond_pmd ? 0 : rte_eth_dev_set_mtu(port, rs->cfg.mtu);
+    if (rc < 0 && rc != -ENOTSUP)
+        throw std::runtime_error(where + "mtu " + std::to_string(rs->cfg.mtu) + ": " + rte_strerror(-rc));
+    rc = rte_eth_dev_start(port);
+    if (rc < 0) throw std::runtime_error(where + "start: " + rte_strerror(-rc));
+    if (info.if_index) {
+        char name[IF_NAMESIZE] = {};
+        if (if_indextoname(info.if_index, name)) rs->ifname = name;
+    }
+    if (rs->driver == "net_af_xdp" && info.if_index) attach_steering(*rs, info.if_index);
+    if (rs->cfg.host_ip) {
+        if (rs->ifname.empty()) throw std::runtime_error(where + "host_ip needs a port with a kernel interface (tap)");
+        if (const std::string e = set_kernel_address(rs->ifname, rs->cfg.host_ip, rs->cfg.host_prefix); !e.empty())
+            throw std::runtime_error(where + e);
+    }
+    rs->mtu_now.store(rs->cfg.mtu);
+    rs->mtu_target.store(rs->cfg.mtu);
+    rte_ether_addr mac;
+    rte_eth_macaddr_get(port, &mac);
+    std::memcpy(rs->self.mac.b, mac.addr_bytes, 6);
+    rs->self.ip = rs->cfg.ip;
+    rs->self.udp_port = rs->cfg.udp_port;
+    return rs;
+}
+
+// What JOIN_ACKs advertise: the active rails in order, their MTU and chunk,
+// and the job chunk (the smallest). Also numbers the active rails.
+void daemon::impl::rebuild_ack() {
+    job_chunk_bytes = UINT32_MAX;
+    unsigned n = 0;
+    for (auto& r : rails) {
+        r->stripe = -1;
+        if (!r->active) continue;
+        r->stripe = static_cast<int>(n);
+        wire::rail_entry& e = ack.rails[n++];
+        e = wire::rail_entry{};
+        e.ip = r->self.ip;
+        e.udp_port = r->self.udp_port;
+        e.mtu = r->mtu_target.load();
+        std::memcpy(e.mac, r->self.mac.b, 6);
+        e.chunk_bytes = static_cast<std::uint16_t>(r->chunk_bytes);
+        job_chunk_bytes = std::min(job_chunk_bytes, r->chunk_bytes);
+    }
+    ack.n_rails = static_cast<std::uint8_t>(n);
+    ack.chunk_bytes = static_cast<std::uint16_t>(job_chunk_bytes);
 }
 
 namespace {
@@ -704,6 +766,26 @@ void daemon::impl::attach_steering(rail_static& rs, unsigned ifindex) {
                      format_ipv4(rs.cfg.ip).c_str(), rs.ifname.c_str());
 }
 
+// Chooses the lcore of one rail among `candidates` (its override, else the
+// least loaded on its NUMA node) and counts it in `load`.
+unsigned daemon::impl::place_rail(rail_static& rs, const std::vector<unsigned>& candidates,
+                                  std::vector<unsigned>& load) {
+    if (rs.cfg.lcore >= 0) {
+        const auto want = static_cast<unsigned>(rs.cfg.lcore);
+        if (std::find(candidates.begin(), candidates.end(), want) == candidates.end())
+            throw std::runtime_error("rail " + rs.cfg.name + ": lcore " + std::to_string(want) +
+                                     " is not a worker lcore serving rails");
+        rs.lcore = want;
+    } else {
+        rs.lcore = pick_lcore(candidates, load, rs.socket);
+    }
+    ++load[rs.lcore];
+    if (rs.socket >= 0 && static_cast<int>(rte_lcore_to_socket_id(rs.lcore)) != rs.socket)
+        std::fprintf(stderr, "railgated: warning: rail %s (NUMA %d) served from lcore %u on NUMA %u\n",
+                     rs.cfg.name.c_str(), rs.socket, rs.lcore, rte_lcore_to_socket_id(rs.lcore));
+    return rs.lcore;
+}
+
 void daemon::impl::place() {
     std::vector<unsigned> workers;
     unsigned l;
@@ -711,34 +793,24 @@ void daemon::impl::place() {
     if (workers.empty()) throw std::runtime_error("no worker lcore: give EAL at least 2 lcores (-l 0-1)");
     std::vector<unsigned> load(RTE_MAX_LCORE, 0);
     for (auto& rs : rails) {
-        if (rs->cfg.lcore >= 0) {
-            const auto want = static_cast<unsigned>(rs->cfg.lcore);
-            if (std::find(workers.begin(), workers.end(), want) == workers.end())
-                throw std::runtime_error("rail " + rs->cfg.name + ": lcore " + std::to_string(want) +
-                                         " is not an enabled worker lcore");
-            rs->lcore = want;
-        } else {
-            rs->lcore = pick_lcore(workers, load, rs->socket);
-        }
-        ++load[rs->lcore];
-        if (rs->socket >= 0 && static_cast<int>(rte_lcore_to_socket_id(rs->lcore)) != rs->socket)
-            std::fprintf(stderr, "railgated: warning: rail %s (NUMA %d) served from lcore %u on NUMA %u\n",
-                         rs->cfg.name.c_str(), rs->socket, rs->lcore, rte_lcore_to_socket_id(rs->lcore));
-        if (std::find(lcores.begin(), lcores.end(), rs->lcore) == lcores.end()) lcores.push_back(rs->lcore);
+        const unsigned lc = place_rail(*rs, workers, load);
+        if (std::find(lcores.begin(), lcores.end(), lc) == lcores.end()) lcores.push_back(lc);
     }
 }
 
 daemon::~daemon() {
     stop();
     if (!p_->ports_open) return;
-    for (auto& rs : p_->rails) {
-        rte_eth_dev_stop(rs->port);
-        rte_eth_dev_close(rs->port);
-    }
-    for (auto& rs : p_->rails) {
-        rte_mempool_free(rs->pool);
-        rte_mempool_free(rs->hdr_pool);
-    }
+    for (auto& rs : p_->rails)
+        if (!rs->closed) {
+            rte_eth_dev_stop(rs->port);
+            rte_eth_dev_close(rs->port);
+        }
+    for (auto& rs : p_->rails)
+        if (!rs->closed) {
+            rte_mempool_free(rs->pool);
+            rte_mempool_free(rs->hdr_pool);
+        }
 }
 
 void daemon::print_placement(std::FILE* out) const {
@@ -787,11 +859,15 @@ void daemon::stop() {
     p_->launched = false;
 }
 
-std::size_t daemon::rail_count() const noexcept { return p_->rails.size(); }
+std::size_t daemon::rail_count() const noexcept {
+    std::lock_guard lock(p_->ctl);
+    return p_->rails.size();
+}
 const rail_config& daemon::rail(std::size_t i) const noexcept { return p_->rails[i]->cfg; }
 const rail_counters& daemon::counters(std::size_t i) const noexcept { return p_->rails[i]->ctr; }
 
 void daemon::print_stats(std::FILE* out) const {
+    std::lock_guard lock(p_->ctl);
     auto v = [](const counter& c) { return c.load(std::memory_order_relaxed); };
     for (auto& rs : p_->rails) {
         const rail_counters& c = rs->ctr;
@@ -845,6 +921,8 @@ lcore_command daemon::impl::adopt_command() const {
     c.ack = ack;
     c.job_chunk_bytes = job_chunk_bytes;
     c.policy = policy;
+    c.stripe.fill(-1);
+    for (std::size_t i = 0; i < rails.size(); ++i) c.stripe[i] = static_cast<std::int8_t>(rails[i]->stripe);
     return c;
 }
 
@@ -852,6 +930,7 @@ std::vector<rail_status> daemon::status() const {
     std::lock_guard lock(p_->ctl);
     std::vector<rail_status> out;
     for (const auto& rs : p_->rails) {
+        if (!rs->active) continue;
         rail_status x;
         x.name = rs->cfg.name;
         x.port_name = rs->cfg.port_name;
@@ -903,11 +982,7 @@ std::string daemon::set_mtu(std::size_t rail, unsigned mtu, std::string& state) 
         if (std::string e = p_->on_lcores(port, static_cast<int>(rail)); !e.empty()) return e;
     rs.chunk_bytes = wire::chunk_bytes_for_mtu(mtu);
     rs.mtu_target.store(static_cast<std::uint16_t>(mtu));
-    p_->job_chunk_bytes = UINT32_MAX;
-    for (const auto& r : p_->rails) p_->job_chunk_bytes = std::min(p_->job_chunk_bytes, r->chunk_bytes);
-    p_->ack.chunk_bytes = static_cast<std::uint16_t>(p_->job_chunk_bytes);
-    p_->ack.rails[rail].mtu = static_cast<std::uint16_t>(mtu);
-    p_->ack.rails[rail].chunk_bytes = static_cast<std::uint16_t>(rs.chunk_bytes);
+    p_->rebuild_ack();
     lcore_command adopt = p_->adopt_command();
     if (std::string e = p_->on_lcores(adopt, -1); !e.empty()) {
         rs.mtu_target.store(old_target);
@@ -952,6 +1027,106 @@ std::string daemon::latency(int rail, const std::optional<std::uint32_t>& job, b
 std::optional<xdp::counters> daemon::xdp_counters(std::size_t rail) const {
     if (rail >= p_->rails.size() || !p_->rails[rail]->steering) return std::nullopt;
     return p_->rails[rail]->steering->program_maps().read();
+}
+
+bool daemon::rail_active(std::size_t i) const noexcept {
+    std::lock_guard lock(p_->ctl);
+    return i < p_->rails.size() && p_->rails[i]->active;
+}
+
+std::string daemon::add_rail(const rail_config& rc, const std::string& devargs, std::size_t& index) {
+    std::lock_guard lock(p_->ctl);
+    if (!p_->launched) return "the rail loops are not running";
+    unsigned n_active = 0;
+    for (const auto& r : p_->rails) {
+        if (!r->active) continue;
+        ++n_active;
+        if (r->cfg.name == rc.name) return "rail '" + rc.name + "' exists";
+        if (r->cfg.ip == rc.ip) return "address " + format_ipv4(rc.ip) + " is rail " + r->cfg.name + "'s";
+    }
+    if (n_active >= wire::max_rails) return "already " + std::to_string(n_active) + " rails (max " + std::to_string(wire::max_rails) + ")";
+    if (p_->rails.size() >= p_->rails.capacity()) return "no room for more rails in this run; restart railgated";
+    if (rc.mtu < wire::min_mtu || rc.mtu > wire::max_mtu) return "MTU " + std::to_string(rc.mtu) + " out of range";
+    if (devargs.rfind("net_af_xdp", 0) == 0)
+        return "af_xdp rails are set up at start-up (their XDP program is prepared then); add it to the config";
+    const std::string dev = devargs.substr(0, devargs.find(','));
+    std::uint16_t existing;
+    if (rte_eth_dev_get_port_by_name(dev.c_str(), &existing) == 0) return "device " + dev + " is already in use";
+    if (const int r = rte_dev_probe(devargs.c_str()); r != 0)
+        return "cannot probe " + devargs + ": " + rte_strerror(-r);
+    rail_config c = rc;
+    c.port_name = dev;
+    c.port_id = -1;
+    const std::size_t i = p_->rails.size();
+    std::unique_ptr<rail_static> rs;
+    rte_device* device = device_of(dev);
+    try {
+        rs = p_->open_rail(i, c);
+        std::vector<unsigned> load(RTE_MAX_LCORE, 0);
+        for (const auto& r : p_->rails)
+            if (r->active) ++load[r->lcore];
+        p_->place_rail(*rs, p_->lcores, load);
+    } catch (const std::exception& e) {
+        if (rs) {
+            rte_eth_dev_stop(rs->port);
+            rte_eth_dev_close(rs->port);
+            rte_mempool_free(rs->pool);
+            rte_mempool_free(rs->hdr_pool);
+        }
+        if (device) rte_dev_remove(device);
+        return e.what();
+    }
+    rs->devargs = devargs;
+    p_->rails.push_back(std::move(rs));
+    p_->rebuild_ack();
+    lcore_command attach;
+    attach.k = lcore_command::kind::attach;
+    attach.rail = static_cast<int>(i);
+    if (std::string e = p_->on_lcores(attach, static_cast<int>(i)); !e.empty()) return e;
+    lcore_command adopt = p_->adopt_command();
+    if (std::string e = p_->on_lcores(adopt, -1); !e.empty()) return e;
+    index = i;
+    return {};
+}
+
+std::string daemon::remove_rail(std::size_t i) {
+    std::lock_guard lock(p_->ctl);
+    if (!p_->launched) return "the rail loops are not running";
+    if (i >= p_->rails.size() || !p_->rails[i]->active) return "no such rail";
+    rail_static& rs = *p_->rails[i];
+    if (rs.stripe == 0) return "rail " + rs.cfg.name + " is the one workers join first; it cannot be removed";
+    auto busy = [&] {
+        const unsigned n = rs.active_jobs.load();
+        return n ? "rail " + rs.cfg.name + " carries " + std::to_string(n) + " job(s); remove it between jobs" : std::string();
+    };
+    if (std::string e = busy(); !e.empty()) return e;
+    // Stop advertising it and refuse JOINs on it, then make sure no job
+    // slipped in meanwhile; if one did, put the rail back.
+    rs.active = false;
+    p_->rebuild_ack();
+    lcore_command adopt = p_->adopt_command();
+    std::string e = p_->on_lcores(adopt, -1);
+    if (e.empty()) e = busy();
+    if (!e.empty()) {
+        rs.active = true;
+        p_->rebuild_ack();
+        lcore_command back = p_->adopt_command();
+        p_->on_lcores(back, -1);
+        return e;
+    }
+    lcore_command detach;
+    detach.k = lcore_command::kind::detach;
+    detach.rail = static_cast<int>(i);
+    if (std::string d = p_->on_lcores(detach, static_cast<int>(i)); !d.empty()) return d;
+    rte_eth_dev_stop(rs.port);
+    rte_eth_dev_close(rs.port);
+    rte_mempool_free(rs.pool);
+    rte_mempool_free(rs.hdr_pool);
+    rs.closed = true;
+    // Rails that came from --vdev at start-up stay known to the EAL; hot-
+    // plugged ones are unplugged (a tap's interface disappears).
+    if (!rs.devargs.empty() && rs.device) rte_dev_remove(rs.device);
+    return {};
 }
 
 bool parse_ipv4(const std::string& s, std::uint32_t& out) noexcept {

@@ -109,6 +109,15 @@ public:
     // over every rail (rail < 0) or one; for one job id if given. `reset`
     // clears what was read.
     std::string latency(int rail, const std::optional<std::uint32_t>& job, bool reset, stats::histogram& out);
+    // Adds a rail while the loops run: hot-plugs `devargs` (a vdev or PCI
+    // device), opens its port, hands it to a running lcore, and advertises
+    // it to jobs that join from now on. `index` receives its rail index.
+    std::string add_rail(const rail_config& rc, const std::string& devargs, std::size_t& index);
+    // Removes a rail between jobs (none may be using it); the first rail,
+    // where workers join, stays.
+    std::string remove_rail(std::size_t rail);
+    // False for a removed rail (indices stay stable; status() skips them).
+    bool rail_active(std::size_t rail) const noexcept;
     // The XDP program's counters on an af_xdp rail with steering.
     std::optional<xdp::counters> xdp_counters(std::size_t rail) const;
 

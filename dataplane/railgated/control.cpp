@@ -37,6 +37,7 @@ std::string control_plane::find_rail(const json& args, int& index, bool required
     if (!name) return required ? "argument 'rail' missing" : "";
     std::string known;
     for (std::size_t i = 0; i < d_.rail_count(); ++i) {
+        if (!d_.rail_active(i)) continue;
         if (d_.rail(i).name == *name) {
             index = static_cast<int>(i);
             return {};
@@ -162,9 +163,50 @@ json control_plane::handle(const control::request& r) {
         j["state"] = state;
         return ok(j);
     }
-    if (r.command == "rail.add" || r.command == "rail.remove")
-        return fail(r.command + ": rails are fixed when railgated starts in this build; change the config file and "
-                                "restart railgated");
+    if (r.command == "rail.add") {
+        if (!(e = control::check_keys(a, {"rail", "devargs", "ip", "mtu", "host_ip", "lcore"})).empty()) return fail(e);
+        std::optional<std::string> name, devargs, ip, host_ip;
+        std::optional<std::uint64_t> mtu, lcore;
+        for (auto [k, o] : {std::pair{"rail", &name}, {"devargs", &devargs}, {"ip", &ip}, {"host_ip", &host_ip}})
+            if (!(e = control::get_string(a, k, *o)).empty()) return fail(e);
+        if (!(e = control::get_uint(a, "mtu", UINT32_MAX, mtu)).empty()) return fail(e);
+        if (!(e = control::get_uint(a, "lcore", RTE_MAX_LCORE - 1, lcore)).empty()) return fail(e);
+        if (!name || !devargs || !ip) return fail("rail.add needs 'rail', 'devargs' and 'ip'");
+        if (!(e = config::check_rail_name(*name)).empty()) return fail(e);
+        net::rail_config rc;
+        rc.name = *name;
+        if (!net::parse_ipv4(*ip, rc.ip)) return fail("'" + *ip + "' is not an IPv4 address");
+        if (host_ip) {
+            const auto slash = host_ip->find('/');
+            const std::string addr = host_ip->substr(0, slash);
+            if (!net::parse_ipv4(addr, rc.host_ip)) return fail("host_ip '" + *host_ip + "' is not A.B.C.D/N");
+            if (slash != std::string::npos) {
+                const std::string pl = host_ip->substr(slash + 1);
+                if (pl.empty() || pl.size() > 2 || pl.find_first_not_of("0123456789") != std::string::npos ||
+                    std::stoi(pl) < 1 || std::stoi(pl) > 32)
+                    return fail("host_ip '" + *host_ip + "': bad prefix length");
+                rc.host_prefix = static_cast<unsigned>(std::stoi(pl));
+            }
+        }
+        rc.mtu = static_cast<std::uint16_t>(mtu.value_or(1500));
+        if (!(e = config::check_mtu(static_cast<long long>(mtu.value_or(1500)))).empty()) return fail(e);
+        rc.mtu_max = rc.mtu;
+        rc.udp_port = cfg_.udp_port;
+        rc.lcore = lcore ? static_cast<int>(*lcore) : -1;
+        std::size_t idx = 0;
+        if (!(e = d_.add_rail(rc, *devargs, idx)).empty()) return fail("rail.add " + *name + ": " + e);
+        for (const net::rail_status& st : d_.status())
+            if (st.name == *name) return ok(rail_json(st));
+        return fail("rail.add: the new rail is not listed");
+    }
+    if (r.command == "rail.remove") {
+        if (!(e = control::check_keys(a, {"rail"})).empty()) return fail(e);
+        int idx = -1;
+        if (!(e = find_rail(a, idx, true)).empty()) return fail(e);
+        const std::string name = d_.rail(static_cast<std::size_t>(idx)).name;
+        if (!(e = d_.remove_rail(static_cast<std::size_t>(idx))).empty()) return fail("rail.remove: " + e);
+        return ok({{"removed", name}});
+    }
     if (r.command == "policy.show") {
         if (!(e = control::check_keys(a, {})).empty()) return fail(e);
         return ok({{"mode", policy_name(d_.policy())}, {"hash", std::string(config::name(hash_))}});
@@ -191,7 +233,7 @@ json control_plane::handle(const control::request& r) {
         if (!(e = find_rail(a, idx, false)).empty()) return fail(e);
         json rails = json::array();
         for (std::size_t i = 0; i < d_.rail_count(); ++i)
-            if (idx < 0 || static_cast<int>(i) == idx) rails.push_back(counters_json(i));
+            if (d_.rail_active(i) && (idx < 0 || static_cast<int>(i) == idx)) rails.push_back(counters_json(i));
         return ok({{"rails", rails}});
     }
     if (r.command == "latency") {
@@ -244,6 +286,7 @@ std::string control_plane::prometheus() {
     for (const field& f : fields) {
         metric(f.name, "counter", f.help);
         for (std::size_t i = 0; i < d_.rail_count(); ++i) {
+            if (!d_.rail_active(i)) continue;
             std::snprintf(line, sizeof line, "%s{rail=\"%s\"} %" PRIu64 "\n", f.name, d_.rail(i).name.c_str(),
                           (d_.counters(i).*f.c).load(std::memory_order_relaxed));
             o += line;
@@ -251,7 +294,7 @@ std::string control_plane::prometheus() {
     }
     metric("railgate_drops_total", "counter", "Packets dropped, by reason.");
     for (std::size_t i = 0; i < d_.rail_count(); ++i)
-        for (unsigned r = 0; r < drop_reason_count; ++r)
+        for (unsigned r = 0; r < drop_reason_count && d_.rail_active(i); ++r)
             if (const std::uint64_t n = d_.counters(i).drops[r].load(std::memory_order_relaxed)) {
                 std::snprintf(line, sizeof line, "railgate_drops_total{rail=\"%s\",reason=\"%s\"} %" PRIu64 "\n",
                               d_.rail(i).name.c_str(),
@@ -276,6 +319,7 @@ std::string control_plane::prometheus() {
     metric("railgate_aggregation_latency_seconds", "histogram",
            "First contribution to result sent, per aggregated chunk.");
     for (std::size_t i = 0; i < d_.rail_count(); ++i) {
+        if (!d_.rail_active(i)) continue;
         stats::histogram h;
         if (!d_.latency(static_cast<int>(i), std::nullopt, false, h).empty()) continue;
         const char* rail = d_.rail(i).name.c_str();
@@ -302,14 +346,15 @@ namespace {
 int tel_rails(const char*, const char*, rte_tel_data* d) {
     rte_tel_data_start_array(d, RTE_TEL_STRING_VAL);
     net::daemon& dm = control_plane::instance->daemon();
-    for (std::size_t i = 0; i < dm.rail_count(); ++i) rte_tel_data_add_array_string(d, dm.rail(i).name.c_str());
+    for (std::size_t i = 0; i < dm.rail_count(); ++i)
+        if (dm.rail_active(i)) rte_tel_data_add_array_string(d, dm.rail(i).name.c_str());
     return 0;
 }
 
 int tel_rail(const char*, const char* params, rte_tel_data* d) {
     net::daemon& dm = control_plane::instance->daemon();
     for (std::size_t i = 0; i < dm.rail_count(); ++i) {
-        if (!params || dm.rail(i).name != params) continue;
+        if (!params || !dm.rail_active(i) || dm.rail(i).name != params) continue;
         const net::rail_counters& c = dm.counters(i);
         rte_tel_data_start_dict(d);
         auto add = [&](const char* k, const net::counter& v) {

@@ -88,8 +88,10 @@ expect_fail "gid index beyond the table" "GID index 300 out of range 0..255" rai
 expect_fail "gid index on a DPDK rail" "has no GID table" rail set r0 gid-index 3
 expect_fail "misspelt policy" "'lga' is not rail or lag" policy set lga
 expect_fail "hash with rail policy" "--hash l2|l3l4 goes with lag" policy set rail --hash l2
-expect_fail "rail add" "rails are fixed when railgated starts" rail add r2
-expect_fail "rail remove" "rails are fixed when railgated starts" rail remove r1
+expect_fail "rail add with a taken address" "address 198.18.0.1 is rail r0's" rail add r2 net_tap2,iface=rg2 198.18.0.1
+expect_fail "rail add of a bad device" "cannot probe bogus_dev" rail add r2 bogus_dev 198.18.2.1
+expect_fail "rail add with a taken name" "rail 'r1' exists" rail add r1 net_tap2,iface=rg2 198.18.2.1
+expect_fail "rail remove of the join rail" "it cannot be removed" rail remove r0
 expect_fail "unknown command" "unknown command 'frobnicate'" frobnicate
 expect_fail "unknown rail for stats" "rail 'nope' does not exist" stats --rail nope
 # Garbage straight on the socket: an error line each, then a good request works.
@@ -123,7 +125,7 @@ setpriv --reuid=65534 --regid=65534 --clear-groups "$railctl" --socket "$sock" s
 [ $rc -eq 1 ] || fail "unprivileged client exit $rc"
 grep -q "permission denied" "$dir/err.log" || fail "unprivileged client message"
 alive "unprivileged client"
-ok "bad input: 13 bad commands, 8 bad socket requests, no permission: all refused clearly, state unchanged"
+ok "bad input: 15 bad commands, 8 bad socket requests, no permission: all refused clearly, state unchanged"
 
 # --- an MTU change while railbench runs: 0 wrong values.
 run_bench() { # JOB WORKERS -> rank 0's log in $dir/bench-JOB.log
@@ -151,6 +153,23 @@ run_bench 11 2 || fail "railbench after the MTU changes"
 grep -q "chunk 512 B" "$dir/bench-11-0.log" || fail "new job did not get the new chunk (r1 at MTU 1000: 512 B)"
 ok "the next job uses the new chunk size"
 ctl rail set r1 mtu 1500 > /dev/null || fail "restore r1"
+
+# --- rails added live and removed between jobs
+ctl rail add r2 net_tap2,iface=rg2 198.18.2.1 --host-ip 198.18.2.254/24 | grep -q "rail r2 added" || fail "rail add"
+ctl rail list | grep -q "^r2 .*198.18.2.1" || fail "rail list after add"
+run_bench 13 2 || fail "railbench after rail add"
+grep -q "3 rails" "$dir/bench-13-0.log" || fail "the next job did not stripe over the added rail"
+ITERS=30 run_bench 14 2 &
+bench=$!
+sleep 1
+ctl rail remove r2 > "$dir/out.log" 2> "$dir/err.log" && fail "removed a rail in use"
+grep -q "carries 1 job(s); remove it between jobs" "$dir/err.log" || fail "remove in use: message"
+wait $bench || fail "railbench while a removal was refused"
+ctl rail remove r2 | grep -q "rail r2 removed" || fail "rail remove"
+in_ns ip link show rg2 > /dev/null 2>&1 && fail "the removed tap rail's interface is still there"
+run_bench 15 2 || fail "railbench after rail remove"
+grep -q "2 rails" "$dir/bench-15-0.log" || fail "the next job still used the removed rail"
+ok "rail add (live, next job stripes over 3 rails), remove refused while a job uses it, remove between jobs"
 
 # --- policy
 ctl policy set lag --hash l2 | grep -q "policy lag (hash l2)" || fail "policy set lag"
