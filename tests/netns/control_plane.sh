@@ -8,11 +8,11 @@
 #   control_plane.sh RAILGATED RAILCTL RAILBENCH SOURCE_ROOT
 set -u
 railgated=$1 railctl=$2 railbench=$3 src=$4
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for network namespaces and tap"; exit 77; }
-ip netns add "rgprobe$$" 2>/dev/null || { echo "SKIP: cannot create network namespaces"; exit 77; }
-ip netns del "rgprobe$$"
+. "$(dirname "$0")/lib.sh"
+require_netns
 
 ns=rgcp$$ dir=$(mktemp -d) prefix=rgcp$$
+log=$dir
 chmod 755 "$dir"
 sock=$dir/railgated.sock
 export RAILGATE_SOCKET=$sock
@@ -24,7 +24,6 @@ cleanup() {
   rm -rf "$dir" "/var/run/dpdk/$prefix"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; for f in "$dir"/*.log; do echo "--- $f"; tail -n 30 "$f"; done; exit 1; }
 ok() { echo "ok: $*"; }
 in_ns() { ip netns exec "$ns" "$@"; }
 ctl() { in_ns "$railctl" "$@"; }
@@ -47,8 +46,7 @@ ok "config --check: 3 examples valid, a broken file rejected with file:line:col 
 ip netns exec "$ns" "$railgated" -l 0-1 --no-huge --no-pci -m 512 --file-prefix "$prefix" --log-level lib.eal:error \
   --log-level pmd.net.tap:critical -- --socket "$sock" > "$dir/railgated.log" 2>&1 &
 gated_pid=$!
-for _ in $(seq 100); do grep -q "railgated: ready" "$dir/railgated.log" && break; sleep 0.1; done
-grep -q "railgated: ready" "$dir/railgated.log" || fail "railgated did not start"
+wait_ready "$dir/railgated.log"
 alive() { kill -0 "$gated_pid" 2>/dev/null || fail "railgated died: $*"; }
 
 # Every command's --help.
@@ -228,7 +226,6 @@ else
   ok "metrics endpoint (dpdk-telemetry.py not installed: telemetry not checked)"
 fi
 
-kill -INT "$gated_pid"; wait "$gated_pid"; rc=$?; gated_pid=
-[ $rc -eq 0 ] || fail "railgated exit status $rc"
+stop_gated
 [ -e "$sock" ] && fail "control socket left behind"
 echo "PASS"

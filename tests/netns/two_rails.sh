@@ -6,9 +6,8 @@
 #   two_rails.sh RAILGATED RAILBENCH
 set -u
 railgated=$1 railbench=$2
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for network namespaces"; exit 77; }
-ip netns add "rgprobe$$" 2>/dev/null || { echo "SKIP: cannot create network namespaces"; exit 77; }
-ip netns del "rgprobe$$"
+. "$(dirname "$0")/lib.sh"
+require_netns
 
 d=rgd$$ w=rgw$$ log=$(mktemp -d)
 gated_pid=
@@ -19,7 +18,6 @@ cleanup() {
   rm -rf "$log"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; for f in "$log"/*; do echo "--- $f"; tail -n 40 "$f"; done; exit 1; }
 
 ip netns add "$d" && ip netns add "$w" || fail "netns"
 for r in 0 1; do
@@ -43,24 +41,11 @@ start_gated() { # MTU
     --rail "net_af_packet1,iface=rgd1,framesz=$fs,blocksz=$bs,framecnt=1024" --ip 198.18.1.1 --mtu "$mtu" \
     > "$log/railgated-$mtu.log" 2>&1 &
   gated_pid=$!
-  for _ in $(seq 100); do
-    grep -q "railgated: ready" "$log/railgated-$mtu.log" && break
-    kill -0 "$gated_pid" 2>/dev/null || fail "railgated exited"
-    sleep 0.1
-  done
+  wait_ready "$log/railgated-$mtu.log"
   # railgated answers ARP and ping for its rail addresses.
   for r in 0 1; do
     ip netns exec "$w" ping -c 1 -W 2 "198.18.$r.1" > "$log/ping-$mtu-$r.log" 2>&1 || fail "ping rail $r at MTU $mtu"
   done
-}
-
-stop_gated() {
-  kill -INT "$gated_pid"
-  for _ in $(seq 50); do kill -0 "$gated_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$gated_pid" 2>/dev/null && fail "railgated ignored SIGINT"
-  wait "$gated_pid"; local rc=$?
-  gated_pid=
-  [ $rc -eq 0 ] || fail "railgated exit status $rc"
 }
 
 job=1

@@ -9,9 +9,8 @@
 #   xdp_share.sh RAILGATED RAILBENCH
 set -u
 railgated=$1 railbench=$2
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for network namespaces"; exit 77; }
-ip netns add "rgprobe$$" 2>/dev/null || { echo "SKIP: cannot create network namespaces"; exit 77; }
-ip netns del "rgprobe$$"
+. "$(dirname "$0")/lib.sh"
+require_netns
 command -v iperf3 > /dev/null || { echo "FAIL: iperf3 missing (tools/setup.sh deps installs it)"; exit 1; }
 
 d=rgxd$$ w=rgxw$$ log=$(mktemp -d)
@@ -25,7 +24,6 @@ cleanup() {
   rm -rf "$log"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; for f in "$log"/*; do echo "--- $f"; tail -n 40 "$f"; done; exit 1; }
 
 ip netns add "$d" && ip netns add "$w" || fail "netns"
 ip link add rgx0 netns "$d" type veth peer name rgw0 netns "$w" || fail "veth"
@@ -42,21 +40,7 @@ start_gated() { # LOGNAME
     --log-level lib.eal:error -- --socket "$log/railgated.sock" --rail net_af_xdp0,iface=rgx0 --ip 198.18.0.1 \
     > "$log/$1" 2>&1 &
   gated_pid=$!
-  for _ in $(seq 150); do
-    grep -q "railgated: ready" "$log/$1" && return
-    kill -0 "$gated_pid" 2>/dev/null || fail "railgated exited ($1)"
-    sleep 0.1
-  done
-  fail "railgated not ready ($1)"
-}
-
-stop_gated() {
-  kill -INT "$gated_pid"
-  for _ in $(seq 50); do kill -0 "$gated_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$gated_pid" 2>/dev/null && fail "railgated ignored SIGINT"
-  wait "$gated_pid"; local rc=$?
-  gated_pid=
-  [ $rc -eq 0 ] || fail "railgated exit status $rc"
+  wait_ready "$log/$1"
 }
 
 run_workers() { # JOB DTYPE COUNTS -> 0 if every rank passed and rank 0 saw 0 wrong values

@@ -1,0 +1,36 @@
+# Shared by the netns tests (sourced). The caller sets $log (a directory of
+# logs shown on failure) and keeps railgated's pid in $gated_pid.
+
+# Skips (exit 77) where network namespaces cannot be made.
+require_netns() {
+  [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for network namespaces"; exit 77; }
+  ip netns add "rgprobe$$" 2>/dev/null || { echo "SKIP: cannot create network namespaces"; exit 77; }
+  ip netns del "rgprobe$$"
+}
+
+fail() {
+  echo "FAIL: $*"
+  for f in "$log"/*.log; do echo "--- $f"; tail -n 40 "$f"; done
+  exit 1
+}
+
+# Waits (15 s at most) for railgated, started in the background with its
+# output in LOGFILE, to say it is ready.
+wait_ready() { # LOGFILE
+  for _ in $(seq 150); do
+    grep -q "railgated: ready" "$1" && return
+    kill -0 "$gated_pid" 2>/dev/null || fail "railgated exited ($1)"
+    sleep 0.1
+  done
+  fail "railgated not ready ($1)"
+}
+
+# SIGINT, then railgated must exit cleanly within 5 s.
+stop_gated() {
+  kill -INT "$gated_pid"
+  for _ in $(seq 50); do kill -0 "$gated_pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$gated_pid" 2>/dev/null && fail "railgated ignored SIGINT"
+  wait "$gated_pid"; local rc=$?
+  gated_pid=
+  [ $rc -eq 0 ] || fail "railgated exit status $rc"
+}
