@@ -14,6 +14,7 @@ packages=(
   libtbb-dev libhwloc-dev libbpf-dev libxdp-dev
   libboost-test-dev libtomlplusplus-dev nlohmann-json3-dev
   iproute2 iputils-ping procps iperf3
+  linux-image-amd64 qemu-system-x86 busybox-static ibverbs-utils perftest
 )
 
 install_deps() {
