@@ -181,8 +181,36 @@ std::string worker::join() {
     return "";
 }
 
+// Tells railgated this worker's chunk round trips (its histogram's
+// non-empty buckets), on the first rail its data used. Best effort: a lost
+// report only leaves railctl latency --worker without it.
+void worker::report_rtt() {
+    const stats::histogram& rtt = s_->rtt;
+    if (rtt.count() == 0 || t_.n_rails() <= s_->rail_base) return;
+    std::vector<std::uint8_t> body(wire::rtt_entries_per_msg * wire::rtt_entry_bytes);
+    wire::header h = control_header(o_, wire::msg_type::rtt_report);
+    unsigned n = 0;
+    auto flush = [&] {
+        if (!n) return;
+        h.count = static_cast<std::uint16_t>(n);
+        const tx_msg m{h, body.data(), static_cast<std::uint32_t>(n * wire::rtt_entry_bytes)};
+        t_.send(s_->rail_base, &m, 1);
+        n = 0;
+    };
+    for (std::size_t i = 0; i < stats::histogram::bucket_count; ++i)
+        if (std::uint64_t c = rtt.bucket(i))
+            while (c) {
+                const auto part = static_cast<std::uint32_t>(std::min<std::uint64_t>(c, UINT32_MAX));
+                wire::encode_rtt_entry(static_cast<std::uint16_t>(i), part, body.data() + n * wire::rtt_entry_bytes);
+                c -= part;
+                if (++n == wire::rtt_entries_per_msg) flush();
+            }
+    flush();
+}
+
 void worker::leave() {
     if (!s_->joined) return;
+    report_rtt();
     wire::header h = control_header(o_, wire::msg_type::leave);
     const tx_msg msg{h, nullptr, 0};
     std::vector<bool> acked(t_.n_rails(), false);

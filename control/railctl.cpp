@@ -46,7 +46,7 @@ const char* const help_main =
     "  gid list [R]                        GID tables, like show_gids; DPDK rails' MAC and IPv4\n"
     "  policy show | set rail | set lag [--hash l2|l3l4]\n"
     "  stats [--rail R] [--watch [S]] [--count N]   packets, bytes, aggregations, drops by reason\n"
-    "  latency [--rail R] [--job J] [--reset] [--plot FILE.svg]   aggregation latency histogram\n"
+    "  latency [--rail R] [--job J] [--worker] [--reset] [--plot FILE.svg]   latency histograms\n"
     "  nccl-env                            NCCL environment matching the rails\n"
     "  --socket PATH   control socket (default $RAILGATE_SOCKET or /run/railgate/railgated.sock)\n"
     "  --json          machine-readable output on every command\n"
@@ -73,8 +73,9 @@ const std::map<std::string, const char*> help_cmd = {
               "  Per rail: packets, bytes, contributions, aggregations, results, drops by reason, and\n"
               "  the XDP program's verdicts on af_xdp rails. --watch repeats every S seconds (1) with\n"
               "  rates, --count stops after N rounds.\n"},
-    {"latency", "usage: railctl latency [--rail R] [--job J] [--reset] [--plot FILE.svg]\n"
-                "  railgated's aggregation latency (first contribution to result sent) per chunk:\n"
+    {"latency", "usage: railctl latency [--rail R] [--job J] [--worker] [--reset] [--plot FILE.svg]\n"
+                "  railgated's aggregation latency (first contribution to result sent) per chunk, or\n"
+                "  with --worker the chunk round trips workers reported when they left their job:\n"
                 "  min, p50, p90, p99, p99.9, p99.99, max, a perftest-style summary and a bar chart.\n"
                 "  --job: one of the rail's recent jobs. --reset: clear after reading.\n"
                 "  --plot: an SVG with the histogram and the CDF.\n"},
@@ -288,13 +289,15 @@ int cmd_latency(const std::vector<std::string>& a) {
         if (a[i] == "--rail" && i + 1 < a.size()) args["rail"] = a[++i];
         else if (a[i] == "--job" && i + 1 < a.size()) args["job"] = std::stoull(num_arg("job", a[++i]));
         else if (a[i] == "--reset") args["reset"] = true;
+        else if (a[i] == "--worker") args["worker"] = true;
         else if (a[i] == "--plot" && i + 1 < a.size()) plot = a[++i];
         else usage("latency: unexpected '" + a[i] + "'");
     }
     const json r = call("latency", args);
     stats::histogram h;
     if (const std::string e = control::histogram_from_json(r["histogram"], h); !e.empty()) throw daemon_error{e};
-    const std::string title = "railgated aggregation latency, rail " +
+    const bool worker = r.value("worker", false);
+    const std::string title = std::string(worker ? "worker round trip" : "railgated aggregation latency") + ", rail " +
                               (r["rail"].is_string() ? r["rail"].get<std::string>() : std::string("all")) +
                               (r.contains("job") ? ", job " + std::to_string(r["job"].get<unsigned long long>()) : "");
     if (!plot.empty()) {
@@ -311,7 +314,10 @@ int cmd_latency(const std::vector<std::string>& a) {
                           {"mean_ns", h.mean()},   {"stdev_ns", h.stddev()}};
         return print_json(out), 0;
     }
-    std::printf("%s (first contribution -> result sent)%s\n", title.c_str(), r["reset"].get<bool>() ? ", reset" : "");
+    std::printf("%s (%s)%s\n", title.c_str(),
+                worker ? "contribution sent -> result received, as workers report it"
+                       : "first contribution -> result sent",
+                r["reset"].get<bool>() ? ", reset" : "");
     if (h.count() == 0) {
         std::printf("no samples\n");
         return 0;

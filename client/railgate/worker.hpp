@@ -80,6 +80,7 @@ public:
     struct state;
 
 private:
+    void report_rtt();
     transport& t_;
     worker_options o_;
     std::unique_ptr<state> s_;

@@ -85,23 +85,25 @@ struct job_latency {
     struct entry {
         std::uint32_t job = 0;
         std::uint64_t joined = 0; // order of first JOIN
-        std::unique_ptr<stats::histogram> h;
+        std::unique_ptr<stats::histogram> h[2]; // aggregation, worker round trip
     };
     entry e[slots];
     std::uint64_t clock = 0;
 
-    stats::histogram* find(std::uint32_t job) noexcept {
+    stats::histogram* find(std::uint32_t job, bool worker = false) noexcept {
         for (entry& x : e)
-            if (x.h && x.job == job) return x.h.get();
+            if (x.h[0] && x.job == job) return x.h[worker].get();
         return nullptr;
     }
     void open(std::uint32_t job) {
         if (find(job)) return;
         entry* victim = &e[0];
         for (entry& x : e)
-            if (!x.h || x.joined < victim->joined) victim = &x;
-        if (!victim->h) victim->h = std::make_unique<stats::histogram>();
-        else victim->h->reset();
+            if (!x.h[0] || x.joined < victim->joined) victim = &x;
+        for (auto& h : victim->h) {
+            if (!h) h = std::make_unique<stats::histogram>();
+            else h->reset();
+        }
         victim->job = job;
         victim->joined = ++clock;
     }
@@ -113,6 +115,7 @@ struct lcore_command {
     int rail = -1;                      // rail index; -1: every rail of the lcore
     // snapshot
     std::optional<std::uint32_t> job;
+    bool worker = false;                // the workers' round trips instead of aggregation
     bool reset = false;
     stats::histogram* out = nullptr;    // merged into
     // adopt: what JOIN_ACKs advertise and new jobs use from now on
@@ -143,6 +146,7 @@ struct rail_state {
     bool closing = false;    // removed from the advertised set: no new jobs
     double ns_per_tsc;
     stats::histogram lat;    // aggregation latency, ns
+    stats::histogram worker_rtt; // round trips the workers reported, ns
     job_latency job_lat;
     std::uint16_t pending_mtu = 0; // lower MTU waiting for larger-chunk jobs to leave
     unsigned ntx = 0;
@@ -334,6 +338,46 @@ void handle_abort(rail_state& rs, rte_mbuf* m, const wire::header& h) noexcept {
     }
 }
 
+// A worker's round-trip histogram (part of it): merged into the rail's and
+// the job's, after the whole message checks out.
+void handle_rtt_report(rail_state& rs, rte_mbuf* m, const wire::header& h,
+                       std::span<const std::uint8_t> body) noexcept {
+    agg::job* j = rs.agg.find(h.job_id);
+    if (!j) return free_drop(rs, m, drop_reason::unknown_job);
+    if (j->token != h.job_token) return free_drop(rs, m, drop_reason::bad_token);
+    if (!(j->joined >> h.rank & 1)) return free_drop(rs, m, drop_reason::rank_not_joined);
+    for (std::size_t i = 0; i < h.count; ++i) {
+        std::uint16_t b;
+        std::uint32_t n;
+        wire::decode_rtt_entry(body.data() + i * wire::rtt_entry_bytes, b, n);
+        if (b >= stats::histogram::bucket_count) return free_drop(rs, m, drop_reason::rtt_bucket);
+    }
+    stats::histogram* jh = rs.job_lat.find(h.job_id, true);
+    for (std::size_t i = 0; i < h.count; ++i) {
+        std::uint16_t b;
+        std::uint32_t n;
+        wire::decode_rtt_entry(body.data() + i * wire::rtt_entry_bytes, b, n);
+        rs.worker_rtt.add_to_bucket(b, n);
+        if (jh) jh->add_to_bucket(b, n);
+    }
+    // Min, max and sum from the bucket bounds: exact to the bucket.
+    auto summarise = [](stats::histogram& x) {
+        std::uint64_t lo = 0, hi = 0, sum = 0;
+        bool first = true;
+        for (std::size_t i = 0; i < stats::histogram::bucket_count; ++i)
+            if (const std::uint64_t c = x.bucket(i)) {
+                if (first) lo = stats::histogram::lowest_of(i), first = false;
+                hi = stats::histogram::highest_of(i);
+                sum += c * ((stats::histogram::lowest_of(i) + stats::histogram::highest_of(i)) / 2);
+            }
+        x.set_summary(lo, hi, sum);
+    };
+    summarise(rs.worker_rtt);
+    if (jh) summarise(*jh);
+    bump(rs.ctr.rtt_reports);
+    rte_pktmbuf_free(m);
+}
+
 void handle(rail_state& rs, rte_mbuf* m) noexcept {
     bump(rs.ctr.rx_packets);
     bump(rs.ctr.rx_bytes, m->pkt_len);
@@ -376,6 +420,7 @@ void handle(rail_state& rs, rte_mbuf* m) noexcept {
         }
         return free_drop(rs, m, drop_reason::no_mbuf);
     case wire::msg_type::error: return handle_abort(rs, m, h);
+    case wire::msg_type::rtt_report: return handle_rtt_report(rs, m, h, payload);
     default: return free_drop(rs, m, drop_reason::rg_type);
     }
 }
@@ -439,7 +484,7 @@ void maybe_apply_pending_mtu(rail_state& rs) noexcept {
 void run_command(rail_state& rs, lcore_command& c) {
     switch (c.k) {
     case lcore_command::kind::snapshot: {
-        stats::histogram* h = c.job ? rs.job_lat.find(*c.job) : &rs.lat;
+        stats::histogram* h = c.job ? rs.job_lat.find(*c.job, c.worker) : c.worker ? &rs.worker_rtt : &rs.lat;
         if (!h) return;
         c.out->merge(*h);
         if (c.reset) h->reset();
@@ -1012,13 +1057,15 @@ std::string daemon::set_policy(wire::rail_policy pol) {
     return {};
 }
 
-std::string daemon::latency(int rail, const std::optional<std::uint32_t>& job, bool reset, stats::histogram& out) {
+std::string daemon::latency(int rail, const std::optional<std::uint32_t>& job, bool worker, bool reset,
+                            stats::histogram& out) {
     std::lock_guard lock(p_->ctl);
     if (rail >= static_cast<int>(p_->rails.size())) return "no rail " + std::to_string(rail);
     lcore_command c;
     c.k = lcore_command::kind::snapshot;
     c.rail = rail;
     c.job = job;
+    c.worker = worker;
     c.reset = reset;
     c.out = &out;
     return p_->on_lcores(c, rail);

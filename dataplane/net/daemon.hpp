@@ -105,10 +105,12 @@ public:
     std::string set_mtu(std::size_t rail, unsigned mtu, std::string& state);
     // Jobs that join from now on use the policy; running jobs keep theirs.
     std::string set_policy(wire::rail_policy p);
-    // Aggregation latency in ns (first contribution -> result sent), merged
+    // Aggregation latency in ns (first contribution -> result sent), or with
+    // `worker` the chunk round trips workers reported (RTT_REPORT), merged
     // over every rail (rail < 0) or one; for one job id if given. `reset`
     // clears what was read.
-    std::string latency(int rail, const std::optional<std::uint32_t>& job, bool reset, stats::histogram& out);
+    std::string latency(int rail, const std::optional<std::uint32_t>& job, bool worker, bool reset,
+                        stats::histogram& out);
     // Adds a rail while the loops run: hot-plugs `devargs` (a vdev or PCI
     // device), opens its port, hands it to a running lcore, and advertises
     // it to jobs that join from now on. `index` receives its rail index.

@@ -24,6 +24,7 @@ struct alignas(64) rail_counters {
     counter results_resent{0};  // answered a retransmitted contribution
     counter joins{0}, join_errors{0}, leaves{0}, aborts{0};
     counter arp_replies{0}, icmp_replies{0};
+    counter rtt_reports{0};     // RTT_REPORT messages merged
     counter drops[drop_reason_count]{};
 
     void drop(drop_reason r) noexcept { bump(drops[static_cast<unsigned>(r)]); }

@@ -34,6 +34,8 @@ namespace railgate {
     X(rg_payload_trailing, "payload longer than the element count")           \
     X(rg_offset_range, "offset + count beyond the tensor bound")              \
     X(rg_body, "JOIN body malformed")                                         \
+    X(rg_rtt_body, "RTT report empty or body not count entries long")         \
+    X(rtt_bucket, "RTT report names a histogram bucket out of range")        \
     X(unknown_job, "no such job on this rail")                                \
     X(bad_token, "job token does not match")                                  \
     X(world_mismatch, "world size differs from the job's")                    \

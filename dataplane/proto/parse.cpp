@@ -36,7 +36,7 @@ drop_reason parse_common(const std::uint8_t* msg, std::size_t len, header& h,
     const auto t = static_cast<std::uint8_t>(h.type);
     bool type_ok;
     if (from_worker)
-        type_ok = h.type == msg_type::join || h.type == msg_type::contrib ||
+        type_ok = h.type == msg_type::join || h.type == msg_type::contrib || h.type == msg_type::rtt_report ||
                   h.type == msg_type::leave || h.type == msg_type::error;
     else
         type_ok = h.type == msg_type::join_ack || h.type == msg_type::result ||
@@ -59,6 +59,9 @@ drop_reason parse_common(const std::uint8_t* msg, std::size_t len, header& h,
             return drop_reason::rg_offset_range;
     } else if (from_worker && h.type == msg_type::join && body != join_body_bytes) {
         return drop_reason::rg_body;
+    } else if (from_worker && h.type == msg_type::rtt_report &&
+               (h.count == 0 || h.count > rtt_entries_per_msg || body != std::size_t{h.count} * rtt_entry_bytes)) {
+        return drop_reason::rg_rtt_body;
     }
     return drop_reason::none;
 }
@@ -107,6 +110,16 @@ drop_reason parse_worker_message(const std::uint8_t* msg, std::size_t len, heade
 drop_reason parse_server_message(const std::uint8_t* msg, std::size_t len, header& h,
                                  std::span<const std::uint8_t>& payload) noexcept {
     return parse_common(msg, len, h, payload, false);
+}
+
+void encode_rtt_entry(std::uint16_t bucket, std::uint32_t samples, std::uint8_t* o) noexcept {
+    put16(o, bucket);
+    put32(o + 2, samples);
+}
+
+void decode_rtt_entry(const std::uint8_t* i, std::uint16_t& bucket, std::uint32_t& samples) noexcept {
+    bucket = get16(i);
+    samples = get32(i + 2);
 }
 
 void encode_join_body(const join_body& b, std::uint8_t* o) noexcept {

@@ -37,6 +37,10 @@ drop_reason parse_worker_message(const std::uint8_t* msg, std::size_t len, heade
 drop_reason parse_server_message(const std::uint8_t* msg, std::size_t len, header& h,
                                  std::span<const std::uint8_t>& payload) noexcept;
 
+// One RTT_REPORT entry (rtt_entry_bytes).
+void encode_rtt_entry(std::uint16_t bucket, std::uint32_t samples, std::uint8_t* out) noexcept;
+void decode_rtt_entry(const std::uint8_t* in, std::uint16_t& bucket, std::uint32_t& samples) noexcept;
+
 void encode_join_body(const join_body& b, std::uint8_t* out) noexcept;
 join_body decode_join_body(const std::uint8_t* in) noexcept;
 

@@ -33,6 +33,7 @@ enum class msg_type : std::uint8_t {
     error = 5,     // railgated -> worker, or worker -> railgated (abort)
     leave = 6,     // worker -> railgated
     leave_ack = 7, // railgated -> worker
+    rtt_report = 8, // worker -> railgated: its per-chunk round-trip histogram (count entries)
 };
 
 enum class dtype : std::uint8_t { fp32 = 0, bf16 = 1, fp16 = 2, int32 = 3 };
@@ -80,6 +81,11 @@ struct join_body {
     std::uint16_t pool_size = 0;   // slots per rail the worker wants; 0 = server's
 };
 inline constexpr std::size_t join_body_bytes = 16;
+// RTT_REPORT body: `count` entries of (u16 histogram bucket index, u32
+// samples), big-endian; stats::histogram's buckets, in ns. At most
+// rtt_entries_per_msg per message so that it fits the minimum MTU.
+inline constexpr std::size_t rtt_entry_bytes = 6;
+inline constexpr unsigned rtt_entries_per_msg = 64;
 
 // One rail as announced in JOIN_ACK (16 bytes each).
 struct rail_entry {

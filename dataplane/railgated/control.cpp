@@ -92,6 +92,7 @@ json control_plane::counters_json(std::size_t i) const {
               {"aborts", v(c.aborts)},
               {"arp_replies", v(c.arp_replies)},
               {"icmp_replies", v(c.icmp_replies)},
+              {"rtt_reports", v(c.rtt_reports)},
               {"drops_total", c.total_drops()},
               {"drops", drops}};
     if (const auto x = d_.xdp_counters(i)) {
@@ -237,18 +238,21 @@ json control_plane::handle(const control::request& r) {
         return ok({{"rails", rails}});
     }
     if (r.command == "latency") {
-        if (!(e = control::check_keys(a, {"rail", "job", "reset"})).empty()) return fail(e);
+        if (!(e = control::check_keys(a, {"rail", "job", "reset", "worker"})).empty()) return fail(e);
         int idx = -1;
         if (!(e = find_rail(a, idx, false)).empty()) return fail(e);
         std::optional<std::uint64_t> job;
         if (!(e = control::get_uint(a, "job", UINT32_MAX, job)).empty()) return fail(e);
-        bool reset = false;
+        bool reset = false, worker = false;
         if (!(e = control::get_bool(a, "reset", reset)).empty()) return fail(e);
+        if (!(e = control::get_bool(a, "worker", worker)).empty()) return fail(e);
         stats::histogram h;
         std::optional<std::uint32_t> j;
         if (job) j = static_cast<std::uint32_t>(*job);
-        if (!(e = d_.latency(idx, j, reset, h)).empty()) return fail(e);
-        json out = {{"what", "aggregation latency: first contribution to result sent, ns"},
+        if (!(e = d_.latency(idx, j, worker, reset, h)).empty()) return fail(e);
+        json out = {{"what", worker ? "worker round trip: contribution sent to result received, as workers report it, ns"
+                                    : "aggregation latency: first contribution to result sent, ns"},
+                    {"worker", worker},
                     {"rail", idx < 0 ? json("all") : json(d_.rail(static_cast<std::size_t>(idx)).name)},
                     {"histogram", control::histogram_to_json(h)},
                     {"chunk_bytes", d_.job_chunk_bytes()},
@@ -321,7 +325,7 @@ std::string control_plane::prometheus() {
     for (std::size_t i = 0; i < d_.rail_count(); ++i) {
         if (!d_.rail_active(i)) continue;
         stats::histogram h;
-        if (!d_.latency(static_cast<int>(i), std::nullopt, false, h).empty()) continue;
+        if (!d_.latency(static_cast<int>(i), std::nullopt, false, false, h).empty()) continue;
         const char* rail = d_.rail(i).name.c_str();
         std::uint64_t cum = 0;
         std::size_t b = 0;

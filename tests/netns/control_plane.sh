@@ -196,7 +196,13 @@ grep -q "<polyline" "$dir/lat.svg" || fail "svg"
 ctl latency --rail r1 --reset > /dev/null || fail "latency --reset"
 ctl latency --rail r1 | grep -q "no samples" || fail "reset cleared r1"
 ctl latency --rail r0 | grep -q "no samples" && fail "reset of r1 cleared r0"
-ok "stats (all, --rail, --watch) and latency (all, --rail, --job, --plot, --reset)"
+ctl latency --worker > "$dir/worker-rtt.log" || fail "latency --worker"
+grep -q "worker round trip, rail all (contribution sent -> result received" "$dir/worker-rtt.log" || fail "worker rtt title"
+grep -q "no samples" "$dir/worker-rtt.log" && fail "no worker round trips reported"
+ctl latency --worker --rail r0 --job 11 | grep -qE "p99 [0-9.]+" || fail "latency --worker --job"
+ctl --json stats --rail r0 | python3 -c 'import json,sys; assert json.load(sys.stdin)["rails"][0]["rtt_reports"] > 0' ||
+  fail "rtt_reports counter"
+ok "stats (all, --rail, --watch) and latency (all, --rail, --job, --plot, --reset, --worker)"
 
 # --- gid list on a fixture sysfs tree, and nccl-env
 mkdir -p "$dir/ib/rxe0/ports/1/gids" "$dir/ib/rxe0/ports/1/gid_attrs/types" "$dir/ib/rxe0/ports/1/gid_attrs/ndevs"

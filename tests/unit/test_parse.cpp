@@ -215,3 +215,28 @@ BOOST_AUTO_TEST_CASE(arp_and_icmp_replies) {
     BOOST_TEST(frame::inet_checksum(&ping[14], 20) == 0);
     BOOST_TEST(ping[14 + 19] == 0x0A); // destination is now the peer
 }
+
+BOOST_AUTO_TEST_CASE(rtt_report_bodies) {
+    wire::header h = contrib_header(3);
+    h.type = msg_type::rtt_report;
+    auto m = message(h, 3 * rtt_entry_bytes);
+    for (unsigned i = 0; i < 3; ++i) encode_rtt_entry(static_cast<std::uint16_t>(100 + i), 7 * i, m.data() + header_bytes + i * rtt_entry_bytes);
+    BOOST_TEST((parse(m) == drop_reason::none));
+    std::uint16_t b;
+    std::uint32_t n;
+    decode_rtt_entry(m.data() + header_bytes + 2 * rtt_entry_bytes, b, n);
+    BOOST_TEST(b == 102u);
+    BOOST_TEST(n == 14u);
+    BOOST_TEST((parse(message(h, 3 * rtt_entry_bytes + 1)) == drop_reason::rg_rtt_body)); // trailing byte
+    BOOST_TEST((parse(message(h, 2 * rtt_entry_bytes)) == drop_reason::rg_rtt_body));     // short
+    h.count = 0;
+    BOOST_TEST((parse(message(h, 0)) == drop_reason::rg_rtt_body));
+    h.count = rtt_entries_per_msg + 1;
+    BOOST_TEST((parse(message(h, h.count * rtt_entry_bytes)) == drop_reason::rg_rtt_body));
+    // Only workers send it.
+    h.count = 1;
+    wire::header out;
+    std::span<const std::uint8_t> p;
+    const auto one = message(h, rtt_entry_bytes);
+    BOOST_TEST((parse_server_message(one.data(), one.size(), out, p) == drop_reason::rg_type));
+}
