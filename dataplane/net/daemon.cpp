@@ -145,6 +145,7 @@ struct rail_state {
     std::size_t index = 0;   // in daemon::impl::rails
     bool closing = false;    // removed from the advertised set: no new jobs
     double ns_per_tsc;
+    std::uint64_t burst_tsc = 0; // TSC when the current burst was received
     stats::histogram lat;    // aggregation latency, ns
     stats::histogram worker_rtt; // round trips the workers reported, ns
     job_latency job_lat;
@@ -288,8 +289,7 @@ void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned
 
 void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h,
                     std::span<const std::uint8_t> payload) noexcept {
-    const std::uint64_t now = rte_rdtsc();
-    const agg::outcome o = rs.agg.contribute(h, payload.data(), m, rs.k, now);
+    const agg::outcome o = rs.agg.contribute(h, payload.data(), m, rs.k, rs.burst_tsc);
     switch (o.act) {
     case agg::action::dropped: return free_drop(rs, m, o.reason);
     case agg::action::stored: bump(rs.ctr.contributions); return;
@@ -310,7 +310,8 @@ void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h,
         r->data_len = bytes;
         r->pkt_len = bytes;
         for (unsigned w = 0; w < o.j->world; ++w) send_result(rs, *o.j, *o.s, w);
-        const auto ns = static_cast<std::uint64_t>(static_cast<double>(rte_rdtsc() - o.s->started) * rs.ns_per_tsc);
+        // Burst granularity: the time a burst arrived, not each packet.
+        const auto ns = static_cast<std::uint64_t>(static_cast<double>(rs.burst_tsc - o.s->started) * rs.ns_per_tsc);
         rs.lat.record(ns);
         if (stats::histogram* jh = rs.job_lat.find(o.j->id)) jh->record(ns);
         return;
@@ -430,6 +431,7 @@ bool poll_rail(rail_state& rs) noexcept {
     rte_mbuf* pkts[rx_burst];
     const std::uint16_t n = rte_eth_rx_burst(rs.s.port, 0, pkts, rx_burst);
     if (n == 0) return false;
+    rs.burst_tsc = rte_rdtsc();
     for (std::uint16_t i = 0; i < n; ++i) {
         if (i + 2 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 2], void*));
         handle(rs, pkts[i]);
