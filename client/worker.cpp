@@ -169,7 +169,8 @@ std::string worker::join() {
     // computes the same); rail policy: stripe over every rail.
     const bool lag = s_->ack.policy == wire::rail_policy::lag;
     s_->rails = lag ? 1 : s_->ack.n_rails;
-    s_->rail_base = lag ? wire::lag_member(o_.job_id, o_.job_token, s_->ack.n_rails) : 0;
+    s_->rail_base =
+        lag ? wire::lag_flow_member(s_->ack.hash, o_.job_id, o_.job_token, o_.rank, s_->ack.n_rails) : 0;
     s_->pool = s_->ack.pool_size;
     s_->chunk_elems = s_->ack.chunk_bytes / static_cast<std::uint32_t>(wire::dtype_size(o_.dt));
     if (s_->pool == 0 || s_->chunk_elems == 0) return "JOIN_ACK with pool 0 or chunk 0";

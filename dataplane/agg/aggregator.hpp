@@ -63,8 +63,12 @@ struct job {
     // i % stripe_n == stripe_index (rail policy: n_rails / rail_index; LAG:
     // 1 / 0, the whole stream on one member).
     std::uint32_t stripe_n = 1, stripe_index = 0;
+    bool lag = false;           // created under the LAG policy
     std::uint64_t joined = 0; // bitmap of ranks joined on this rail
     frame::endpoint members[wire::max_world];
+    // LAG: the bond member (stripe index) each rank's flow arrives on; the
+    // daemon answers there. Unused under the rail policy.
+    std::uint8_t via[wire::max_world] = {};
     slot* slots = nullptr;         // [pool]
     void** owners = nullptr;       // [pool][max_world]
     const void** payloads = nullptr; // [pool][max_world]
@@ -163,6 +167,7 @@ public:
             j->max_count = b.max_count;
             j->pool = pool;
             j->chunk_elems = lim_.job_chunk_bytes / static_cast<std::uint32_t>(wire::dtype_size(h.dt));
+            j->lag = lag;
             j->stripe_n = lag ? 1 : lim_.n_rails;
             j->stripe_index = lag ? 0 : lim_.rail_index;
             j->joined = 0;

@@ -143,7 +143,10 @@ struct rail_state {
     wire::join_ack_body ack; // this lcore's copy; replaced by lcore_command::adopt
     wire::rail_policy policy;
     std::size_t index = 0;   // in daemon::impl::rails
+    int stripe = -1;         // position among the advertised rails
     bool closing = false;    // removed from the advertised set: no new jobs
+    // LAG: this lcore's rails by stripe (a bond is served by one lcore).
+    const std::vector<rail_state*>* bond = nullptr;
     double ns_per_tsc;
     std::uint64_t burst_tsc = 0; // TSC when the current burst was received
     stats::histogram lat;    // aggregation latency, ns
@@ -243,7 +246,8 @@ void handle_join(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<c
 
 // Sends slot s's kept result to one member, sharing the payload mbuf
 // (indirect clone) when the port can transmit chains, copying otherwise.
-void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned rank) noexcept {
+void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned rank,
+                 const frame::endpoint& dst) noexcept {
     auto* payload = static_cast<rte_mbuf*>(s.result_owner);
     const std::uint32_t bytes = s.result_count * static_cast<std::uint32_t>(wire::dtype_size(j.dt));
     const std::size_t hdr_len = frame::udp_frame_overhead + wire::header_bytes;
@@ -270,7 +274,7 @@ void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned
         }
         std::memcpy(p + hdr_len, rte_pktmbuf_mtod(payload, const void*), bytes);
     }
-    frame::write_udp_headers(p, rs.s.self, j.members[rank], wire::header_bytes + bytes);
+    frame::write_udp_headers(p, rs.s.self, dst, wire::header_bytes + bytes);
     wire::header h;
     h.type = wire::msg_type::result;
     h.dt = j.dt;
@@ -287,20 +291,42 @@ void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned
     queue_tx(rs, m);
 }
 
+// Under LAG a job's flows come in on several members of the bond; its
+// aggregation lives on the home member, and each rank is answered on the
+// member its flow uses, at the address it joined there with.
+rail_state* lag_home(rail_state& rs, const wire::header& h) noexcept {
+    const agg::job* local = rs.agg.find(h.job_id);
+    if (!local || !local->lag || !rs.bond) return &rs;
+    const unsigned home = wire::lag_member(h.job_id, h.job_token, rs.ack.n_rails);
+    return home < rs.bond->size() ? (*rs.bond)[home] : nullptr;
+}
+
+void answer(rail_state& home, const agg::job& j, const agg::slot& s, unsigned rank) noexcept {
+    if (!j.lag || !home.bond) return send_result(home, j, s, rank, j.members[rank]);
+    rail_state* tx = j.via[rank] < home.bond->size() ? (*home.bond)[j.via[rank]] : nullptr;
+    const agg::job* there = tx ? tx->agg.find(j.id) : nullptr;
+    if (!there) return send_result(home, j, s, rank, j.members[rank]);
+    send_result(*tx, j, s, rank, there->members[rank]);
+}
+
 void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h,
                     std::span<const std::uint8_t> payload) noexcept {
-    const agg::outcome o = rs.agg.contribute(h, payload.data(), m, rs.k, rs.burst_tsc);
+    rail_state* home = lag_home(rs, h);
+    if (!home) return free_drop(rs, m, drop_reason::wrong_rail_or_slot);
+    const agg::outcome o = home->agg.contribute(h, payload.data(), m, rs.k, rs.burst_tsc);
+    if (o.act != agg::action::dropped && o.j->lag && rs.stripe >= 0)
+        o.j->via[h.rank] = static_cast<std::uint8_t>(rs.stripe);
     switch (o.act) {
     case agg::action::dropped: return free_drop(rs, m, o.reason);
     case agg::action::stored: bump(rs.ctr.contributions); return;
     case agg::action::resend:
         bump(rs.ctr.results_resent);
-        send_result(rs, *o.j, *o.s, h.rank);
+        answer(*home, *o.j, *o.s, h.rank);
         rte_pktmbuf_free(m);
         return;
     case agg::action::completed: {
         bump(rs.ctr.contributions);
-        bump(rs.ctr.aggregations);
+        bump(home->ctr.aggregations);
         // Trim rank 0's frame to the reduced payload: it is the result now.
         auto* r = static_cast<rte_mbuf*>(o.s->result_owner);
         const auto off = static_cast<std::uint16_t>(static_cast<const std::uint8_t*>(o.s->result_payload) -
@@ -309,11 +335,11 @@ void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h,
         const auto bytes = static_cast<std::uint16_t>(o.s->result_count * wire::dtype_size(o.j->dt));
         r->data_len = bytes;
         r->pkt_len = bytes;
-        for (unsigned w = 0; w < o.j->world; ++w) send_result(rs, *o.j, *o.s, w);
+        for (unsigned w = 0; w < o.j->world; ++w) answer(*home, *o.j, *o.s, w);
         // Burst granularity: the time a burst arrived, not each packet.
         const auto ns = static_cast<std::uint64_t>(static_cast<double>(rs.burst_tsc - o.s->started) * rs.ns_per_tsc);
-        rs.lat.record(ns);
-        if (stats::histogram* jh = rs.job_lat.find(o.j->id)) jh->record(ns);
+        home->lat.record(ns);
+        if (stats::histogram* jh = home->job_lat.find(o.j->id)) jh->record(ns);
         return;
     }
     }
@@ -497,6 +523,7 @@ void run_command(rail_state& rs, lcore_command& c) {
         rs.policy = c.policy;
         rs.agg.set_job_chunk_bytes(c.job_chunk_bytes);
         const int stripe = c.stripe[rs.index];
+        rs.stripe = stripe;
         rs.closing = stripe < 0;
         if (stripe >= 0) rs.agg.set_stripe(c.ack.n_rails, static_cast<unsigned>(stripe));
         return;
@@ -541,6 +568,7 @@ struct daemon::impl {
     // once per lcore with c.rail left as given). Returns "" or why not.
     std::string on_lcores(lcore_command& c, int rail);
     lcore_command adopt_command() const;
+    std::string check_bond(wire::rail_policy pol) const;
 
     static int lcore_main(void* arg);
     void open_ports();
@@ -567,10 +595,20 @@ int daemon::impl::lcore_main(void* arg) {
         lim.job_chunk_bytes = d.job_chunk_bytes;
         auto st = std::make_unique<rail_state>(rs, lim, d.ack, d.policy);
         st->index = i;
+        st->stripe = rs.stripe;
         return st;
+    };
+    std::vector<rail_state*> bond;
+    auto rebond = [&] {
+        bond.assign(wire::max_rails, nullptr);
+        for (auto& r : mine) {
+            r->bond = &bond;
+            if (r->stripe >= 0 && r->stripe < static_cast<int>(bond.size())) bond[static_cast<std::size_t>(r->stripe)] = r.get();
+        }
     };
     for (std::size_t i = 0; i < d.rails.size(); ++i)
         if (d.rails[i]->lcore == c->lcore && d.rails[i]->active) mine.push_back(make(i));
+    rebond();
     while (!d.stop.load(std::memory_order_relaxed)) {
         bool busy = false;
         for (auto& r : mine) {
@@ -591,6 +629,7 @@ int daemon::impl::lcore_main(void* arg) {
                 for (auto& r : mine)
                     if (cmd->rail < 0 || r->index == static_cast<std::size_t>(cmd->rail)) run_command(*r, *cmd);
             }
+            rebond();
             c->cmd.store(nullptr, std::memory_order_release);
         }
         if (!busy && d.cfg.idle == idle_policy::yield) sched_yield();
@@ -626,7 +665,9 @@ daemon::daemon(const daemon_config& cfg) : p_(std::make_unique<impl>()) {
         if (r.port_id < 0 && r.port_name.empty()) fail(where + "no port");
     }
     p_->open_ports();
+    p_->ack.hash = cfg.hash;
     p_->place();
+    if (std::string e = p_->check_bond(cfg.policy); !e.empty()) throw std::runtime_error(e);
 }
 
 namespace {
@@ -1047,13 +1088,31 @@ std::string daemon::set_mtu(std::size_t rail, unsigned mtu, std::string& state) 
     return {};
 }
 
-std::string daemon::set_policy(wire::rail_policy pol) {
+std::string daemon::impl::check_bond(wire::rail_policy pol) const {
+    if (pol != wire::rail_policy::lag) return {};
+    const rail_static* first = nullptr;
+    for (const auto& r : rails) {
+        if (!r->active) continue;
+        if (!first) first = r.get();
+        else if (r->lcore != first->lcore)
+            return "LAG needs every rail on one lcore (the bond is one poll loop): rail " + first->cfg.name +
+                   " is on lcore " + std::to_string(first->lcore) + ", rail " + r->cfg.name + " on lcore " +
+                   std::to_string(r->lcore);
+    }
+    return {};
+}
+
+std::string daemon::set_policy(wire::rail_policy pol, wire::lag_hash hash) {
     std::lock_guard lock(p_->ctl);
+    if (std::string e = p_->check_bond(pol); !e.empty()) return e;
     const wire::rail_policy old = p_->policy;
+    const wire::lag_hash old_hash = p_->ack.hash;
     p_->policy = pol;
+    p_->ack.hash = hash;
     lcore_command adopt = p_->adopt_command();
     if (std::string e = p_->on_lcores(adopt, -1); !e.empty()) {
         p_->policy = old;
+        p_->ack.hash = old_hash;
         return e;
     }
     return {};
@@ -1114,6 +1173,14 @@ std::string daemon::add_rail(const rail_config& rc, const std::string& devargs, 
         std::vector<unsigned> load(RTE_MAX_LCORE, 0);
         for (const auto& r : p_->rails)
             if (r->active) ++load[r->lcore];
+        if (p_->policy == wire::rail_policy::lag)
+            for (const auto& r : p_->rails)
+                if (r->active) { // a LAG member joins the bond's loop
+                    if (rs->cfg.lcore >= 0 && rs->cfg.lcore != static_cast<int>(r->lcore))
+                        throw std::runtime_error("under LAG every rail is on lcore " + std::to_string(r->lcore));
+                    rs->cfg.lcore = static_cast<int>(r->lcore);
+                    break;
+                }
         p_->place_rail(*rs, p_->lcores, load);
     } catch (const std::exception& e) {
         if (rs) {

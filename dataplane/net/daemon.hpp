@@ -69,6 +69,7 @@ struct daemon_config {
     unsigned mbufs_per_rail = 8192;
     unsigned rx_desc = 1024, tx_desc = 1024;
     wire::rail_policy policy = wire::rail_policy::rail;
+    wire::lag_hash hash = wire::lag_hash::l3l4;
     idle_policy idle = idle_policy::spin;
 };
 
@@ -104,7 +105,8 @@ public:
     // "" or why not; `state` says "applied" or what it waits for.
     std::string set_mtu(std::size_t rail, unsigned mtu, std::string& state);
     // Jobs that join from now on use the policy; running jobs keep theirs.
-    std::string set_policy(wire::rail_policy p);
+    // LAG needs every rail on one lcore (the bond is one poll loop).
+    std::string set_policy(wire::rail_policy p, wire::lag_hash hash = wire::lag_hash::l3l4);
     // Aggregation latency in ns (first contribution -> result sent), or with
     // `worker` the chunk round trips workers reported (RTT_REPORT), merged
     // over every rail (rail < 0) or one; for one job id if given. `reset`

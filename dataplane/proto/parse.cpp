@@ -139,6 +139,7 @@ std::size_t encode_join_ack_body(const join_ack_body& b, std::uint8_t* o) noexce
     std::memset(o, 0, join_ack_fixed_bytes);
     put16(o, b.pool_size);
     o[2] = static_cast<std::uint8_t>(b.policy);
+    o[6] = static_cast<std::uint8_t>(b.hash);
     o[3] = b.n_rails;
     put16(o + 4, b.chunk_bytes);
     std::uint8_t* e = o + join_ack_fixed_bytes;
@@ -159,6 +160,8 @@ bool decode_join_ack_body(std::span<const std::uint8_t> in, join_ack_body& b) no
     b.pool_size = get16(i);
     if (i[2] > static_cast<std::uint8_t>(rail_policy::lag)) return false;
     b.policy = static_cast<rail_policy>(i[2]);
+    if (i[6] > static_cast<std::uint8_t>(lag_hash::l3l4)) return false;
+    b.hash = static_cast<lag_hash>(i[6]);
     b.n_rails = i[3];
     b.chunk_bytes = get16(i + 4);
     if (b.chunk_bytes == 0) return false;

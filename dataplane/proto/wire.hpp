@@ -40,6 +40,10 @@ enum class dtype : std::uint8_t { fp32 = 0, bf16 = 1, fp16 = 2, int32 = 3 };
 inline constexpr unsigned dtype_count = 4;
 
 enum class rail_policy : std::uint8_t { rail = 0, lag = 1 };
+// What a LAG hashes to pick a flow's member: l2 (the MAC pair: every worker
+// behind one host's MAC lands on one member, so a job's flows share it) or
+// l3l4 (addresses and ports: each worker's flow hashes on its own).
+enum class lag_hash : std::uint8_t { l2 = 0, l3l4 = 1 };
 
 // Header flag bits. Bits not named here are reserved and must be zero.
 inline constexpr std::uint8_t flag_retransmit = 0x01;
@@ -102,6 +106,7 @@ inline constexpr unsigned max_rails = 32;
 struct join_ack_body {
     std::uint16_t pool_size = 0;
     rail_policy policy = rail_policy::rail;
+    lag_hash hash = lag_hash::l3l4; // LAG only
     std::uint8_t n_rails = 0;
     std::uint16_t chunk_bytes = 0; // the job's chunk: the smallest rail chunk
     rail_entry rails[max_rails];
@@ -130,17 +135,29 @@ constexpr std::uint32_t chunk_bytes_for_mtu(std::uint32_t mtu) noexcept {
     return p;
 }
 
-// Under the LAG policy a job's whole stream uses one member rail, chosen by
-// hashing the job on both ends (worker and railgated compute the same).
-constexpr unsigned lag_member(std::uint32_t job_id, std::uint64_t job_token, unsigned n_rails) noexcept {
+// LAG. A job's aggregation lives on its home member, lag_member(job, 0,
+// n) for everyone; each worker's flow (worker, job) travels on the member
+// lag_flow_member picks, and railgated hands it to the home member's
+// aggregator (the bond is served by one lcore) and answers on the member
+// the flow came in on.
+constexpr unsigned lag_member(std::uint32_t job_id, std::uint64_t job_token, unsigned n_rails,
+                              std::uint64_t flow = 0) noexcept {
     if (n_rails <= 1) return 0;
-    std::uint64_t x = (std::uint64_t{job_id} << 32) ^ job_token;
+    std::uint64_t x = (std::uint64_t{job_id} << 32) ^ job_token ^ (flow * 0x9e3779b97f4a7c15ull);
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdull;
     x ^= x >> 33;
     x *= 0xc4ceb9fe1a85ec53ull;
     x ^= x >> 33;
     return static_cast<unsigned>(x % n_rails);
+}
+
+// The member a worker's flow uses: l2 keeps every worker of the job on the
+// job's home member; l3l4 spreads the workers by rank.
+constexpr unsigned lag_flow_member(lag_hash h, std::uint32_t job_id, std::uint64_t job_token, std::uint16_t rank,
+                                   unsigned n_rails) noexcept {
+    return h == lag_hash::l2 ? lag_member(job_id, job_token, n_rails)
+                             : lag_member(job_id, job_token, n_rails, std::uint64_t{rank} + 1);
 }
 
 } // namespace railgate::wire

@@ -224,7 +224,8 @@ json control_plane::handle(const control::request& r) {
         if (hash && pm != config::policy_mode::lag) return fail("hash applies to the lag policy only");
         if (hash && !config::parse_lag_hash(*hash, h)) return fail("hash '" + *hash + "' is not one of l2, l3l4");
         const auto p = pm == config::policy_mode::lag ? wire::rail_policy::lag : wire::rail_policy::rail;
-        if (!(e = d_.set_policy(p)).empty()) return fail(e);
+        if (!(e = d_.set_policy(p, h == config::lag_hash::l2 ? wire::lag_hash::l2 : wire::lag_hash::l3l4)).empty())
+            return fail(e);
         hash_ = h;
         return ok({{"mode", policy_name(p)}, {"hash", std::string(config::name(hash_))}, {"applies", "to jobs that join from now on"}});
     }

@@ -239,6 +239,7 @@ int main(int argc, char** argv) {
     cfg.default_pool = app.default_slots;
     cfg.mbufs_per_rail = app.mbufs_per_rail;
     cfg.policy = app.policy == config::policy_mode::lag ? wire::rail_policy::lag : wire::rail_policy::rail;
+    cfg.hash = app.hash == config::lag_hash::l2 ? wire::lag_hash::l2 : wire::lag_hash::l3l4;
     if (app.idle == config::idle_mode::spin) cfg.idle = net::idle_policy::spin;
     if (app.idle == config::idle_mode::yield) cfg.idle = net::idle_policy::yield;
     for (config::rail& r : app.rails) {

@@ -169,17 +169,24 @@ run_bench 15 2 || fail "railbench after rail remove"
 grep -q "2 rails" "$dir/bench-15-0.log" || fail "the next job still used the removed rail"
 ok "rail add (live, next job stripes over 3 rails), remove refused while a job uses it, remove between jobs"
 
-# --- policy
-ctl policy set lag --hash l2 | grep -q "policy lag (hash l2)" || fail "policy set lag"
-[ "$(policy_now)" = "lag l2" ] || fail "policy show after set lag"
-run_bench 12 2 || fail "railbench under lag"
-ctl --json stats | python3 -c '
-import json,sys
-r = json.load(sys.stdin)["rails"]
-# job 12 ran on one member only: one rail saw its contributions, the other none
-print([x["rail"] + ":" + str(x["contributions"]) for x in r])' > "$dir/lag.log"
+# --- policy. Under LAG each worker's flow uses one member (l3l4: hashed
+# per rank; l2: all on the job's home member) and the home member aggregates.
+# Jobs 16 and 17 with 4 workers on 2 rails: by wire::lag_member, job 16's
+# flows land on both members (home r0), job 17's home is r1.
+contribs() { ctl --json stats | python3 -c 'import json,sys; print(" ".join(str(r["contributions"]) for r in json.load(sys.stdin)["rails"]))'; }
+ctl policy set lag --hash l3l4 | grep -q "policy lag (hash l3l4)" || fail "policy set lag"
+[ "$(policy_now)" = "lag l3l4" ] || fail "policy show after set lag"
+read -r a0 a1 <<< "$(contribs)"
+run_bench 16 4 || fail "railbench under lag l3l4"
+read -r b0 b1 <<< "$(contribs)"
+[ $((b0 - a0)) -gt 0 ] && [ $((b1 - a1)) -gt 0 ] || fail "lag l3l4: flows did not use both members ($a0/$a1 -> $b0/$b1)"
+ctl policy set lag --hash l2 | grep -q "policy lag (hash l2)" || fail "policy set lag l2"
+run_bench 17 4 || fail "railbench under lag l2"
+read -r c0 c1 <<< "$(contribs)"
+[ $((c0 - b0)) -eq 0 ] && [ $((c1 - b1)) -gt 0 ] || fail "lag l2: flows not all on member r1 ($b0/$b1 -> $c0/$c1)"
 ctl policy set rail | grep -q "policy rail" || fail "policy set rail"
-ok "policy lag (hash l2) then rail; railbench bit-exact under lag ($(cat "$dir/lag.log"))"
+run_bench 18 2 || fail "railbench back under rail"
+ok "policy lag l3l4 (4 flows over both members: +$((b0 - a0))/+$((b1 - a1)) contributions), lag l2 (one member: +$((c0 - b0))/+$((c1 - b1))), then rail; all bit-exact"
 
 # --- stats and latency
 ctl stats > "$dir/stats.log" || fail "stats"
