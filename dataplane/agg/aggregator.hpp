@@ -127,6 +127,9 @@ public:
                 m = std::max(m, jobs_[i].chunk_elems * static_cast<std::uint32_t>(wire::dtype_size(jobs_[i].dt)));
         return m;
     }
+    // Jobs in the table created under LAG (their flows may arrive on
+    // other members of the bond).
+    unsigned lag_jobs() const noexcept { return lag_jobs_; }
     unsigned active_jobs() const noexcept {
         unsigned n = 0;
         for (unsigned i = 0; i < lim_.max_jobs; ++i) n += jobs_[i].used;
@@ -168,6 +171,7 @@ public:
             j->pool = pool;
             j->chunk_elems = lim_.job_chunk_bytes / static_cast<std::uint32_t>(wire::dtype_size(h.dt));
             j->lag = lag;
+            lag_jobs_ += lag;
             j->stripe_n = lag ? 1 : lim_.n_rails;
             j->stripe_index = lag ? 0 : lim_.rail_index;
             j->joined = 0;
@@ -302,11 +306,13 @@ private:
             if (s.result_valid) Release{}(s.result_owner);
             s = slot{};
         }
+        lag_jobs_ -= j.lag;
         j.used = false;
         j.joined = 0;
     }
 
     limits lim_;
+    unsigned lag_jobs_ = 0;
     std::unique_ptr<job[]> jobs_;
     std::unique_ptr<slot[]> slots_;
     std::unique_ptr<void*[]> owners_;

@@ -62,7 +62,7 @@ struct rail_static {
     bool active = true;
     int stripe = -1;
     bool closed = false;
-    std::string devargs; // for hot-unplug of rails added at run time
+    bool hotplugged = false; // added at run time: unplugged when removed
     rte_device* device = nullptr;
     rte_mempool* pool = nullptr;     // full-size frames
     rte_mempool* hdr_pool = nullptr; // result headers and indirect clones
@@ -295,8 +295,9 @@ void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned
 // aggregation lives on the home member, and each rank is answered on the
 // member its flow uses, at the address it joined there with.
 rail_state* lag_home(rail_state& rs, const wire::header& h) noexcept {
+    if (!rs.agg.lag_jobs() || !rs.bond) return &rs; // the rail policy's per-packet path
     const agg::job* local = rs.agg.find(h.job_id);
-    if (!local || !local->lag || !rs.bond) return &rs;
+    if (!local || !local->lag) return &rs;
     const unsigned home = wire::lag_member(h.job_id, h.job_token, rs.ack.n_rails);
     return home < rs.bond->size() ? (*rs.bond)[home] : nullptr;
 }
@@ -387,20 +388,6 @@ void handle_rtt_report(rail_state& rs, rte_mbuf* m, const wire::header& h,
         rs.worker_rtt.add_to_bucket(b, n);
         if (jh) jh->add_to_bucket(b, n);
     }
-    // Min, max and sum from the bucket bounds: exact to the bucket.
-    auto summarise = [](stats::histogram& x) {
-        std::uint64_t lo = 0, hi = 0, sum = 0;
-        bool first = true;
-        for (std::size_t i = 0; i < stats::histogram::bucket_count; ++i)
-            if (const std::uint64_t c = x.bucket(i)) {
-                if (first) lo = stats::histogram::lowest_of(i), first = false;
-                hi = stats::histogram::highest_of(i);
-                sum += c * ((stats::histogram::lowest_of(i) + stats::histogram::highest_of(i)) / 2);
-            }
-        x.set_summary(lo, hi, sum);
-    };
-    summarise(rs.worker_rtt);
-    if (jh) summarise(*jh);
     bump(rs.ctr.rtt_reports);
     rte_pktmbuf_free(m);
 }
@@ -475,17 +462,49 @@ rte_device* device_of(const std::string& name) {
     return nullptr;
 }
 
+// An AF_INET socket and an ifreq naming one kernel interface, for its ioctls.
+struct if_ioctl {
+    int fd;
+    ifreq ifr{};
+    explicit if_ioctl(const std::string& ifname) : fd(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) {
+        std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname.c_str());
+    }
+    ~if_ioctl() {
+        if (fd >= 0) close(fd);
+    }
+    if_ioctl(const if_ioctl&) = delete;
+    if_ioctl& operator=(const if_ioctl&) = delete;
+    bool operator()(unsigned long req) noexcept { return fd >= 0 && ioctl(fd, req, &ifr) == 0; }
+};
+
 // The MTU of a kernel interface (a tap's host side, an af_packet veth).
 std::string set_kernel_mtu(const std::string& ifname, unsigned mtu) noexcept {
-    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return std::string("socket: ") + std::strerror(errno);
-    ifreq ifr{};
-    std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname.c_str());
-    ifr.ifr_mtu = static_cast<int>(mtu);
-    const bool ok = ioctl(fd, SIOCSIFMTU, &ifr) == 0;
-    const int e = errno;
-    close(fd);
-    return ok ? std::string() : "cannot set MTU " + std::to_string(mtu) + " on " + ifname + ": " + std::strerror(e);
+    if_ioctl io(ifname);
+    io.ifr.ifr_mtu = static_cast<int>(mtu);
+    if (io(SIOCSIFMTU)) return {};
+    return "cannot set MTU " + std::to_string(mtu) + " on " + ifname + ": " + std::strerror(errno);
+}
+
+// Gives a kernel interface (the host side of a tap rail) an address and
+// brings it up.
+std::string set_kernel_address(const std::string& ifname, std::uint32_t ip, unsigned prefix) {
+    if_ioctl io(ifname);
+    auto set = [&](unsigned long req, std::uint32_t v) {
+        auto* sin = reinterpret_cast<sockaddr_in*>(&io.ifr.ifr_addr);
+        *sin = sockaddr_in{};
+        sin->sin_family = AF_INET;
+        sin->sin_addr.s_addr = htonl(v);
+        return io(req);
+    };
+    std::string what;
+    if (!set(SIOCSIFADDR, ip)) what = "address on ";
+    else if (!set(SIOCSIFNETMASK, prefix ? ~std::uint32_t{0} << (32 - prefix) : 0)) what = "netmask on ";
+    else if (!io(SIOCGIFFLAGS)) what = "flags of ";
+    else {
+        io.ifr.ifr_flags = static_cast<short>(io.ifr.ifr_flags | IFF_UP);
+        if (!io(SIOCSIFFLAGS)) what = "bringing up ";
+    }
+    return what.empty() ? std::string() : "cannot set " + what + ifname + ": " + std::strerror(errno);
 }
 
 // Sets the port's MTU from its own lcore, between bursts.
@@ -670,10 +689,6 @@ daemon::daemon(const daemon_config& cfg) : p_(std::make_unique<impl>()) {
     if (std::string e = p_->check_bond(cfg.policy); !e.empty()) throw std::runtime_error(e);
 }
 
-namespace {
-std::string set_kernel_address(const std::string& ifname, std::uint32_t ip, unsigned prefix);
-}
-
 void daemon::impl::open_ports() {
     rails.reserve(wire::max_rails * 2); // rails added later never move the others
     for (std::size_t i = 0; i < cfg.rails.size(); ++i) rails.push_back(open_rail(i, cfg.rails[i]));
@@ -797,33 +812,6 @@ void daemon::impl::rebuild_ack() {
 }
 
 namespace {
-
-// Gives a kernel interface (the host side of a tap rail) an address and
-// brings it up.
-std::string set_kernel_address(const std::string& ifname, std::uint32_t ip, unsigned prefix) {
-    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return "socket: " + std::string(std::strerror(errno));
-    ifreq ifr{};
-    std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname.c_str());
-    auto set = [&](unsigned long req, std::uint32_t v) {
-        auto* sin = reinterpret_cast<sockaddr_in*>(&ifr.ifr_addr);
-        *sin = sockaddr_in{};
-        sin->sin_family = AF_INET;
-        sin->sin_addr.s_addr = htonl(v);
-        return ioctl(fd, req, &ifr) == 0;
-    };
-    std::string err;
-    if (!set(SIOCSIFADDR, ip)) err = "address on " + ifname;
-    else if (!set(SIOCSIFNETMASK, prefix ? ~std::uint32_t{0} << (32 - prefix) : 0)) err = "netmask on " + ifname;
-    else if (ioctl(fd, SIOCGIFFLAGS, &ifr) != 0) err = "flags of " + ifname;
-    else {
-        ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
-        if (ioctl(fd, SIOCSIFFLAGS, &ifr) != 0) err = "bringing up " + ifname;
-    }
-    if (!err.empty()) err = "cannot set " + err + ": " + std::strerror(errno);
-    close(fd);
-    return err;
-}
 
 bool kernel_owns(const std::string& ifname, std::uint32_t ip) {
     ifaddrs* list = nullptr;
@@ -1192,7 +1180,7 @@ std::string daemon::add_rail(const rail_config& rc, const std::string& devargs, 
         if (device) rte_dev_remove(device);
         return e.what();
     }
-    rs->devargs = devargs;
+    rs->hotplugged = true;
     p_->rails.push_back(std::move(rs));
     p_->rebuild_ack();
     lcore_command attach;
@@ -1241,7 +1229,7 @@ std::string daemon::remove_rail(std::size_t i) {
     rs.closed = true;
     // Rails that came from --vdev at start-up stay known to the EAL; hot-
     // plugged ones are unplugged (a tap's interface disappears).
-    if (!rs.devargs.empty() && rs.device) rte_dev_remove(rs.device);
+    if (rs.hotplugged && rs.device) rte_dev_remove(rs.device);
     return {};
 }
 

@@ -105,11 +105,16 @@ public:
     std::uint64_t bucket(std::size_t i) const noexcept { return counts_[i]; }
     std::uint64_t sum() const noexcept { return sum_; }
 
-    // Rebuilding a histogram sent over the control socket: the bucket
-    // counts, then the exact summary figures the sender kept.
+    // Adding samples known only by bucket (a histogram sent elsewhere):
+    // min, max and sum follow to the bucket's precision; set_summary() can
+    // then put in the exact figures if the sender kept them.
     void add_to_bucket(std::size_t i, std::uint64_t n) noexcept {
+        if (!n) return;
         counts_[i] += n;
         total_ += n;
+        sum_ += n * ((lowest_of(i) + highest_of(i)) / 2);
+        min_ = std::min(min_, lowest_of(i));
+        max_ = std::max(max_, highest_of(i));
     }
     void set_summary(std::uint64_t min, std::uint64_t max, std::uint64_t sum) noexcept {
         min_ = total_ ? min : UINT64_MAX;
