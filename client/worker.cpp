@@ -334,7 +334,7 @@ bool worker::progress() {
     if (now - s.last_scan_ns > 1000000) {
         s.last_scan_ns = now;
         const auto rto = static_cast<std::uint64_t>(std::chrono::nanoseconds(o_.rto).count());
-        for (unsigned r = 0; r < s.rails; ++r)
+        for (unsigned r = 0; r < s.rails && !t_.reliable(); ++r)
             for (std::size_t si = 0; si < s.pool; ++si) {
                 state::slot_state& sl = s.run[r].slots[si];
                 if (!sl.busy || now - sl.sent_ns < rto) continue;

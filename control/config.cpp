@@ -263,7 +263,7 @@ void read_rail(reader& r, rail& x) {
     if (x.transport == transport::dpdk) {
         if (!r.string("devargs", x.devargs)) r.fail(nullptr, "devargs", "missing (a DPDK vdev or PCI address)");
         else if (x.devargs.empty() || x.devargs[0] == ',') r.fail(r.get("devargs"), "devargs", "empty device name");
-        for (const char* k : {"device", "port", "gid_index", "gid_type"})
+        for (const char* k : {"device", "port", "gid_index", "gid_type", "path_mtu", "service_level", "chunk_bytes"})
             if (r.has(k)) r.fail(r.get(k), k, "applies to transport = \"verbs\" only");
     } else {
         if (!r.string("device", x.device) || x.device.empty()) r.fail(r.get("device"), "device", "missing (an RDMA device, e.g. mlx5_0)");
@@ -280,6 +280,21 @@ void read_rail(reader& r, rail& x) {
             r.choice<gid_type>("gid_type", {{"ib", gid_type::ib}, {"roce_v1", gid_type::roce_v1}, {"roce_v2", gid_type::roce_v2}}, g);
             x.gid_type = g;
             if (x.gid_index) r.fail(r.get("gid_type"), "gid_type", "give gid_index or gid_type, not both");
+        }
+        if (const toml::node* n = r.get("path_mtu")) {
+            const auto v = n->value<long long>();
+            if (!n->is_integer() || !v || (*v != 256 && *v != 512 && *v != 1024 && *v != 2048 && *v != 4096))
+                r.fail(n, "path_mtu", "must be 256, 512, 1024, 2048 or 4096 (default: the port's active MTU)");
+            else
+                x.path_mtu = static_cast<unsigned>(*v);
+        }
+        r.integer("service_level", 0, 15, x.service_level);
+        if (const toml::node* n = r.get("chunk_bytes")) {
+            const auto v = n->value<long long>();
+            if (!n->is_integer() || !v || *v < 1024 || *v > 32768 || (*v & (*v - 1)))
+                r.fail(n, "chunk_bytes", "must be a power of two, 1024..32768");
+            else
+                x.chunk_bytes = static_cast<unsigned>(*v);
         }
     }
     if (!r.has("ip")) r.fail(nullptr, "ip", "missing");

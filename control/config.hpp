@@ -9,7 +9,8 @@
 //   [policy]  mode = "rail" | "lag", hash = "l2" | "l3l4" (lag only)
 //   [[rail]]  name, transport = "dpdk" | "verbs", devargs (dpdk) or
 //             device + port (verbs), ip, host_ip, mtu, mtu_max, numa,
-//             lcore, gid_index | gid_type (verbs), traffic_class
+//             lcore, traffic_class; verbs only: gid_index | gid_type,
+//             path_mtu, service_level, chunk_bytes
 #pragma once
 
 #include <cstdint>
@@ -53,6 +54,9 @@ struct rail {
     std::optional<unsigned> gid_index;
     std::optional<config::gid_type> gid_type;
     unsigned traffic_class = 0;    // IPv4 TOS / GRH traffic class byte
+    unsigned path_mtu = 0;         // verbs: 256..4096; 0 = the port's active MTU
+    unsigned service_level = 0;    // verbs: IB SL / RoCE priority, 0..15
+    unsigned chunk_bytes = 32768;  // verbs: bytes per chunk (one WRITE_WITH_IMM)
 };
 
 struct appliance {

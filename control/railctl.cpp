@@ -127,11 +127,37 @@ int cmd_status(const std::vector<std::string>& a) {
                 d["job_chunk_bytes"].get<unsigned>());
     std::printf("control %s, metrics %s\n\n", d["control_socket"].get<std::string>().c_str(),
                 d["metrics"].get<std::string>().empty() ? "off" : d["metrics"].get<std::string>().c_str());
-    print_rails_table(s["rails"]);
+    if (!s["rails"].empty()) print_rails_table(s["rails"]);
+    if (s.contains("verbs_rails") && !s["verbs_rails"].empty()) {
+        std::printf("\n%-8s %-10s %-4s %-16s %-6s %-5s %-8s %-6s %-4s %-4s %-5s %-4s\n", "VERBS", "DEVICE", "PORT", "IP",
+                    "GID", "NUMA", "PATH_MTU", "CHUNK", "TC", "SL", "CONNS", "JOBS");
+        for (const json& v : s["verbs_rails"])
+            std::printf("%-8s %-10s %-4u %-16s %-6s %-5d %-8u %-6u %-4u %-4u %-5u %-4u\n", v["name"].get<std::string>().c_str(),
+                        v["device"].get<std::string>().c_str(), v["port"].get<unsigned>(),
+                        v["ip"].get<std::string>().c_str(),
+                        v["gid_index"].is_string() ? "auto" : std::to_string(v["gid_index"].get<int>()).c_str(),
+                        v["numa"].get<int>(), v["path_mtu"].get<unsigned>(), v["chunk_bytes"].get<unsigned>(),
+                        v["traffic_class"].get<unsigned>(), v["service_level"].get<unsigned>(),
+                        v["connections"].get<unsigned>(), v["active_jobs"].get<unsigned>());
+    }
     return 0;
 }
 
 void print_counters(const json& c) {
+    if (c.value("transport", "dpdk") == "verbs") {
+        std::printf("  connects %llu, disconnects %llu (refused %llu), qp errors %llu\n",
+                    c["connects"].get<unsigned long long>(), c["disconnects"].get<unsigned long long>(),
+                    c["rejected"].get<unsigned long long>(), c["qp_errors"].get<unsigned long long>());
+        std::printf("  contributions %llu, aggregations %llu, joins %llu (refused %llu), leaves %llu, aborts %llu, "
+                    "drops %llu\n",
+                    c["contributions"].get<unsigned long long>(), c["aggregations"].get<unsigned long long>(),
+                    c["joins"].get<unsigned long long>(), c["join_errors"].get<unsigned long long>(),
+                    c["leaves"].get<unsigned long long>(), c["aborts"].get<unsigned long long>(),
+                    c["drops_total"].get<unsigned long long>());
+        for (const auto& [reason, n] : c["drops"].items())
+            std::printf("    drop %-28s %llu\n", reason.c_str(), n.get<unsigned long long>());
+        return;
+    }
     std::printf("  rx %llu pkts %llu B, tx %llu pkts %llu B\n", c["rx_packets"].get<unsigned long long>(),
                 c["rx_bytes"].get<unsigned long long>(), c["tx_packets"].get<unsigned long long>(),
                 c["tx_bytes"].get<unsigned long long>());

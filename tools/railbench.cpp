@@ -3,6 +3,7 @@
 //
 //   railbench --embedded                       # railgated + 4 workers in-process, 2 rails
 //   railbench --transport udp --server 198.18.0.1 --rank 0 --workers 3 ...
+//   railbench --transport verbs --server 198.18.0.1 --rank 0 --workers 3 ...
 #include <chrono>
 #include <cinttypes>
 #include <csignal>
@@ -14,6 +15,7 @@
 
 #include "client/railgate/embedded.hpp"
 #include "client/railgate/udp_transport.hpp"
+#include "client/railgate/verbs_transport.hpp"
 #include "client/railgate/worker.hpp"
 #include "dataplane/net/daemon.hpp"
 #include "dataplane/net/eal.hpp"
@@ -42,6 +44,7 @@ struct options {
     std::uint16_t pool = 0;
     std::uint64_t seed = 1;
     std::vector<std::uint64_t> counts; // explicit element counts (--count), overrides -b/-e
+    int gid_index = -1;                // verbs: -1 automatic
 };
 
 void usage(std::FILE* f) {
@@ -58,12 +61,13 @@ void usage(std::FILE* f) {
                  "      --dtype T           fp32|bf16|fp16|int32 (default fp32)\n"
                  "      --mtu N             rail MTU in embedded mode (default 1500)\n"
                  "      --pool N            slots per rail to ask for (default: railgated's)\n"
-                 "      --transport T       udp|dpdk (default dpdk)\n"
+                 "      --transport T       udp|dpdk|verbs (default dpdk)\n"
                  "      --embedded          railgated and the W workers in this process over\n"
                  "                          in-process DPDK rings (no privileges, no setup)\n"
-                 "      --server IP         railgated's rail-0 address (udp transport)\n"
-                 "      --port P            railgated's UDP port (default %u)\n"
-                 "      --rank R            this process's rank (udp transport)\n"
+                 "      --server IP         railgated's rail-0 address (udp, verbs)\n"
+                 "      --port P            railgated's UDP port, also its rdma_cm port (default %u)\n"
+                 "      --rank R            this process's rank (udp, verbs)\n"
+                 "      --gid-index N       verbs: the local GID index (default: the RoCEv2 IPv4 GID)\n"
                  "      --job ID --token T  job id and 64-bit token\n"
                  "      --seed S            input seed (all ranks must agree)\n",
                  wire::default_udp_port);
@@ -136,7 +140,10 @@ options parse(int argc, char** argv) {
             o.pool = static_cast<std::uint16_t>(parse_uint(a, val(), 65535));
         } else if (a == "--transport") {
             o.transport = val();
-            if (o.transport != "udp" && o.transport != "dpdk") die("--transport: udp or dpdk");
+            if (o.transport != "udp" && o.transport != "dpdk" && o.transport != "verbs")
+                die("--transport: udp, dpdk or verbs");
+        } else if (a == "--gid-index") {
+            o.gid_index = static_cast<int>(parse_uint(a, val(), 255));
         } else if (a == "--embedded") {
             o.embedded = true;
         } else if (a == "--server") {
@@ -162,8 +169,8 @@ options parse(int argc, char** argv) {
     if (o.embedded && o.transport != "dpdk") die("--embedded runs over in-process DPDK rings: use --transport dpdk");
     if (!o.embedded) {
         if (o.transport == "dpdk") die("--transport dpdk outside --embedded is not supported yet: use --embedded or --transport udp");
-        if (o.server.empty()) die("--server IP is needed with --transport udp");
-        if (o.rank < 0) die("--rank is needed with --transport udp");
+        if (o.server.empty()) die("--server IP is needed with --transport " + o.transport);
+        if (o.rank < 0) die("--rank is needed with --transport " + o.transport);
         if (static_cast<unsigned>(o.rank) >= o.workers) die("--rank must be below --workers");
     }
     return o;
@@ -293,19 +300,27 @@ int run_embedded(const options& o) {
     return wrong == 0 ? 0 : 1;
 }
 
-int run_udp(const options& o) {
+// One worker of a multi-process job, over kernel UDP or verbs.
+int run_remote(const options& o) {
     std::uint32_t ip;
     if (!net::parse_ipv4(o.server, ip)) die("--server: '" + o.server + "' is not an IPv4 address");
-    auto t = client::make_udp_transport(ip, o.port);
+    std::unique_ptr<client::transport> t;
+    if (o.transport == "verbs") {
+        client::verbs_options vo;
+        vo.qp.gid_index = o.gid_index;
+        t = std::make_unique<client::verbs_transport>(ip, o.port, vo);
+    } else {
+        t = client::make_udp_transport(ip, o.port);
+    }
     client::worker w(*t, worker_opts(o, static_cast<unsigned>(o.rank)));
     if (std::string e = w.join(); !e.empty()) {
         std::fprintf(stderr, "railbench: rank %d: %s\n", o.rank, e.c_str());
         return 1;
     }
     const auto& ack = w.job_info();
-    std::printf("# railbench: rank %d of %u, server %s, %u rails, dtype %s, chunk %u B, pool %u, transport udp\n",
+    std::printf("# railbench: rank %d of %u, server %s, %u rails, dtype %s, chunk %u B, pool %u, transport %s\n",
                 o.rank, o.workers, o.server.c_str(), ack.n_rails, std::string(wire::dtype_name(o.dt)).c_str(),
-                ack.chunk_bytes, ack.pool_size);
+                ack.chunk_bytes, ack.pool_size, t->name());
     std::vector<client::worker*> ws{&w};
     stats::histogram lat;
     const std::uint64_t wrong = run_table(o, ws, {static_cast<unsigned>(o.rank)}, lat);
@@ -318,9 +333,11 @@ int run_udp(const options& o) {
 } // namespace
 
 int main(int argc, char** argv) {
+    // Line by line even into a file or pipe: the table is a progress report.
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
     const options o = parse(argc, argv);
     try {
-        return o.embedded ? run_embedded(o) : run_udp(o);
+        return o.embedded ? run_embedded(o) : run_remote(o);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "railbench: %s\n", e.what());
         return 1;

@@ -52,7 +52,10 @@ public:
     // Blocks until a message may be waiting on some rail, or for at most
     // `max`. Poll-mode transports return at once (they spin).
     virtual void wait(std::chrono::microseconds) noexcept {}
-    // The transport's name, for reports ("udp", "dpdk").
+    // True when the transport delivers every message (RC verbs): the worker
+    // then never retransmits, it only waits.
+    virtual bool reliable() const noexcept { return false; }
+    // The transport's name, for reports ("udp", "dpdk", "verbs").
     virtual const char* name() const noexcept = 0;
 };
 

@@ -18,6 +18,7 @@
 #include "dataplane/bpf/xdp_steer.hpp"
 #include "dataplane/net/rail_counters.hpp"
 #include "dataplane/proto/wire.hpp"
+#include "dataplane/proto/ipv4.hpp"
 #include "dataplane/stats/histogram.hpp"
 
 namespace railgate::net {
@@ -130,9 +131,5 @@ public:
 private:
     std::unique_ptr<impl> p_;
 };
-
-// Parses dotted-quad IPv4 into host order; false on anything else.
-bool parse_ipv4(const std::string& s, std::uint32_t& out) noexcept;
-std::string format_ipv4(std::uint32_t ip);
 
 } // namespace railgate::net

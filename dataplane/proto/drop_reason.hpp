@@ -33,7 +33,7 @@ namespace railgate {
     X(rg_count_exceeds_payload, "element count larger than the payload")      \
     X(rg_payload_trailing, "payload longer than the element count")           \
     X(rg_offset_range, "offset + count beyond the tensor bound")              \
-    X(rg_body, "JOIN body malformed")                                         \
+    X(rg_body, "JOIN or REGION body malformed")                               \
     X(rg_rtt_body, "RTT report empty or body not count entries long")         \
     X(rtt_bucket, "RTT report names a histogram bucket out of range")        \
     X(unknown_job, "no such job on this rail")                                \
@@ -53,6 +53,9 @@ namespace railgate {
     X(job_table_full, "JOIN refused: no free job entry")                      \
     X(join_refused, "JOIN refused: conflicts with the job")                   \
     X(leave_unknown, "LEAVE or abort for an unknown job, rank or token")      \
+    X(region_missing, "verbs chunk before the worker's REGION")              \
+    X(region_small, "verbs REGION smaller than pool * chunk")                \
+    X(verbs_length, "verbs chunk length not whole elements of the chunk")    \
     X(no_mbuf, "mbuf pool exhausted while building a reply")                  \
     X(tx_full, "transmit queue full, frame freed")
 

@@ -37,10 +37,10 @@ drop_reason parse_common(const std::uint8_t* msg, std::size_t len, header& h,
     bool type_ok;
     if (from_worker)
         type_ok = h.type == msg_type::join || h.type == msg_type::contrib || h.type == msg_type::rtt_report ||
-                  h.type == msg_type::leave || h.type == msg_type::error;
+                  h.type == msg_type::leave || h.type == msg_type::error || h.type == msg_type::region;
     else
         type_ok = h.type == msg_type::join_ack || h.type == msg_type::result ||
-                  h.type == msg_type::leave_ack || h.type == msg_type::error;
+                  h.type == msg_type::leave_ack || h.type == msg_type::error || h.type == msg_type::region;
     if (!type_ok || t == 0) return drop_reason::rg_type;
     if (h.flags & ~flags_known) return drop_reason::rg_flags;
     if (!dtype_valid(static_cast<std::uint8_t>(h.dt))) return drop_reason::rg_dtype;
@@ -58,6 +58,8 @@ drop_reason parse_common(const std::uint8_t* msg, std::size_t len, header& h,
         if (h.offset > max_tensor_elems || h.count > max_tensor_elems - h.offset)
             return drop_reason::rg_offset_range;
     } else if (from_worker && h.type == msg_type::join && body != join_body_bytes) {
+        return drop_reason::rg_body;
+    } else if (h.type == msg_type::region && body != region_body_bytes) {
         return drop_reason::rg_body;
     } else if (from_worker && h.type == msg_type::rtt_report &&
                (h.count == 0 || h.count > rtt_entries_per_msg || body != std::size_t{h.count} * rtt_entry_bytes)) {
@@ -133,6 +135,16 @@ join_body decode_join_body(const std::uint8_t* i) noexcept {
     b.max_count = get64(i);
     b.pool_size = get16(i + 8);
     return b;
+}
+
+void encode_region_body(const region_body& b, std::uint8_t* o) noexcept {
+    put64(o, b.addr);
+    put32(o + 8, b.rkey);
+    put32(o + 12, b.bytes);
+}
+
+region_body decode_region_body(const std::uint8_t* i) noexcept {
+    return {get64(i), get32(i + 8), get32(i + 12)};
 }
 
 std::size_t encode_join_ack_body(const join_ack_body& b, std::uint8_t* o) noexcept {

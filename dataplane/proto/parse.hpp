@@ -27,7 +27,7 @@ header decode_header(const std::uint8_t* in) noexcept;
 //   - dtype known; world in 1..max_world; rank < world;
 //   - contrib: count >= 1 and count * dtype_size == payload length exactly;
 //     offset + count <= max_tensor_elems;
-//   - join: body of join_body_bytes.
+//   - join: body of join_body_bytes; region (verbs): region_body_bytes.
 drop_reason parse_worker_message(const std::uint8_t* msg, std::size_t len, header& h,
                                  std::span<const std::uint8_t>& payload) noexcept;
 
@@ -43,6 +43,9 @@ void decode_rtt_entry(const std::uint8_t* in, std::uint16_t& bucket, std::uint32
 
 void encode_join_body(const join_body& b, std::uint8_t* out) noexcept;
 join_body decode_join_body(const std::uint8_t* in) noexcept;
+
+void encode_region_body(const region_body& b, std::uint8_t* out) noexcept;
+region_body decode_region_body(const std::uint8_t* in) noexcept;
 
 // Returns the encoded size: join_ack_fixed_bytes + n_rails * rail_entry_bytes.
 std::size_t encode_join_ack_body(const join_ack_body& b, std::uint8_t* out) noexcept;

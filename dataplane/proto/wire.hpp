@@ -34,6 +34,7 @@ enum class msg_type : std::uint8_t {
     leave = 6,     // worker -> railgated
     leave_ack = 7, // railgated -> worker
     rtt_report = 8, // worker -> railgated: its per-chunk round-trip histogram (count entries)
+    region = 9,    // verbs rails, both ways: where the peer may RDMA WRITE (region_body)
 };
 
 enum class dtype : std::uint8_t { fp32 = 0, bf16 = 1, fp16 = 2, int32 = 3 };
@@ -90,6 +91,34 @@ inline constexpr std::size_t join_body_bytes = 16;
 // rtt_entries_per_msg per message so that it fits the minimum MTU.
 inline constexpr std::size_t rtt_entry_bytes = 6;
 inline constexpr unsigned rtt_entries_per_msg = 64;
+
+// Verbs rails (PROTOCOL.md, "Verbs rails"). Control messages travel as
+// SEND/RECV with the layout above; chunks travel as RDMA WRITE_WITH_IMM into
+// the peer's region, the immediate naming the slot and its generation, so a
+// chunk needs no header. REGION tells the peer where to write: railgated's
+// (after JOIN_ACK) for that rank's contributions, the worker's for its
+// results, slot s at addr + s * chunk_bytes.
+struct region_body {
+    std::uint64_t addr = 0;
+    std::uint32_t rkey = 0;
+    std::uint32_t bytes = 0;   // region length: at least pool * chunk_bytes
+};
+inline constexpr std::size_t region_body_bytes = 16;
+// Slots per job on a verbs rail: each in-flight chunk holds a posted receive
+// on both sides, so the pool is bounded by the receive queues.
+inline constexpr unsigned verbs_max_pool = 256;
+// Bytes per chunk on verbs rails unless the rail says otherwise (the HCA
+// segments a WRITE into path-MTU packets; the chunk only sets the pipelining).
+inline constexpr std::uint32_t verbs_default_chunk_bytes = 32768;
+// Largest control message on a verbs rail (a JOIN_ACK of max_rails rails).
+inline constexpr std::size_t verbs_ctl_bytes = 1024;
+// Immediate data of a chunk: slot in the high 16 bits, the low 16 bits of
+// the slot's generation in the low 16. Results echo the contribution's.
+constexpr std::uint32_t verbs_imm(std::uint16_t slot, std::uint32_t gen) noexcept {
+    return std::uint32_t{slot} << 16 | (gen & 0xffffu);
+}
+constexpr std::uint16_t verbs_imm_slot(std::uint32_t imm) noexcept { return static_cast<std::uint16_t>(imm >> 16); }
+constexpr std::uint16_t verbs_imm_gen(std::uint32_t imm) noexcept { return static_cast<std::uint16_t>(imm); }
 
 // One rail as announced in JOIN_ACK (16 bytes each).
 struct rail_entry {

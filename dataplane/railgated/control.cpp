@@ -7,6 +7,7 @@
 
 #include <rte_telemetry.h>
 
+#include "dataplane/railgated/verbs_control.hpp"
 #include "dataplane/reduce/reduce.hpp"
 
 namespace railgate {
@@ -124,7 +125,8 @@ json control_plane::handle(const control::request& r) {
                      {"job_chunk_bytes", d_.job_chunk_bytes()},
                      {"control_socket", cfg_.control_socket},
                      {"metrics", cfg_.metrics}}},
-                   {"rails", rails}});
+                   {"rails", rails},
+                   {"verbs_rails", verbs_ ? verbs_rails_json(*verbs_) : json::array()}});
     }
     if (r.command == "rail.list" || r.command == "rail.show") {
         const bool show = r.command == "rail.show";
@@ -231,11 +233,18 @@ json control_plane::handle(const control::request& r) {
     }
     if (r.command == "stats") {
         if (!(e = control::check_keys(a, {"rail"})).empty()) return fail(e);
+        // A verbs rail's name selects it alone.
+        if (verbs_ && a.contains("rail") && a["rail"].is_string()) {
+            json v = verbs_counters_json(*verbs_, a["rail"].get<std::string>());
+            if (!v.empty()) return ok({{"rails", v}});
+        }
         int idx = -1;
         if (!(e = find_rail(a, idx, false)).empty()) return fail(e);
         json rails = json::array();
         for (std::size_t i = 0; i < d_.rail_count(); ++i)
             if (d_.rail_active(i) && (idx < 0 || static_cast<int>(i) == idx)) rails.push_back(counters_json(i));
+        if (verbs_ && idx < 0)
+            for (const json& v : verbs_counters_json(*verbs_)) rails.push_back(v);
         return ok({{"rails", rails}});
     }
     if (r.command == "latency") {

@@ -8,6 +8,7 @@
 #include "control/config.hpp"
 #include "control/protocol.hpp"
 #include "dataplane/net/daemon.hpp"
+#include "dataplane/verbs/plane.hpp"
 
 namespace railgate {
 
@@ -26,6 +27,8 @@ public:
     // For telemetry callbacks (they cannot carry a pointer).
     static control_plane* instance;
     net::daemon& daemon() noexcept { return d_; }
+    // Verbs rails served beside the DPDK ones: status and stats show them.
+    void attach_verbs(const verbs::plane* p) noexcept { verbs_ = p; }
 
 private:
     control::json rail_json(const net::rail_status& r) const;
@@ -34,6 +37,7 @@ private:
     std::string find_rail(const control::json& args, int& index, bool required) const;
 
     net::daemon& d_;
+    const verbs::plane* verbs_ = nullptr;
     config::appliance cfg_;
     config::lag_hash hash_;
     std::chrono::steady_clock::time_point started_;

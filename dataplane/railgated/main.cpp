@@ -14,7 +14,9 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -27,6 +29,8 @@
 #include "dataplane/net/eal.hpp"
 #include "dataplane/net/topology.hpp"
 #include "dataplane/railgated/control.hpp"
+#include "dataplane/railgated/verbs_control.hpp"
+#include "dataplane/verbs/plane.hpp"
 
 using namespace railgate;
 
@@ -41,6 +45,9 @@ void usage(std::FILE* f) {
                  "  --config FILE       rails, pools, policy, control socket and metrics from a TOML file\n"
                  "                      (see config/*.toml); without it and without --rail: the embedded\n"
                  "                      default, two tap rails rg0/rg1 (198.18.0.1, 198.18.1.1)\n"
+                 "                      verbs rails (transport = \"verbs\") are served through rdma-core with\n"
+                 "                      rdma_cm on the rail's address and udp_port; with verbs rails only,\n"
+                 "                      no EAL starts\n"
                  "  --check             validate the configuration, print it, and exit\n"
                  "  --rail DEVARGS      instead of a file: a DPDK vdev (net_af_packet0,iface=eth1) or PCI\n"
                  "                      address; repeatable. Then per rail:\n"
@@ -222,10 +229,36 @@ int main(int argc, char** argv) {
         print_config(app);
         return 0;
     }
-    for (const config::rail& r : app.rails)
-        if (r.transport == config::transport::verbs)
-            die("rail " + r.name + ": transport \"verbs\" (" + r.device + ":" + std::to_string(r.port) +
-                ") is not in this build yet; only DPDK rails run");
+    // Verbs rails go to the verbs plane; the DPDK daemon (and the EAL) run
+    // only when there are DPDK rails.
+    verbs::plane_config vcfg;
+    vcfg.max_jobs = app.max_jobs;
+    vcfg.default_pool = std::min(app.default_slots, wire::verbs_max_pool);
+    vcfg.max_pool = std::min(app.max_slots, wire::verbs_max_pool);
+    vcfg.spin_passes = (idle_set ? idle : app.idle == config::idle_mode::spin ? net::idle_policy::spin
+                                                                              : net::idle_policy::yield) ==
+                               net::idle_policy::spin
+                           ? 0
+                           : vcfg.spin_passes;
+    for (const config::rail& r : app.rails) {
+        if (r.transport != config::transport::verbs) continue;
+        verbs::rail_config v;
+        v.name = r.name;
+        v.device = r.device;
+        v.port = r.port;
+        v.ip = r.ip;
+        v.cm_port = app.udp_port;
+        v.qp.gid_index = r.gid_index ? static_cast<int>(*r.gid_index) : -1;
+        v.qp.prefer_roce_v2 = r.gid_type != config::gid_type::roce_v1;
+        v.qp.path_mtu = r.path_mtu;
+        v.qp.traffic_class = static_cast<std::uint8_t>(r.traffic_class);
+        v.qp.service_level = static_cast<std::uint8_t>(r.service_level);
+        v.chunk_bytes = r.chunk_bytes;
+        v.numa = r.numa;
+        v.cpu = r.lcore;
+        vcfg.rails.push_back(v);
+    }
+    std::erase_if(app.rails, [](const config::rail& r) { return r.transport == config::transport::verbs; });
     if (eal_args.size() == 1)
         eal_args = app.eal_args.empty() ? net::embedded_eal_args(argv[0]) : [&] {
             std::vector<std::string> v{argv[0]};
@@ -269,16 +302,29 @@ int main(int argc, char** argv) {
     if (idle_set) cfg.idle = idle;
 
     try {
-        net::eal eal(eal_args);
-        net::print_topology(stdout);
-        net::daemon d(cfg);
-        d.print_placement(stdout);
+        std::unique_ptr<verbs::plane> vp;
+        if (!vcfg.rails.empty()) vp = std::make_unique<verbs::plane>(vcfg);
+        std::optional<net::eal> eal;
+        std::unique_ptr<net::daemon> d;
+        if (!cfg.rails.empty()) {
+            eal.emplace(eal_args);
+            net::print_topology(stdout);
+            d = std::make_unique<net::daemon>(cfg);
+            d->print_placement(stdout);
+        }
+        if (vp) vp->print_placement(stdout);
         std::signal(SIGINT, on_signal);
         std::signal(SIGTERM, on_signal);
         std::signal(SIGPIPE, SIG_IGN);
-        d.launch();
-        control_plane cp(d, app);
-        cp.register_telemetry();
+        if (d) d->launch();
+        if (vp) vp->launch();
+        std::unique_ptr<control_plane> cp;
+        if (d) {
+            cp = std::make_unique<control_plane>(*d, app);
+            cp->attach_verbs(vp.get());
+            cp->register_telemetry();
+        }
+        const auto started = std::chrono::steady_clock::now();
         std::unique_ptr<control::server> ctl;
         if (!app.control_socket.empty()) {
             control::socket_options so;
@@ -286,30 +332,34 @@ int main(int argc, char** argv) {
             so.mode = app.socket_mode;
             so.owner = app.socket_owner;
             so.group = app.socket_group;
-            ctl = std::make_unique<control::server>(so, [&cp](const control::request& r) { return cp.handle(r); });
+            ctl = std::make_unique<control::server>(so, [&](const control::request& r) {
+                return cp ? cp->handle(r) : verbs_only_handle(*vp, app, started, r);
+            });
             std::printf("railgated: control socket %s (mode %04o)\n", ctl->path().c_str(), app.socket_mode);
         }
         std::unique_ptr<control::metrics_server> metrics;
-        if (!app.metrics.empty()) {
-            metrics = std::make_unique<control::metrics_server>(app.metrics, [&cp] { return cp.prometheus(); });
+        if (!app.metrics.empty() && cp) {
+            metrics = std::make_unique<control::metrics_server>(app.metrics, [&cp] { return cp->prometheus(); });
             std::printf("railgated: metrics on http://%s/metrics\n", app.metrics.c_str());
         }
         std::printf("railgated: ready\n");
         std::fflush(stdout);
+        auto print_stats = [&] {
+            if (d) d->print_stats(stdout);
+            if (vp) vp->print_stats(stdout);
+            std::fflush(stdout);
+        };
         unsigned ticks = 0;
         while (!stop_requested) {
             usleep(100000);
-            if (app.stats_interval && ++ticks % (app.stats_interval * 10) == 0) {
-                d.print_stats(stdout);
-                std::fflush(stdout);
-            }
+            if (app.stats_interval && ++ticks % (app.stats_interval * 10) == 0) print_stats();
         }
         std::printf("railgated: stopping\n");
         metrics.reset();
         ctl.reset();
-        d.stop();
-        d.print_stats(stdout);
-        std::fflush(stdout);
+        if (d) d->stop();
+        if (vp) vp->stop();
+        print_stats();
     } catch (const std::exception& e) {
         std::fprintf(stderr, "railgated: %s\n", e.what());
         return 1;

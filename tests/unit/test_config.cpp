@@ -108,6 +108,21 @@ BOOST_AUTO_TEST_CASE(verbs_rails) {
     BOOST_TEST(only_error(v + "devargs = \"net_null0\"\n") ==
                "t.toml:6:11: rail[0].devargs: applies to transport = \"dpdk\" only");
     BOOST_TEST(only_error(v + "port = 0\n") == "t.toml:6:8: rail[0].port: 0 out of range 1..255");
+    const config::result ok = parse(v + "path_mtu = 2048\nservice_level = 3\nchunk_bytes = 8192\ntraffic_class = 106\n");
+    BOOST_TEST_REQUIRE(ok.ok());
+    BOOST_TEST(ok.cfg.rails[0].path_mtu == 2048u);
+    BOOST_TEST(ok.cfg.rails[0].service_level == 3u);
+    BOOST_TEST(ok.cfg.rails[0].chunk_bytes == 8192u);
+    BOOST_TEST(parse(v).cfg.rails[0].path_mtu == 0u); // the port's active MTU
+    BOOST_TEST(only_error(v + "path_mtu = 1500\n") ==
+               "t.toml:6:12: rail[0].path_mtu: must be 256, 512, 1024, 2048 or 4096 (default: the port's active MTU)");
+    BOOST_TEST(only_error(v + "service_level = 16\n") == "t.toml:6:17: rail[0].service_level: 16 out of range 0..15");
+    BOOST_TEST(only_error(v + "chunk_bytes = 65536\n") ==
+               "t.toml:6:15: rail[0].chunk_bytes: must be a power of two, 1024..32768");
+    BOOST_TEST(only_error(v + "chunk_bytes = 5000\n") ==
+               "t.toml:6:15: rail[0].chunk_bytes: must be a power of two, 1024..32768");
+    BOOST_TEST(only_error(rail0 + "path_mtu = 1024\n") ==
+               "t.toml:7:12: rail[0].path_mtu: applies to transport = \"verbs\" only");
 }
 
 BOOST_AUTO_TEST_CASE(every_error_is_reported_not_just_the_first) {

@@ -240,3 +240,26 @@ BOOST_AUTO_TEST_CASE(rtt_report_bodies) {
     const auto one = message(h, rtt_entry_bytes);
     BOOST_TEST((parse_server_message(one.data(), one.size(), out, p) == drop_reason::rg_type));
 }
+
+BOOST_AUTO_TEST_CASE(verbs_region_and_immediate) {
+    // REGION travels both ways with a 16-byte body, big-endian.
+    wire::header h = contrib_header(0);
+    h.type = msg_type::region;
+    std::vector<std::uint8_t> m = message(h, region_body_bytes);
+    encode_region_body({0x0102030405060708ull, 0xaabbccdd, 65536}, m.data() + header_bytes);
+    BOOST_TEST((m[header_bytes] == 0x01 && m[header_bytes + 8] == 0xaa));
+    wire::header out;
+    std::span<const std::uint8_t> body;
+    BOOST_TEST((parse_worker_message(m.data(), m.size(), out, body) == drop_reason::none));
+    const region_body rb = decode_region_body(body.data());
+    BOOST_TEST(rb.addr == 0x0102030405060708ull);
+    BOOST_TEST(rb.rkey == 0xaabbccddu);
+    BOOST_TEST(rb.bytes == 65536u);
+    BOOST_TEST((parse_server_message(m.data(), m.size(), out, body) == drop_reason::none));
+    m.pop_back();
+    BOOST_TEST((parse_worker_message(m.data(), m.size(), out, body) == drop_reason::rg_body));
+    // The immediate: slot high, generation's low 16 bits low.
+    BOOST_TEST(verbs_imm(5, 0x12345) == 0x00052345u);
+    BOOST_TEST(verbs_imm_slot(verbs_imm(255, 7)) == 255u);
+    BOOST_TEST(verbs_imm_gen(verbs_imm(255, 0x1ffff)) == 0xffffu);
+}

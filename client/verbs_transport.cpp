@@ -1,0 +1,392 @@
+#include "client/railgate/verbs_transport.hpp"
+
+#include <arpa/inet.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "dataplane/proto/ipv4.hpp"
+#include "dataplane/proto/parse.hpp"
+
+namespace railgate::client {
+namespace {
+
+constexpr unsigned ctl_recvs = 32;
+constexpr unsigned ctl_sends = 16;
+constexpr unsigned rq_depth = wire::verbs_max_pool + ctl_recvs;
+constexpr unsigned sq_depth = wire::verbs_max_pool + ctl_sends;
+constexpr std::size_t ctl_bytes = wire::verbs_ctl_bytes;
+
+enum class wr_kind : std::uint64_t { recv = 1, ctl_send = 2, chunk = 3 };
+constexpr std::uint64_t make_wr_id(wr_kind k, std::uint64_t i) noexcept {
+    return static_cast<std::uint64_t>(k) << 56 | i;
+}
+constexpr wr_kind kind_of(std::uint64_t id) noexcept { return static_cast<wr_kind>(id >> 56); }
+constexpr std::uint64_t index_of(std::uint64_t id) noexcept { return id & ((std::uint64_t{1} << 56) - 1); }
+
+// Waits for a CM event of type `want`; returns "" or why not.
+std::string expect_event(rdma_event_channel* ch, rdma_cm_event_type want, std::chrono::milliseconds timeout,
+                         const std::string& where, unsigned* peer_mtu = nullptr) {
+    rdma_cm_event* e = verbs::next_event(ch, timeout);
+    if (!e) return where + ": no answer within " + std::to_string(timeout.count()) + " ms";
+    const rdma_cm_event_type got = e->event;
+    const int status = e->status;
+    if (peer_mtu) *peer_mtu = verbs::decode_cm_private(e->param.conn.private_data, e->param.conn.private_data_len);
+    rdma_ack_cm_event(e);
+    if (got == want) return "";
+    if (got == RDMA_CM_EVENT_REJECTED)
+        return where + ": railgated refused the connection (is the address a verbs rail, and the port right?)";
+    return where + ": " + rdma_event_str(got) + " (status " + std::to_string(status) + ")";
+}
+
+} // namespace
+
+// One rail: members in creation order, so the QP goes first on teardown.
+struct verbs_transport::rail {
+    verbs::cm_channel_ptr ch;
+    verbs::cm_id_ptr id;
+    verbs::pd_ptr pd;
+    verbs::comp_channel_ptr comp;
+    verbs::region_memory ctl; // rq_depth receive buffers, then ctl_sends send buffers
+    verbs::mr_ptr ctl_mr;
+    verbs::region_memory data; // pool slots: contributions leave from here, results land here
+    verbs::mr_ptr data_mr;
+    std::unique_ptr<verbs::queue_pair> qp;
+    bool connected = false;
+
+    bool have_peer = false;
+    wire::region_body peer{};
+    std::uint16_t pool = 0;
+    std::uint32_t chunk = 0;
+    struct slot_state {
+        bool busy = false;
+        wire::header h; // the contribution in flight: the result's header
+    };
+    std::vector<slot_state> slots;
+    unsigned sq_used = 0, ctl_next = 0, ctl_busy = 0;
+    std::vector<std::uint32_t> repost; // receive buffers handed out by the last recv()
+    std::vector<ibv_wc> stash;         // completions wait() polled after arming the CQ
+    std::string failed;                // a completion error: the rail is dead
+    bool failure_told = false;
+    wire::header last_join{};          // for an ERROR about a dead rail
+
+    ~rail() {
+        if (connected) rdma_disconnect(id.get());
+    }
+    std::uint8_t* recv_buf(std::size_t i) const noexcept { return static_cast<std::uint8_t*>(ctl.p) + i * ctl_bytes; }
+    std::uint8_t* send_buf(std::size_t i) const noexcept { return recv_buf(rq_depth + i); }
+    std::uint8_t* slot_buf(std::size_t s) const noexcept { return static_cast<std::uint8_t*>(data.p) + s * chunk; }
+
+    bool post_recv(std::uint32_t i) noexcept {
+        ibv_sge sge{reinterpret_cast<std::uintptr_t>(recv_buf(i)), static_cast<std::uint32_t>(ctl_bytes), ctl_mr->lkey};
+        ibv_recv_wr wr{};
+        wr.wr_id = make_wr_id(wr_kind::recv, i);
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr* bad = nullptr;
+        return ibv_post_recv(qp->qp(), &wr, &bad) == 0;
+    }
+
+    bool post(std::uint64_t wr_id, ibv_wr_opcode op, const void* local, std::uint32_t len, std::uint32_t lkey,
+              std::uint64_t raddr = 0, std::uint32_t imm = 0) noexcept {
+        ibv_sge sge{reinterpret_cast<std::uintptr_t>(local), len, lkey};
+        ibv_send_wr wr{};
+        wr.wr_id = wr_id;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.opcode = op;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        if (op == IBV_WR_RDMA_WRITE_WITH_IMM) {
+            wr.imm_data = htonl(imm);
+            wr.wr.rdma.remote_addr = raddr;
+            wr.wr.rdma.rkey = peer.rkey;
+        }
+        ibv_send_wr* bad = nullptr;
+        if (ibv_post_send(qp->qp(), &wr, &bad)) return false;
+        ++sq_used;
+        return true;
+    }
+
+    bool send_ctl(const wire::header& h, const void* body, std::size_t len) noexcept {
+        if (ctl_busy >= ctl_sends || sq_used >= sq_depth || wire::header_bytes + len > ctl_bytes) return false;
+        std::uint8_t* b = send_buf(ctl_next);
+        wire::encode_header(h, b);
+        if (len) std::memcpy(b + wire::header_bytes, body, len);
+        if (!post(make_wr_id(wr_kind::ctl_send, ctl_next), IBV_WR_SEND, b,
+                  static_cast<std::uint32_t>(wire::header_bytes + len), ctl_mr->lkey))
+            return false;
+        ctl_next = (ctl_next + 1) % ctl_sends;
+        ++ctl_busy;
+        return true;
+    }
+
+    // After JOIN_ACK: the slot buffer the results land in, announced to
+    // railgated with REGION (again for a repeated JOIN_ACK).
+    bool set_up_region(const wire::header& ack_h, const wire::join_ack_body& ack) {
+        const std::size_t bytes = std::size_t{ack.pool_size} * ack.chunk_bytes;
+        if (!data_mr || data.bytes != bytes) {
+            data_mr.reset();
+            data = verbs::region_memory(bytes, -1);
+            data_mr.reset(ibv_reg_mr(pd.get(), data.p, bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+            if (!data_mr) return false;
+            pool = ack.pool_size;
+            chunk = ack.chunk_bytes;
+            slots.assign(pool, {});
+        }
+        wire::header h = last_join;
+        h.type = wire::msg_type::region;
+        h.job_id = ack_h.job_id;
+        std::uint8_t b[wire::region_body_bytes];
+        wire::encode_region_body({reinterpret_cast<std::uintptr_t>(data.p), data_mr->rkey,
+                                  static_cast<std::uint32_t>(bytes)},
+                                 b);
+        return send_ctl(h, b, sizeof b);
+    }
+};
+
+namespace {
+
+std::unique_ptr<verbs_transport::rail> connect_rail(std::uint32_t ip, std::uint16_t port, const verbs_options& o) {
+    auto r = std::make_unique<verbs_transport::rail>();
+    const std::string where = "verbs connect to " + net::format_ipv4(ip) + ":" + std::to_string(port);
+    r->ch.reset(rdma_create_event_channel());
+    if (!r->ch)
+        throw std::runtime_error(where + ": no RDMA CM (" + std::strerror(errno) +
+                                 "): is rdma_ucm loaded and /dev/infiniband/rdma_cm present?");
+    rdma_cm_id* id = nullptr;
+    if (rdma_create_id(r->ch.get(), &id, nullptr, RDMA_PS_TCP))
+        throw std::runtime_error(where + ": rdma_create_id: " + std::strerror(errno));
+    r->id.reset(id);
+    sockaddr_in dst{};
+    dst.sin_family = AF_INET;
+    dst.sin_port = htons(port);
+    dst.sin_addr.s_addr = htonl(ip);
+    const int ms = static_cast<int>(o.connect_timeout.count());
+    if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), ms))
+        throw std::runtime_error(where + ": rdma_resolve_addr: " + std::strerror(errno));
+    if (std::string e = expect_event(r->ch.get(), RDMA_CM_EVENT_ADDR_RESOLVED, o.connect_timeout, where); !e.empty())
+        throw std::runtime_error(e + " (address resolution: is there an RDMA device with a route there?)");
+    if (rdma_resolve_route(id, ms)) throw std::runtime_error(where + ": rdma_resolve_route: " + std::strerror(errno));
+    if (std::string e = expect_event(r->ch.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, o.connect_timeout, where); !e.empty())
+        throw std::runtime_error(e);
+    r->pd.reset(ibv_alloc_pd(id->verbs));
+    r->comp.reset(ibv_create_comp_channel(id->verbs));
+    if (!r->pd || !r->comp) throw std::runtime_error(where + ": cannot allocate a PD or completion channel");
+    verbs::set_nonblocking(r->comp->fd);
+    r->ctl = verbs::region_memory((rq_depth + ctl_sends) * ctl_bytes, -1);
+    r->ctl_mr.reset(ibv_reg_mr(r->pd.get(), r->ctl.p, r->ctl.bytes, IBV_ACCESS_LOCAL_WRITE));
+    if (!r->ctl_mr) throw std::runtime_error(where + ": ibv_reg_mr: " + std::strerror(errno));
+    verbs::qp_settings s = o.qp;
+    s.sq_depth = sq_depth;
+    s.rq_depth = rq_depth;
+    r->qp = std::make_unique<verbs::queue_pair>(id, r->pd.get(), r->comp.get(), s);
+    if (std::string e = r->qp->move_to(IBV_QPS_INIT); !e.empty()) throw std::runtime_error(where + ": " + e);
+    for (std::uint32_t i = 0; i < rq_depth; ++i)
+        if (!r->post_recv(i)) throw std::runtime_error(where + ": ibv_post_recv failed");
+    std::uint8_t priv[verbs::cm_private_bytes];
+    verbs::encode_cm_private(verbs::port_path_mtu(id, o.qp.path_mtu), priv);
+    rdma_conn_param p{};
+    p.private_data = priv;
+    p.private_data_len = sizeof priv;
+    p.qp_num = r->qp->qp()->qp_num;
+    p.retry_count = 7;
+    p.rnr_retry_count = 7;
+    if (rdma_connect(id, &p)) throw std::runtime_error(where + ": rdma_connect: " + std::strerror(errno));
+    // railgated answers with the path MTU both ends use.
+    unsigned theirs = 0;
+    if (std::string e = expect_event(r->ch.get(), RDMA_CM_EVENT_CONNECT_RESPONSE, o.connect_timeout, where,
+                                     &theirs);
+        !e.empty())
+        throw std::runtime_error(e);
+    if (!theirs) throw std::runtime_error(where + ": the peer is not railgated (no RGV1 connection data)");
+    r->qp->cap_path_mtu(theirs);
+    std::string e = r->qp->move_to(IBV_QPS_RTR);
+    if (e.empty()) e = r->qp->move_to(IBV_QPS_RTS);
+    if (!e.empty()) throw std::runtime_error(where + ": " + e);
+    if (rdma_establish(id)) throw std::runtime_error(where + ": rdma_establish: " + std::strerror(errno));
+    r->connected = true;
+    return r;
+}
+
+} // namespace
+
+verbs_transport::verbs_transport(std::uint32_t server_ip, std::uint16_t port, const verbs_options& o) : o_(o) {
+    rails_.push_back(connect_rail(server_ip, port, o_));
+}
+
+verbs_transport::~verbs_transport() = default;
+
+unsigned verbs_transport::n_rails() const noexcept { return static_cast<unsigned>(rails_.size()); }
+
+std::string verbs_transport::open_rails(std::span<const wire::rail_entry> rails) {
+    try {
+        for (std::size_t i = rails_.size(); i < rails.size(); ++i) {
+            rails_.push_back(connect_rail(rails[i].ip, rails[i].udp_port, o_));
+            rails_.back()->last_join = rails_[0]->last_join;
+        }
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+    return "";
+}
+
+unsigned verbs_transport::send(unsigned ri, const tx_msg* msgs, unsigned n) noexcept {
+    if (ri >= rails_.size()) return 0;
+    rail& r = *rails_[ri];
+    if (!r.failed.empty()) return n; // dead: recv() reports it
+    unsigned i = 0;
+    for (; i < n; ++i) {
+        const tx_msg& m = msgs[i];
+        if (m.h.type != wire::msg_type::contrib) {
+            if (m.h.type == wire::msg_type::join) r.last_join = m.h;
+            if (!r.send_ctl(m.h, m.payload, m.bytes)) break;
+            continue;
+        }
+        // RC delivers: a retransmit would only be a duplicate.
+        if (m.h.flags & wire::flag_retransmit) continue;
+        if (!r.have_peer || !r.data_mr || r.sq_used >= sq_depth) break;
+        const unsigned s = m.h.slot;
+        if (s >= r.pool || m.bytes > r.chunk) {
+            ++dropped_;
+            continue;
+        }
+        std::memcpy(r.slot_buf(s), m.payload, m.bytes);
+        if (!r.post(make_wr_id(wr_kind::chunk, s), IBV_WR_RDMA_WRITE_WITH_IMM, r.slot_buf(s), m.bytes,
+                    r.data_mr->lkey, r.peer.addr + std::uint64_t{s} * r.chunk, wire::verbs_imm(m.h.slot, m.h.gen)))
+            break;
+        r.slots[s].busy = true;
+        r.slots[s].h = m.h;
+    }
+    return i;
+}
+
+unsigned verbs_transport::recv(unsigned ri, rx_msg* out, unsigned max) noexcept {
+    if (ri >= rails_.size()) return 0;
+    rail& r = *rails_[ri];
+    for (std::uint32_t b : r.repost) r.post_recv(b);
+    r.repost.clear();
+    if (!r.failed.empty()) {
+        // Tell the worker once, as railgated would: an ERROR for its job.
+        if (r.failure_told || max == 0) return 0;
+        r.failure_told = true;
+        rx_msg& m = out[0];
+        m = rx_msg{};
+        m.h = r.last_join;
+        m.h.type = wire::msg_type::error;
+        m.h.aux = static_cast<std::uint32_t>(wire::error_code::aborted);
+        m.frag[0] = reinterpret_cast<const std::uint8_t*>(r.failed.data());
+        m.frag_len[0] = static_cast<std::uint32_t>(r.failed.size());
+        return 1;
+    }
+    ibv_wc wc[32];
+    int n = 0;
+    if (!r.stash.empty()) {
+        n = static_cast<int>(std::min<std::size_t>({r.stash.size(), max, 32}));
+        std::copy_n(r.stash.begin(), n, wc);
+        r.stash.erase(r.stash.begin(), r.stash.begin() + n);
+    } else {
+        n = ibv_poll_cq(r.qp->cq(), static_cast<int>(std::min(max, 32u)), wc);
+    }
+    unsigned got = 0;
+    for (int k = 0; k < n; ++k) {
+        const ibv_wc& c = wc[k];
+        const std::uint64_t idx = index_of(c.wr_id);
+        if (kind_of(c.wr_id) != wr_kind::recv) {
+            --r.sq_used;
+            if (kind_of(c.wr_id) == wr_kind::ctl_send) --r.ctl_busy;
+        }
+        if (c.status != IBV_WC_SUCCESS) {
+            if (r.failed.empty()) r.failed = "verbs rail " + std::to_string(ri) + " failed: " + verbs::describe(c);
+            continue;
+        }
+        if (kind_of(c.wr_id) != wr_kind::recv) continue;
+        const auto b = static_cast<std::uint32_t>(idx);
+        if (c.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+            const std::uint32_t imm = ntohl(c.imm_data);
+            const unsigned s = wire::verbs_imm_slot(imm);
+            r.post_recv(b); // no data in the receive buffer
+            if (s >= r.pool || !r.slots[s].busy || wire::verbs_imm_gen(imm) != (r.slots[s].h.gen & 0xffffu) ||
+                c.byte_len != std::size_t{r.slots[s].h.count} * wire::dtype_size(r.slots[s].h.dt)) {
+                ++dropped_;
+                continue;
+            }
+            rx_msg& m = out[got++];
+            m = rx_msg{};
+            m.h = r.slots[s].h;
+            m.h.type = wire::msg_type::result;
+            m.h.flags = 0;
+            m.frag[0] = r.slot_buf(s);
+            m.frag_len[0] = c.byte_len;
+            r.slots[s].busy = false;
+            continue;
+        }
+        wire::header h;
+        std::span<const std::uint8_t> body;
+        if (wire::parse_server_message(r.recv_buf(b), c.byte_len, h, body) != drop_reason::none) {
+            ++dropped_;
+            r.post_recv(b);
+            continue;
+        }
+        if (h.type == wire::msg_type::region) {
+            r.peer = wire::decode_region_body(body.data());
+            r.have_peer = true;
+            r.post_recv(b);
+            continue;
+        }
+        if (h.type == wire::msg_type::join_ack) {
+            wire::join_ack_body ack;
+            if (!wire::decode_join_ack_body(body, ack) || ack.pool_size > wire::verbs_max_pool ||
+                !r.set_up_region(h, ack)) {
+                ++dropped_;
+                r.post_recv(b);
+                continue;
+            }
+        }
+        rx_msg& m = out[got++];
+        m = rx_msg{};
+        m.h = h;
+        m.frag[0] = body.data();
+        m.frag_len[0] = static_cast<std::uint32_t>(body.size());
+        r.repost.push_back(b);
+    }
+    return got;
+}
+
+std::uint64_t verbs_transport::dropped() const noexcept { return dropped_; }
+
+// Arms every rail's CQ, then polls once more: completions that slipped in
+// before the arming would raise no event, so they are stashed for recv().
+void verbs_transport::wait(std::chrono::microseconds max) noexcept {
+    std::vector<pollfd> fds;
+    for (auto& r : rails_) {
+        ibv_req_notify_cq(r->qp->cq(), 0);
+        ibv_wc wc[16];
+        const int n = ibv_poll_cq(r->qp->cq(), 16, wc);
+        if (n > 0) r->stash.insert(r->stash.end(), wc, wc + n);
+        if (!r->stash.empty() || !r->failed.empty()) return;
+        fds.push_back({r->comp->fd, POLLIN, 0});
+    }
+    poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(1, max.count() / 1000)));
+    for (auto& r : rails_) {
+        ibv_cq* cq;
+        void* ctx;
+        while (ibv_get_cq_event(r->comp.get(), &cq, &ctx) == 0) ibv_ack_cq_events(cq, 1);
+    }
+}
+
+bool verbs_transport::write_raw(unsigned ri, unsigned slot, std::uint32_t imm, std::uint32_t bytes) noexcept {
+    if (ri >= rails_.size()) return false;
+    rail& r = *rails_[ri];
+    if (!r.have_peer || !r.data_mr || slot >= r.pool || bytes > r.chunk || r.sq_used >= sq_depth) return false;
+    return r.post(make_wr_id(wr_kind::chunk, slot), IBV_WR_RDMA_WRITE_WITH_IMM, r.slot_buf(slot), bytes,
+                  r.data_mr->lkey, r.peer.addr + std::uint64_t{slot} * r.chunk, imm);
+}
+
+int verbs_transport::gid_index() const noexcept { return rails_[0]->qp->gid_index(); }
+unsigned verbs_transport::path_mtu() const noexcept { return rails_[0]->qp->path_mtu(); }
+
+} // namespace railgate::client

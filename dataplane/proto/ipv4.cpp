@@ -1,0 +1,21 @@
+#include "dataplane/proto/ipv4.hpp"
+
+#include <arpa/inet.h>
+
+namespace railgate::net {
+
+bool parse_ipv4(const std::string& s, std::uint32_t& out) noexcept {
+    in_addr a{};
+    if (inet_pton(AF_INET, s.c_str(), &a) != 1) return false;
+    out = ntohl(a.s_addr);
+    return true;
+}
+
+std::string format_ipv4(std::uint32_t ip) {
+    char buf[INET_ADDRSTRLEN];
+    in_addr a{htonl(ip)};
+    inet_ntop(AF_INET, &a, buf, sizeof buf);
+    return buf;
+}
+
+} // namespace railgate::net

@@ -1,0 +1,99 @@
+#include "dataplane/railgated/verbs_control.hpp"
+
+#include <unistd.h>
+
+#include "dataplane/proto/ipv4.hpp"
+#include "dataplane/reduce/reduce.hpp"
+
+namespace railgate {
+
+using control::json;
+
+json verbs_rails_json(const verbs::plane& p) {
+    json rails = json::array();
+    for (const verbs::rail_status& s : p.status()) {
+        json j = {{"name", s.name},
+                  {"transport", "verbs"},
+                  {"device", s.device},
+                  {"port", s.port},
+                  {"ip", net::format_ipv4(s.ip)},
+                  {"cm_port", s.cm_port},
+                  {"numa", s.numa},
+                  {"path_mtu", s.path_mtu},
+                  {"chunk_bytes", s.chunk_bytes},
+                  {"traffic_class", s.traffic_class},
+                  {"service_level", s.service_level},
+                  {"connections", s.connections},
+                  {"active_jobs", s.jobs}};
+        j["gid_index"] = s.gid_index >= 0 ? json(s.gid_index) : json("auto");
+        rails.push_back(j);
+    }
+    return rails;
+}
+
+json verbs_counters_json(const verbs::plane& p, const std::string& only) {
+    json rails = json::array();
+    const auto st = p.status();
+    for (std::size_t i = 0; i < p.rail_count(); ++i) {
+        if (!only.empty() && st[i].name != only) continue;
+        const verbs::rail_counters& c = p.counters(i);
+        auto v = [](const std::atomic<std::uint64_t>& x) { return x.load(std::memory_order_relaxed); };
+        json drops = json::object();
+        std::uint64_t total = 0;
+        for (unsigned r = 0; r < drop_reason_count; ++r)
+            if (const std::uint64_t n = v(c.drops[r])) {
+                drops[std::string(drop_reason_name(static_cast<drop_reason>(r)))] = n;
+                total += n;
+            }
+        rails.push_back({{"rail", st[i].name},
+                         {"transport", "verbs"},
+                         {"connects", v(c.connects)},
+                         {"disconnects", v(c.disconnects)},
+                         {"rejected", v(c.rejected)},
+                         {"contributions", v(c.contributions)},
+                         {"aggregations", v(c.results)},
+                         {"joins", v(c.joins)},
+                         {"join_errors", v(c.join_errors)},
+                         {"leaves", v(c.leaves)},
+                         {"aborts", v(c.aborts)},
+                         {"qp_errors", v(c.qp_errors)},
+                         {"rtt_reports", v(c.rtt_reports)},
+                         {"backlogged", v(c.backlogged)},
+                         {"drops_total", total},
+                         {"drops", drops}});
+    }
+    return rails;
+}
+
+json verbs_only_handle(const verbs::plane& p, const config::appliance& cfg,
+                       std::chrono::steady_clock::time_point started, const control::request& r) {
+    std::string e;
+    if (r.command == "status") {
+        if (!(e = control::check_keys(r.args, {})).empty()) return control::fail(e);
+        const auto up = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        const auto st = p.status();
+        return control::ok({{"daemon",
+                             {{"version", "0.1.0"},
+                              {"pid", getpid()},
+                              {"uptime_s", up},
+                              {"config", cfg.source},
+                              {"kernels", std::string(reduce::best().name)},
+                              {"policy", "rail"},
+                              {"hash", "l3l4"},
+                              {"job_chunk_bytes", st.empty() ? 0u : st[0].chunk_bytes},
+                              {"control_socket", cfg.control_socket},
+                              {"metrics", ""}}}, // the Prometheus endpoint serves the DPDK daemon
+                            {"rails", json::array()},
+                            {"verbs_rails", verbs_rails_json(p)}});
+    }
+    if (r.command == "stats") {
+        if (!(e = control::check_keys(r.args, {"rail"})).empty()) return control::fail(e);
+        const std::string only = r.args.contains("rail") && r.args["rail"].is_string() ? r.args["rail"].get<std::string>() : "";
+        json rails = verbs_counters_json(p, only);
+        if (!only.empty() && rails.empty()) return control::fail("no rail named '" + only + "'");
+        return control::ok({{"rails", rails}});
+    }
+    return control::fail("'" + r.command + "' needs DPDK rails; this railgated runs verbs rails only (status, stats)");
+}
+
+} // namespace railgate

@@ -1,0 +1,24 @@
+// The control socket's view of verbs rails: their status and counters in
+// the JSON shapes railctl prints, and the whole command set of a railgated
+// that runs verbs rails only (no EAL, no DPDK daemon).
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "control/config.hpp"
+#include "control/protocol.hpp"
+#include "dataplane/verbs/plane.hpp"
+
+namespace railgate {
+
+control::json verbs_rails_json(const verbs::plane& p);
+// Counters of every verbs rail, or of the one named `only`.
+control::json verbs_counters_json(const verbs::plane& p, const std::string& only = "");
+
+// status and stats for a verbs-only daemon; other commands are refused with
+// the reason.
+control::json verbs_only_handle(const verbs::plane& p, const config::appliance& cfg,
+                                std::chrono::steady_clock::time_point started, const control::request& r);
+
+} // namespace railgate

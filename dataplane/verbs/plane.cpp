@@ -1,0 +1,859 @@
+#include "dataplane/verbs/plane.hpp"
+
+#include <arpa/inet.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <stdexcept>
+
+#include "dataplane/proto/ipv4.hpp"
+#include "dataplane/proto/parse.hpp"
+#include "dataplane/reduce/reduce.hpp"
+
+namespace railgate::verbs {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// Control messages a worker may have in flight on a rail besides its chunks
+// (JOIN retries, REGION, LEAVE, RTT reports), and ours to it.
+constexpr unsigned ctl_recvs = 32;
+constexpr unsigned ctl_sends = 16;
+constexpr unsigned rq_depth = wire::verbs_max_pool + ctl_recvs;
+constexpr unsigned sq_depth = wire::verbs_max_pool + ctl_sends;
+constexpr std::size_t ctl_bytes = wire::verbs_ctl_bytes;
+constexpr auto join_deadline = std::chrono::seconds(10);  // connected, never joined: disconnected
+constexpr auto close_deadline = std::chrono::seconds(2);  // disconnecting: destroyed anyway
+constexpr unsigned cm_poll_passes = 256;                  // a CM poll is a syscall: not every pass
+
+// wr_id: the kind in the top byte, an index below it.
+enum class wr_kind : std::uint64_t { recv = 1, ctl_send = 2, result = 3 };
+constexpr std::uint64_t make_wr_id(wr_kind k, std::uint64_t i) noexcept {
+    return static_cast<std::uint64_t>(k) << 56 | i;
+}
+constexpr wr_kind kind_of(std::uint64_t id) noexcept { return static_cast<wr_kind>(id >> 56); }
+constexpr std::uint64_t index_of(std::uint64_t id) noexcept { return id & ((std::uint64_t{1} << 56) - 1); }
+
+void bump(std::atomic<std::uint64_t>& c) noexcept { c.fetch_add(1, std::memory_order_relaxed); }
+
+// A send waiting for room in its QP's send queue.
+struct pending_send {
+    std::uint64_t wr_id;
+    ibv_wr_opcode op;
+    std::uint64_t laddr;
+    std::uint32_t len, lkey;
+    std::uint64_t raddr;
+    std::uint32_t rkey, imm;
+};
+
+} // namespace
+
+// One worker's QP on this rail. Members are declared in creation order and
+// so torn down in reverse: the QP first, then the memory it used.
+struct conn {
+    enum class state : std::uint8_t { accepting, up, closing };
+    cm_id_ptr id;
+    region_memory ctl;    // rq_depth receive buffers, then ctl_sends send buffers
+    mr_ptr ctl_mr;
+    region_memory contrib; // this rank's contributions: pool slots of the job's chunk
+    mr_ptr contrib_mr;
+    std::unique_ptr<queue_pair> qp;
+
+    state st = state::accepting;
+    clock::time_point since = clock::now();
+    bool ever_joined = false;
+    int job = -1;              // index in the rail's job table
+    std::uint16_t rank = 0;
+    bool have_region = false;  // the worker's REGION (where results go)
+    wire::region_body peer{};
+    unsigned sq_used = 0;      // sends posted and not completed
+    std::deque<pending_send> backlog;
+    unsigned ctl_next = 0, ctl_busy = 0;
+    std::vector<unsigned> res_inflight; // per job index: result WRITEs not completed
+
+    std::uint8_t* recv_buf(std::size_t i) const noexcept { return static_cast<std::uint8_t*>(ctl.p) + i * ctl_bytes; }
+    std::uint8_t* send_buf(std::size_t i) const noexcept { return recv_buf(rq_depth + i); }
+};
+
+struct vjob {
+    enum class state : std::uint8_t { free, active, draining };
+    struct vslot {
+        std::uint64_t bitmap = 0;
+        std::uint32_t gen = 0;
+        std::uint32_t bytes = 0;
+    };
+    state st = state::free;
+    std::uint32_t id = 0;
+    std::uint64_t token = 0;
+    std::uint16_t world = 0;
+    wire::dtype dt = wire::dtype::fp32;
+    std::uint16_t pool = 0;
+    std::uint64_t max_count = 0;
+    std::uint64_t joined = 0;
+    conn* members[wire::max_world] = {};
+    region_memory results; // the reduced chunks, pool slots
+    mr_ptr results_mr;
+    std::vector<vslot> slots;
+    unsigned outstanding = 0; // result WRITEs in flight from `results`
+};
+
+struct plane::rail_state {
+    rail_config cfg;
+    const plane_config lim;
+    unsigned index;
+    cm_channel_ptr ch;
+    cm_id_ptr listen;
+    pd_ptr pd;
+    comp_channel_ptr comp;
+    int numa = -1;
+    std::string placement;
+    unsigned path_mtu = 0;
+    std::uint32_t job_chunk = 0;
+    wire::join_ack_body ack{};
+    const reduce::kernels* k = &reduce::best();
+    rail_counters ctr;
+    std::atomic<unsigned> n_conns{0}, n_jobs{0};
+    std::vector<vjob> jobs;
+    std::vector<std::unique_ptr<conn>> conns;
+    unsigned pass = 0;
+
+    // Members above are declared in creation order: the connections (their
+    // QPs, CQs and MRs) go first, then the jobs' MRs, the PD, the channels.
+    rail_state(const rail_config& c, const plane_config& l, unsigned i) : cfg(c), lim(l), index(i), jobs(l.max_jobs) {}
+
+    void run(const std::atomic<bool>& stop);
+
+    // --- connections
+    bool poll_cm();
+    void on_connect_request(rdma_cm_id* id, const rdma_conn_param& peer);
+    bool poll_conn(conn& c);
+    void handle_wc(conn& c, const ibv_wc& wc);
+    void fail_conn(conn& c, const std::string& why);
+    void destroy_conn(conn& c);
+    void reap();
+    void sleep();
+    void post_recv(conn& c, std::size_t i);
+    void post_send(conn& c, const pending_send& s);
+    void send_done(conn& c, std::uint64_t wr_id);
+    void flush_backlog(conn& c);
+
+    // --- protocol
+    void on_control(conn& c, const std::uint8_t* msg, std::size_t len);
+    void on_join(conn& c, const wire::header& h, std::span<const std::uint8_t> body);
+    void on_region(conn& c, const wire::header& h, std::span<const std::uint8_t> body);
+    void on_leave(conn& c, const wire::header& h);
+    void on_chunk(conn& c, std::uint32_t imm, std::uint32_t len);
+    void complete_slot(unsigned j, unsigned slot);
+    void send_ctl(conn& c, const wire::header& h, const void* body, std::size_t len);
+    void send_error(conn& c, const wire::header& req, wire::error_code code, const std::string& text);
+    void detach(conn& c);
+    void abort_job(unsigned j, const std::string& why, const conn* skip);
+    void release_job(unsigned j);
+    void maybe_free(unsigned j);
+};
+
+// ---------------------------------------------------------------- set-up
+
+plane::plane(const plane_config& cfg) {
+    if (cfg.rails.empty()) throw std::runtime_error("no verbs rails");
+    std::uint32_t job_chunk = UINT32_MAX;
+    for (unsigned i = 0; i < cfg.rails.size(); ++i) {
+        const rail_config& rc = cfg.rails[i];
+        auto rs = std::make_unique<rail_state>(rc, cfg, i);
+        const std::string where = "verbs rail " + rc.name + " (" + net::format_ipv4(rc.ip) + ")";
+        rs->ch.reset(rdma_create_event_channel());
+        if (!rs->ch)
+            throw std::runtime_error(where + ": no RDMA CM (" + std::strerror(errno) +
+                                     "): is rdma_ucm loaded and /dev/infiniband/rdma_cm present?");
+        rdma_cm_id* id = nullptr;
+        if (rdma_create_id(rs->ch.get(), &id, nullptr, RDMA_PS_TCP))
+            throw std::runtime_error(where + ": rdma_create_id: " + std::strerror(errno));
+        rs->listen.reset(id);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(rc.cm_port);
+        a.sin_addr.s_addr = htonl(rc.ip);
+        if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&a)))
+            throw std::runtime_error(where + ": cannot bind port " + std::to_string(rc.cm_port) + ": " +
+                                     std::strerror(errno));
+        if (!id->verbs) throw std::runtime_error(where + ": the address is not on an RDMA device");
+        const std::string dev = ibv_get_device_name(id->verbs->device);
+        if (!rc.device.empty() && dev != rc.device)
+            throw std::runtime_error(where + ": the address is on " + dev + ", not on " + rc.device);
+        rs->cfg.device = dev;
+        if (rc.port && id->port_num != rc.port)
+            throw std::runtime_error(where + ": the address is on port " + std::to_string(id->port_num) +
+                                     " of " + dev + ", not port " + std::to_string(rc.port));
+        rs->cfg.port = id->port_num;
+        ibv_port_attr pa{};
+        if (ibv_query_port(id->verbs, id->port_num, &pa))
+            throw std::runtime_error(where + ": ibv_query_port: " + std::strerror(errno));
+        if (rc.qp.gid_index >= 0) {
+            ibv_gid g{};
+            static const ibv_gid zero{};
+            if (rc.qp.gid_index >= pa.gid_tbl_len || ibv_query_gid(id->verbs, id->port_num, rc.qp.gid_index, &g) ||
+                std::memcmp(&g, &zero, sizeof g) == 0)
+                throw std::runtime_error(where + ": GID index " + std::to_string(rc.qp.gid_index) + " of " + dev +
+                                         " port " + std::to_string(id->port_num) + " is empty (railctl gid list)");
+        }
+        if (rc.qp.path_mtu && !mtu_enum(rc.qp.path_mtu))
+            throw std::runtime_error(where + ": path MTU " + std::to_string(rc.qp.path_mtu) +
+                                     " is not 256, 512, 1024, 2048 or 4096");
+        rs->path_mtu = mtu_bytes(pa.active_mtu);
+        if (rc.qp.path_mtu) rs->path_mtu = std::min(rs->path_mtu, rc.qp.path_mtu);
+        rs->pd.reset(ibv_alloc_pd(id->verbs));
+        rs->comp.reset(ibv_create_comp_channel(id->verbs));
+        if (!rs->pd || !rs->comp) throw std::runtime_error(where + ": cannot allocate a PD or completion channel");
+        set_nonblocking(rs->comp->fd);
+        set_nonblocking(rs->ch->fd);
+        rs->numa = rc.numa >= 0 ? rc.numa : hca_numa_node(id->verbs);
+        if (rdma_listen(id, 64)) throw std::runtime_error(where + ": rdma_listen: " + std::strerror(errno));
+        job_chunk = std::min(job_chunk, rc.chunk_bytes);
+        rails_.push_back(std::move(rs));
+    }
+    // Every rail announces all of them, so a worker's JOIN on rail 0
+    // learns where to connect the others.
+    wire::join_ack_body ack{};
+    ack.policy = wire::rail_policy::rail;
+    ack.n_rails = static_cast<std::uint8_t>(rails_.size());
+    ack.chunk_bytes = static_cast<std::uint16_t>(job_chunk);
+    for (unsigned i = 0; i < rails_.size(); ++i) {
+        wire::rail_entry& e = ack.rails[i];
+        e.ip = rails_[i]->cfg.ip;
+        e.udp_port = rails_[i]->cfg.cm_port;
+        e.mtu = static_cast<std::uint16_t>(rails_[i]->path_mtu);
+        e.chunk_bytes = static_cast<std::uint16_t>(rails_[i]->cfg.chunk_bytes);
+    }
+    for (auto& rs : rails_) {
+        rs->ack = ack;
+        rs->job_chunk = job_chunk;
+    }
+}
+
+plane::~plane() { stop(); }
+
+void plane::launch() {
+    for (auto& rs : rails_)
+        threads_.emplace_back([this, r = rs.get()] {
+            r->placement = bind_this_thread(r->cfg.cpu, r->numa);
+            r->run(stop_);
+        });
+}
+
+void plane::stop() {
+    stop_.store(true);
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+}
+
+std::size_t plane::rail_count() const noexcept { return rails_.size(); }
+const rail_counters& plane::counters(std::size_t i) const noexcept { return rails_[i]->ctr; }
+
+std::vector<rail_status> plane::status() const {
+    std::vector<rail_status> v;
+    for (const auto& rs : rails_) {
+        rail_status s;
+        s.name = rs->cfg.name;
+        s.device = rs->cfg.device;
+        s.port = rs->cfg.port;
+        s.ip = rs->cfg.ip;
+        s.cm_port = rs->cfg.cm_port;
+        s.numa = rs->numa;
+        s.cpu = rs->cfg.cpu;
+        s.gid_index = rs->cfg.qp.gid_index;
+        s.path_mtu = rs->path_mtu;
+        s.chunk_bytes = rs->cfg.chunk_bytes;
+        s.traffic_class = rs->cfg.qp.traffic_class;
+        s.service_level = rs->cfg.qp.service_level;
+        s.connections = rs->n_conns.load(std::memory_order_relaxed);
+        s.jobs = rs->n_jobs.load(std::memory_order_relaxed);
+        v.push_back(s);
+    }
+    return v;
+}
+
+void plane::print_placement(std::FILE* f) const {
+    for (const auto& rs : rails_)
+        std::fprintf(f,
+                     "railgated: verbs rail %s -> %s port %u (%s:%u) -> NUMA node %d -> thread %s; GID %s, path MTU "
+                     "%u, chunk %u B, tc %u, sl %u\n",
+                     rs->cfg.name.c_str(), rs->cfg.device.c_str(), rs->cfg.port, net::format_ipv4(rs->cfg.ip).c_str(),
+                     rs->cfg.cm_port, rs->numa, rs->cfg.cpu >= 0 ? ("cpu " + std::to_string(rs->cfg.cpu)).c_str()
+                     : rs->numa >= 0 ? "on the node's cpus" : "unpinned (no NUMA node)",
+                     rs->cfg.qp.gid_index >= 0 ? ("index " + std::to_string(rs->cfg.qp.gid_index)).c_str()
+                                               : "automatic (RoCEv2 IPv4)",
+                     rs->path_mtu, rs->cfg.chunk_bytes, rs->cfg.qp.traffic_class, rs->cfg.qp.service_level);
+}
+
+void plane::print_stats(std::FILE* f) const {
+    for (const auto& rs : rails_) {
+        const rail_counters& c = rs->ctr;
+        auto v = [](const std::atomic<std::uint64_t>& a) {
+            return static_cast<unsigned long long>(a.load(std::memory_order_relaxed));
+        };
+        std::fprintf(f,
+                     "verbs rail %s: connects %llu disconnects %llu rejected %llu joins %llu join_errors %llu leaves "
+                     "%llu aborts %llu contributions %llu results %llu qp_errors %llu backlogged %llu\n",
+                     rs->cfg.name.c_str(), v(c.connects), v(c.disconnects), v(c.rejected), v(c.joins),
+                     v(c.join_errors), v(c.leaves), v(c.aborts), v(c.contributions), v(c.results), v(c.qp_errors),
+                     v(c.backlogged));
+        for (unsigned r = 0; r < drop_reason_count; ++r)
+            if (const auto n = v(c.drops[r]))
+                std::fprintf(f, "  drop %-24s %llu\n", std::string(drop_reason_name(static_cast<drop_reason>(r))).c_str(),
+                             n);
+    }
+}
+
+// ---------------------------------------------------------------- the loop
+
+void plane::rail_state::run(const std::atomic<bool>& stop) {
+    unsigned idle = 0;
+    while (!stop.load(std::memory_order_relaxed)) {
+        bool work = false;
+        if (++pass % cm_poll_passes == 0 || idle) {
+            work |= poll_cm();
+            reap();
+        }
+        for (std::size_t i = 0; i < conns.size(); ++i) work |= poll_conn(*conns[i]);
+        if (work) {
+            idle = 0;
+        } else if (lim.spin_passes && ++idle >= lim.spin_passes) {
+            sleep();
+            idle = 0;
+        }
+    }
+}
+
+// Arms every CQ, looks once more (a completion may have slipped in before
+// the arming), then sleeps on the completion and CM channels.
+void plane::rail_state::sleep() {
+    for (auto& c : conns) ibv_req_notify_cq(c->qp->cq(), 0);
+    bool work = false;
+    for (std::size_t i = 0; i < conns.size(); ++i) work |= poll_conn(*conns[i]);
+    if (!work) {
+        pollfd fds[2] = {{comp->fd, POLLIN, 0}, {ch->fd, POLLIN, 0}};
+        poll(fds, 2, 100);
+    }
+    ibv_cq* cq;
+    void* ctx;
+    while (ibv_get_cq_event(comp.get(), &cq, &ctx) == 0) ibv_ack_cq_events(cq, 1);
+}
+
+bool plane::rail_state::poll_cm() {
+    bool any = false;
+    rdma_cm_event* e = nullptr;
+    while (rdma_get_cm_event(ch.get(), &e) == 0) {
+        any = true;
+        const rdma_cm_event_type type = e->event;
+        rdma_cm_id* id = e->id;
+        auto* c = static_cast<conn*>(id->context);
+        if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+            on_connect_request(id, e->param.conn);
+            c = static_cast<conn*>(id->context);
+            rdma_ack_cm_event(e);
+            if (!c) rdma_destroy_id(id); // rejected
+            continue;
+        }
+        rdma_ack_cm_event(e);
+        if (!c) continue;
+        switch (type) {
+        case RDMA_CM_EVENT_ESTABLISHED:
+            c->st = conn::state::up;
+            break;
+        case RDMA_CM_EVENT_DISCONNECTED:
+        case RDMA_CM_EVENT_CONNECT_ERROR:
+        case RDMA_CM_EVENT_UNREACHABLE:
+        case RDMA_CM_EVENT_REJECTED:
+        case RDMA_CM_EVENT_DEVICE_REMOVAL:
+            fail_conn(*c, std::string("connection ") + rdma_event_str(type));
+            destroy_conn(*c);
+            break;
+        default: break;
+        }
+    }
+    return any;
+}
+
+void plane::rail_state::on_connect_request(rdma_cm_id* id, const rdma_conn_param& peer) {
+    id->context = nullptr;
+    if (conns.size() >= lim.max_conns || id->verbs != listen->verbs) {
+        rdma_reject(id, nullptr, 0);
+        bump(ctr.rejected);
+        return;
+    }
+    auto c = std::make_unique<conn>();
+    try {
+        c->ctl = region_memory((rq_depth + ctl_sends) * ctl_bytes, numa);
+        c->ctl_mr.reset(ibv_reg_mr(pd.get(), c->ctl.p, c->ctl.bytes, IBV_ACCESS_LOCAL_WRITE));
+        if (!c->ctl_mr) throw std::runtime_error(std::string("ibv_reg_mr: ") + std::strerror(errno));
+        qp_settings s = cfg.qp;
+        s.sq_depth = sq_depth;
+        s.rq_depth = rq_depth;
+        // Both ends use the smaller path MTU: ours, or the worker's.
+        s.path_mtu = path_mtu;
+        const unsigned theirs = decode_cm_private(peer.private_data, peer.private_data_len);
+        if (!theirs) throw std::runtime_error("not a railgate worker (no RGV1 connection data)");
+        c->qp = std::make_unique<queue_pair>(id, pd.get(), comp.get(), s);
+        c->qp->cap_path_mtu(theirs);
+        std::string e = c->qp->move_to(IBV_QPS_INIT);
+        c->res_inflight.assign(jobs.size(), 0);
+        for (std::size_t i = 0; e.empty() && i < rq_depth; ++i) post_recv(*c, i);
+        if (e.empty()) e = c->qp->move_to(IBV_QPS_RTR);
+        if (e.empty()) e = c->qp->move_to(IBV_QPS_RTS);
+        if (!e.empty()) throw std::runtime_error(e);
+        std::uint8_t priv[cm_private_bytes];
+        encode_cm_private(c->qp->path_mtu(), priv);
+        rdma_conn_param p{};
+        p.private_data = priv;
+        p.private_data_len = sizeof priv;
+        p.qp_num = c->qp->qp()->qp_num;
+        p.rnr_retry_count = 7;
+        p.retry_count = 7;
+        if (rdma_accept(id, &p)) throw std::runtime_error(std::string("rdma_accept: ") + std::strerror(errno));
+    } catch (const std::exception& ex) {
+        std::fprintf(stderr, "railgated: verbs rail %s: connection refused: %s\n", cfg.name.c_str(), ex.what());
+        c->qp.reset();
+        rdma_reject(id, nullptr, 0);
+        bump(ctr.rejected);
+        return;
+    }
+    c->id.reset(id);
+    id->context = c.get();
+    bump(ctr.connects);
+    conns.push_back(std::move(c));
+    n_conns.store(static_cast<unsigned>(conns.size()), std::memory_order_relaxed);
+}
+
+void plane::rail_state::post_recv(conn& c, std::size_t i) {
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(c.recv_buf(i)), static_cast<std::uint32_t>(ctl_bytes),
+                c.ctl_mr->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = make_wr_id(wr_kind::recv, i);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    if (ibv_post_recv(c.qp->qp(), &wr, &bad)) fail_conn(c, std::string("ibv_post_recv: ") + std::strerror(errno));
+}
+
+// Sends are accounted (control buffer busy, result memory in flight) when
+// queued; send_done releases them when the send completes or is dropped.
+void plane::rail_state::post_send(conn& c, const pending_send& s) {
+    if (c.st == conn::state::closing) return send_done(c, s.wr_id);
+    if (c.sq_used >= sq_depth || !c.backlog.empty()) {
+        bump(ctr.backlogged);
+        c.backlog.push_back(s);
+        return;
+    }
+    ibv_sge sge{s.laddr, s.len, s.lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = s.wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = s.op;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    if (s.op == IBV_WR_RDMA_WRITE_WITH_IMM) {
+        wr.imm_data = htonl(s.imm);
+        wr.wr.rdma.remote_addr = s.raddr;
+        wr.wr.rdma.rkey = s.rkey;
+    }
+    ibv_send_wr* bad = nullptr;
+    if (ibv_post_send(c.qp->qp(), &wr, &bad)) {
+        send_done(c, s.wr_id);
+        fail_conn(c, std::string("ibv_post_send: ") + std::strerror(errno));
+        return;
+    }
+    ++c.sq_used;
+}
+
+void plane::rail_state::send_done(conn& c, std::uint64_t wr_id) {
+    const std::uint64_t idx = index_of(wr_id);
+    if (kind_of(wr_id) == wr_kind::ctl_send) {
+        --c.ctl_busy;
+    } else if (kind_of(wr_id) == wr_kind::result) {
+        --c.res_inflight[idx];
+        --jobs[idx].outstanding;
+        maybe_free(static_cast<unsigned>(idx));
+    }
+}
+
+void plane::rail_state::flush_backlog(conn& c) {
+    while (!c.backlog.empty() && c.sq_used < sq_depth && c.st != conn::state::closing) {
+        const pending_send s = c.backlog.front();
+        c.backlog.pop_front();
+        post_send(c, s);
+    }
+}
+
+bool plane::rail_state::poll_conn(conn& c) {
+    ibv_wc wc[16];
+    const int n = ibv_poll_cq(c.qp->cq(), 16, wc);
+    for (int i = 0; i < n; ++i) handle_wc(c, wc[i]);
+    if (n > 0 && !c.backlog.empty()) flush_backlog(c);
+    return n > 0;
+}
+
+void plane::rail_state::handle_wc(conn& c, const ibv_wc& wc) {
+    const wr_kind kind = kind_of(wc.wr_id);
+    const std::uint64_t idx = index_of(wc.wr_id);
+    // Send-side accounting holds whatever the status (flushed WRs included).
+    if (kind != wr_kind::recv) {
+        --c.sq_used;
+        send_done(c, wc.wr_id);
+    }
+    if (wc.status != IBV_WC_SUCCESS) {
+        if (c.st != conn::state::closing) {
+            bump(ctr.qp_errors);
+            fail_conn(c, "completion error: " + describe(wc));
+        }
+        return;
+    }
+    if (kind != wr_kind::recv || c.st == conn::state::closing) return;
+    if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) on_chunk(c, ntohl(wc.imm_data), wc.byte_len);
+    else on_control(c, c.recv_buf(idx), wc.byte_len);
+    if (c.st != conn::state::closing) post_recv(c, idx);
+}
+
+// A broken or disconnected QP: its job is aborted for everyone, the
+// connection is disconnected and destroyed once the CM says so (or soon).
+void plane::rail_state::fail_conn(conn& c, const std::string& why) {
+    if (c.st == conn::state::closing) return;
+    c.st = conn::state::closing;
+    c.since = clock::now();
+    bump(ctr.disconnects);
+    if (c.job >= 0) {
+        const unsigned j = static_cast<unsigned>(c.job);
+        const std::string text = "rank " + std::to_string(c.rank) + " failed on rail " + cfg.name + ": " + why;
+        std::fprintf(stderr, "railgated: job %u aborted: %s\n", jobs[j].id, text.c_str());
+        bump(ctr.aborts);
+        detach(c);
+        abort_job(j, text, &c);
+    }
+    for (const pending_send& s : c.backlog) send_done(c, s.wr_id);
+    c.backlog.clear();
+    rdma_disconnect(c.id.get());
+}
+
+void plane::rail_state::destroy_conn(conn& c) {
+    if (c.job >= 0) detach(c);
+    // Let the QP's in-flight sends flush (their completions release what
+    // they reference), briefly; then account whatever did not come back.
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_ERR;
+    ibv_modify_qp(c.qp->qp(), &a, IBV_QP_STATE);
+    c.st = conn::state::closing;
+    const auto until = clock::now() + std::chrono::milliseconds(50);
+    while (c.sq_used > 0 && clock::now() < until) {
+        ibv_wc wc[16];
+        const int n = ibv_poll_cq(c.qp->cq(), 16, wc);
+        for (int i = 0; i < n; ++i) handle_wc(c, wc[i]);
+    }
+    for (unsigned j = 0; j < jobs.size(); ++j)
+        if (c.res_inflight[j]) {
+            jobs[j].outstanding -= c.res_inflight[j];
+            c.res_inflight[j] = 0;
+            maybe_free(j);
+        }
+    auto it = std::find_if(conns.begin(), conns.end(), [&](const auto& p) { return p.get() == &c; });
+    if (it != conns.end()) {
+        std::swap(*it, conns.back());
+        conns.pop_back();
+    }
+    n_conns.store(static_cast<unsigned>(conns.size()), std::memory_order_relaxed);
+}
+
+void plane::rail_state::reap() {
+    const auto now = clock::now();
+    for (std::size_t i = conns.size(); i-- > 0;) {
+        conn& c = *conns[i];
+        if (c.st == conn::state::closing && now - c.since > close_deadline) {
+            destroy_conn(c);
+        } else if (c.st != conn::state::closing && !c.ever_joined && now - c.since > join_deadline) {
+            fail_conn(c, "no JOIN");
+        }
+    }
+}
+
+// ---------------------------------------------------------------- protocol
+
+void plane::rail_state::send_ctl(conn& c, const wire::header& h, const void* body, std::size_t len) {
+    if (c.ctl_busy >= ctl_sends || wire::header_bytes + len > ctl_bytes) {
+        ctr.drop(drop_reason::tx_full);
+        return;
+    }
+    const unsigned i = c.ctl_next;
+    c.ctl_next = (c.ctl_next + 1) % ctl_sends;
+    ++c.ctl_busy;
+    std::uint8_t* b = c.send_buf(i);
+    wire::encode_header(h, b);
+    if (len) std::memcpy(b + wire::header_bytes, body, len);
+    post_send(c, {make_wr_id(wr_kind::ctl_send, i), IBV_WR_SEND, reinterpret_cast<std::uintptr_t>(b),
+                  static_cast<std::uint32_t>(wire::header_bytes + len), c.ctl_mr->lkey, 0, 0, 0});
+}
+
+void plane::rail_state::send_error(conn& c, const wire::header& req, wire::error_code code, const std::string& text) {
+    wire::header h = req;
+    h.type = wire::msg_type::error;
+    h.flags = 0;
+    h.count = 0;
+    h.aux = static_cast<std::uint32_t>(code);
+    const std::string t = text.substr(0, wire::max_error_text);
+    send_ctl(c, h, t.data(), t.size());
+}
+
+void plane::rail_state::on_control(conn& c, const std::uint8_t* msg, std::size_t len) {
+    wire::header h;
+    std::span<const std::uint8_t> body;
+    const drop_reason r = wire::parse_worker_message(msg, len, h, body);
+    if (r != drop_reason::none) return ctr.drop(r);
+    switch (h.type) {
+    case wire::msg_type::join: return on_join(c, h, body);
+    case wire::msg_type::region: return on_region(c, h, body);
+    case wire::msg_type::leave: return on_leave(c, h);
+    case wire::msg_type::error:
+        if (c.job < 0 || jobs[c.job].id != h.job_id || jobs[c.job].token != h.job_token)
+            return ctr.drop(drop_reason::leave_unknown);
+        {
+            const unsigned j = static_cast<unsigned>(c.job);
+            bump(ctr.aborts);
+            detach(c);
+            abort_job(j, "rank " + std::to_string(h.rank) + " aborted the job", &c);
+        }
+        return;
+    case wire::msg_type::rtt_report: bump(ctr.rtt_reports); return;
+    default: return ctr.drop(drop_reason::rg_type); // chunks travel as WRITE_WITH_IMM only
+    }
+}
+
+void plane::rail_state::on_join(conn& c, const wire::header& h, std::span<const std::uint8_t> body) {
+    const wire::join_body b = wire::decode_join_body(body.data());
+    const unsigned pool = b.pool_size ? b.pool_size : std::min(lim.default_pool, wire::verbs_max_pool);
+    auto refuse = [&](wire::error_code code, drop_reason why, const std::string& text) {
+        bump(ctr.join_errors);
+        ctr.drop(why);
+        send_error(c, h, code, text);
+    };
+    if (b.max_count == 0 || b.max_count > wire::max_tensor_elems)
+        return refuse(wire::error_code::bad_request, drop_reason::join_refused, "max_count out of range");
+    if (pool > std::min(lim.max_pool, wire::verbs_max_pool))
+        return refuse(wire::error_code::bad_request, drop_reason::join_refused,
+                      "pool " + std::to_string(pool) + " above this rail's " +
+                          std::to_string(std::min(lim.max_pool, wire::verbs_max_pool)));
+    const std::size_t region_bytes = std::size_t{pool} * job_chunk;
+    int j = -1;
+    for (unsigned i = 0; i < jobs.size(); ++i)
+        if (jobs[i].st == vjob::state::active && jobs[i].id == h.job_id) j = static_cast<int>(i);
+    if (c.job >= 0 && (c.job != j || c.rank != h.rank))
+        return refuse(wire::error_code::bad_request, drop_reason::join_refused,
+                      "this connection has joined as another job or rank");
+    if (j >= 0) {
+        const vjob& x = jobs[j];
+        wire::error_code e = wire::error_code::none;
+        if (x.token != h.job_token) e = wire::error_code::bad_token;
+        else if (x.world != h.world_size) e = wire::error_code::world_mismatch;
+        else if (x.dt != h.dt) e = wire::error_code::dtype_mismatch;
+        else if (x.max_count != b.max_count) e = wire::error_code::max_count_mismatch;
+        else if (x.pool != pool) e = wire::error_code::pool_mismatch;
+        if (e != wire::error_code::none)
+            return refuse(e, drop_reason::join_refused, std::string(wire::error_name(e)));
+        if (x.members[h.rank] && x.members[h.rank] != &c)
+            return refuse(wire::error_code::bad_request, drop_reason::join_refused,
+                          "rank " + std::to_string(h.rank) + " is joined on another connection");
+    } else {
+        for (unsigned i = 0; i < jobs.size() && j < 0; ++i)
+            if (jobs[i].st == vjob::state::free) j = static_cast<int>(i);
+        if (j < 0) return refuse(wire::error_code::job_table_full, drop_reason::job_table_full, "job table full");
+        vjob& x = jobs[j];
+        try {
+            x.results = region_memory(region_bytes, numa);
+        } catch (const std::exception& ex) {
+            return refuse(wire::error_code::bad_request, drop_reason::join_refused, ex.what());
+        }
+        x.results_mr.reset(ibv_reg_mr(pd.get(), x.results.p, region_bytes, IBV_ACCESS_LOCAL_WRITE));
+        if (!x.results_mr) {
+            x.results = {};
+            return refuse(wire::error_code::bad_request, drop_reason::join_refused, "cannot register result memory");
+        }
+        x.st = vjob::state::active;
+        x.id = h.job_id;
+        x.token = h.job_token;
+        x.world = h.world_size;
+        x.dt = h.dt;
+        x.pool = static_cast<std::uint16_t>(pool);
+        x.max_count = b.max_count;
+        x.joined = 0;
+        x.outstanding = 0;
+        x.slots.assign(pool, {});
+        std::fill(std::begin(x.members), std::end(x.members), nullptr);
+        n_jobs.fetch_add(1, std::memory_order_relaxed);
+    }
+    vjob& x = jobs[j];
+    if (c.job < 0) {
+        if (c.contrib.bytes != region_bytes) {
+            c.contrib_mr.reset();
+            try {
+                c.contrib = region_memory(region_bytes, numa);
+            } catch (const std::exception& ex) {
+                return refuse(wire::error_code::bad_request, drop_reason::join_refused, ex.what());
+            }
+            c.contrib_mr.reset(ibv_reg_mr(pd.get(), c.contrib.p, region_bytes,
+                                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+        }
+        if (!c.contrib_mr) {
+            if (x.joined == 0) release_job(static_cast<unsigned>(j));
+            return refuse(wire::error_code::bad_request, drop_reason::join_refused,
+                          "cannot register contribution memory");
+        }
+        c.job = j;
+        c.rank = h.rank;
+        c.have_region = false;
+        c.ever_joined = true;
+        x.members[h.rank] = &c;
+        x.joined |= std::uint64_t{1} << h.rank;
+        bump(ctr.joins);
+    }
+    // JOIN_ACK then REGION (a repeated JOIN gets both again).
+    wire::join_ack_body ab = ack;
+    ab.pool_size = x.pool;
+    std::uint8_t buf[wire::join_ack_fixed_bytes + wire::max_rails * wire::rail_entry_bytes];
+    const std::size_t n = wire::encode_join_ack_body(ab, buf);
+    wire::header a = h;
+    a.type = wire::msg_type::join_ack;
+    a.flags = 0;
+    a.aux = index;
+    send_ctl(c, a, buf, n);
+    a.type = wire::msg_type::region;
+    a.aux = 0;
+    std::uint8_t rb[wire::region_body_bytes];
+    wire::encode_region_body({reinterpret_cast<std::uintptr_t>(c.contrib.p), c.contrib_mr->rkey,
+                              static_cast<std::uint32_t>(region_bytes)},
+                             rb);
+    send_ctl(c, a, rb, sizeof rb);
+}
+
+void plane::rail_state::on_region(conn& c, const wire::header& h, std::span<const std::uint8_t> body) {
+    if (c.job < 0 || jobs[c.job].id != h.job_id || jobs[c.job].token != h.job_token || c.rank != h.rank)
+        return ctr.drop(drop_reason::rank_not_joined);
+    const wire::region_body rb = wire::decode_region_body(body.data());
+    if (rb.bytes < std::uint64_t{jobs[c.job].pool} * job_chunk) {
+        send_error(c, h, wire::error_code::bad_request, "REGION smaller than pool * chunk");
+        return ctr.drop(drop_reason::region_small);
+    }
+    c.peer = rb;
+    c.have_region = true;
+}
+
+void plane::rail_state::on_leave(conn& c, const wire::header& h) {
+    if (c.job < 0 || jobs[c.job].id != h.job_id || jobs[c.job].token != h.job_token || c.rank != h.rank)
+        return ctr.drop(drop_reason::leave_unknown);
+    detach(c);
+    bump(ctr.leaves);
+    wire::header a = h;
+    a.type = wire::msg_type::leave_ack;
+    a.flags = 0;
+    a.count = 0;
+    send_ctl(c, a, nullptr, 0);
+}
+
+// The rank leaves its job: its partial contributions are discarded (their
+// memory goes with the connection), and the job is freed with its last rank.
+void plane::rail_state::detach(conn& c) {
+    const unsigned j = static_cast<unsigned>(c.job);
+    vjob& x = jobs[j];
+    const std::uint64_t bit = std::uint64_t{1} << c.rank;
+    x.members[c.rank] = nullptr;
+    x.joined &= ~bit;
+    for (vjob::vslot& s : x.slots) s.bitmap &= ~bit;
+    c.job = -1;
+    c.have_region = false;
+    if (x.joined == 0) release_job(j);
+}
+
+void plane::rail_state::abort_job(unsigned j, const std::string& why, const conn* skip) {
+    vjob& x = jobs[j];
+    if (x.st != vjob::state::active) return;
+    for (unsigned r = 0; r < x.world; ++r) {
+        conn* m = x.members[r];
+        if (!m || m == skip) continue;
+        wire::header h;
+        h.job_id = x.id;
+        h.job_token = x.token;
+        h.rank = static_cast<std::uint16_t>(r);
+        h.world_size = x.world;
+        h.dt = x.dt;
+        send_error(*m, h, wire::error_code::aborted, why);
+        m->job = -1;
+        m->have_region = false;
+        x.members[r] = nullptr;
+    }
+    x.joined = 0;
+    release_job(j);
+}
+
+void plane::rail_state::release_job(unsigned j) {
+    vjob& x = jobs[j];
+    if (x.st != vjob::state::active) return;
+    x.st = vjob::state::draining;
+    n_jobs.fetch_sub(1, std::memory_order_relaxed);
+    maybe_free(j);
+}
+
+// A released job's result memory is deregistered once no WRITE from it is
+// in flight on any QP.
+void plane::rail_state::maybe_free(unsigned j) {
+    vjob& x = jobs[j];
+    if (x.st != vjob::state::draining || x.outstanding) return;
+    x.results_mr.reset();
+    x.results = {};
+    x.slots.clear();
+    x.st = vjob::state::free;
+}
+
+void plane::rail_state::on_chunk(conn& c, std::uint32_t imm, std::uint32_t len) {
+    bump(ctr.contributions);
+    if (c.job < 0) return ctr.drop(drop_reason::rank_not_joined);
+    const unsigned j = static_cast<unsigned>(c.job);
+    vjob& x = jobs[j];
+    const unsigned slot = wire::verbs_imm_slot(imm);
+    if (slot >= x.pool) return ctr.drop(drop_reason::slot_range);
+    if (!c.have_region) return ctr.drop(drop_reason::region_missing);
+    vjob::vslot& s = x.slots[slot];
+    if (wire::verbs_imm_gen(imm) != (s.gen & 0xffffu)) return ctr.drop(drop_reason::bad_generation);
+    const std::size_t esize = wire::dtype_size(x.dt);
+    if (len == 0 || len % esize || len > job_chunk) return ctr.drop(drop_reason::verbs_length);
+    const std::uint64_t bit = std::uint64_t{1} << c.rank;
+    if (s.bitmap & bit) return ctr.drop(drop_reason::duplicate);
+    if (s.bitmap == 0) s.bytes = len;
+    else if (s.bytes != len) return ctr.drop(drop_reason::chunk_mismatch);
+    s.bitmap |= bit;
+    const std::uint64_t all = x.world == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << x.world) - 1;
+    if (s.bitmap == all) complete_slot(j, slot);
+}
+
+// All W contributions are in: reduce them in rank order into the slot's
+// result buffer, then WRITE it to every rank's region.
+void plane::rail_state::complete_slot(unsigned j, unsigned slot) {
+    vjob& x = jobs[j];
+    vjob::vslot& s = x.slots[slot];
+    const std::size_t off = std::size_t{slot} * job_chunk;
+    const void* src[wire::max_world];
+    for (unsigned r = 0; r < x.world; ++r) src[r] = static_cast<const std::uint8_t*>(x.members[r]->contrib.p) + off;
+    auto* dst = static_cast<std::uint8_t*>(x.results.p) + off;
+    (*k)[x.dt](dst, src, x.world, s.bytes / wire::dtype_size(x.dt));
+    const std::uint32_t imm = wire::verbs_imm(static_cast<std::uint16_t>(slot), s.gen);
+    s.bitmap = 0;
+    ++s.gen;
+    bump(ctr.results);
+    for (unsigned r = 0; r < x.world; ++r) {
+        conn& m = *x.members[r];
+        ++x.outstanding;
+        ++m.res_inflight[j];
+        post_send(m, {make_wr_id(wr_kind::result, j), IBV_WR_RDMA_WRITE_WITH_IMM, reinterpret_cast<std::uintptr_t>(dst),
+                      s.bytes, x.results_mr->lkey, m.peer.addr + off, m.peer.rkey, imm});
+    }
+}
+
+} // namespace railgate::verbs

@@ -1,0 +1,110 @@
+// railgated's verbs rails: RoCE/InfiniBand ports driven through rdma-core.
+//
+// Each rail listens with rdma_cm on its IPv4 address; every worker connects
+// one RC QP per rail. Control messages (JOIN, JOIN_ACK, REGION, LEAVE,
+// ERROR) are SEND/RECV in the UDP protocol's layout; chunks are RDMA
+// WRITE_WITH_IMM into the peer's registered region, the immediate naming
+// slot and generation (dataplane/proto/PROTOCOL.md, "Verbs rails").
+//
+// Per rail, one thread (pinned to the HCA's NUMA node, like an lcore) polls
+// the rail's CM channel and its QPs' CQs, reduces a slot when its W
+// contributions are in (the same kernels, rank order, bit for bit the DPDK
+// path's result) into the job's registered result buffer, and WRITEs the
+// result to every worker's region. Memory is allocated on the HCA's node.
+//
+// Flow control is by slot credits: a worker has at most pool chunks in
+// flight per rail and each one holds a receive that both sides post up
+// front (verbs_max_pool + control), so no WRITE_WITH_IMM ever meets an
+// empty receive queue; sends beyond a QP's send queue wait in a backlog.
+//
+// Failure: a completion in error or a disconnect of a joined worker aborts
+// its job; the other workers get an ERROR saying which rank failed, the
+// job's slots and memory are reclaimed (after its in-flight WRITEs have
+// completed or flushed), and the daemon keeps serving.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dataplane/proto/drop_reason.hpp"
+#include "dataplane/proto/wire.hpp"
+#include "dataplane/verbs/rdma.hpp"
+
+namespace railgate::verbs {
+
+struct rail_config {
+    std::string name;
+    std::string device;        // the HCA the address must be on ("" = any)
+    unsigned port = 1;
+    std::uint32_t ip = 0;      // host order; rdma_cm listens here
+    std::uint16_t cm_port = wire::default_udp_port;
+    qp_settings qp;
+    std::uint32_t chunk_bytes = wire::verbs_default_chunk_bytes;
+    int numa = -1;             // override of the HCA's node
+    int cpu = -1;              // override of the thread's CPU
+};
+
+struct plane_config {
+    std::vector<rail_config> rails;
+    unsigned max_jobs = 8;
+    unsigned default_pool = 64;
+    unsigned max_pool = wire::verbs_max_pool;
+    unsigned max_conns = 256;      // per rail
+    // After this many empty polling passes the rail thread sleeps on the
+    // completion and CM channels (0: never, a dedicated core spins).
+    unsigned spin_passes = 2000;
+};
+
+struct rail_counters {
+    std::atomic<std::uint64_t> connects{0}, disconnects{0}, rejected{0}, joins{0}, join_errors{0}, leaves{0},
+        aborts{0}, contributions{0}, results{0}, qp_errors{0}, rtt_reports{0}, backlogged{0};
+    std::atomic<std::uint64_t> drops[drop_reason_count]{};
+    void drop(drop_reason r) noexcept { drops[static_cast<unsigned>(r)].fetch_add(1, std::memory_order_relaxed); }
+};
+
+// What the control plane shows of a rail.
+struct rail_status {
+    std::string name, device;
+    unsigned port = 0;
+    std::uint32_t ip = 0;
+    std::uint16_t cm_port = 0;
+    int numa = -1, cpu = -1;
+    int gid_index = -1;        // configured, or -1 automatic
+    unsigned path_mtu = 0;     // bytes: what QPs get (configured or the port's active MTU)
+    std::uint32_t chunk_bytes = 0;
+    unsigned traffic_class = 0, service_level = 0;
+    unsigned connections = 0, jobs = 0;
+};
+
+class plane {
+public:
+    // Binds and listens on every rail; throws with a message naming the
+    // rail when an address, device or port does not fit.
+    explicit plane(const plane_config& cfg);
+    ~plane();
+    plane(const plane&) = delete;
+    plane& operator=(const plane&) = delete;
+
+    void launch();
+    void stop();
+
+    std::size_t rail_count() const noexcept;
+    const rail_counters& counters(std::size_t rail) const noexcept;
+    std::vector<rail_status> status() const;
+    void print_placement(std::FILE* f) const;
+    void print_stats(std::FILE* f) const;
+
+    struct rail_state;
+
+private:
+    std::vector<std::unique_ptr<rail_state>> rails_;
+    std::atomic<bool> stop_{false};
+    std::vector<std::thread> threads_;
+};
+
+} // namespace railgate::verbs

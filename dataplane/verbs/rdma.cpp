@@ -1,0 +1,219 @@
+#include "dataplane/verbs/rdma.hpp"
+
+#include <fcntl.h>
+#include <hwloc.h>
+#include <poll.h>
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <algorithm>
+#include <stdexcept>
+
+namespace railgate::verbs {
+
+ibv_mtu mtu_enum(unsigned bytes) noexcept {
+    switch (bytes) {
+    case 256: return IBV_MTU_256;
+    case 512: return IBV_MTU_512;
+    case 1024: return IBV_MTU_1024;
+    case 2048: return IBV_MTU_2048;
+    case 4096: return IBV_MTU_4096;
+    default: return static_cast<ibv_mtu>(0);
+    }
+}
+
+unsigned mtu_bytes(ibv_mtu m) noexcept {
+    const int v = static_cast<int>(m);
+    return v >= 1 && v <= 5 ? 128u << v : 0;
+}
+
+namespace {
+// One topology for the process's NUMA bindings, loaded on first use.
+hwloc_topology_t topology() {
+    static hwloc_topology_t t = [] {
+        hwloc_topology_t x;
+        hwloc_topology_init(&x);
+        hwloc_topology_load(x);
+        return x;
+    }();
+    return t;
+}
+} // namespace
+
+region_memory::region_memory(std::size_t n, int numa_node) : bytes(n) {
+    if (n == 0) return;
+    p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        p = nullptr;
+        throw std::runtime_error("cannot map " + std::to_string(n) + " bytes of verbs memory");
+    }
+    if (numa_node >= 0) {
+        hwloc_topology_t t = topology();
+        if (hwloc_obj_t node = hwloc_get_numanode_obj_by_os_index(t, static_cast<unsigned>(numa_node)))
+            hwloc_set_area_membind(t, p, n, node->nodeset, HWLOC_MEMBIND_BIND, HWLOC_MEMBIND_BYNODESET);
+    }
+}
+
+region_memory::~region_memory() {
+    if (p) munmap(p, bytes);
+}
+
+region_memory& region_memory::operator=(region_memory&& o) noexcept {
+    if (this != &o) {
+        if (p) munmap(p, bytes);
+        p = o.p;
+        bytes = o.bytes;
+        o.p = nullptr;
+    }
+    return *this;
+}
+
+queue_pair::queue_pair(rdma_cm_id* id, ibv_pd* pd, ibv_comp_channel* channel, const qp_settings& s)
+    : id_(id), s_(s) {
+    cq_ = ibv_create_cq(id->verbs, static_cast<int>(s.sq_depth + s.rq_depth), nullptr, channel, 0);
+    if (!cq_) throw std::runtime_error(std::string("ibv_create_cq: ") + std::strerror(errno));
+    ibv_qp_init_attr a{};
+    a.send_cq = cq_;
+    a.recv_cq = cq_;
+    a.qp_type = IBV_QPT_RC;
+    a.cap.max_send_wr = s.sq_depth;
+    a.cap.max_recv_wr = s.rq_depth;
+    a.cap.max_send_sge = 1;
+    a.cap.max_recv_sge = 1;
+    qp_ = ibv_create_qp(pd, &a);
+    if (!qp_) {
+        const int e = errno;
+        ibv_destroy_cq(cq_);
+        throw std::runtime_error(std::string("ibv_create_qp: ") + std::strerror(e));
+    }
+}
+
+queue_pair::~queue_pair() {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_ERR;
+    ibv_modify_qp(qp_, &a, IBV_QP_STATE);
+    ibv_destroy_qp(qp_);
+    ibv_destroy_cq(cq_);
+}
+
+std::string queue_pair::move_to(ibv_qp_state to) {
+    ibv_qp_attr a{};
+    int mask = 0;
+    a.qp_state = to;
+    if (rdma_init_qp_attr(id_, &a, &mask))
+        return std::string("rdma_init_qp_attr: ") + std::strerror(errno);
+    if (to == IBV_QPS_INIT) a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    if (to == IBV_QPS_RTR) {
+        ibv_port_attr pa{};
+        if (ibv_query_port(id_->verbs, id_->port_num, &pa)) return "ibv_query_port failed";
+        // The path MTU: rdma_cm's (from the path), capped by the port's
+        // active MTU and by the configured one.
+        ibv_mtu m = a.path_mtu ? std::min(a.path_mtu, pa.active_mtu) : pa.active_mtu;
+        if (s_.path_mtu) m = std::min(m, mtu_enum(s_.path_mtu));
+        a.path_mtu = m;
+        mtu_used_ = mtu_bytes(m);
+        if (a.ah_attr.is_global) {
+            if (s_.gid_index >= 0) {
+                a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(s_.gid_index);
+            } else if (const sockaddr* src = rdma_get_local_addr(id_); src && src->sa_family == AF_INET) {
+                const auto ip = ntohl(reinterpret_cast<const sockaddr_in*>(src)->sin_addr.s_addr);
+                const int g = find_ipv4_gid(id_->verbs, id_->port_num, ip, s_.prefer_roce_v2);
+                if (g >= 0) a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(g);
+            }
+            if (s_.traffic_class) a.ah_attr.grh.traffic_class = s_.traffic_class;
+            gid_used_ = a.ah_attr.grh.sgid_index;
+        }
+        a.ah_attr.sl = s_.service_level;
+    }
+    if (ibv_modify_qp(qp_, &a, mask))
+        return "ibv_modify_qp to " + std::to_string(static_cast<int>(to)) + ": " + std::strerror(errno);
+    return "";
+}
+
+void encode_cm_private(unsigned path_mtu, std::uint8_t* o) noexcept {
+    const std::uint8_t b[cm_private_bytes] = {'R', 'G', 'V', '1', 1, static_cast<std::uint8_t>(mtu_enum(path_mtu)), 0, 0};
+    std::memcpy(o, b, cm_private_bytes);
+}
+
+unsigned decode_cm_private(const void* data, std::size_t len) noexcept {
+    if (!data || len < cm_private_bytes) return 0;
+    const auto* b = static_cast<const std::uint8_t*>(data);
+    if (std::memcmp(b, "RGV1", 4) != 0 || b[4] != 1) return 0;
+    return mtu_bytes(static_cast<ibv_mtu>(b[5]));
+}
+
+unsigned port_path_mtu(rdma_cm_id* id, unsigned configured) noexcept {
+    ibv_port_attr pa{};
+    if (ibv_query_port(id->verbs, id->port_num, &pa)) return configured;
+    const unsigned active = mtu_bytes(pa.active_mtu);
+    return configured ? std::min(configured, active) : active;
+}
+
+int find_ipv4_gid(ibv_context* ctx, unsigned port, std::uint32_t ip, bool v2) noexcept {
+    ibv_port_attr pa{};
+    if (ibv_query_port(ctx, static_cast<std::uint8_t>(port), &pa)) return -1;
+    const std::uint32_t want = v2 ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_ROCE_V1;
+    for (int i = 0; i < pa.gid_tbl_len; ++i) {
+        ibv_gid_entry e{};
+        if (ibv_query_gid_ex(ctx, port, static_cast<std::uint32_t>(i), &e, 0) || e.gid_type != want) continue;
+        const std::uint8_t* r = e.gid.raw;
+        bool mapped = r[10] == 0xff && r[11] == 0xff;
+        for (int k = 0; k < 10 && mapped; ++k) mapped = r[k] == 0;
+        if (mapped && (std::uint32_t{r[12]} << 24 | std::uint32_t{r[13]} << 16 | std::uint32_t{r[14]} << 8 | r[15]) == ip)
+            return i;
+    }
+    return -1;
+}
+
+std::string bind_this_thread(int cpu, int numa_node) {
+    hwloc_topology_t t = topology();
+    if (cpu >= 0) {
+        hwloc_bitmap_t set = hwloc_bitmap_alloc();
+        hwloc_bitmap_only(set, static_cast<unsigned>(cpu));
+        const int rc = hwloc_set_cpubind(t, set, HWLOC_CPUBIND_THREAD);
+        hwloc_bitmap_free(set);
+        return rc == 0 ? "cpu " + std::to_string(cpu) : "cpu " + std::to_string(cpu) + " (binding failed)";
+    }
+    if (numa_node >= 0)
+        if (hwloc_obj_t node = hwloc_get_numanode_obj_by_os_index(t, static_cast<unsigned>(numa_node))) {
+            char buf[128];
+            hwloc_bitmap_list_snprintf(buf, sizeof buf, node->cpuset);
+            const int rc = hwloc_set_cpubind(t, node->cpuset, HWLOC_CPUBIND_THREAD);
+            return "node " + std::to_string(numa_node) + " cpus " + buf + (rc ? " (binding failed)" : "");
+        }
+    return "unpinned";
+}
+
+int hca_numa_node(ibv_context* ctx) {
+    const std::string path = std::string("/sys/class/infiniband/") + ibv_get_device_name(ctx->device) +
+                             "/device/numa_node";
+    int n = -1;
+    if (std::FILE* f = std::fopen(path.c_str(), "r")) {
+        if (std::fscanf(f, "%d", &n) != 1) n = -1;
+        std::fclose(f);
+    }
+    return n;
+}
+
+rdma_cm_event* next_event(rdma_event_channel* ch, std::chrono::milliseconds timeout) noexcept {
+    pollfd p{ch->fd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return nullptr;
+    rdma_cm_event* e = nullptr;
+    return rdma_get_cm_event(ch, &e) == 0 ? e : nullptr;
+}
+
+bool set_nonblocking(int fd) noexcept {
+    const int fl = fcntl(fd, F_GETFL);
+    return fl >= 0 && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
+}
+
+std::string describe(const ibv_wc& wc) {
+    char b[160];
+    std::snprintf(b, sizeof b, "%s (opcode %d, vendor error 0x%x, wr_id 0x%llx)", ibv_wc_status_str(wc.status),
+                  static_cast<int>(wc.opcode), wc.vendor_err, static_cast<unsigned long long>(wc.wr_id));
+    return b;
+}
+
+} // namespace railgate::verbs

@@ -1,0 +1,130 @@
+// Thin RAII and QP helpers over rdma-core, shared by railgated's verbs rails
+// (the passive side) and the worker's verbs transport (the active side).
+//
+// Connections are RC QPs set up with rdma_cm, the standard (addresses and
+// routes are resolved by the kernel, so IPoIB and RoCE work alike). The QP
+// is ours, not rdma_create_qp's: rdma_init_qp_attr gives the attributes
+// rdma_cm would use and railgate overrides what the rail configures (GID
+// index, path MTU, traffic class, service level) before each transition.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace railgate::verbs {
+
+struct qp_settings {
+    int gid_index = -1;          // -1: automatic (below)
+    bool prefer_roce_v2 = true;  // automatic: the RoCEv2 GID of the bound IPv4 address, as NCCL picks
+    unsigned path_mtu = 0;       // bytes, 256..4096; 0: the port's active MTU
+    std::uint8_t traffic_class = 0;
+    std::uint8_t service_level = 0;
+    unsigned sq_depth = 64, rq_depth = 64;
+};
+
+// "path_mtu 1024" -> IBV_MTU_1024; 0 for anything that is not an IB MTU.
+ibv_mtu mtu_enum(unsigned bytes) noexcept;
+unsigned mtu_bytes(ibv_mtu m) noexcept;
+
+struct cm_channel_deleter {
+    void operator()(rdma_event_channel* c) const noexcept { rdma_destroy_event_channel(c); }
+};
+struct cm_id_deleter {
+    void operator()(rdma_cm_id* id) const noexcept { rdma_destroy_id(id); }
+};
+struct pd_deleter {
+    void operator()(ibv_pd* p) const noexcept { ibv_dealloc_pd(p); }
+};
+struct mr_deleter {
+    void operator()(ibv_mr* m) const noexcept { ibv_dereg_mr(m); }
+};
+struct comp_channel_deleter {
+    void operator()(ibv_comp_channel* c) const noexcept { ibv_destroy_comp_channel(c); }
+};
+using cm_channel_ptr = std::unique_ptr<rdma_event_channel, cm_channel_deleter>;
+using cm_id_ptr = std::unique_ptr<rdma_cm_id, cm_id_deleter>;
+using pd_ptr = std::unique_ptr<ibv_pd, pd_deleter>;
+using mr_ptr = std::unique_ptr<ibv_mr, mr_deleter>;
+using comp_channel_ptr = std::unique_ptr<ibv_comp_channel, comp_channel_deleter>;
+
+// Page-aligned memory, bound to a NUMA node when node >= 0 (hwloc).
+struct region_memory {
+    void* p = nullptr;
+    std::size_t bytes = 0;
+    region_memory() = default;
+    region_memory(std::size_t bytes, int numa_node);
+    ~region_memory();
+    region_memory(region_memory&& o) noexcept : p(o.p), bytes(o.bytes) { o.p = nullptr; }
+    region_memory& operator=(region_memory&& o) noexcept;
+};
+
+// One RC queue pair with its own CQ (completions of both queues). The CQ
+// reports to `channel` when armed. Destruction moves the QP to ERR first.
+class queue_pair {
+public:
+    queue_pair(rdma_cm_id* id, ibv_pd* pd, ibv_comp_channel* channel, const qp_settings& s);
+    ~queue_pair();
+    queue_pair(const queue_pair&) = delete;
+    queue_pair& operator=(const queue_pair&) = delete;
+
+    ibv_qp* qp() const noexcept { return qp_; }
+    ibv_cq* cq() const noexcept { return cq_; }
+    const qp_settings& settings() const noexcept { return s_; }
+    // Moves the QP to INIT, RTR or RTS with rdma_cm's attributes and the
+    // rail's overrides. Returns "" or why not. After RTR, gid_index() and
+    // path_mtu() tell what was used.
+    std::string move_to(ibv_qp_state to);
+    int gid_index() const noexcept { return gid_used_; }
+    // Lowers the path MTU the RTR transition will use (the peer's).
+    void cap_path_mtu(unsigned bytes) noexcept {
+        if (bytes && (!s_.path_mtu || bytes < s_.path_mtu)) s_.path_mtu = bytes;
+    }
+    unsigned path_mtu() const noexcept { return mtu_used_; }
+
+private:
+    rdma_cm_id* id_;
+    qp_settings s_;
+    ibv_cq* cq_ = nullptr;
+    ibv_qp* qp_ = nullptr;
+    int gid_used_ = -1;
+    unsigned mtu_used_ = 0;
+};
+
+// The rdma_cm private data of railgate's connections: both sides state the
+// path MTU they will use, and both then use the smaller (a responder drops
+// packets above its own path MTU). 8 bytes: "RGV1", version 1, the MTU as
+// ibv_mtu, two zero bytes.
+inline constexpr std::size_t cm_private_bytes = 8;
+void encode_cm_private(unsigned path_mtu, std::uint8_t* out) noexcept;
+// The peer's path MTU in bytes, or 0 when the data is not railgate's.
+unsigned decode_cm_private(const void* data, std::size_t len) noexcept;
+// The path MTU a QP on this id's port would use when not capped: the
+// configured one, else the port's active MTU.
+unsigned port_path_mtu(rdma_cm_id* id, unsigned configured) noexcept;
+
+// The index of the RoCEv2 (or, with !v2, RoCEv1) GID whose IPv4 address is
+// `ip` (host order) on the port, or -1.
+int find_ipv4_gid(ibv_context* ctx, unsigned port, std::uint32_t ip, bool v2) noexcept;
+
+// Pins the calling thread to `cpu`, or else to the CPUs of NUMA node
+// `numa_node` (both -1: leaves it alone). Returns a description for the
+// placement log ("cpu 3", "node 1 cpus 0-15", "unpinned").
+std::string bind_this_thread(int cpu, int numa_node);
+// The NUMA node of an HCA (sysfs), or -1 when it has none (SoftRoCE).
+int hca_numa_node(ibv_context* ctx);
+
+// Waits for the next CM event on `ch` (for at most `timeout`); returns the
+// event (caller acks) or nullptr on timeout or error.
+rdma_cm_event* next_event(rdma_event_channel* ch, std::chrono::milliseconds timeout) noexcept;
+// Puts a CM channel or comp channel fd in non-blocking mode.
+bool set_nonblocking(int fd) noexcept;
+
+// "local length error (wr_id 0x..)" for logs: ibv_wc_status_str plus the op.
+std::string describe(const ibv_wc& wc);
+
+} // namespace railgate::verbs

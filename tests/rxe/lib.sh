@@ -1,0 +1,28 @@
+# Shared by the rxe suite's guest-side scripts: start railgated on the
+# verbs config and wait until it serves (or fail with its log).
+#   . lib.sh; start_railgated BUILD CONFIG SOCKET LOG
+ip link set lo up
+ip addr add 198.18.1.1/24 dev dummy0
+start_railgated() {
+  "$1/dataplane/railgated" -- --config "$2" --socket "$3" > "$4" 2>&1 &
+  RG_PID=$!
+  for _ in $(seq 100); do
+    grep -q "railgated: ready" "$4" && return 0
+    kill -0 $RG_PID 2> /dev/null || break
+    sleep 0.1
+  done
+  echo "FAIL: railgated did not come up"; cat "$4"; exit 1
+}
+# run_workers W ARGS...: W railbench ranks over verbs; waits for all; the
+# status is the number of ranks that failed. Logs in $WORK/w<rank>.log.
+run_workers() {
+  local w=$1 r pids=() fails=0
+  shift
+  for r in $(seq 0 $((w - 1))); do
+    timeout 120 "$BUILD/tools/railbench" --transport verbs --server 198.18.0.1 --rank "$r" --workers "$w" "$@" \
+      > "$WORK/w$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || fails=$((fails + 1)); done
+  return $fails
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# railbench over verbs in the rxe-vm guest: railgated serves two verbs rails
+# (tests/rxe/verbs.toml) on rxe0, three worker processes allreduce odd
+# element counts in every dtype through it, and every result is checked
+# bit for bit against the rank-order sum (railbench exits non-zero on any
+# wrong element).
+#   verbs_allreduce.sh RXE_VM BUILD_DIR
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+if [ "${1:-}" != --guest ]; then
+  rxe_vm=$1 build=$2
+  command -v qemu-system-x86_64 > /dev/null && ls /boot/vmlinuz-* > /dev/null 2>&1 ||
+    { echo "SKIP: no QEMU or no guest kernel (tools/setup.sh deps installs them)"; exit 77; }
+  "$rxe_vm" --timeout 500 -- bash "$here/verbs_allreduce.sh" --guest "$build"
+  rc=$?
+  [ $rc -eq 0 ] && echo PASS || echo "FAIL: guest exit $rc"
+  exit $rc
+fi
+BUILD=$2 WORK=$(mktemp -d)
+. "$here/lib.sh"
+start_railgated "$BUILD" "$here/verbs.toml" "$WORK/ctl.sock" "$WORK/railgated.log"
+cat "$WORK/railgated.log"
+job=1
+for dt in fp32 bf16 fp16 int32; do
+  counts=1,1023,100003
+  [ $dt = fp32 ] && counts=$counts,1000003
+  if ! run_workers 3 --dtype $dt --job $job --count $counts -n 2 -w 1; then
+    echo "FAIL: railbench --dtype $dt"; tail -n 5 "$WORK"/w*.log; exit 1
+  fi
+  grep -q ", 2 rails, dtype $dt" "$WORK/w0.log" || { echo "FAIL: $dt did not stripe over 2 rails"; cat "$WORK/w0.log"; exit 1; }
+  grep -E "^ +[0-9]+ +[0-9]+ +$dt" "$WORK/w1.log"
+  job=$((job + 1))
+done
+"$BUILD/railctl" --socket "$WORK/ctl.sock" status
+"$BUILD/railctl" --socket "$WORK/ctl.sock" --json stats > "$WORK/stats.json"
+"$BUILD/railctl" --socket "$WORK/ctl.sock" stats
+python3 - "$WORK/stats.json" <<'PY' || { echo "FAIL: counters"; exit 1; }
+import json, sys
+rails = {r["rail"]: r for r in json.load(open(sys.argv[1]))["rails"]}
+for name in ("v0", "v1"):
+    r = rails[name]
+    assert r["transport"] == "verbs" and r["aggregations"] > 0, r
+    assert r["drops_total"] == 0 and r["qp_errors"] == 0 and r["aborts"] == 0, r
+    assert r["joins"] == 12 and r["leaves"] == 12, r
+PY
+kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; exit 1; }
+grep -q "verbs rail v1: connects 12" "$WORK/railgated.log" || { echo "FAIL: no exit stats"; tail "$WORK/railgated.log"; exit 1; }

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Bad input and failures on verbs rails, in the rxe-vm guest:
+#  - a config whose device is not the address's is refused with the reason;
+#  - chunks with an out-of-range slot, a wrong generation or a partial
+#    element are counted and dropped, and the same QP's next allreduce is exact;
+#  - a worker killed mid-job: the others get an error naming it, railgated
+#    keeps running, and the next job completes.
+#   verbs_faults.sh RXE_VM BUILD_DIR
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+if [ "${1:-}" != --guest ]; then
+  rxe_vm=$1 build=$2
+  command -v qemu-system-x86_64 > /dev/null && ls /boot/vmlinuz-* > /dev/null 2>&1 ||
+    { echo "SKIP: no QEMU or no guest kernel (tools/setup.sh deps installs them)"; exit 77; }
+  "$rxe_vm" --timeout 500 -- bash "$here/verbs_faults.sh" --guest "$build"
+  rc=$?
+  [ $rc -eq 0 ] && echo PASS || echo "FAIL: guest exit $rc"
+  exit $rc
+fi
+BUILD=$2 WORK=$(mktemp -d)
+. "$here/lib.sh"
+
+sed 's/device = "rxe0"/device = "mlx5_0"/' "$here/verbs.toml" > "$WORK/wrong.toml"
+"$BUILD/dataplane/railgated" -- --config "$WORK/wrong.toml" --socket off > "$WORK/wrong.log" 2>&1
+rc=$?
+cat "$WORK/wrong.log"
+[ $rc -ne 0 ] && grep -q "the address is on rxe0, not on mlx5_0" "$WORK/wrong.log" ||
+  { echo "FAIL: wrong device not refused (exit $rc)"; exit 1; }
+
+start_railgated "$BUILD" "$here/verbs.toml" "$WORK/ctl.sock" "$WORK/railgated.log"
+timeout 60 "$BUILD/tests/rxe/verbs_probe" 198.18.0.1 47000 || { echo "FAIL: verbs_probe"; exit 1; }
+"$BUILD/railctl" --socket "$WORK/ctl.sock" --json stats --rail v0 > "$WORK/probe.json"
+"$BUILD/railctl" --socket "$WORK/ctl.sock" stats --rail v0
+python3 - "$WORK/probe.json" <<'PY' || { echo "FAIL: bad chunks not counted"; exit 1; }
+import json, sys
+d = json.load(open(sys.argv[1]))["rails"][0]["drops"]
+for reason in ("slot_range", "bad_generation", "verbs_length"):
+    assert d.get(reason, 0) == 1, (reason, d)
+PY
+
+# Rank 2 dies (SIGKILL) in the middle of a long run.
+for r in 0 1 2; do
+  timeout 120 "$BUILD/tools/railbench" --transport verbs --server 198.18.0.1 --rank $r --workers 3 --job 5 \
+    --count 100003 -n 1000 -w 0 > "$WORK/k$r.log" 2>&1 &
+  pid[$r]=$!
+done
+# Every rank has joined and started (railbench prints the table header
+# after its JOIN), then a second of running.
+for _ in $(seq 100); do
+  grep -q "size" "$WORK/k0.log" && grep -q "size" "$WORK/k1.log" && grep -q "size" "$WORK/k2.log" && break
+  sleep 0.3
+done
+sleep 1
+kill -0 ${pid[2]} || { echo "FAIL: rank 2 ended early"; tail -n 5 "$WORK"/k*.log; exit 1; }
+pkill -KILL -P ${pid[2]} # railbench itself, not the timeout around it
+for r in 0 1; do
+  wait ${pid[$r]} && { echo "FAIL: rank $r succeeded although rank 2 died"; exit 1; }
+  cat "$WORK/k$r.log" | tail -n 2
+  grep -q "rank 2 failed on rail v[01]" "$WORK/k$r.log" ||
+    { echo "FAIL: rank $r was not told rank 2 failed"; tail -n 5 "$WORK"/k*.log; cat "$WORK/railgated.log"; exit 1; }
+done
+kill -0 $RG_PID || { echo "FAIL: railgated died"; cat "$WORK/railgated.log"; exit 1; }
+run_workers 3 --job 6 --count 4097,65537 -n 2 -w 0 || { echo "FAIL: the next job"; tail -n 5 "$WORK"/w*.log; exit 1; }
+echo "the next job after the failure: ok"
+"$BUILD/railctl" --socket "$WORK/ctl.sock" --json status > "$WORK/status.json"
+python3 - "$WORK/status.json" <<'PY' || { echo "FAIL: job or connections left behind"; exit 1; }
+import json, sys, time
+rails = json.load(open(sys.argv[1]))["verbs_rails"]
+assert all(r["active_jobs"] == 0 for r in rails), rails
+PY
+kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; exit 1; }
+grep -E "aborts [1-9]" "$WORK/railgated.log" || { echo "FAIL: no abort counted"; exit 1; }

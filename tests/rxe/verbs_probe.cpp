@@ -1,0 +1,68 @@
+// A misbehaving verbs worker, for the rxe suite: it joins a job of one on
+// railgated's verbs rail, writes chunks whose immediate names a slot out of
+// range, a wrong generation and a length that is not whole elements (each
+// must be counted and dropped), then checks that a real allreduce still
+// completes with the right result on the same QP.
+//
+//   verbs_probe SERVER_IP PORT
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "client/railgate/verbs_transport.hpp"
+#include "client/railgate/worker.hpp"
+#include "dataplane/proto/ipv4.hpp"
+
+using namespace railgate;
+
+int main(int argc, char** argv) {
+    if (argc != 3) {
+        std::fprintf(stderr, "usage: verbs_probe SERVER_IP PORT\n");
+        return 2;
+    }
+    std::uint32_t ip = 0;
+    if (!net::parse_ipv4(argv[1], ip)) return 2;
+    try {
+        client::verbs_transport t(ip, static_cast<std::uint16_t>(std::atoi(argv[2])));
+        client::worker_options o;
+        o.job_id = 77;
+        o.job_token = 0x5eed;
+        o.world = 1;
+        o.pool_size = 4;
+        o.max_count = 4096;
+        client::worker w(t, o);
+        if (auto e = w.join(); !e.empty()) {
+            std::fprintf(stderr, "verbs_probe: join: %s\n", e.c_str());
+            return 1;
+        }
+        // Wait for railgated's REGION: write_raw needs it.
+        for (int i = 0; i < 2000; ++i) {
+            client::rx_msg m[4];
+            t.recv(0, m, 4);
+            if (t.write_raw(0, 0, wire::verbs_imm(200, 0), 64)) break; // slot 200 >= pool 4
+        }
+        const bool ok = t.write_raw(0, 1, wire::verbs_imm(1, 9), 64) && // generation 9, slot's is 0
+                        t.write_raw(0, 2, wire::verbs_imm(2, 0), 6);    // 1.5 fp32 elements
+        if (!ok) {
+            std::fprintf(stderr, "verbs_probe: could not post the bad writes\n");
+            return 1;
+        }
+        std::vector<float> v(1000);
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f;
+        const std::vector<float> want = v;
+        if (auto e = w.allreduce(v.data(), v.size(), wire::dtype::fp32); !e.empty()) {
+            std::fprintf(stderr, "verbs_probe: allreduce after the bad writes: %s\n", e.c_str());
+            return 1;
+        }
+        if (v != want) {
+            std::fprintf(stderr, "verbs_probe: wrong result after the bad writes\n");
+            return 1;
+        }
+        w.leave();
+        std::printf("verbs_probe: 3 bad writes posted, the allreduce after them is exact\n");
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "verbs_probe: %s\n", e.what());
+        return 1;
+    }
+}
