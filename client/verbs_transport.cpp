@@ -21,7 +21,9 @@ constexpr unsigned rq_depth = wire::verbs_max_pool + ctl_recvs;
 constexpr unsigned sq_depth = wire::verbs_max_pool + ctl_sends;
 constexpr std::size_t ctl_bytes = wire::verbs_ctl_bytes;
 
-enum class wr_kind : std::uint64_t { recv = 1, ctl_send = 2, chunk = 3 };
+// Receives carry their buffer index, sends their ledger sequence; the
+// ledger's tag of a send is its kind and index.
+enum class wr_kind : std::uint64_t { recv = 1, ctl_send = 2, chunk = 3, send = 4 };
 constexpr std::uint64_t make_wr_id(wr_kind k, std::uint64_t i) noexcept {
     return static_cast<std::uint64_t>(k) << 56 | i;
 }
@@ -67,7 +69,8 @@ struct verbs_transport::rail {
         wire::header h; // the contribution in flight: the result's header
     };
     std::vector<slot_state> slots;
-    unsigned sq_used = 0, ctl_next = 0, ctl_busy = 0;
+    verbs::send_ledger sends{sq_depth};
+    unsigned ctl_next = 0, ctl_busy = 0;
     std::vector<std::uint32_t> repost; // receive buffers handed out by the last recv()
     std::vector<ibv_wc> stash;         // completions wait() polled after arming the CQ
     std::string failed;                // a completion error: the rail is dead
@@ -95,11 +98,12 @@ struct verbs_transport::rail {
               std::uint64_t raddr = 0, std::uint32_t imm = 0) noexcept {
         ibv_sge sge{reinterpret_cast<std::uintptr_t>(local), len, lkey};
         ibv_send_wr wr{};
-        wr.wr_id = wr_id;
+        wr.wr_id = make_wr_id(wr_kind::send, sends.next_seq());
         wr.sg_list = &sge;
         wr.num_sge = 1;
         wr.opcode = op;
-        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.send_flags = (sends.signal_next(kind_of(wr_id) == wr_kind::ctl_send) ? IBV_SEND_SIGNALED : 0) |
+                        (len <= qp->max_inline() ? IBV_SEND_INLINE : 0);
         if (op == IBV_WR_RDMA_WRITE_WITH_IMM) {
             wr.imm_data = htonl(imm);
             wr.wr.rdma.remote_addr = raddr;
@@ -107,12 +111,12 @@ struct verbs_transport::rail {
         }
         ibv_send_wr* bad = nullptr;
         if (ibv_post_send(qp->qp(), &wr, &bad)) return false;
-        ++sq_used;
+        sends.posted(wr_id);
         return true;
     }
 
     bool send_ctl(const wire::header& h, const void* body, std::size_t len) noexcept {
-        if (ctl_busy >= ctl_sends || sq_used >= sq_depth || wire::header_bytes + len > ctl_bytes) return false;
+        if (ctl_busy >= ctl_sends || sends.full() || wire::header_bytes + len > ctl_bytes) return false;
         std::uint8_t* b = send_buf(ctl_next);
         wire::encode_header(h, b);
         if (len) std::memcpy(b + wire::header_bytes, body, len);
@@ -248,7 +252,7 @@ unsigned verbs_transport::send(unsigned ri, const tx_msg* msgs, unsigned n) noex
         }
         // RC delivers: a retransmit would only be a duplicate.
         if (m.h.flags & wire::flag_retransmit) continue;
-        if (!r.have_peer || !r.data_mr || r.sq_used >= sq_depth) break;
+        if (!r.have_peer || !r.data_mr || r.sends.full()) break;
         const unsigned s = m.h.slot;
         if (s >= r.pool || m.bytes > r.chunk) {
             ++dropped_;
@@ -295,10 +299,10 @@ unsigned verbs_transport::recv(unsigned ri, rx_msg* out, unsigned max) noexcept 
     for (int k = 0; k < n; ++k) {
         const ibv_wc& c = wc[k];
         const std::uint64_t idx = index_of(c.wr_id);
-        if (kind_of(c.wr_id) != wr_kind::recv) {
-            --r.sq_used;
-            if (kind_of(c.wr_id) == wr_kind::ctl_send) --r.ctl_busy;
-        }
+        if (kind_of(c.wr_id) == wr_kind::send)
+            r.sends.complete(idx, [&](std::uint64_t tag) {
+                if (kind_of(tag) == wr_kind::ctl_send) --r.ctl_busy;
+            });
         if (c.status != IBV_WC_SUCCESS) {
             if (r.failed.empty()) r.failed = "verbs rail " + std::to_string(ri) + " failed: " + verbs::describe(c);
             continue;
@@ -381,7 +385,7 @@ void verbs_transport::wait(std::chrono::microseconds max) noexcept {
 bool verbs_transport::write_raw(unsigned ri, unsigned slot, std::uint32_t imm, std::uint32_t bytes) noexcept {
     if (ri >= rails_.size()) return false;
     rail& r = *rails_[ri];
-    if (!r.have_peer || !r.data_mr || slot >= r.pool || bytes > r.chunk || r.sq_used >= sq_depth) return false;
+    if (!r.have_peer || !r.data_mr || slot >= r.pool || bytes > r.chunk || r.sends.full()) return false;
     return r.post(make_wr_id(wr_kind::chunk, slot), IBV_WR_RDMA_WRITE_WITH_IMM, r.slot_buf(slot), bytes,
                   r.data_mr->lkey, r.peer.addr + std::uint64_t{slot} * r.chunk, imm);
 }

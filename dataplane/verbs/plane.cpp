@@ -31,7 +31,9 @@ constexpr auto close_deadline = std::chrono::seconds(2);  // disconnecting: dest
 constexpr unsigned cm_poll_passes = 256;                  // a CM poll is a syscall: not every pass
 
 // wr_id: the kind in the top byte, an index below it.
-enum class wr_kind : std::uint64_t { recv = 1, ctl_send = 2, result = 3 };
+// Receives carry their buffer index; sends their ledger sequence (their
+// pending_send.wr_id, kind and index, is the ledger's tag for them).
+enum class wr_kind : std::uint64_t { recv = 1, ctl_send = 2, result = 3, send = 4 };
 constexpr std::uint64_t make_wr_id(wr_kind k, std::uint64_t i) noexcept {
     return static_cast<std::uint64_t>(k) << 56 | i;
 }
@@ -70,10 +72,9 @@ struct conn {
     std::uint16_t rank = 0;
     bool have_region = false;  // the worker's REGION (where results go)
     wire::region_body peer{};
-    unsigned sq_used = 0;      // sends posted and not completed
+    send_ledger sends{sq_depth};
     std::deque<pending_send> backlog;
     unsigned ctl_next = 0, ctl_busy = 0;
-    std::vector<unsigned> res_inflight; // per job index: result WRITEs not completed
 
     std::uint8_t* recv_buf(std::size_t i) const noexcept { return static_cast<std::uint8_t*>(ctl.p) + i * ctl_bytes; }
     std::uint8_t* send_buf(std::size_t i) const noexcept { return recv_buf(rq_depth + i); }
@@ -138,6 +139,7 @@ struct plane::rail_state {
     void sleep();
     void post_recv(conn& c, std::size_t i);
     void post_send(conn& c, const pending_send& s);
+    void post_now(conn& c, const pending_send& s);
     void send_done(conn& c, std::uint64_t wr_id);
     void flush_backlog(conn& c);
 
@@ -400,7 +402,6 @@ void plane::rail_state::on_connect_request(rdma_cm_id* id, const rdma_conn_param
         c->qp = std::make_unique<queue_pair>(id, pd.get(), comp.get(), s);
         c->qp->cap_path_mtu(theirs);
         std::string e = c->qp->move_to(IBV_QPS_INIT);
-        c->res_inflight.assign(jobs.size(), 0);
         for (std::size_t i = 0; e.empty() && i < rq_depth; ++i) post_recv(*c, i);
         if (e.empty()) e = c->qp->move_to(IBV_QPS_RTR);
         if (e.empty()) e = c->qp->move_to(IBV_QPS_RTS);
@@ -443,18 +444,23 @@ void plane::rail_state::post_recv(conn& c, std::size_t i) {
 // queued; send_done releases them when the send completes or is dropped.
 void plane::rail_state::post_send(conn& c, const pending_send& s) {
     if (c.st == conn::state::closing) return send_done(c, s.wr_id);
-    if (c.sq_used >= sq_depth || !c.backlog.empty()) {
+    if (c.sends.full() || !c.backlog.empty()) {
         bump(ctr.backlogged);
         c.backlog.push_back(s);
         return;
     }
+    post_now(c, s);
+}
+
+void plane::rail_state::post_now(conn& c, const pending_send& s) {
     ibv_sge sge{s.laddr, s.len, s.lkey};
     ibv_send_wr wr{};
-    wr.wr_id = s.wr_id;
+    wr.wr_id = make_wr_id(wr_kind::send, c.sends.next_seq());
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.opcode = s.op;
-    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.send_flags = (c.sends.signal_next(kind_of(s.wr_id) == wr_kind::ctl_send) ? IBV_SEND_SIGNALED : 0) |
+                    (s.len <= c.qp->max_inline() ? IBV_SEND_INLINE : 0);
     if (s.op == IBV_WR_RDMA_WRITE_WITH_IMM) {
         wr.imm_data = htonl(s.imm);
         wr.wr.rdma.remote_addr = s.raddr;
@@ -466,7 +472,7 @@ void plane::rail_state::post_send(conn& c, const pending_send& s) {
         fail_conn(c, std::string("ibv_post_send: ") + std::strerror(errno));
         return;
     }
-    ++c.sq_used;
+    c.sends.posted(s.wr_id);
 }
 
 void plane::rail_state::send_done(conn& c, std::uint64_t wr_id) {
@@ -474,17 +480,16 @@ void plane::rail_state::send_done(conn& c, std::uint64_t wr_id) {
     if (kind_of(wr_id) == wr_kind::ctl_send) {
         --c.ctl_busy;
     } else if (kind_of(wr_id) == wr_kind::result) {
-        --c.res_inflight[idx];
         --jobs[idx].outstanding;
         maybe_free(static_cast<unsigned>(idx));
     }
 }
 
 void plane::rail_state::flush_backlog(conn& c) {
-    while (!c.backlog.empty() && c.sq_used < sq_depth && c.st != conn::state::closing) {
+    while (!c.backlog.empty() && !c.sends.full() && c.st != conn::state::closing) {
         const pending_send s = c.backlog.front();
         c.backlog.pop_front();
-        post_send(c, s);
+        post_now(c, s);
     }
 }
 
@@ -500,10 +505,7 @@ void plane::rail_state::handle_wc(conn& c, const ibv_wc& wc) {
     const wr_kind kind = kind_of(wc.wr_id);
     const std::uint64_t idx = index_of(wc.wr_id);
     // Send-side accounting holds whatever the status (flushed WRs included).
-    if (kind != wr_kind::recv) {
-        --c.sq_used;
-        send_done(c, wc.wr_id);
-    }
+    if (kind == wr_kind::send) c.sends.complete(idx, [&](std::uint64_t tag) { send_done(c, tag); });
     if (wc.status != IBV_WC_SUCCESS) {
         if (c.st != conn::state::closing) {
             bump(ctr.qp_errors);
@@ -546,17 +548,12 @@ void plane::rail_state::destroy_conn(conn& c) {
     ibv_modify_qp(c.qp->qp(), &a, IBV_QP_STATE);
     c.st = conn::state::closing;
     const auto until = clock::now() + std::chrono::milliseconds(50);
-    while (c.sq_used > 0 && clock::now() < until) {
+    while (c.sends.in_flight() > 0 && clock::now() < until) {
         ibv_wc wc[16];
         const int n = ibv_poll_cq(c.qp->cq(), 16, wc);
         for (int i = 0; i < n; ++i) handle_wc(c, wc[i]);
     }
-    for (unsigned j = 0; j < jobs.size(); ++j)
-        if (c.res_inflight[j]) {
-            jobs[j].outstanding -= c.res_inflight[j];
-            c.res_inflight[j] = 0;
-            maybe_free(j);
-        }
+    c.sends.drop_all([&](std::uint64_t id) { send_done(c, id); });
     auto it = std::find_if(conns.begin(), conns.end(), [&](const auto& p) { return p.get() == &c; });
     if (it != conns.end()) {
         std::swap(*it, conns.back());
@@ -850,7 +847,6 @@ void plane::rail_state::complete_slot(unsigned j, unsigned slot) {
     for (unsigned r = 0; r < x.world; ++r) {
         conn& m = *x.members[r];
         ++x.outstanding;
-        ++m.res_inflight[j];
         post_send(m, {make_wr_id(wr_kind::result, j), IBV_WR_RDMA_WRITE_WITH_IMM, reinterpret_cast<std::uintptr_t>(dst),
                       s.bytes, x.results_mr->lkey, m.peer.addr + off, m.peer.rkey, imm});
     }

@@ -82,7 +82,13 @@ queue_pair::queue_pair(rdma_cm_id* id, ibv_pd* pd, ibv_comp_channel* channel, co
     a.cap.max_recv_wr = s.rq_depth;
     a.cap.max_send_sge = 1;
     a.cap.max_recv_sge = 1;
+    a.cap.max_inline_data = s.max_inline;
     qp_ = ibv_create_qp(pd, &a);
+    if (!qp_ && s.max_inline) { // an HCA without inline sends
+        a.cap.max_inline_data = 0;
+        qp_ = ibv_create_qp(pd, &a);
+    }
+    inline_ = qp_ ? a.cap.max_inline_data : 0;
     if (!qp_) {
         const int e = errno;
         ibv_destroy_cq(cq_);

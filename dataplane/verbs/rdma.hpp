@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 
@@ -25,6 +26,7 @@ struct qp_settings {
     std::uint8_t traffic_class = 0;
     std::uint8_t service_level = 0;
     unsigned sq_depth = 64, rq_depth = 64;
+    unsigned max_inline = 64;    // payloads up to this many bytes go inline in the WQE (if the HCA can)
 };
 
 // "path_mtu 1024" -> IBV_MTU_1024; 0 for anything that is not an IB MTU.
@@ -85,6 +87,8 @@ public:
         if (bytes && (!s_.path_mtu || bytes < s_.path_mtu)) s_.path_mtu = bytes;
     }
     unsigned path_mtu() const noexcept { return mtu_used_; }
+    // Sends of at most this many bytes may carry IBV_SEND_INLINE.
+    unsigned max_inline() const noexcept { return inline_; }
 
 private:
     rdma_cm_id* id_;
@@ -93,6 +97,53 @@ private:
     ibv_qp* qp_ = nullptr;
     int gid_used_ = -1;
     unsigned mtu_used_ = 0;
+    unsigned inline_ = 0;
+};
+
+// Selective signalling of one QP's sends. Most sends complete silently; one
+// in `every`, control messages (force) and sends into a nearly full queue
+// ask for a completion, and since RC completes in order, a completion (or a
+// flush error) retires every send posted before it too. Saves a CQE per
+// send on both ends of the latency path. Each send gets a sequence number
+// (its WR id, below 2^56); the caller's own tag for it comes back in retire.
+class send_ledger {
+public:
+    explicit send_ledger(unsigned depth, unsigned every = 16) : depth_(depth), every_(every) {}
+    bool full() const noexcept { return posted_.size() >= depth_; }
+    std::size_t in_flight() const noexcept { return posted_.size(); }
+    // Whether the next send must be signalled.
+    bool signal_next(bool force) noexcept {
+        if (force || ++since_ >= every_ || posted_.size() + every_ >= depth_) {
+            since_ = 0;
+            return true;
+        }
+        return false;
+    }
+    // The sequence number of the next send (use it in its WR id).
+    std::uint64_t next_seq() const noexcept { return seq_; }
+    void posted(std::uint64_t tag) { posted_.push_back({seq_++, tag}); }
+    // The send with sequence `seq` completed: retire(tag) for it and every
+    // send before it.
+    template <class F> void complete(std::uint64_t seq, F&& retire) {
+        while (!posted_.empty() && posted_.front().seq <= seq) {
+            const std::uint64_t tag = posted_.front().tag;
+            posted_.pop_front();
+            retire(tag);
+        }
+    }
+    // The QP is gone: whatever did not complete is retired now.
+    template <class F> void drop_all(F&& retire) {
+        for (const entry& e : posted_) retire(e.tag);
+        posted_.clear();
+    }
+
+private:
+    struct entry {
+        std::uint64_t seq, tag;
+    };
+    std::deque<entry> posted_;
+    std::uint64_t seq_ = 0;
+    unsigned depth_, every_, since_ = 0;
 };
 
 // The rdma_cm private data of railgate's connections: both sides state the

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# raillat end to end on this machine: railgated on its embedded default (two
+# tap rails) in a network namespace; raillat pings it over kernel UDP, over
+# an in-process DPDK railgated, and tries verbs, which this kernel lacks: the
+# compare table must show udp and dpdk with figures and verbs as unavailable
+# with the reason; --json and --dump must carry the same samples; bad
+# arguments are refused. (Verbs itself is measured in the rxe suite.)
+#   raillat.sh RAILGATED RAILLAT
+set -u
+railgated=$1 raillat=$2
+. "$(dirname "$0")/lib.sh"
+require_netns
+ns=rglat$$ dir=$(mktemp -d) prefix=rglat$$
+log=$dir
+gated_pid=
+cleanup() {
+  [ -n "$gated_pid" ] && kill -9 "$gated_pid" 2>/dev/null
+  wait 2>/dev/null
+  ip netns del "$ns" 2>/dev/null
+  rm -rf "$dir" "/var/run/dpdk/$prefix"
+}
+trap cleanup EXIT
+ip netns add "$ns" || fail "netns"
+ip netns exec "$ns" ip link set lo up
+ip netns exec "$ns" "$railgated" -l 0-1 --no-huge --no-pci -m 512 --file-prefix "$prefix" --log-level lib.eal:error \
+  --log-level pmd.net.tap:critical -- --socket off --metrics off > "$dir/railgated.log" 2>&1 &
+gated_pid=$!
+wait_ready "$dir/railgated.log"
+
+ip netns exec "$ns" "$raillat" --compare udp,dpdk,verbs --server 198.18.0.1 -n 300 -w 30 --bw-size 256K --bw-iters 4 \
+  --dump "$dir/samples.txt" > "$dir/compare.log" 2>&1
+rc=$?
+cat "$dir/compare.log"
+[ $rc -eq 1 ] || fail "compare with verbs unavailable exited $rc, not 1"
+grep -qE "^udp +300 +[0-9.]+ +[0-9.]+ .* [0-9.]+x +[0-9.]+x$" "$dir/compare.log" || fail "no udp row"
+grep -qE "^dpdk +300 +[0-9.]+ +[0-9.]+ .* [0-9.]+x +[0-9.]+x$" "$dir/compare.log" || fail "no dpdk row"
+grep -qE "^verbs +unavailable: .*RDMA CM" "$dir/compare.log" || fail "verbs not reported unavailable with the reason"
+grep -qE " 1\.00x " "$dir/compare.log" || fail "no transport is the 1.00x reference"
+[ "$(grep -c '^udp ' "$dir/samples.txt")" -eq 300 ] && [ "$(grep -c '^dpdk ' "$dir/samples.txt")" -eq 300 ] ||
+  fail "--dump does not hold 300 samples per transport"
+
+ip netns exec "$ns" "$raillat" --transport udp --server 198.18.0.1 -s 1024 -n 200 -w 20 --bw-size 0 --json \
+  > "$dir/udp.json" 2> "$dir/udp.err" || fail "raillat --json udp"
+python3 - "$dir/udp.json" <<'PY' || fail "--json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = d["results"][0]
+assert d["bytes"] == 1024 and r["transport"] == "udp" and r["iterations"] == 200, d
+assert 0 < r["t_min_us"] <= r["t_typical_us"] <= r["p99_us"] <= r["p999_us"] <= r["t_max_us"], r
+PY
+ip netns exec "$ns" "$raillat" --transport udp --server 198.18.0.1 -n 100 -w 10 --bw-size 0 > "$dir/perftest.log" 2>&1 ||
+  fail "raillat udp"
+cat "$dir/perftest.log"
+grep -q "t_typical\[usec\]" "$dir/perftest.log" || fail "no perftest-style header"
+
+for bad in "--size 3" "--transport tcp" "--compare udp,rdma" "--transport verbs" "-n 0" "--bogus"; do
+  # shellcheck disable=SC2086
+  "$raillat" $bad > "$dir/bad.log" 2>&1; rc=$?
+  [ $rc -eq 2 ] || fail "raillat $bad exited $rc"
+  grep -q "^raillat: " "$dir/bad.log" || fail "raillat $bad: no message"
+done
+echo "ok: bad arguments refused"
+stop_gated
+echo PASS

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# raillat over all three transports and the verbs benchmark's plumbing, in
+# the rxe-vm guest (2 vCPUs, for the EAL): tools/bench_verbs.sh with few
+# iterations must print ib_write_lat's row, raillat's verbs row, the compare
+# table with figures for udp, dpdk and verbs, railbench over verbs, and the
+# summary ratios. No timing is asserted (that is the benchmark's job).
+#   raillat_bench.sh SOURCE_ROOT BUILD_DIR
+set -u
+src=$1 build=$2
+command -v qemu-system-x86_64 > /dev/null && ls /boot/vmlinuz-* > /dev/null 2>&1 ||
+  { echo "SKIP: no QEMU or no guest kernel (tools/setup.sh deps installs them)"; exit 77; }
+command -v ib_write_lat > /dev/null || { echo "SKIP: perftest not installed"; exit 77; }
+out=$("$src/tools/bench_verbs.sh" "$build" 100)
+rc=$?
+echo "$out"
+[ $rc -eq 0 ] || { echo "FAIL: bench_verbs.sh exit $rc"; exit 1; }
+for t in udp dpdk verbs; do
+  echo "$out" | grep -qE "^$t +100 +[0-9.]+ +[0-9.]+ .*x$" || { echo "FAIL: no $t row in the compare table"; exit 1; }
+done
+echo "$out" | grep -qE "^verbs latency: raillat t_typical [0-9.]+ us, ib_write_lat t_typical [0-9.]+ us, ratio [0-9.]+$" ||
+  { echo "FAIL: no latency summary"; exit 1; }
+echo "$out" | grep -qE "^verbs bandwidth: railbench 4 MiB algbw [0-9.]+ GB/s, ib_write_bw [0-9.]+ MB/s, ratio [0-9.]+$" ||
+  { echo "FAIL: no bandwidth summary"; exit 1; }
+echo PASS

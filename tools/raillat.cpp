@@ -1,0 +1,350 @@
+// raillat: latency study through railgated, transport by transport, in the
+// terms of perftest's ib_write_lat.
+//
+//   raillat --transport verbs --server 198.18.0.1 -s 4 -n 1000
+//   raillat --compare udp,dpdk,verbs --udp-server 198.18.5.1 --verbs-server 198.18.0.1
+//
+// Each iteration is a ping-pong: a job of one worker sends one chunk of
+// SIZE bytes to railgated, railgated "reduces" it (a world of one) and sends
+// it back. Like ib_write_lat, the reported latency is half the round trip.
+// dpdk runs railgated embedded in this process over in-process DPDK rings
+// (the DPDK worker transport has no other backend yet); udp and verbs go to
+// a running railgated. A second phase streams --bw-size allreduces for the
+// bandwidth column.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "client/railgate/embedded.hpp"
+#include "client/railgate/udp_transport.hpp"
+#include "client/railgate/verbs_transport.hpp"
+#include "client/railgate/worker.hpp"
+#include "dataplane/net/eal.hpp"
+#include "dataplane/proto/ipv4.hpp"
+#include "tools/bench_common.hpp"
+
+using namespace railgate;
+
+namespace {
+
+struct options {
+    std::vector<std::string> transports{"udp"};
+    bool compare = false;
+    std::string server, udp_server, verbs_server;
+    std::uint16_t port = wire::default_udp_port;
+    std::uint64_t bytes = 4;
+    unsigned iters = 1000, warmup = 100;
+    std::uint64_t bw_bytes = 1 << 20;
+    unsigned bw_iters = 10;
+    std::string dump;
+    bool json = false;
+    int gid_index = -1;
+    std::uint32_t job = 4242;
+    bool events = false; // sleep in the transport between results instead of spinning
+};
+
+[[noreturn]] void die(const std::string& m) {
+    std::fprintf(stderr, "raillat: %s\n", m.c_str());
+    std::exit(2);
+}
+
+void usage(std::FILE* f) {
+    std::fprintf(f,
+                 "usage: raillat [options]\n"
+                 "  --transport T         udp|dpdk|verbs (default udp)\n"
+                 "  --compare T,T,...     run several transports and print them side by side\n"
+                 "  --server IP           railgated's rail-0 address (udp and verbs)\n"
+                 "  --udp-server IP       for udp only (overrides --server)\n"
+                 "  --verbs-server IP     for verbs only (overrides --server)\n"
+                 "  --port P              railgated's UDP / rdma_cm port (default %u)\n"
+                 "  -s, --size BYTES      message size, a multiple of 4 (default 4)\n"
+                 "  -n, --iters N         timed ping-pongs (default 1000)\n"
+                 "  -w, --warmup N        untimed ping-pongs first (default 100)\n"
+                 "  --bw-size BYTES       allreduce size of the bandwidth phase (default 1M; 0 skips it)\n"
+                 "  --bw-iters N          allreduces in the bandwidth phase (default 10)\n"
+                 "  --dump FILE           every sample, one per line (transport, usec)\n"
+                 "  --json                results as JSON\n"
+                 "  --gid-index N         verbs: the local GID index (default: the RoCEv2 IPv4 GID)\n"
+                 "  --job ID              job id to use (default 4242)\n"
+                 "  -e, --events          sleep on completion events / sockets between results (perftest's -e);\n"
+                 "                        default: busy-poll, as perftest does\n"
+                 "Latencies are half round trips, as ib_write_lat reports them.\n",
+                 wire::default_udp_port);
+}
+
+std::uint64_t parse_num(const std::string& flag, const std::string& v, std::uint64_t max) {
+    std::uint64_t x = 0;
+    if (!bench::parse_size(v, x) || x > max) die(flag + ": '" + v + "' is not a number up to " + std::to_string(max));
+    return x;
+}
+
+options parse(int argc, char** argv) {
+    options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto val = [&]() -> std::string {
+            if (i + 1 >= argc) die(a + " needs a value");
+            return argv[++i];
+        };
+        if (a == "-h" || a == "--help") {
+            usage(stdout);
+            std::exit(0);
+        } else if (a == "--transport" || a == "--compare") {
+            o.compare = a == "--compare";
+            o.transports.clear();
+            std::string v = val();
+            for (std::size_t s = 0; s <= v.size();) {
+                const std::size_t c = std::min(v.find(',', s), v.size());
+                o.transports.push_back(v.substr(s, c - s));
+                s = c + 1;
+            }
+            for (const std::string& t : o.transports)
+                if (t != "udp" && t != "dpdk" && t != "verbs") die(a + ": '" + t + "' is not udp, dpdk or verbs");
+        } else if (a == "--server") {
+            o.server = val();
+        } else if (a == "--udp-server") {
+            o.udp_server = val();
+        } else if (a == "--verbs-server") {
+            o.verbs_server = val();
+        } else if (a == "--port") {
+            o.port = static_cast<std::uint16_t>(parse_num(a, val(), 65535));
+        } else if (a == "-s" || a == "--size") {
+            o.bytes = parse_num(a, val(), 32768);
+        } else if (a == "-n" || a == "--iters") {
+            o.iters = static_cast<unsigned>(parse_num(a, val(), 100000000));
+        } else if (a == "-w" || a == "--warmup") {
+            o.warmup = static_cast<unsigned>(parse_num(a, val(), 100000000));
+        } else if (a == "--bw-size") {
+            o.bw_bytes = parse_num(a, val(), std::uint64_t{1} << 32);
+        } else if (a == "--bw-iters") {
+            o.bw_iters = static_cast<unsigned>(parse_num(a, val(), 1000000));
+        } else if (a == "--dump") {
+            o.dump = val();
+        } else if (a == "--json") {
+            o.json = true;
+        } else if (a == "--gid-index") {
+            o.gid_index = static_cast<int>(parse_num(a, val(), 255));
+        } else if (a == "-e" || a == "--events") {
+            o.events = true;
+        } else if (a == "--job") {
+            o.job = static_cast<std::uint32_t>(parse_num(a, val(), UINT32_MAX));
+        } else {
+            usage(stderr);
+            die("unknown option '" + a + "'");
+        }
+    }
+    if (o.bytes == 0 || o.bytes % 4) die("--size must be a positive multiple of 4 (fp32 elements)");
+    if (o.bw_bytes % 4) die("--bw-size must be a multiple of 4");
+    if (o.iters == 0) die("--iters must be at least 1");
+    for (const std::string& t : o.transports) {
+        if (t == "udp" && o.udp_server.empty() && o.server.empty()) die("udp needs --server or --udp-server");
+        if (t == "verbs" && o.verbs_server.empty() && o.server.empty()) die("verbs needs --server or --verbs-server");
+    }
+    return o;
+}
+
+struct result {
+    std::string transport;
+    std::string error;          // non-empty: the transport could not run
+    std::vector<double> us;     // half round trips, sorted
+    double bw_gbs = 0;          // algorithm bandwidth of the bandwidth phase
+    double at(double q) const { // the q-quantile, nearest rank
+        const auto k = static_cast<std::size_t>(std::ceil(q * static_cast<double>(us.size())));
+        return us[std::min(us.size() - 1, k ? k - 1 : 0)];
+    }
+    double avg() const {
+        double s = 0;
+        for (double x : us) s += x;
+        return s / static_cast<double>(us.size());
+    }
+    double stdev() const {
+        const double m = avg();
+        double s = 0;
+        for (double x : us) s += (x - m) * (x - m);
+        return std::sqrt(s / static_cast<double>(us.size()));
+    }
+};
+
+// The ping-pongs, then the bandwidth phase, through one transport.
+void measure(client::transport& t, const options& o, result& r, std::vector<double>& raw) {
+    client::worker_options wo;
+    wo.job_id = o.job;
+    wo.job_token = 0x6c6174656e6379ull ^ static_cast<std::uint64_t>(getpid());
+    wo.world = 1;
+    wo.max_count = std::max(o.bytes, o.bw_bytes) / 4;
+    client::worker w(t, wo);
+    if (std::string e = w.join(); !e.empty()) {
+        r.error = e;
+        return;
+    }
+    if (o.bytes > w.job_info().chunk_bytes)
+        std::fprintf(stderr, "raillat: %s: %llu bytes span %llu chunks (chunk %u B)\n", r.transport.c_str(),
+                     static_cast<unsigned long long>(o.bytes),
+                     static_cast<unsigned long long>((o.bytes + w.job_info().chunk_bytes - 1) / w.job_info().chunk_bytes),
+                     w.job_info().chunk_bytes);
+    std::vector<float> buf(o.bytes / 4, 1.0f);
+    using clock = std::chrono::steady_clock;
+    // One operation: busy-polled like perftest, or sleeping between results.
+    auto op = [&](float* p, std::size_t n) -> std::string {
+        if (o.events) return w.allreduce(p, n, wire::dtype::fp32);
+        w.start(p, n, wire::dtype::fp32);
+        while (!w.progress()) {
+        }
+        return w.error();
+    };
+    for (unsigned i = 0; i < o.warmup + o.iters; ++i) {
+        const auto t0 = clock::now();
+        if (std::string e = op(buf.data(), buf.size()); !e.empty()) {
+            r.error = e;
+            return;
+        }
+        const auto t1 = clock::now();
+        if (i >= o.warmup) raw.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / 2);
+    }
+    r.us = raw;
+    std::sort(r.us.begin(), r.us.end());
+    if (o.bw_bytes && o.bw_iters) {
+        std::vector<float> big(o.bw_bytes / 4, 0.5f);
+        op(big.data(), big.size()); // warm-up
+        const auto t0 = clock::now();
+        for (unsigned i = 0; i < o.bw_iters; ++i)
+            if (std::string e = op(big.data(), big.size()); !e.empty()) {
+                r.error = "bandwidth phase: " + e;
+                return;
+            }
+        const double s = std::chrono::duration<double>(clock::now() - t0).count();
+        r.bw_gbs = static_cast<double>(o.bw_bytes) * o.bw_iters / s / 1e9;
+    }
+    w.leave();
+}
+
+std::uint32_t server_ip(const options& o, const std::string& specific) {
+    const std::string& s = specific.empty() ? o.server : specific;
+    std::uint32_t ip = 0;
+    if (!net::parse_ipv4(s, ip)) die("'" + s + "' is not an IPv4 address");
+    return ip;
+}
+
+result run(const std::string& name, const options& o, std::vector<double>& raw) {
+    result r;
+    r.transport = name;
+    try {
+        if (name == "udp") {
+            auto t = client::make_udp_transport(server_ip(o, o.udp_server), o.port);
+            measure(*t, o, r, raw);
+        } else if (name == "verbs") {
+            client::verbs_options vo;
+            vo.qp.gid_index = o.gid_index;
+            client::verbs_transport t(server_ip(o, o.verbs_server), o.port, vo);
+            measure(t, o, r, raw);
+        } else {
+            // railgated embedded: one rail over in-process rings, on lcore 1.
+            static std::optional<net::eal> eal; // rte_eal_init: once per process
+            if (!eal) eal.emplace(net::embedded_eal_args("raillat"));
+            client::embedded_fabric fabric(1, 1, 9000);
+            net::daemon_config dc;
+            dc.rails = fabric.daemon_rails();
+            dc.mbufs_per_rail = 4096;
+            net::daemon d(dc);
+            d.launch();
+            auto t = fabric.worker_transport(0);
+            measure(*t, o, r, raw);
+            d.stop();
+        }
+    } catch (const std::exception& e) {
+        r.error = e.what();
+    }
+    return r;
+}
+
+void print_perftest(const result& r, const options& o) {
+    std::printf("# raillat: transport %s, %llu bytes, %zu iterations, latency = half round trip (as ib_write_lat)\n",
+                r.transport.c_str(), static_cast<unsigned long long>(o.bytes), r.us.size());
+    std::printf(" #bytes #iterations  t_min[usec]  t_max[usec]  t_typical[usec]  t_avg[usec]  t_stdev[usec]  "
+                "99%% percentile[usec]  99.9%% percentile[usec]\n");
+    std::printf(" %-6llu %-11zu  %-11.2f  %-11.2f  %-15.2f  %-11.2f  %-13.2f  %-20.2f  %-.2f\n",
+                static_cast<unsigned long long>(o.bytes), r.us.size(), r.us.front(), r.us.back(), r.at(0.5), r.avg(),
+                r.stdev(), r.at(0.99), r.at(0.999));
+    if (r.bw_gbs > 0)
+        std::printf("# bandwidth: %.3f GB/s (allreduce of %llu bytes, %u iterations)\n", r.bw_gbs,
+                    static_cast<unsigned long long>(o.bw_bytes), o.bw_iters);
+}
+
+void print_compare(const std::vector<result>& rs, const options& o) {
+    double best_lat = 0, best_bw = 0;
+    for (const result& r : rs)
+        if (r.error.empty()) {
+            best_lat = best_lat == 0 ? r.at(0.5) : std::min(best_lat, r.at(0.5));
+            best_bw = std::max(best_bw, r.bw_gbs);
+        }
+    std::printf("# raillat --compare: %llu-byte ping-pong (half round trip, usec) and %llu-byte allreduce bandwidth\n",
+                static_cast<unsigned long long>(o.bytes), static_cast<unsigned long long>(o.bw_bytes));
+    std::printf("%-9s %8s %10s %10s %10s %10s %10s %10s %11s %10s\n", "transport", "samples", "t_min", "t_typical",
+                "t_avg", "99%", "99.9%", "bw[GB/s]", "lat/best", "bw/best");
+    for (const result& r : rs) {
+        if (!r.error.empty()) {
+            std::printf("%-9s unavailable: %s\n", r.transport.c_str(), r.error.c_str());
+            continue;
+        }
+        std::printf("%-9s %8zu %10.2f %10.2f %10.2f %10.2f %10.2f %10.3f %10.2fx %9.2fx\n", r.transport.c_str(),
+                    r.us.size(), r.us.front(), r.at(0.5), r.avg(), r.at(0.99), r.at(0.999), r.bw_gbs,
+                    r.at(0.5) / best_lat, best_bw > 0 ? r.bw_gbs / best_bw : 0.0);
+    }
+}
+
+void print_json(const std::vector<result>& rs, const options& o) {
+    std::printf("{\"bytes\": %llu, \"bw_bytes\": %llu, \"results\": [", static_cast<unsigned long long>(o.bytes),
+                static_cast<unsigned long long>(o.bw_bytes));
+    for (std::size_t i = 0; i < rs.size(); ++i) {
+        const result& r = rs[i];
+        std::printf("%s{\"transport\": \"%s\"", i ? ", " : "", r.transport.c_str());
+        if (!r.error.empty()) {
+            std::string e;
+            for (char c : r.error) e += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+            std::printf(", \"error\": \"%s\"}", e.c_str());
+            continue;
+        }
+        std::printf(", \"iterations\": %zu, \"t_min_us\": %.3f, \"t_max_us\": %.3f, \"t_typical_us\": %.3f, "
+                    "\"t_avg_us\": %.3f, \"t_stdev_us\": %.3f, \"p99_us\": %.3f, \"p999_us\": %.3f, \"bw_GBps\": %.4f}",
+                    r.us.size(), r.us.front(), r.us.back(), r.at(0.5), r.avg(), r.stdev(), r.at(0.99), r.at(0.999),
+                    r.bw_gbs);
+    }
+    std::printf("]}\n");
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    const options o = parse(argc, argv);
+    std::vector<result> rs;
+    std::FILE* dump = nullptr;
+    if (!o.dump.empty() && !(dump = std::fopen(o.dump.c_str(), "w"))) die("--dump: cannot write " + o.dump);
+    for (const std::string& t : o.transports) {
+        std::vector<double> raw;
+        rs.push_back(run(t, o, raw));
+        if (dump) {
+            std::fprintf(dump, "# transport %s, %llu bytes, half round trip in usec, in sample order\n", t.c_str(),
+                         static_cast<unsigned long long>(o.bytes));
+            for (double x : raw) std::fprintf(dump, "%s %.3f\n", t.c_str(), x);
+        }
+        if (!o.compare && !o.json) {
+            if (!rs.back().error.empty()) die(t + ": " + rs.back().error);
+            print_perftest(rs.back(), o);
+        }
+    }
+    if (dump) std::fclose(dump);
+    if (o.json) print_json(rs, o);
+    else if (o.compare) print_compare(rs, o);
+    for (const result& r : rs)
+        if (!r.error.empty()) return 1;
+    return 0;
+}
