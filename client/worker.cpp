@@ -55,6 +55,7 @@ struct worker::state {
     bool active = false;
     std::string err;
     std::uint64_t last_progress_ns = 0, last_scan_ns = 0;
+    unsigned polls_since_clock = 0;
     stats::histogram rtt;
     std::uint64_t retransmits = 0;
     std::uint64_t results = 0;
@@ -263,7 +264,10 @@ void worker::start(void* data, std::size_t count, wire::dtype dt) {
     s.dt = dt;
     s.esize = wire::dtype_size(dt);
     const std::uint64_t chunks = (count + s.chunk_elems - 1) / s.chunk_elems;
-    const std::uint64_t now = now_ns();
+    // Untimed (no per-chunk RTT over a reliable transport): no clock read
+    // on the latency path; the op timeout is armed at the first scan.
+    const bool timed = o_.chunk_rtt || !t_.reliable();
+    const std::uint64_t now = timed ? now_ns() : 0;
     s.last_progress_ns = s.last_scan_ns = now;
     s.active = true;
     for (unsigned r = 0; r < s.rails; ++r) {
@@ -307,9 +311,9 @@ bool worker::progress() {
                 m.h.count != std::min<std::uint64_t>(s.chunk_elems, s.count - off))
                 continue;
             m.copy_to(s.data + off * s.esize);
-            const std::uint64_t t = now_ns();
-            s.rtt.record(t - sl.sent_ns);
-            s.last_progress_ns = t;
+            const std::uint64_t t = sl.sent_ns ? now_ns() : 0;
+            if (t) s.rtt.record(t - sl.sent_ns);
+            s.last_progress_ns = t; // 0: progress, timed from the next scan
             ++s.results;
             sl.busy = false;
             ++sl.gen;
@@ -329,8 +333,13 @@ bool worker::progress() {
         s.active = false;
         return true;
     }
-    // Retransmit timed-out contributions; checked every millisecond.
+    // Retransmit timed-out contributions; checked every millisecond, the
+    // clock read every 32 polls (a clock read is a system call where the
+    // TSC is not usable, as in emulated guests).
+    if (++s.polls_since_clock < 32) return false;
+    s.polls_since_clock = 0;
     const std::uint64_t now = now_ns();
+    if (!s.last_progress_ns) s.last_progress_ns = s.last_scan_ns = now;
     if (now - s.last_scan_ns > 1000000) {
         s.last_scan_ns = now;
         const auto rto = static_cast<std::uint64_t>(std::chrono::nanoseconds(o_.rto).count());

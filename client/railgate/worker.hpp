@@ -39,6 +39,10 @@ struct worker_options {
     std::chrono::microseconds rto{20000};
     std::chrono::milliseconds join_timeout{5000};
     std::chrono::milliseconds op_timeout{60000};  // no progress for this long fails the op
+    // Per-chunk round trips into chunk_rtt() (a clock read per chunk). Off,
+    // over a reliable transport (verbs), the worker reads no clock on the
+    // latency path: raillat times whole operations itself.
+    bool chunk_rtt = true;
 };
 
 class worker {

@@ -111,6 +111,7 @@ struct plane::rail_state {
     pd_ptr pd;
     comp_channel_ptr comp;
     int numa = -1;
+    bool soft = false; // a software device: enter the kernel on idle passes (software_device())
     std::string placement;
     unsigned path_mtu = 0;
     std::uint32_t job_chunk = 0;
@@ -213,6 +214,7 @@ plane::plane(const plane_config& cfg) {
         set_nonblocking(rs->comp->fd);
         set_nonblocking(rs->ch->fd);
         rs->numa = rc.numa >= 0 ? rc.numa : hca_numa_node(id->verbs);
+        rs->soft = software_device(id->verbs);
         if (rdma_listen(id, 64)) throw std::runtime_error(where + ": rdma_listen: " + std::strerror(errno));
         job_chunk = std::min(job_chunk, rc.chunk_bytes);
         rails_.push_back(std::move(rs));
@@ -316,7 +318,7 @@ void plane::rail_state::run(const std::atomic<bool>& stop) {
     unsigned idle = 0;
     while (!stop.load(std::memory_order_relaxed)) {
         bool work = false;
-        if (++pass % cm_poll_passes == 0 || idle) {
+        if (++pass % cm_poll_passes == 0 || (idle && soft)) {
             work |= poll_cm();
             reap();
         }
@@ -339,6 +341,8 @@ void plane::rail_state::sleep() {
     if (!work) {
         pollfd fds[2] = {{comp->fd, POLLIN, 0}, {ch->fd, POLLIN, 0}};
         poll(fds, 2, 100);
+        poll_cm();
+        reap();
     }
     ibv_cq* cq;
     void* ctx;

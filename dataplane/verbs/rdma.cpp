@@ -4,6 +4,7 @@
 #include <hwloc.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -201,6 +202,11 @@ int hca_numa_node(ibv_context* ctx) {
         std::fclose(f);
     }
     return n;
+}
+
+bool software_device(ibv_context* ctx) {
+    const std::string path = std::string("/sys/class/infiniband/") + ibv_get_device_name(ctx->device) + "/device";
+    return access(path.c_str(), F_OK) != 0;
 }
 
 rdma_cm_event* next_event(rdma_event_channel* ch, std::chrono::milliseconds timeout) noexcept {
