@@ -19,6 +19,7 @@
 #include "client/railgate/worker.hpp"
 #include "dataplane/net/daemon.hpp"
 #include "dataplane/net/eal.hpp"
+#include "dataplane/qos/classify.hpp"
 #include "dataplane/reduce/reduce.hpp"
 #include "dataplane/stats/report.hpp"
 #include "tools/bench_common.hpp"
@@ -45,6 +46,10 @@ struct options {
     std::uint64_t seed = 1;
     std::vector<std::uint64_t> counts; // explicit element counts (--count), overrides -b/-e
     int gid_index = -1;                // verbs: -1 automatic
+    std::uint64_t rail_rate = 0;       // embedded: shape each rail to this many bit/s
+    std::string policy;                // embedded: rail|lag
+    unsigned flows = 0;                // embedded: independent one-worker jobs
+    bool lag_table = false;
 };
 
 void usage(std::FILE* f) {
@@ -69,7 +74,13 @@ void usage(std::FILE* f) {
                  "      --rank R            this process's rank (udp, verbs)\n"
                  "      --gid-index N       verbs: the local GID index (default: the RoCEv2 IPv4 GID)\n"
                  "      --job ID --token T  job id and 64-bit token\n"
-                 "      --seed S            input seed (all ranks must agree)\n",
+                 "      --seed S            input seed (all ranks must agree)\n"
+                 "LAG versus rail (embedded):\n"
+                 "      --rail-rate RATE    shape every rail to RATE (1Gbit, 250Mbit: a link speed)\n"
+                 "      --policy rail|lag   railgated's policy\n"
+                 "      --flows N           N one-worker jobs at once (N flows) instead of one W-worker job;\n"
+                 "                          prints their total throughput against one link\n"
+                 "      --lag-table         rail with 1 flow, lag with 1 flow, lag with --flows (default 4)\n",
                  wire::default_udp_port);
 }
 
@@ -142,6 +153,17 @@ options parse(int argc, char** argv) {
             o.transport = val();
             if (o.transport != "udp" && o.transport != "dpdk" && o.transport != "verbs")
                 die("--transport: udp, dpdk or verbs");
+        } else if (a == "--rail-rate") {
+            const std::string v = val();
+            if (!qos::parse_rate(v, o.rail_rate)) die("--rail-rate: '" + v + "' is not a rate like 1Gbit or 250Mbit");
+        } else if (a == "--policy") {
+            o.policy = val();
+            if (o.policy != "rail" && o.policy != "lag") die("--policy: rail or lag");
+        } else if (a == "--flows") {
+            o.flows = static_cast<unsigned>(parse_uint(a, val(), 64));
+            if (o.flows == 0) die("--flows must be at least 1");
+        } else if (a == "--lag-table") {
+            o.lag_table = true;
         } else if (a == "--gid-index") {
             o.gid_index = static_cast<int>(parse_uint(a, val(), 255));
         } else if (a == "--embedded") {
@@ -167,6 +189,9 @@ options parse(int argc, char** argv) {
     if (o.rails == 0) die("--rails must be at least 1");
     if (o.min_bytes == 0 || o.min_bytes > o.max_bytes) die("need 0 < minbytes <= maxbytes");
     if (o.embedded && o.transport != "dpdk") die("--embedded runs over in-process DPDK rings: use --transport dpdk");
+    if (!o.embedded && (o.rail_rate || !o.policy.empty() || o.flows || o.lag_table))
+        die("--rail-rate, --policy, --flows and --lag-table apply to --embedded (shape railgated's rails in its config)");
+    if (o.lag_table && !o.policy.empty()) die("--lag-table runs both policies: drop --policy");
     if (!o.embedded) {
         if (o.transport == "dpdk") die("--transport dpdk outside --embedded is not supported yet: use --embedded or --transport udp");
         if (o.server.empty()) die("--server IP is needed with --transport " + o.transport);
@@ -260,7 +285,105 @@ client::worker_options worker_opts(const options& o, unsigned rank) {
     return wo;
 }
 
+// N flows (one-worker jobs) at once under `policy`; returns their total
+// goodput in bit/s, or a negative value on an error or a wrong result.
+double run_flows(const options& o, client::embedded_fabric& fabric, net::daemon& d,
+                 std::vector<std::unique_ptr<client::transport>>& ts, wire::rail_policy policy, unsigned n,
+                 std::uint32_t job_base) {
+    if (std::string e = d.set_policy(policy); !e.empty()) {
+        std::fprintf(stderr, "railbench: %s\n", e.c_str());
+        return -1;
+    }
+    const std::uint64_t count = o.counts.empty() ? o.max_bytes / wire::dtype_size(o.dt) : o.counts.back();
+    const std::size_t es = wire::dtype_size(o.dt);
+    std::vector<std::unique_ptr<client::worker>> owners;
+    std::vector<client::worker*> ws;
+    std::vector<std::vector<std::uint8_t>> in(n), buf(n);
+    for (unsigned f = 0; f < n; ++f) {
+        client::worker_options wo;
+        wo.job_id = job_base + f;
+        wo.job_token = o.token;
+        wo.world = 1;
+        wo.dt = o.dt;
+        wo.pool_size = o.pool;
+        wo.max_count = count;
+        owners.push_back(std::make_unique<client::worker>(*ts[f], wo));
+        if (std::string e = owners.back()->join(); !e.empty()) {
+            std::fprintf(stderr, "railbench: flow %u: %s\n", f, e.c_str());
+            return -1;
+        }
+        ws.push_back(owners.back().get());
+        in[f].resize(count * es);
+        buf[f].resize(count * es);
+        bench::fill_input(in[f].data(), count, o.dt, f, o.seed);
+    }
+    (void)fabric;
+    double total_s = 0;
+    for (unsigned it = 0; it < o.warmup + o.iters; ++it) {
+        for (unsigned f = 0; f < n; ++f) std::memcpy(buf[f].data(), in[f].data(), count * es);
+        const auto t0 = std::chrono::steady_clock::now();
+        for (unsigned f = 0; f < n; ++f) ws[f]->start(buf[f].data(), count, o.dt);
+        client::complete(ws);
+        if (it >= o.warmup) total_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        for (unsigned f = 0; f < n; ++f)
+            if (!ws[f]->error().empty() || bench::count_wrong(buf[f].data(), in[f].data(), count, o.dt)) {
+                std::fprintf(stderr, "railbench: flow %u: %s\n", f,
+                             ws[f]->error().empty() ? "wrong result" : ws[f]->error().c_str());
+                return -1;
+            }
+    }
+    for (auto* w : ws) w->leave();
+    return static_cast<double>(n) * static_cast<double>(count * es) * 8 * o.iters / total_s;
+}
+
+// The LAG-versus-rail measurement: rails shaped to --rail-rate, one or
+// several flows under each policy, in one table.
+int run_lag(const options& o) {
+    net::eal eal(net::embedded_eal_args("railbench"));
+    const unsigned n_flows = o.flows ? o.flows : 4;
+    client::embedded_fabric fabric(o.rails, n_flows, o.mtu);
+    net::daemon_config dc;
+    dc.rails = fabric.daemon_rails();
+    for (auto& r : dc.rails) r.rate_bps = o.rail_rate;
+    dc.mbufs_per_rail = 8192;
+    net::daemon d(dc);
+    d.launch();
+    std::vector<std::unique_ptr<client::transport>> ts;
+    for (unsigned f = 0; f < n_flows; ++f) ts.push_back(fabric.worker_transport(f));
+    struct row {
+        wire::rail_policy p;
+        unsigned flows;
+    };
+    std::vector<row> rows;
+    if (o.lag_table) rows = {{wire::rail_policy::rail, 1}, {wire::rail_policy::lag, 1}, {wire::rail_policy::lag, n_flows}};
+    else rows = {{o.policy == "lag" ? wire::rail_policy::lag : wire::rail_policy::rail, n_flows}};
+    const std::uint64_t bytes = (o.counts.empty() ? o.max_bytes / wire::dtype_size(o.dt) : o.counts.back()) *
+                                wire::dtype_size(o.dt);
+    std::printf("# railbench: LAG versus rail, %u rails%s, %" PRIu64 "-byte allreduce per flow, %u iterations, "
+                "flows are one-worker jobs (l3l4 hash)\n",
+                o.rails, o.rail_rate ? (" shaped to " + std::to_string(o.rail_rate / 1e9).substr(0, 5) + " Gbit/s each").c_str() : " (unshaped)",
+                bytes, o.iters);
+    std::printf("# %-7s %6s %12s %12s\n", "policy", "flows", "Gbit/s", "x one link");
+    int rc = 0;
+    std::uint32_t job = o.job;
+    for (const row& r : rows) {
+        const double bps = run_flows(o, fabric, d, ts, r.p, r.flows, job);
+        job += 100;
+        if (bps < 0) {
+            rc = 1;
+            break;
+        }
+        std::printf("  %-7s %6u %12.3f %12.2f\n", r.p == wire::rail_policy::lag ? "lag" : "rail", r.flows, bps / 1e9,
+                    o.rail_rate ? bps / static_cast<double>(o.rail_rate) : 0.0);
+        std::fflush(stdout);
+    }
+    d.stop();
+    d.print_stats(stdout);
+    return rc;
+}
+
 int run_embedded(const options& o) {
+    if (o.rail_rate || !o.policy.empty() || o.flows || o.lag_table) return run_lag(o);
     net::eal eal(net::embedded_eal_args("railbench"));
     client::embedded_fabric fabric(o.rails, o.workers, o.mtu);
     net::daemon_config dc;

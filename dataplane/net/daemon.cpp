@@ -128,13 +128,46 @@ struct lcore_command {
     std::string err;                    // filled by the lcore
 };
 
+// The transmit scheduler's clock: the TSC in nanoseconds, read once per
+// burst by the rail loop (qos::scheduler takes `now` from its caller).
+struct tsc_ns_clock {
+    using duration = std::chrono::nanoseconds;
+    using rep = duration::rep;
+    using period = duration::period;
+    using time_point = std::chrono::time_point<tsc_ns_clock>;
+    static constexpr bool is_steady = true;
+};
+using tx_scheduler = qos::scheduler<rte_mbuf*, tsc_ns_clock>;
+
+tx_scheduler::options scheduler_options(const rail_static& st) {
+    tx_scheduler::options o;
+    o.tcs = st.cfg.tcs;
+    o.rail_rate_bps = st.cfg.rate_bps;
+    o.rail_burst_bytes = st.cfg.burst_bytes;
+    o.max_item_bytes = static_cast<std::uint32_t>(std::max(st.cfg.mtu_max, st.cfg.mtu)) + 14 + 24;
+    o.queue_items = 4096;
+    return o;
+}
+
 // Everything one rail's lcore touches per packet; built on that lcore so
 // that it lives on its NUMA node.
 struct rail_state {
     rail_state(rail_static& st, const agg::limits& lim, const wire::join_ack_body& ack_body,
                wire::rail_policy pol)
         : s(st), ctr(st.ctr), agg(lim), k(reduce::best()), ack(ack_body), policy(pol),
-          ns_per_tsc(1e9 / static_cast<double>(rte_get_tsc_hz())) {}
+          ns_per_tsc(1e9 / static_cast<double>(rte_get_tsc_hz())) {
+        if (tx_scheduler::shapes(scheduler_options(st)))
+            sched = std::make_unique<tx_scheduler>(scheduler_options(st), tx_now());
+    }
+    ~rail_state() {
+        if (sched) sched->clear([](rte_mbuf* m) { rte_pktmbuf_free(m); });
+    }
+    rail_state(const rail_state&) = delete;
+    rail_state& operator=(const rail_state&) = delete;
+    tsc_ns_clock::time_point tx_now() const noexcept {
+        return tsc_ns_clock::time_point(
+            std::chrono::nanoseconds(static_cast<std::int64_t>(static_cast<double>(rte_rdtsc()) * ns_per_tsc)));
+    }
 
     rail_static& s;
     rail_counters& ctr;
@@ -153,9 +186,29 @@ struct rail_state {
     stats::histogram worker_rtt; // round trips the workers reported, ns
     job_latency job_lat;
     std::uint16_t pending_mtu = 0; // lower MTU waiting for larger-chunk jobs to leave
+    std::unique_ptr<tx_scheduler> sched; // a shaped rail's traffic classes; null: unshaped
     unsigned ntx = 0;
     rte_mbuf* tx[tx_cap];
 };
+
+// The traffic class of a frame railgated sends: its IPv4 DSCP through the
+// rail's table; anything else (ARP) is TC 0.
+unsigned tc_of(const rail_state& rs, const rte_mbuf* m) noexcept {
+    const auto* p = rte_pktmbuf_mtod(m, const std::uint8_t*);
+    if (m->data_len < 16 || p[12] != 0x08 || p[13] != 0x00) return 0;
+    return rs.s.cfg.tc_map.from_tos(p[15]);
+}
+
+// Moves what the shaper lets go now from the TC queues to the burst.
+void drain(rail_state& rs) noexcept {
+    const auto now = rs.tx_now();
+    while (rs.ntx < tx_cap) {
+        const auto o = rs.sched->dequeue(now);
+        if (!o) break;
+        bump(rs.ctr.tx_bytes, o->item->pkt_len);
+        rs.tx[rs.ntx++] = o->item;
+    }
+}
 
 void flush(rail_state& rs) noexcept {
     unsigned sent = 0;
@@ -170,6 +223,14 @@ void flush(rail_state& rs) noexcept {
 }
 
 void queue_tx(rail_state& rs, rte_mbuf* m) noexcept {
+    if (rs.sched) {
+        // Ethernet preamble, FCS and gap count against the rate (24 bytes).
+        if (!rs.sched->enqueue(tc_of(rs, m), m, m->pkt_len + 24)) {
+            rs.ctr.drop(drop_reason::tc_queue_full);
+            rte_pktmbuf_free(m);
+        }
+        return;
+    }
     if (rs.ntx == tx_cap) flush(rs);
     bump(rs.ctr.tx_bytes, m->pkt_len);
     rs.tx[rs.ntx++] = m;
@@ -443,12 +504,20 @@ void handle(rail_state& rs, rte_mbuf* m) noexcept {
 bool poll_rail(rail_state& rs) noexcept {
     rte_mbuf* pkts[rx_burst];
     const std::uint16_t n = rte_eth_rx_burst(rs.s.port, 0, pkts, rx_burst);
-    if (n == 0) return false;
+    if (n == 0) {
+        // A shaped rail keeps sending what its TCs hold while nothing arrives.
+        if (rs.sched && rs.sched->queued()) {
+            drain(rs);
+            flush(rs);
+        }
+        return false;
+    }
     rs.burst_tsc = rte_rdtsc();
     for (std::uint16_t i = 0; i < n; ++i) {
         if (i + 2 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 2], void*));
         handle(rs, pkts[i]);
     }
+    if (rs.sched) drain(rs);
     flush(rs);
     return true;
 }

@@ -7,6 +7,7 @@
 // state; the main lcore only reads counters.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include "dataplane/net/rail_counters.hpp"
 #include "dataplane/proto/wire.hpp"
 #include "dataplane/proto/ipv4.hpp"
+#include "dataplane/qos/scheduler.hpp"
 #include "dataplane/stats/histogram.hpp"
 
 namespace railgate::net {
@@ -36,6 +38,14 @@ struct rail_config {
     std::uint32_t host_ip = 0; // tap rails: address for the kernel side (host order; 0 = none)
     unsigned host_prefix = 24;
     unsigned traffic_class = 0;
+    // Transmit shaping (dataplane/qos): the rail's rate (a link speed, or a
+    // stand-in for one; 0: none) and the traffic classes. Frames are
+    // classified by their IPv4 DSCP (tc_map); with neither a rate nor a
+    // strict or capped TC, frames go straight to the port.
+    std::uint64_t rate_bps = 0;
+    std::uint64_t burst_bytes = 0; // 0: 16 frames
+    std::array<qos::tc_config, qos::tc_count> tcs{};
+    qos::tc_map tc_map = qos::tc_map::defaults();
 };
 
 // A rail as the control plane sees it.

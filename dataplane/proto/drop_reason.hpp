@@ -57,7 +57,8 @@ namespace railgate {
     X(region_small, "verbs REGION smaller than pool * chunk")                \
     X(verbs_length, "verbs chunk length not whole elements of the chunk")    \
     X(no_mbuf, "mbuf pool exhausted while building a reply")                  \
-    X(tx_full, "transmit queue full, frame freed")
+    X(tx_full, "transmit queue full, frame freed")                           \
+    X(tc_queue_full, "shaped rail: the frame's traffic-class queue is full")
 
 enum class drop_reason : std::uint8_t {
 #define RAILGATE_X(name, text) name,

@@ -43,4 +43,29 @@ struct tc_map {
     }
 };
 
+// "1Gbit", "250Mbit", "64kbit", "2000000" (bits per second, decimal units
+// as tc uses them; "bit" optional, "bps" accepted). False on anything else.
+inline bool parse_rate(const std::string& s, std::uint64_t& bps) {
+    std::size_t i = 0;
+    double v = 0;
+    try {
+        v = std::stod(s, &i);
+    } catch (...) {
+        return false;
+    }
+    std::string unit = s.substr(i);
+    for (char& c : unit) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    for (const char* suffix : {"bit", "bps"})
+        if (unit.size() >= 3 && unit.compare(unit.size() - 3, 3, suffix) == 0) unit.resize(unit.size() - 3);
+    double mult = 1;
+    if (unit == "k") mult = 1e3;
+    else if (unit == "m") mult = 1e6;
+    else if (unit == "g") mult = 1e9;
+    else if (unit == "t") mult = 1e12;
+    else if (!unit.empty()) return false;
+    if (!(v > 0) || v * mult > 1e15) return false;
+    bps = static_cast<std::uint64_t>(v * mult + 0.5);
+    return bps > 0;
+}
+
 } // namespace railgate::qos

@@ -136,6 +136,22 @@ public:
         return best == std::chrono::nanoseconds::max() ? std::chrono::nanoseconds(0) : best;
     }
 
+    // Hands every queued item to f and empties the queues (shutdown).
+    template <class F> void clear(F&& f) {
+        for (tc_state& s : tc_) {
+            for (const entry& e : s.q) f(e.item);
+            s.q.clear();
+        }
+        queued_ = 0;
+    }
+    // Whether any TC or the rail is shaped (else the scheduler is not needed).
+    static bool shapes(const options& o) noexcept {
+        if (o.rail_rate_bps) return true;
+        for (const tc_config& t : o.tcs)
+            if (t.strict || t.rate_bps) return true;
+        return false;
+    }
+
     std::size_t queued() const noexcept { return queued_; }
     std::size_t queued(unsigned tc) const noexcept { return tc_[tc].q.size(); }
     const tc_counters& counters(unsigned tc) const noexcept { return tc_[tc].ctr; }
