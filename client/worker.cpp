@@ -32,6 +32,7 @@ struct worker::state {
         bool busy = false;
         std::uint64_t k = 0;       // rail-local chunk in flight
         std::uint64_t sent_ns = 0;
+        unsigned retries = 0;      // retransmits of the chunk in flight (backoff; Karn)
     };
     struct rail_run {
         std::vector<slot_state> slots;
@@ -58,6 +59,10 @@ struct worker::state {
     unsigned polls_since_clock = 0;
     stats::histogram rtt;
     std::uint64_t retransmits = 0;
+    // Smoothed chunk round trip and its variation (Jacobson/Karels), from
+    // chunks that were not retransmitted (Karn): the retransmit timeout
+    // follows the queueing a shaped or slow rail adds.
+    std::uint64_t srtt_ns = 0, rttvar_ns = 0;
     std::uint64_t results = 0;
 
     // The contribution of rail r's k-th chunk; marks its slot busy.
@@ -69,6 +74,7 @@ struct worker::state {
         sl.busy = true;
         sl.k = k;
         sl.sent_ns = t;
+        sl.retries = flags & wire::flag_retransmit ? sl.retries + 1 : 0;
         tx_msg m;
         m.h.type = wire::msg_type::contrib;
         m.h.dt = dt;
@@ -312,7 +318,20 @@ bool worker::progress() {
                 continue;
             m.copy_to(s.data + off * s.esize);
             const std::uint64_t t = sl.sent_ns ? now_ns() : 0;
-            if (t) s.rtt.record(t - sl.sent_ns);
+            if (t) {
+                const std::uint64_t sample = t - sl.sent_ns;
+                s.rtt.record(sample);
+                if (sl.retries == 0) {
+                    if (!s.srtt_ns) {
+                        s.srtt_ns = sample;
+                        s.rttvar_ns = sample / 2;
+                    } else {
+                        const std::uint64_t dev = sample > s.srtt_ns ? sample - s.srtt_ns : s.srtt_ns - sample;
+                        s.rttvar_ns = (3 * s.rttvar_ns + dev) / 4;
+                        s.srtt_ns = (7 * s.srtt_ns + sample) / 8;
+                    }
+                }
+            }
             s.last_progress_ns = t; // 0: progress, timed from the next scan
             ++s.results;
             sl.busy = false;
@@ -342,11 +361,14 @@ bool worker::progress() {
     if (!s.last_progress_ns) s.last_progress_ns = s.last_scan_ns = now;
     if (now - s.last_scan_ns > 1000000) {
         s.last_scan_ns = now;
-        const auto rto = static_cast<std::uint64_t>(std::chrono::nanoseconds(o_.rto).count());
+        // The timeout: the configured floor or the smoothed round trip plus
+        // four deviations, doubled for each retransmit of the same chunk.
+        const std::uint64_t rto = std::max<std::uint64_t>(
+            static_cast<std::uint64_t>(std::chrono::nanoseconds(o_.rto).count()), s.srtt_ns + 4 * s.rttvar_ns);
         for (unsigned r = 0; r < s.rails && !t_.reliable(); ++r)
             for (std::size_t si = 0; si < s.pool; ++si) {
                 state::slot_state& sl = s.run[r].slots[si];
-                if (!sl.busy || now - sl.sent_ns < rto) continue;
+                if (!sl.busy || now - sl.sent_ns < rto << std::min(sl.retries, 6u)) continue;
                 // RTT of a retransmitted chunk counts from the retransmit.
                 const tx_msg c = s.contrib(o_, r, sl.k, wire::flag_retransmit, now);
                 ++s.retransmits;

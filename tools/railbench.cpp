@@ -363,18 +363,26 @@ int run_lag(const options& o) {
                 "flows are one-worker jobs (l3l4 hash)\n",
                 o.rails, o.rail_rate ? (" shaped to " + std::to_string(o.rail_rate / 1e9).substr(0, 5) + " Gbit/s each").c_str() : " (unshaped)",
                 bytes, o.iters);
-    std::printf("# %-7s %6s %12s %12s\n", "policy", "flows", "Gbit/s", "x one link");
+    // Bytes on the wire per payload byte: each chunk travels with its
+    // railgate, UDP, IPv4 and Ethernet headers and 24 bytes of preamble,
+    // FCS and gap, which is what the shaper counts against the rate.
+    const double chunk = wire::chunk_bytes_for_mtu(o.mtu);
+    const double wire_per_byte = (chunk + static_cast<double>(wire::header_bytes + wire::l2l4_bytes) + 24) / chunk;
+    std::printf("# %-7s %6s %12s %12s %14s %12s\n", "policy", "flows", "Gbit/s", "x one link", "wire Gbit/s",
+                "wire/rate");
     int rc = 0;
     std::uint32_t job = o.job;
     for (const row& r : rows) {
         const double bps = run_flows(o, fabric, d, ts, r.p, r.flows, job);
         job += 100;
+        (void)fabric;
         if (bps < 0) {
             rc = 1;
             break;
         }
-        std::printf("  %-7s %6u %12.3f %12.2f\n", r.p == wire::rail_policy::lag ? "lag" : "rail", r.flows, bps / 1e9,
-                    o.rail_rate ? bps / static_cast<double>(o.rail_rate) : 0.0);
+        const double rate = static_cast<double>(o.rail_rate);
+        std::printf("  %-7s %6u %12.3f %12.2f %14.4f %12.4f\n", r.p == wire::rail_policy::lag ? "lag" : "rail", r.flows,
+                    bps / 1e9, rate ? bps / rate : 0.0, bps * wire_per_byte / 1e9, rate ? bps * wire_per_byte / rate : 0.0);
         std::fflush(stdout);
     }
     d.stop();

@@ -36,6 +36,8 @@ struct worker_options {
     wire::dtype dt = wire::dtype::fp32;
     std::uint64_t max_count = 0;   // largest tensor (elements) this job reduces
     std::uint16_t pool_size = 0;   // 0: railgated's default
+    // Retransmit timeout floor; the worker raises it to its smoothed round
+    // trip + 4 deviations and doubles it per retransmit of a chunk.
     std::chrono::microseconds rto{20000};
     std::chrono::milliseconds join_timeout{5000};
     std::chrono::milliseconds op_timeout{60000};  // no progress for this long fails the op
