@@ -15,6 +15,8 @@
 #define TOML_ENABLE_FORMATTERS 0
 #include <toml++/toml.h>
 
+#include "dataplane/qos/classify.hpp"
+
 namespace railgate::config {
 
 std::string_view name(transport t) noexcept { return t == transport::dpdk ? "dpdk" : "verbs"; }
@@ -164,6 +166,27 @@ public:
         fail(get(key), key, "'" + s + "' is not one of " + list);
     }
 
+    // A reader for a table nested under `key` (its errors name prefix.key).
+    reader nested(const toml::table& t, const std::string& key) { return reader(t, prefix_ + "." + key, file_, errs_); }
+
+    bool boolean(const std::string& key, bool& out) {
+        const toml::node* n = get(key);
+        if (!n) return false;
+        if (!n->is_boolean()) {
+            fail(n, key, "must be true or false");
+            return false;
+        }
+        out = *n->value<bool>();
+        return true;
+    }
+
+    // A rate like "10Gbit" or "250Mbit" (bits per second).
+    void rate(const std::string& key, std::uint64_t& out) {
+        std::string s;
+        if (!string(key, s)) return;
+        if (!qos::parse_rate(s, out)) fail(get(key), key, "'" + s + "' is not a rate like \"10Gbit\" or \"250Mbit\"");
+    }
+
     // Every key not read is an error, with the nearest known key suggested.
     void reject_unknown() {
         for (const auto& [k, v] : t_) {
@@ -253,6 +276,36 @@ void read_policy(reader& r, appliance& a) {
     r.reject_unknown();
 }
 
+// [[rail.tc]]: one table per traffic class that is not the default (ETS
+// weight 1, uncapped).
+void read_tcs(reader& r, rail& x) {
+    const toml::node* n = r.get("tc");
+    if (!n) return;
+    const toml::array* arr = n->as_array();
+    if (!arr) return r.fail(n, "tc", "must be [[rail.tc]] tables");
+    std::uint8_t seen = 0;
+    for (std::size_t i = 0; i < arr->size(); ++i) {
+        const toml::table* t = (*arr)[i].as_table();
+        if (!t) {
+            r.fail(&(*arr)[i], "tc", "must be [[rail.tc]] tables");
+            continue;
+        }
+        reader tr = r.nested(*t, "tc[" + std::to_string(i) + "]");
+        rail::traffic_class_cfg c;
+        if (!tr.has("id")) tr.fail(nullptr, "id", "missing (the traffic class, 0..7)");
+        tr.integer("id", 0, 7, c.id);
+        if (seen & (1u << c.id)) tr.fail(tr.get("id"), "id", "tc " + std::to_string(c.id) + " given twice");
+        seen = static_cast<std::uint8_t>(seen | (1u << c.id));
+        tr.boolean("strict", c.strict);
+        tr.integer("weight", 1, 100, c.weight);
+        if (c.strict && tr.has("weight")) tr.fail(tr.get("weight"), "weight", "a strict TC has no ETS weight");
+        tr.rate("rate", c.rate_bps);
+        tr.integer("burst", 1500, 1ll << 30, c.burst_bytes);
+        tr.reject_unknown();
+        x.tcs.push_back(c);
+    }
+}
+
 void read_rail(reader& r, rail& x) {
     if (r.string("name", x.name)) {
         if (const std::string e = check_rail_name(x.name); !e.empty()) r.fail(r.get("name"), "name", e);
@@ -265,10 +318,17 @@ void read_rail(reader& r, rail& x) {
         else if (x.devargs.empty() || x.devargs[0] == ',') r.fail(r.get("devargs"), "devargs", "empty device name");
         for (const char* k : {"device", "port", "gid_index", "gid_type", "path_mtu", "service_level", "chunk_bytes"})
             if (r.has(k)) r.fail(r.get(k), k, "applies to transport = \"verbs\" only");
+        r.rate("rate", x.rate_bps);
+        r.integer("burst", 1500, 1ll << 30, x.burst_bytes);
+        read_tcs(r, x);
     } else {
         if (!r.string("device", x.device) || x.device.empty()) r.fail(r.get("device"), "device", "missing (an RDMA device, e.g. mlx5_0)");
         r.integer("port", 1, 255, x.port);
         if (r.has("devargs")) r.fail(r.get("devargs"), "devargs", "applies to transport = \"dpdk\" only");
+        for (const char* k : {"rate", "burst", "tc"})
+            if (r.has(k))
+                r.fail(r.get(k), k, "applies to transport = \"dpdk\" only (a verbs rail's HCA schedules; set its "
+                                    "traffic_class and service_level)");
         if (const toml::node* n = r.get("gid_index")) {
             const auto v = n->value<long long>();
             if (!n->is_integer() || !v) r.fail(n, "gid_index", "must be an integer");

@@ -9,8 +9,9 @@
 //   [policy]  mode = "rail" | "lag", hash = "l2" | "l3l4" (lag only)
 //   [[rail]]  name, transport = "dpdk" | "verbs", devargs (dpdk) or
 //             device + port (verbs), ip, host_ip, mtu, mtu_max, numa,
-//             lcore, traffic_class; verbs only: gid_index | gid_type,
-//             path_mtu, service_level, chunk_bytes
+//             lcore, traffic_class; dpdk only: rate, burst, [[rail.tc]]
+//             (id, strict | weight, rate, burst); verbs only: gid_index |
+//             gid_type, path_mtu, service_level, chunk_bytes
 #pragma once
 
 #include <cstdint>
@@ -57,6 +58,19 @@ struct rail {
     unsigned path_mtu = 0;         // verbs: 256..4096; 0 = the port's active MTU
     unsigned service_level = 0;    // verbs: IB SL / RoCE priority, 0..15
     unsigned chunk_bytes = 32768;  // verbs: bytes per chunk (one WRITE_WITH_IMM)
+    // dpdk: transmit shaping (dataplane/qos). rate = "10Gbit" shapes the
+    // rail; [[rail.tc]] tables set traffic classes (id 0..7, strict or an
+    // ETS weight 1..100, an optional rate cap and burst).
+    std::uint64_t rate_bps = 0;
+    std::uint64_t burst_bytes = 0;
+    struct traffic_class_cfg {
+        unsigned id = 0;
+        bool strict = false;
+        unsigned weight = 1;
+        std::uint64_t rate_bps = 0;
+        std::uint64_t burst_bytes = 0;
+    };
+    std::vector<traffic_class_cfg> tcs;
 };
 
 struct appliance {

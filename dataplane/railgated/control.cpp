@@ -67,8 +67,17 @@ json control_plane::rail_json(const net::rail_status& r) const {
               {"traffic_class", r.traffic_class},
               {"active_jobs", r.active_jobs},
               {"xdp_steering", r.xdp_steering}};
-    for (const config::rail& c : cfg_.rails)
-        if (c.name == r.name && c.gid_index) j["gid_index"] = *c.gid_index;
+    for (const config::rail& c : cfg_.rails) {
+        if (c.name != r.name) continue;
+        if (c.gid_index) j["gid_index"] = *c.gid_index;
+        if (c.rate_bps || !c.tcs.empty()) {
+            json tcs = json::array();
+            for (const auto& t : c.tcs)
+                tcs.push_back({{"id", t.id}, {"strict", t.strict}, {"weight", t.weight}, {"rate_bps", t.rate_bps},
+                               {"burst_bytes", t.burst_bytes}});
+            j["shaping"] = {{"rate_bps", c.rate_bps}, {"burst_bytes", c.burst_bytes}, {"tcs", tcs}};
+        }
+    }
     return j;
 }
 

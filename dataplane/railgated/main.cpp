@@ -126,6 +126,15 @@ void print_config(const config::appliance& a) {
                     r.transport == config::transport::dpdk ? r.devargs.c_str()
                                                            : (r.device + ":" + std::to_string(r.port)).c_str(),
                     net::format_ipv4(r.ip).c_str(), r.mtu);
+    for (const config::rail& r : a.rails) {
+        if (!r.rate_bps && r.tcs.empty()) continue;
+        std::printf("  rail %-8s shaped: rate %.3f Gbit/s%s", r.name.c_str(), static_cast<double>(r.rate_bps) / 1e9,
+                    r.tcs.empty() ? "\n" : ", TCs");
+        for (const auto& t : r.tcs)
+            std::printf(" %u:%s%s", t.id, t.strict ? "strict" : ("w" + std::to_string(t.weight)).c_str(),
+                        t.rate_bps ? ("@" + std::to_string(t.rate_bps / 1000000) + "Mbit").c_str() : "");
+        if (!r.tcs.empty()) std::printf("\n");
+    }
 }
 
 } // namespace
@@ -297,6 +306,10 @@ int main(int argc, char** argv) {
         rc.host_ip = r.host_ip;
         rc.host_prefix = r.host_prefix;
         rc.traffic_class = r.traffic_class;
+        rc.rate_bps = r.rate_bps;
+        rc.burst_bytes = r.burst_bytes;
+        for (const config::rail::traffic_class_cfg& t : r.tcs)
+            rc.tcs[t.id] = {t.strict, t.weight, t.rate_bps, t.burst_bytes};
         cfg.rails.push_back(rc);
     }
     if (idle_set) cfg.idle = idle;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "control/config.hpp"
+#include "dataplane/qos/classify.hpp"
 
 using namespace railgate;
 
@@ -123,6 +124,39 @@ BOOST_AUTO_TEST_CASE(verbs_rails) {
                "t.toml:6:15: rail[0].chunk_bytes: must be a power of two, 1024..32768");
     BOOST_TEST(only_error(rail0 + "path_mtu = 1024\n") ==
                "t.toml:7:12: rail[0].path_mtu: applies to transport = \"verbs\" only");
+}
+
+BOOST_AUTO_TEST_CASE(shaping_and_traffic_classes) {
+    const config::result ok = parse(rail0 + "rate = \"10Gbit\"\nburst = 30000\n"
+                                            "[[rail.tc]]\nid = 5\nstrict = true\n"
+                                            "[[rail.tc]]\nid = 0\nweight = 3\nrate = \"2.5Gbit\"\n");
+    for (const auto& e : ok.errors) BOOST_TEST_MESSAGE(e.text());
+    BOOST_TEST_REQUIRE(ok.ok());
+    const config::rail& r = ok.cfg.rails[0];
+    BOOST_TEST(r.rate_bps == 10'000'000'000ull);
+    BOOST_TEST(r.burst_bytes == 30000u);
+    BOOST_TEST_REQUIRE(r.tcs.size() == 2u);
+    BOOST_TEST((r.tcs[0].id == 5 && r.tcs[0].strict));
+    BOOST_TEST((r.tcs[1].id == 0 && r.tcs[1].weight == 3u && r.tcs[1].rate_bps == 2'500'000'000ull));
+    BOOST_TEST(only_error(rail0 + "rate = \"fast\"\n") ==
+               "t.toml:7:8: rail[0].rate: 'fast' is not a rate like \"10Gbit\" or \"250Mbit\"");
+    BOOST_TEST(only_error(rail0 + "[[rail.tc]]\nid = 8\n") == "t.toml:8:6: rail[0].tc[0].id: 8 out of range 0..7");
+    BOOST_TEST(only_error(rail0 + "[[rail.tc]]\nweight = 2\n") == "t.toml:7:1: rail[0].tc[0].id: missing (the traffic class, 0..7)");
+    BOOST_TEST(only_error(rail0 + "[[rail.tc]]\nid = 1\n[[rail.tc]]\nid = 1\n") ==
+               "t.toml:10:6: rail[0].tc[1].id: tc 1 given twice");
+    BOOST_TEST(only_error(rail0 + "[[rail.tc]]\nid = 1\nstrict = true\nweight = 2\n") ==
+               "t.toml:10:10: rail[0].tc[0].weight: a strict TC has no ETS weight");
+    BOOST_TEST(only_error(rail0 + "[[rail.tc]]\nid = 1\nweigth = 2\n") ==
+               "t.toml:9:1: rail[0].tc[0].weigth: unknown key (did you mean 'weight'?)");
+    const std::string v = "[[rail]]\nname = \"v0\"\ntransport = \"verbs\"\ndevice = \"rxe0\"\nip = \"10.0.0.1\"\n";
+    BOOST_TEST(only_error(v + "rate = \"1Gbit\"\n").find("rail[0].rate: applies to transport = \"dpdk\" only") !=
+               std::string::npos);
+    std::uint64_t bps = 0;
+    BOOST_TEST((railgate::qos::parse_rate("250Mbit", bps) && bps == 250'000'000ull));
+    BOOST_TEST((railgate::qos::parse_rate("1.5gbit", bps) && bps == 1'500'000'000ull));
+    BOOST_TEST((railgate::qos::parse_rate("64kbps", bps) && bps == 64'000ull));
+    BOOST_TEST(!railgate::qos::parse_rate("0Mbit", bps));
+    BOOST_TEST(!railgate::qos::parse_rate("12 furlongs", bps));
 }
 
 BOOST_AUTO_TEST_CASE(every_error_is_reported_not_just_the_first) {

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# A shaped rail end to end, from the config file: railgated on one
+# af_packet rail over a veth with rate = "40Mbit" and traffic classes
+# ([[rail.tc]]); one kernel-UDP railbench worker in another namespace.
+# The worker's throughput must follow the rate (results leave railgated no
+# faster), results stay bit-exact, `railctl rail show` reports the shaping,
+# and a bad shaping entry is refused with its location.
+#   shaped_rail.sh RAILGATED RAILBENCH RAILCTL
+set -u
+railgated=$1 railbench=$2 railctl=$3
+. "$(dirname "$0")/lib.sh"
+require_netns
+d=rgsd$$ w=rgsw$$ log=$(mktemp -d)
+chmod 755 "$log"
+gated_pid=
+cleanup() {
+  [ -n "$gated_pid" ] && kill "$gated_pid" 2>/dev/null && wait "$gated_pid" 2>/dev/null
+  ip netns del "$d" 2>/dev/null
+  ip netns del "$w" 2>/dev/null
+  rm -rf "$log"
+}
+trap cleanup EXIT
+ip netns add "$d" && ip netns add "$w" || fail "netns"
+ip link add rgs0 netns "$d" type veth peer name rgs1 netns "$w" || fail "veth"
+ip -n "$w" addr add 198.18.0.10/24 dev rgs1
+ip -n "$d" link set rgs0 up && ip -n "$w" link set rgs1 up && ip -n "$w" link set lo up
+
+cat > "$log/shaped.toml" <<TOML
+[daemon]
+eal_args = ["--no-huge", "--no-pci", "--no-shconf", "--no-telemetry", "-l", "0-1", "-m", "512", "--log-level", "lib.eal:error"]
+[[rail]]
+name = "s0"
+devargs = "net_af_packet0,iface=rgs0,framesz=2048,blocksz=4096,framecnt=1024"
+ip = "198.18.0.1"
+rate = "40Mbit"
+[[rail.tc]]
+id = 0
+weight = 3
+[[rail.tc]]
+id = 6
+strict = true
+rate = "1Mbit"
+TOML
+printf '[[rail]]\nname = "s0"\ndevargs = "net_null0"\nip = "198.18.0.1"\n[[rail.tc]]\nid = 9\n' > "$log/bad.toml"
+"$railgated" -- --config "$log/bad.toml" --check > "$log/bad.log" 2>&1 && fail "a TC id of 9 was accepted"
+grep -q "bad.toml:6:6: rail\[0\].tc\[0\].id: 9 out of range 0..7" "$log/bad.log" || fail "bad TC not located"
+"$railgated" -- --config "$log/shaped.toml" --check > "$log/check.log" 2>&1 || fail "--check of the shaped config"
+grep -q "rail s0       shaped: rate 0.040 Gbit/s, TCs 0:w3 6:strict@1Mbit" "$log/check.log" || fail "--check does not show the shaping"
+
+ip netns exec "$d" "$railgated" -- --config "$log/shaped.toml" --socket "$log/ctl.sock" --metrics off \
+  > "$log/railgated.log" 2>&1 &
+gated_pid=$!
+wait_ready "$log/railgated.log"
+ip netns exec "$w" ping -c 1 -W 2 198.18.0.1 > /dev/null 2>&1 || fail "ping through the shaped rail"
+# 1 MiB at 40 Mbit/s of wire (1024-byte chunks: 90.6% payload) is ~0.23 s.
+timeout 120 ip netns exec "$w" "$railbench" --transport udp --server 198.18.0.1 --rank 0 --workers 1 \
+  --pool 32 -b 1M -e 1M -n 4 -w 1 > "$log/bench.log" 2>&1 || fail "railbench through the shaped rail"
+cat "$log/bench.log"
+grep -q "Out of bounds values : 0 OK" "$log/bench.log" || fail "wrong values"
+mbs=$(awk '$1 == 1048576 {printf "%.3f", $1 / $5}' "$log/bench.log") # bytes per us = MB/s
+# Expected goodput: 40e6 b/s * 0.906 (1024-byte chunks in 1130 wire bytes) / 8 = 4.53 MB/s.
+awk -v a="$mbs" 'BEGIN { exit !(a > 3.0 && a < 5.0) }' ||
+  fail "throughput $mbs MB/s does not follow the 40 Mbit/s rate (expected ~4.53)"
+echo "ok: railbench through a 40 Mbit/s rail: $mbs MB/s (expected ~4.53)"
+"$railctl" --socket "$log/ctl.sock" --json rail show s0 > "$log/show.json" || fail "railctl rail show"
+/usr/bin/python3 - "$log/show.json" <<'PY' || fail "rail show: shaping"
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = d["rail"] if "rail" in d else d
+s = r["shaping"]
+assert s["rate_bps"] == 40000000, s
+assert {t["id"]: t for t in s["tcs"]}[6]["strict"], s
+PY
+stop_gated
+echo PASS
