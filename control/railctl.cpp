@@ -45,6 +45,7 @@ const char* const help_main =
     "  rail add NAME DEVARGS IP [--mtu N] [--host-ip A/N] [--lcore L] | remove R\n"
     "  gid list [R]                        GID tables, like show_gids; DPDK rails' MAC and IPv4\n"
     "  policy show | set rail | set lag [--hash l2|l3l4]\n"
+    "  tc list [--rail R] | set R [tc N] rate RATE [burst B] | set R tc N weight W | set R tc N strict\n"
     "  stats [--rail R] [--watch [S]] [--count N]   packets, bytes, aggregations, drops by reason\n"
     "  latency [--rail R] [--job J] [--worker] [--reset] [--plot FILE.svg]   latency histograms\n"
     "  nccl-env                            NCCL environment matching the rails\n"
@@ -67,6 +68,12 @@ const std::map<std::string, const char*> help_cmd = {
     {"gid", "usage: railctl gid list [R]\n  Reads /sys/class/infiniband like show_gids ($RAILGATE_SYSFS_IB overrides the\n"
             "  root): device, port, index, GID, IPv4, RoCE version, netdev. Adds railgated's DPDK\n"
             "  rails (MAC, IPv4) when the daemon is reachable. R filters by rail, device or netdev.\n"},
+    {"tc", "usage: railctl tc list [--rail R]\n"
+           "       railctl tc set R rate RATE [burst BYTES]        the rail's shaper (a link speed); rate 0: none\n"
+           "       railctl tc set R tc N rate RATE [burst BYTES]   cap traffic class N (0..7)\n"
+           "       railctl tc set R tc N weight W                  ETS share, 1..100 (a minimum under contention)\n"
+           "       railctl tc set R tc N strict                    strict priority (cap it)\n"
+           "  DPDK rails only; frames are classified by IPv4 DSCP >> 3. Applies at once; queued frames stay.\n"},
     {"policy", "usage: railctl policy show\n       railctl policy set rail\n       railctl policy set lag [--hash l2|l3l4]\n"
                "  Applies to jobs that join from now on; running jobs keep theirs.\n"},
     {"stats", "usage: railctl stats [--rail R] [--watch [S]] [--count N]\n"
@@ -177,6 +184,65 @@ void print_counters(const json& c) {
             if (n.get<unsigned long long>()) std::printf(" %s %llu", reason.c_str(), n.get<unsigned long long>());
         std::printf("\n");
     }
+}
+
+std::string rate_text(std::uint64_t bps) {
+    if (!bps) return "-";
+    char b[32];
+    if (bps >= 1000000000ull) std::snprintf(b, sizeof b, "%.3gGbit", static_cast<double>(bps) / 1e9);
+    else if (bps >= 1000000ull) std::snprintf(b, sizeof b, "%.3gMbit", static_cast<double>(bps) / 1e6);
+    else std::snprintf(b, sizeof b, "%.3gkbit", static_cast<double>(bps) / 1e3);
+    return b;
+}
+
+void print_tc(const json& r) {
+    std::printf("rail %s: %s, rate %s, burst %s\n", r["rail"].get<std::string>().c_str(),
+                r["shaped"].get<bool>() ? "shaped" : "not shaped", rate_text(r["rate_bps"].get<std::uint64_t>()).c_str(),
+                r["burst_bytes"].get<std::uint64_t>() ? (std::to_string(r["burst_bytes"].get<std::uint64_t>()) + " B").c_str()
+                                                        : "default");
+    std::printf("  %-3s %-7s %-10s %-12s %-12s %-14s %s\n", "TC", "MODE", "RATE", "BURST", "PACKETS", "BYTES", "DROPS");
+    for (const json& t : r["tcs"])
+        std::printf("  %-3u %-7s %-10s %-12s %-12llu %-14llu %llu\n", t["tc"].get<unsigned>(),
+                    t["strict"].get<bool>() ? "strict" : ("ets:" + std::to_string(t["weight"].get<unsigned>())).c_str(),
+                    rate_text(t["rate_bps"].get<std::uint64_t>()).c_str(),
+                    t["burst_bytes"].get<std::uint64_t>() ? std::to_string(t["burst_bytes"].get<std::uint64_t>()).c_str() : "-",
+                    t["packets"].get<unsigned long long>(), t["bytes"].get<unsigned long long>(),
+                    t["drops"].get<unsigned long long>());
+}
+
+int cmd_tc(const std::vector<std::string>& a) {
+    if (a.empty()) usage("tc needs list or set");
+    if (a[0] == "list") {
+        json args = json::object();
+        for (std::size_t i = 1; i < a.size(); ++i) {
+            if (a[i] == "--rail" && i + 1 < a.size()) args["rail"] = a[++i];
+            else usage("tc list: unexpected '" + a[i] + "'");
+        }
+        const json r = call("tc.list", args);
+        if (json_out) return print_json(r), 0;
+        for (const json& x : r["rails"]) print_tc(x);
+        return 0;
+    }
+    if (a[0] != "set" || a.size() < 3) usage("tc set needs R and a setting");
+    json args = {{"rail", a[1]}};
+    for (std::size_t i = 2; i < a.size(); ++i) {
+        const std::string& k = a[i];
+        if (k == "strict") {
+            args["strict"] = true;
+            continue;
+        }
+        if (i + 1 >= a.size()) usage("tc set: '" + k + "' needs a value");
+        const std::string& v = a[++i];
+        if (k == "tc") args["tc"] = std::stoull(num_arg("tc", v));
+        else if (k == "rate") args["rate"] = v;
+        else if (k == "burst") args["burst"] = std::stoull(num_arg("burst", v));
+        else if (k == "weight") args["weight"] = std::stoull(num_arg("weight", v));
+        else usage("tc set: unknown setting '" + k + "' (tc, rate, burst, weight, strict)");
+    }
+    const json r = call("tc.set", args);
+    if (json_out) return print_json(r), 0;
+    print_tc(r);
+    return 0;
 }
 
 int cmd_rail(const std::vector<std::string>& a) {
@@ -468,6 +534,7 @@ int main(int argc, char** argv) {
         if (cmd == "status") return cmd_status(args);
         if (cmd == "rail") return cmd_rail(args);
         if (cmd == "policy") return cmd_policy(args);
+        if (cmd == "tc") return cmd_tc(args);
         if (cmd == "stats") return cmd_stats(args);
         if (cmd == "latency") return cmd_latency(args);
         if (cmd == "gid") return cmd_gid(args);

@@ -111,7 +111,7 @@ struct job_latency {
 
 // A request from the control plane to one lcore, run between bursts.
 struct lcore_command {
-    enum class kind : std::uint8_t { snapshot, adopt, port_mtu, attach, detach } k = kind::snapshot;
+    enum class kind : std::uint8_t { snapshot, adopt, port_mtu, attach, detach, shaping } k = kind::snapshot;
     int rail = -1;                      // rail index; -1: every rail of the lcore
     // snapshot
     std::optional<std::uint32_t> job;
@@ -125,6 +125,9 @@ struct lcore_command {
     std::array<std::int8_t, wire::max_rails * 2> stripe{}; // by rail index; -1: not advertised
     // port_mtu
     std::uint16_t mtu = 0;
+    // shaping
+    std::uint64_t rate_bps = 0, burst_bytes = 0;
+    std::array<qos::tc_config, qos::tc_count> tcs{};
     std::string err;                    // filled by the lcore
 };
 
@@ -206,6 +209,8 @@ void drain(rail_state& rs) noexcept {
         const auto o = rs.sched->dequeue(now);
         if (!o) break;
         bump(rs.ctr.tx_bytes, o->item->pkt_len);
+        bump(rs.ctr.tc_packets[o->tc]);
+        bump(rs.ctr.tc_bytes[o->tc], o->bytes);
         rs.tx[rs.ntx++] = o->item;
     }
 }
@@ -225,8 +230,10 @@ void flush(rail_state& rs) noexcept {
 void queue_tx(rail_state& rs, rte_mbuf* m) noexcept {
     if (rs.sched) {
         // Ethernet preamble, FCS and gap count against the rate (24 bytes).
-        if (!rs.sched->enqueue(tc_of(rs, m), m, m->pkt_len + 24)) {
+        const unsigned tc = tc_of(rs, m);
+        if (!rs.sched->enqueue(tc, m, m->pkt_len + 24)) {
             rs.ctr.drop(drop_reason::tc_queue_full);
+            bump(rs.ctr.tc_drops[tc]);
             rte_pktmbuf_free(m);
         }
         return;
@@ -618,6 +625,17 @@ void run_command(rail_state& rs, lcore_command& c) {
     }
     case lcore_command::kind::attach:
     case lcore_command::kind::detach: return; // handled by the loop, which owns the rail list
+    case lcore_command::kind::shaping: {
+        tx_scheduler::options o = scheduler_options(rs.s);
+        o.rail_rate_bps = c.rate_bps;
+        o.rail_burst_bytes = c.burst_bytes;
+        o.tcs = c.tcs;
+        // A scheduler, once there, stays (unshaped it passes everything at
+        // once): frames it holds keep their order.
+        if (rs.sched) rs.sched->configure(o, rs.tx_now());
+        else if (tx_scheduler::shapes(o)) rs.sched = std::make_unique<tx_scheduler>(o, rs.tx_now());
+        return;
+    }
     case lcore_command::kind::port_mtu:
         if (c.mtu >= rs.s.mtu_now.load(std::memory_order_relaxed)) {
             rs.pending_mtu = 0;
@@ -1142,6 +1160,27 @@ std::string daemon::set_mtu(std::size_t rail, unsigned mtu, std::string& state) 
                        : "draining: new jobs use " + std::to_string(rs.chunk_bytes) + " B chunks now; the port moves from MTU " +
                              std::to_string(now) + " when the " + std::to_string(rs.active_jobs.load()) +
                              " job(s) with larger chunks leave";
+    return {};
+}
+
+std::string daemon::set_shaping(std::size_t rail, std::uint64_t rate_bps, std::uint64_t burst_bytes,
+                                const std::array<qos::tc_config, qos::tc_count>& tcs) {
+    std::lock_guard lock(p_->ctl);
+    if (rail >= p_->rails.size() || !p_->rails[rail]->active) return "no rail " + std::to_string(rail);
+    if (std::string e = qos::check(tcs); !e.empty()) return e;
+    lcore_command c;
+    c.k = lcore_command::kind::shaping;
+    c.rail = static_cast<int>(rail);
+    c.rate_bps = rate_bps;
+    c.burst_bytes = burst_bytes;
+    c.tcs = tcs;
+    if (std::string e = p_->on_lcores(c, static_cast<int>(rail)); !e.empty()) return e;
+    // The lcore built its scheduler from these at start; they are what the
+    // control plane shows (and what a re-attached rail starts with).
+    rail_static& rs = *p_->rails[rail];
+    rs.cfg.rate_bps = rate_bps;
+    rs.cfg.burst_bytes = burst_bytes;
+    rs.cfg.tcs = tcs;
     return {};
 }
 

@@ -118,6 +118,10 @@ public:
     // Jobs that join from now on use the policy; running jobs keep theirs.
     // LAG needs every rail on one lcore (the bond is one poll loop).
     std::string set_policy(wire::rail_policy p, wire::lag_hash hash = wire::lag_hash::l3l4);
+    // A rail's transmit shaping (rate, burst, traffic classes), applied by
+    // its lcore between bursts; queued frames stay queued. "" or the error.
+    std::string set_shaping(std::size_t rail, std::uint64_t rate_bps, std::uint64_t burst_bytes,
+                            const std::array<qos::tc_config, qos::tc_count>& tcs);
     // Aggregation latency in ns (first contribution -> result sent), or with
     // `worker` the chunk round trips workers reported (RTT_REPORT), merged
     // over every rail (rail < 0) or one; for one job id if given. `reset`

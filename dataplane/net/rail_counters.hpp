@@ -26,6 +26,8 @@ struct alignas(64) rail_counters {
     counter arp_replies{0}, icmp_replies{0};
     counter rtt_reports{0};     // RTT_REPORT messages merged
     counter drops[drop_reason_count]{};
+    // Shaped rails: what each traffic class sent, and refused (queue full).
+    counter tc_packets[8]{}, tc_bytes[8]{}, tc_drops[8]{};
 
     void drop(drop_reason r) noexcept { bump(drops[static_cast<unsigned>(r)]); }
     std::uint64_t total_drops() const noexcept {

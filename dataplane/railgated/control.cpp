@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -70,15 +71,34 @@ json control_plane::rail_json(const net::rail_status& r) const {
     for (const config::rail& c : cfg_.rails) {
         if (c.name != r.name) continue;
         if (c.gid_index) j["gid_index"] = *c.gid_index;
-        if (c.rate_bps || !c.tcs.empty()) {
-            json tcs = json::array();
-            for (const auto& t : c.tcs)
-                tcs.push_back({{"id", t.id}, {"strict", t.strict}, {"weight", t.weight}, {"rate_bps", t.rate_bps},
-                               {"burst_bytes", t.burst_bytes}});
-            j["shaping"] = {{"rate_bps", c.rate_bps}, {"burst_bytes", c.burst_bytes}, {"tcs", tcs}};
-        }
     }
+    for (std::size_t i = 0; i < d_.rail_count(); ++i)
+        if (d_.rail(i).name == r.name) {
+            json t = tc_json(i);
+            if (t["shaped"].get<bool>()) j["shaping"] = t;
+        }
     return j;
+}
+
+json control_plane::tc_json(std::size_t i) const {
+    const net::rail_config& rc = d_.rail(i);
+    const net::rail_counters& c = d_.counters(i);
+    json tcs = json::array();
+    for (unsigned t = 0; t < qos::tc_count; ++t)
+        tcs.push_back({{"tc", t},
+                       {"strict", rc.tcs[t].strict},
+                       {"weight", rc.tcs[t].weight},
+                       {"rate_bps", rc.tcs[t].rate_bps},
+                       {"burst_bytes", rc.tcs[t].burst_bytes},
+                       {"packets", c.tc_packets[t].load(std::memory_order_relaxed)},
+                       {"bytes", c.tc_bytes[t].load(std::memory_order_relaxed)},
+                       {"drops", c.tc_drops[t].load(std::memory_order_relaxed)}});
+    return {{"rail", rc.name},
+            {"rate_bps", rc.rate_bps},
+            {"burst_bytes", rc.burst_bytes},
+            {"shaped", rc.rate_bps != 0 || std::any_of(rc.tcs.begin(), rc.tcs.end(),
+                                                        [](const qos::tc_config& t) { return t.strict || t.rate_bps; })},
+            {"tcs", tcs}};
 }
 
 json control_plane::counters_json(std::size_t i) const {
@@ -239,6 +259,53 @@ json control_plane::handle(const control::request& r) {
             return fail(e);
         hash_ = h;
         return ok({{"mode", policy_name(p)}, {"hash", std::string(config::name(hash_))}, {"applies", "to jobs that join from now on"}});
+    }
+    if (r.command == "tc.list") {
+        if (!(e = control::check_keys(a, {"rail"})).empty()) return fail(e);
+        int idx = -1;
+        if (!(e = find_rail(a, idx, false)).empty()) return fail(e);
+        json rails = json::array();
+        for (std::size_t i = 0; i < d_.rail_count(); ++i)
+            if (d_.rail_active(i) && (idx < 0 || static_cast<int>(i) == idx)) rails.push_back(tc_json(i));
+        return ok({{"rails", rails}});
+    }
+    if (r.command == "tc.set") {
+        if (!(e = control::check_keys(a, {"rail", "tc", "rate", "burst", "weight", "strict"})).empty()) return fail(e);
+        int idx = -1;
+        if (!(e = find_rail(a, idx, true)).empty()) return fail(e);
+        std::optional<std::uint64_t> tc, burst, weight;
+        std::optional<std::string> rate_text;
+        bool strict = false;
+        if (!(e = control::get_uint(a, "tc", 7, tc)).empty()) return fail(e);
+        if (!(e = control::get_uint(a, "burst", 1u << 30, burst)).empty()) return fail(e);
+        if (!(e = control::get_uint(a, "weight", 100, weight)).empty()) return fail(e);
+        if (!(e = control::get_string(a, "rate", rate_text)).empty()) return fail(e);
+        if (!(e = control::get_bool(a, "strict", strict)).empty()) return fail(e);
+        std::uint64_t rate = 0;
+        if (rate_text && *rate_text != "0" && *rate_text != "off" && !qos::parse_rate(*rate_text, rate))
+            return fail("'" + *rate_text + "' is not a rate like 10Gbit or 250Mbit (0 or off: no cap)");
+        if (burst && *burst < 1500) return fail("burst " + std::to_string(*burst) + " below 1500 bytes");
+        if (weight && *weight == 0) return fail("weight 0 out of range 1..100");
+        const auto i = static_cast<std::size_t>(idx);
+        const net::rail_config& rc = d_.rail(i);
+        std::uint64_t rail_rate = rc.rate_bps, rail_burst = rc.burst_bytes;
+        std::array<qos::tc_config, qos::tc_count> tcs = rc.tcs;
+        if (!tc) {
+            if (weight || strict) return fail("weight and strict belong to a traffic class: tc.set rail R tc N ...");
+            if (!rate_text && !burst) return fail("give the rail's rate and/or burst");
+            if (rate_text) rail_rate = rate;
+            if (burst) rail_burst = *burst;
+        } else {
+            qos::tc_config& t = tcs[*tc];
+            if ((rate_text || burst) + !!weight + strict != 1)
+                return fail("give one of: rate (and burst), weight, strict");
+            if (rate_text) t.rate_bps = rate;
+            if (burst) t.burst_bytes = *burst;
+            if (weight) t = {false, static_cast<unsigned>(*weight), t.rate_bps, t.burst_bytes};
+            if (strict) t.strict = true;
+        }
+        if (!(e = d_.set_shaping(i, rail_rate, rail_burst, tcs)).empty()) return fail(e);
+        return ok(tc_json(i));
     }
     if (r.command == "stats") {
         if (!(e = control::check_keys(a, {"rail"})).empty()) return fail(e);

@@ -33,6 +33,8 @@ public:
 private:
     control::json rail_json(const net::rail_status& r) const;
     control::json counters_json(std::size_t rail) const;
+    // A rail's shaping and its traffic classes with their counters.
+    control::json tc_json(std::size_t rail) const;
     // Resolves args.rail; returns "" or the error naming the known rails.
     std::string find_rail(const control::json& args, int& index, bool required) const;
 

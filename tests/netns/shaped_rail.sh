@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A shaped rail end to end, from the config file: railgated on one
+# A shaped rail end to end, from the config file and railctl: railgated on one
 # af_packet rail over a veth with rate = "40Mbit" and traffic classes
 # ([[rail.tc]]); one kernel-UDP railbench worker in another namespace.
 # The worker's throughput must follow the rate (results leave railgated no
@@ -69,7 +69,38 @@ d = json.load(open(sys.argv[1]))
 r = d["rail"] if "rail" in d else d
 s = r["shaping"]
 assert s["rate_bps"] == 40000000, s
-assert {t["id"]: t for t in s["tcs"]}[6]["strict"], s
+assert {t["tc"]: t for t in s["tcs"]}[6]["strict"], s
 PY
+
+# Live: railctl tc. Results travel in TC 0 (the rail's TOS 0).
+ctl() { "$railctl" --socket "$log/ctl.sock" "$@"; }
+ctl --json tc list --rail s0 > "$log/tc.json" || fail "railctl tc list"
+ctl tc list
+/usr/bin/python3 - "$log/tc.json" <<'PY' || fail "tc list counters"
+import json, sys
+t = json.load(open(sys.argv[1]))["rails"][0]["tcs"]
+assert t[0]["packets"] > 1000 and t[0]["bytes"] > 1000000 and t[0]["weight"] == 3, t[0]
+assert t[6]["strict"] and t[6]["rate_bps"] == 1000000, t[6]
+PY
+ctl tc set s0 rate 80Mbit > /dev/null || fail "tc set s0 rate 80Mbit"
+timeout 120 ip netns exec "$w" "$railbench" --transport udp --server 198.18.0.1 --rank 0 --workers 1 --job 2 \
+  --pool 32 -b 1M -e 1M -n 4 -w 1 > "$log/bench80.log" 2>&1 || fail "railbench after tc set"
+mbs=$(awk '$1 == 1048576 {printf "%.3f", $1 / $5}' "$log/bench80.log")
+awk -v a="$mbs" 'BEGIN { exit !(a > 6.5 && a < 10.0) }' || fail "after tc set rate 80Mbit: $mbs MB/s (expected ~9.06)"
+echo "ok: after railctl tc set s0 rate 80Mbit: $mbs MB/s (expected ~9.06)"
+for bad in "tc set s0 tc 9 weight 2" "tc set s0 tc 1 weight 0" "tc set s0 rate fast" "tc set s0 tc 1 weight 2 strict" \
+           "tc set nosuch rate 1Gbit" "tc set s0 weight 3" "tc set s0 tc 2 burst 10"; do
+  # shellcheck disable=SC2086
+  ctl $bad > "$log/bad-tc.log" 2>&1; rc=$?
+  [ $rc -eq 1 ] || fail "railctl $bad exited $rc, not 1"
+  grep -q "^railctl: " "$log/bad-tc.log" || fail "railctl $bad: no reason"
+done
+ctl --json tc list --rail s0 > "$log/tc2.json"
+/usr/bin/python3 - "$log/tc2.json" <<'PY' || fail "a refused tc set changed the configuration"
+import json, sys
+r = json.load(open(sys.argv[1]))["rails"][0]
+assert r["rate_bps"] == 80000000 and r["tcs"][1]["weight"] == 1 and not r["tcs"][1]["strict"], r
+PY
+echo "ok: railctl tc list shows TC 0's traffic; bad tc set refused, nothing changed"
 stop_gated
 echo PASS
