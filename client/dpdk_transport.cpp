@@ -28,6 +28,7 @@ public:
             rte_eth_macaddr_get(p.port_id, &mac);
             std::memcpy(r.self.mac.b, mac.addr_bytes, 6);
             r.self.ip = p.ip;
+            r.self.tos = p.tos;
             r.self.udp_port = static_cast<std::uint16_t>(50000 + p.port_id);
             all_.push_back(r);
         }

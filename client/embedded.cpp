@@ -88,9 +88,9 @@ std::vector<net::rail_config> embedded_fabric::daemon_rails() const {
     return v;
 }
 
-std::unique_ptr<transport> embedded_fabric::worker_transport(unsigned w) {
+std::unique_ptr<transport> embedded_fabric::worker_transport(unsigned w, std::uint8_t tos) {
     std::vector<dpdk_port> ports;
-    for (unsigned r = 0; r < rails_; ++r) ports.push_back({worker_ports_[w * rails_ + r], worker_ip(r, w)});
+    for (unsigned r = 0; r < rails_; ++r) ports.push_back({worker_ports_[w * rails_ + r], worker_ip(r, w), tos});
     return make_dpdk_transport(ports, rail_ip(0), wire::default_udp_port, pool_, [this] { pump(); });
 }
 

@@ -36,9 +36,13 @@ private:
     int fd_;
 };
 
-fd_guard open_socket(std::uint32_t ip, std::uint16_t port) {
+fd_guard open_socket(std::uint32_t ip, std::uint16_t port, std::uint8_t tos) {
     fd_guard fd(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (fd.get() < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+    // The traffic class: railgated answers in the DSCP it receives.
+    const int t = tos;
+    if (t && ::setsockopt(fd.get(), IPPROTO_IP, IP_TOS, &t, sizeof t) != 0)
+        throw std::runtime_error(std::string("IP_TOS: ") + std::strerror(errno));
     // Deep buffers: a pool of in-flight results arrives as one burst. The
     // FORCE variants (root) go past net.core.rmem_max.
     const int bytes = 8 << 20;
@@ -57,8 +61,8 @@ fd_guard open_socket(std::uint32_t ip, std::uint16_t port) {
 
 class udp_transport final : public transport {
 public:
-    udp_transport(std::uint32_t ip, std::uint16_t port) {
-        rails_.push_back(rail{open_socket(ip, port), ip, port, {}});
+    udp_transport(std::uint32_t ip, std::uint16_t port, std::uint8_t tos) : tos_(tos) {
+        rails_.push_back(rail{open_socket(ip, port, tos), ip, port, {}});
         rails_[0].rxbuf.resize(batch * max_dgram);
     }
 
@@ -74,7 +78,7 @@ public:
                     next.push_back(std::move(rails_[0]));
                     continue;
                 }
-                next.push_back(rail{open_socket(rails[r].ip, rails[r].udp_port), rails[r].ip, rails[r].udp_port, {}});
+                next.push_back(rail{open_socket(rails[r].ip, rails[r].udp_port, tos_), rails[r].ip, rails[r].udp_port, {}});
                 next.back().rxbuf.resize(batch * max_dgram);
             }
             rails_ = std::move(next);
@@ -150,12 +154,13 @@ private:
     };
     std::vector<rail> rails_;
     std::uint64_t dropped_ = 0;
+    std::uint8_t tos_ = 0;
 };
 
 } // namespace
 
-std::unique_ptr<transport> make_udp_transport(std::uint32_t server_ip, std::uint16_t port) {
-    return std::make_unique<udp_transport>(server_ip, port);
+std::unique_ptr<transport> make_udp_transport(std::uint32_t server_ip, std::uint16_t port, std::uint8_t tos) {
+    return std::make_unique<udp_transport>(server_ip, port, tos);
 }
 
 } // namespace railgate::client

@@ -17,6 +17,7 @@ namespace railgate::client {
 struct dpdk_port {
     std::uint16_t port_id = 0;
     std::uint32_t ip = 0; // this worker's address on the rail, host order
+    std::uint8_t tos = 0; // IPv4 TOS (DSCP << 2) of its frames: the traffic class
 };
 
 // Configures and starts every port (1 RX + 1 TX queue, mbufs from `pool`).

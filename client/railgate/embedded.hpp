@@ -34,8 +34,9 @@ public:
 
     // railgated's rail configuration over the ring ports.
     std::vector<net::rail_config> daemon_rails() const;
-    // Worker w's transport (its R ports, pumping the switch on recv).
-    std::unique_ptr<transport> worker_transport(unsigned w);
+    // Worker w's transport (its R ports, pumping the switch on recv); its
+    // frames carry `tos` (DSCP << 2: the traffic class).
+    std::unique_ptr<transport> worker_transport(unsigned w, std::uint8_t tos = 0);
     // Moves railgated's output to the workers; returns frames moved.
     unsigned pump() noexcept;
     std::uint64_t switch_drops() const noexcept { return drops_; }

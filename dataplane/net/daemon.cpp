@@ -286,7 +286,11 @@ void handle_join(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<c
                  const frame::endpoint& from) noexcept {
     if (rs.closing) return free_drop(rs, m, drop_reason::join_refused);
     const wire::join_body b = wire::decode_join_body(body.data());
-    const agg::join_outcome jo = rs.agg.join(h, b, from, rs.policy == wire::rail_policy::lag);
+    // Results go back in the worker's DSCP (its traffic class), or the
+    // rail's traffic_class when the worker sends 0.
+    frame::endpoint member = from;
+    if (!member.tos) member.tos = rs.s.self.tos;
+    const agg::join_outcome jo = rs.agg.join(h, b, member, rs.policy == wire::rail_policy::lag);
     if (jo.err != wire::error_code::none) {
         bump(rs.ctr.join_errors);
         rs.ctr.drop(jo.err == wire::error_code::job_table_full ? drop_reason::job_table_full
@@ -873,6 +877,7 @@ std::unique_ptr<rail_static> daemon::impl::open_rail(std::size_t i, const rail_c
     std::memcpy(rs->self.mac.b, mac.addr_bytes, 6);
     rs->self.ip = rs->cfg.ip;
     rs->self.udp_port = rs->cfg.udp_port;
+    rs->self.tos = static_cast<std::uint8_t>(rs->cfg.traffic_class);
     return rs;
 }
 

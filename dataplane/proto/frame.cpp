@@ -96,6 +96,7 @@ info classify(const std::uint8_t* p, std::size_t len, const endpoint& self,
     fi.l4_offset = static_cast<std::uint16_t>(eth_bytes + ihl);
     std::memcpy(fi.src.mac.b, p + 6, 6);
     fi.src.ip = rd32(ip + 12);
+    fi.src.tos = ip[1];
     const std::uint8_t* l4 = ip + ihl;
     const std::size_t l4_room = total - ihl;
 
@@ -126,7 +127,7 @@ void write_udp_headers(std::uint8_t* o, const endpoint& src, const endpoint& dst
     wr16(o + 12, ethertype_ipv4);
     std::uint8_t* ip = o + eth_bytes;
     ip[0] = 0x45;
-    ip[1] = 0;
+    ip[1] = dst.tos ? dst.tos : src.tos;
     wr16(ip + 2, static_cast<std::uint16_t>(ipv4_bytes + udp_bytes + payload_len));
     wr16(ip + 4, 0);
     wr16(ip + 6, 0x4000); // DF
@@ -146,6 +147,7 @@ void write_udp_headers(std::uint8_t* o, const endpoint& src, const endpoint& dst
 void retarget_udp_headers(std::uint8_t* o, const endpoint& dst) noexcept {
     std::memcpy(o, dst.mac.b, 6);
     std::uint8_t* ip = o + eth_bytes;
+    if (dst.tos) ip[1] = dst.tos;
     wr32(ip + 16, dst.ip);
     wr16(ip + 10, 0);
     wr16(ip + 10, inet_checksum(ip, ipv4_bytes));

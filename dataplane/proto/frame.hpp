@@ -25,6 +25,9 @@ struct endpoint {
     mac_addr mac;
     std::uint32_t ip = 0;
     std::uint16_t udp_port = 0;
+    // IPv4 TOS (DSCP << 2): a received frame's; what frames to this endpoint
+    // carry (0: the sender's own).
+    std::uint8_t tos = 0;
 };
 
 enum class kind : std::uint8_t { drop, arp_request, arp_reply, icmp_echo, udp };

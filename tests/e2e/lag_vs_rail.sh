@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # LAG versus rail, measured: railbench --embedded with both rails shaped to
-# 500 Mbit/s by railgated's transmit scheduler. One flow under the rail
+# 200 Mbit/s by railgated's transmit scheduler. One flow under the rail
 # policy must get about the sum of the links, one flow under LAG about one
 # link, and four flows under LAG more than one link (their l3l4 hash puts
 # them 1:3 on the two members, so about 4/3 of a link). Margins are generous;
 # the figures are the benchmark's (README).
 #   lag_vs_rail.sh RAILBENCH
 set -u
-out=$("$1" --embedded --rail-rate 500Mbit --lag-table --flows 4 -b 1M -e 1M -n 3 -w 1 2>&1)
+out=$("$1" --embedded --rail-rate 200Mbit --lag-table --flows 4 -b 512K -e 512K -n 3 -w 1 2>&1)
 rc=$?
 echo "$out"
 [ $rc -eq 0 ] || { echo "FAIL: railbench exit $rc"; exit 1; }
@@ -20,6 +20,6 @@ echo "$out" | awk '
     if (!(lag1 > 0.6 && lag1 < 1.1)) { print "FAIL: one LAG flow at " lag1 " links, not about one"; exit 1 }
     if (!(rail1 > 1.5 * lag1)) { print "FAIL: one flow under rail (" rail1 ") not well above LAG (" lag1 ")"; exit 1 }
     if (!(rail1 > 1.4 && rail1 < 2.1)) { print "FAIL: one flow under rail at " rail1 " links, not about two"; exit 1 }
-    if (!(lag4 > 1.15 * lag1)) { print "FAIL: four LAG flows (" lag4 ") not above one (" lag1 ")"; exit 1 }
+    if (!(lag4 > 1.1 * lag1)) { print "FAIL: four LAG flows (" lag4 ") not above one (" lag1 ")"; exit 1 }
     print "PASS: rail 1 flow " rail1 ", lag 1 flow " lag1 ", lag 4 flows " lag4 " (links)"
   }'
