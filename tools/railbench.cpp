@@ -4,6 +4,7 @@
 //   railbench --embedded                       # railgated + 4 workers in-process, 2 rails
 //   railbench --transport udp --server 198.18.0.1 --rank 0 --workers 3 ...
 //   railbench --transport verbs --server 198.18.0.1 --rank 0 --workers 3 ...
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <csignal>
@@ -50,6 +51,7 @@ struct options {
     std::string policy;                // embedded: rail|lag
     unsigned flows = 0;                // embedded: independent one-worker jobs
     bool lag_table = false;
+    bool isolation = false;
 };
 
 void usage(std::FILE* f) {
@@ -80,7 +82,11 @@ void usage(std::FILE* f) {
                  "      --policy rail|lag   railgated's policy\n"
                  "      --flows N           N one-worker jobs at once (N flows) instead of one W-worker job;\n"
                  "                          prints their total throughput against one link\n"
-                 "      --lag-table         rail with 1 flow, lag with 1 flow, lag with --flows (default 4)\n",
+                 "      --lag-table         rail with 1 flow, lag with 1 flow, lag with --flows (default 4)\n"
+                 "Traffic classes (embedded, one rail shaped to --rail-rate, default 2Gbit):\n"
+                 "      --isolation         a 1 KiB ping-pong in strict TC 5 (DSCP 46) alone and against bulk\n"
+                 "                          traffic in TC 0, then two bulk flows in TC 0 (ETS weight 3) and\n"
+                 "                          TC 1 (weight 1): p99 and shares\n",
                  wire::default_udp_port);
 }
 
@@ -164,6 +170,8 @@ options parse(int argc, char** argv) {
             if (o.flows == 0) die("--flows must be at least 1");
         } else if (a == "--lag-table") {
             o.lag_table = true;
+        } else if (a == "--isolation") {
+            o.isolation = true;
         } else if (a == "--gid-index") {
             o.gid_index = static_cast<int>(parse_uint(a, val(), 255));
         } else if (a == "--embedded") {
@@ -189,8 +197,10 @@ options parse(int argc, char** argv) {
     if (o.rails == 0) die("--rails must be at least 1");
     if (o.min_bytes == 0 || o.min_bytes > o.max_bytes) die("need 0 < minbytes <= maxbytes");
     if (o.embedded && o.transport != "dpdk") die("--embedded runs over in-process DPDK rings: use --transport dpdk");
-    if (!o.embedded && (o.rail_rate || !o.policy.empty() || o.flows || o.lag_table))
-        die("--rail-rate, --policy, --flows and --lag-table apply to --embedded (shape railgated's rails in its config)");
+    if (!o.embedded && (o.rail_rate || !o.policy.empty() || o.flows || o.lag_table || o.isolation))
+        die("--rail-rate, --policy, --flows, --lag-table and --isolation apply to --embedded (shape railgated's rails "
+            "in its config)");
+    if (o.isolation && (o.lag_table || !o.policy.empty() || o.flows)) die("--isolation runs on its own");
     if (o.lag_table && !o.policy.empty()) die("--lag-table runs both policies: drop --policy");
     if (!o.embedded) {
         if (o.transport == "dpdk") die("--transport dpdk outside --embedded is not supported yet: use --embedded or --transport udp");
@@ -390,7 +400,111 @@ int run_lag(const options& o) {
     return rc;
 }
 
+// Isolation between traffic classes on one shaped rail: a strict TC's
+// ping-pong latency alone and against a saturating bulk TC, then the ETS
+// shares of two saturating bulk TCs. One thread drives every worker.
+int run_isolation(const options& o) {
+    net::eal eal(net::embedded_eal_args("railbench"));
+    const std::uint64_t rate = o.rail_rate ? o.rail_rate : 2'000'000'000ull;
+    client::embedded_fabric fabric(1, 3, o.mtu);
+    net::daemon_config dc;
+    dc.rails = fabric.daemon_rails();
+    net::rail_config& rc = dc.rails[0];
+    rc.rate_bps = rate;
+    // Strict and uncapped: a ping-pong has one chunk in flight, and a cap
+    // would pace it (production strict TCs should be capped).
+    rc.tcs[5].strict = true;
+    rc.tcs[0].weight = 3;
+    rc.tcs[1].weight = 1;
+    dc.mbufs_per_rail = 8192;
+    net::daemon d(dc);
+    d.launch();
+    // DSCP 46 (EF) -> TC 5; DSCP 0 -> TC 0; DSCP 8 (CS1) -> TC 1.
+    auto probe_t = fabric.worker_transport(0, 46 << 2);
+    auto bulk0_t = fabric.worker_transport(1, 0);
+    auto bulk1_t = fabric.worker_transport(2, 8 << 2);
+    const std::uint64_t probe_n = 256, bulk_n = (1u << 20) / 4; // 1 KiB, 1 MiB of fp32
+    auto make = [&](client::transport& t, std::uint32_t job, std::uint64_t count) {
+        client::worker_options wo;
+        wo.job_id = job;
+        wo.job_token = o.token;
+        wo.world = 1;
+        wo.max_count = count;
+        auto w = std::make_unique<client::worker>(t, wo);
+        if (std::string e = w->join(); !e.empty()) throw std::runtime_error("join: " + e);
+        return w;
+    };
+    auto probe = make(*probe_t, o.job + 900, probe_n);
+    auto bulk0 = make(*bulk0_t, o.job + 901, bulk_n);
+    auto bulk1 = make(*bulk1_t, o.job + 902, bulk_n);
+    std::vector<float> pbuf(probe_n, 1.0f), b0(bulk_n, 0.5f), b1(bulk_n, 0.25f);
+    using clk = std::chrono::steady_clock;
+
+    // `samples` probe round trips while the given bulk workers run
+    // back to back; returns the sorted round trips in us.
+    auto probe_run = [&](std::vector<client::worker*> bulk, std::vector<float*> bufs, unsigned samples) {
+        std::vector<double> us;
+        for (std::size_t i = 0; i < bulk.size(); ++i) bulk[i]->start(bufs[i], bulk_n, wire::dtype::fp32);
+        auto t0 = clk::now();
+        probe->start(pbuf.data(), probe_n, wire::dtype::fp32);
+        while (us.size() < samples) {
+            if (probe->progress()) {
+                if (!probe->error().empty()) throw std::runtime_error("probe: " + probe->error());
+                const auto t1 = clk::now();
+                us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+                t0 = clk::now();
+                probe->start(pbuf.data(), probe_n, wire::dtype::fp32);
+            }
+            for (std::size_t i = 0; i < bulk.size(); ++i)
+                if (bulk[i]->progress()) {
+                    if (!bulk[i]->error().empty()) throw std::runtime_error("bulk: " + bulk[i]->error());
+                    bulk[i]->start(bufs[i], bulk_n, wire::dtype::fp32);
+                }
+        }
+        client::worker* all[] = {probe.get()};
+        client::complete(all);
+        client::complete(bulk);
+        std::sort(us.begin(), us.end());
+        return us;
+    };
+    auto pct = [](const std::vector<double>& v, double q) {
+        return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())))];
+    };
+    const unsigned n = std::max(200u, o.iters);
+    probe_run({}, {}, n / 10); // warm-up
+    const auto idle = probe_run({}, {}, n);
+    const auto loaded = probe_run({bulk0.get()}, {b0.data()}, n);
+    std::printf("# railbench --isolation: one rail shaped to %.3f Gbit/s; TC 5 strict, TC 0 ETS weight 3, TC 1 weight 1\n",
+                static_cast<double>(rate) / 1e9);
+    std::printf("# %-34s %10s %10s %10s\n", "1 KiB ping-pong in TC 5 (round trip)", "p50 us", "p99 us", "p99.9 us");
+    std::printf("  %-34s %10.2f %10.2f %10.2f\n", "alone", pct(idle, 0.5), pct(idle, 0.99), pct(idle, 0.999));
+    std::printf("  %-34s %10.2f %10.2f %10.2f\n", "against bulk in TC 0", pct(loaded, 0.5), pct(loaded, 0.99),
+                pct(loaded, 0.999));
+    std::printf("# strict TC p99 loaded / idle: %.2f (goal <= 2)\n", pct(loaded, 0.99) / pct(idle, 0.99));
+
+    // ETS: both bulk TCs saturating for about a second.
+    const net::rail_counters& c = d.counters(0);
+    const std::uint64_t a0 = c.tc_bytes[0].load(), a1 = c.tc_bytes[1].load();
+    const auto end = clk::now() + std::chrono::milliseconds(1000);
+    bulk0->start(b0.data(), bulk_n, wire::dtype::fp32);
+    bulk1->start(b1.data(), bulk_n, wire::dtype::fp32);
+    while (clk::now() < end) {
+        if (bulk0->progress()) bulk0->start(b0.data(), bulk_n, wire::dtype::fp32);
+        if (bulk1->progress()) bulk1->start(b1.data(), bulk_n, wire::dtype::fp32);
+    }
+    const double s0 = static_cast<double>(c.tc_bytes[0].load() - a0), s1 = static_cast<double>(c.tc_bytes[1].load() - a1);
+    client::worker* both[] = {bulk0.get(), bulk1.get()};
+    client::complete(both);
+    std::printf("# ETS under contention: TC 0 %.1f%% (weight 3: 75%%), TC 1 %.1f%% (weight 1: 25%%), together %.3f "
+                "Gbit/s of %.3f\n",
+                100 * s0 / (s0 + s1), 100 * s1 / (s0 + s1), (s0 + s1) * 8 / 1e9, static_cast<double>(rate) / 1e9);
+    for (auto* w : {probe.get(), bulk0.get(), bulk1.get()}) w->leave();
+    d.stop();
+    return 0;
+}
+
 int run_embedded(const options& o) {
+    if (o.isolation) return run_isolation(o);
     if (o.rail_rate || !o.policy.empty() || o.flows || o.lag_table) return run_lag(o);
     net::eal eal(net::embedded_eal_args("railbench"));
     client::embedded_fabric fabric(o.rails, o.workers, o.mtu);
