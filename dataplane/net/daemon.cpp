@@ -29,6 +29,7 @@
 
 #include "dataplane/agg/aggregator.hpp"
 #include "dataplane/bpf/xdp_steer.hpp"
+#include "dataplane/engine/placement.hpp"
 #include "dataplane/net/eal.hpp"
 #include "dataplane/net/topology.hpp"
 #include "dataplane/proto/frame.hpp"
@@ -934,23 +935,28 @@ void daemon::impl::attach_steering(rail_static& rs, unsigned ifindex) {
                      format_ipv4(rs.cfg.ip).c_str(), rs.ifname.c_str());
 }
 
-// Chooses the lcore of one rail among `candidates` (its override, else the
-// least loaded on its NUMA node) and counts it in `load`.
+// Chooses the lcore of one rail among `candidates` (engine::place: its
+// override, else the least loaded on its NIC's NUMA node; never another
+// node silently) and counts it in `load`.
 unsigned daemon::impl::place_rail(rail_static& rs, const std::vector<unsigned>& candidates,
                                   std::vector<unsigned>& load) {
-    if (rs.cfg.lcore >= 0) {
-        const auto want = static_cast<unsigned>(rs.cfg.lcore);
-        if (std::find(candidates.begin(), candidates.end(), want) == candidates.end())
-            throw std::runtime_error("rail " + rs.cfg.name + ": lcore " + std::to_string(want) +
-                                     " is not a worker lcore serving rails");
-        rs.lcore = want;
-    } else {
-        rs.lcore = pick_lcore(candidates, load, rs.socket);
-    }
+    std::vector<engine::cpu_slot> slots;
+    for (unsigned l : candidates) slots.push_back({l, static_cast<int>(rte_lcore_to_socket_id(l))});
+    // The loads so far, as rails already placed on those lcores.
+    std::vector<engine::rail_need> needs;
+    for (unsigned l : candidates)
+        for (unsigned i = 0; i < load[l]; ++i) needs.push_back({"(placed)", -1, static_cast<int>(l)});
+    needs.push_back({rs.cfg.name, rs.socket, rs.cfg.lcore});
+    std::vector<engine::rail_place> out;
+    if (rs.cfg.lcore >= 0 &&
+        std::find(candidates.begin(), candidates.end(), static_cast<unsigned>(rs.cfg.lcore)) == candidates.end())
+        throw std::runtime_error("rail " + rs.cfg.name + ": lcore " + std::to_string(rs.cfg.lcore) +
+                                 " is not a worker lcore serving rails");
+    if (std::string e = engine::place(slots, needs, out); !e.empty()) throw std::runtime_error(e);
+    const engine::rail_place& p = out.back();
+    if (!p.warning.empty()) std::fprintf(stderr, "railgated: warning: %s\n", p.warning.c_str());
+    rs.lcore = p.cpu;
     ++load[rs.lcore];
-    if (rs.socket >= 0 && static_cast<int>(rte_lcore_to_socket_id(rs.lcore)) != rs.socket)
-        std::fprintf(stderr, "railgated: warning: rail %s (NUMA %d) served from lcore %u on NUMA %u\n",
-                     rs.cfg.name.c_str(), rs.socket, rs.lcore, rte_lcore_to_socket_id(rs.lcore));
     return rs.lcore;
 }
 

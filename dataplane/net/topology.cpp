@@ -55,22 +55,6 @@ int port_numa_node(std::uint16_t port) {
     return -1;
 }
 
-unsigned pick_lcore(const std::vector<unsigned>& workers, const std::vector<unsigned>& load, int socket) {
-    unsigned best = workers.front();
-    bool found_local = false;
-    for (unsigned l : workers) {
-        const bool local = socket < 0 || static_cast<int>(rte_lcore_to_socket_id(l)) == socket;
-        if (local && (!found_local || load[l] < load[best])) {
-            best = l;
-            found_local = true;
-        }
-    }
-    if (found_local) return best;
-    for (unsigned l : workers)
-        if (load[l] < load[best]) best = l;
-    return best;
-}
-
 void print_topology(std::FILE* out) {
     hwloc_topo topo;
     if (!topo.t) {

@@ -12,10 +12,6 @@ namespace railgate::net {
 // hwloc sees it; -1 when unknown (virtual rings, single-node hosts).
 int port_numa_node(std::uint16_t port);
 
-// The least-loaded lcore of `workers` on `socket` (any node when socket < 0
-// or when that node has no worker lcore).
-unsigned pick_lcore(const std::vector<unsigned>& workers, const std::vector<unsigned>& load, int socket);
-
 // One line per NUMA node with its CPUs, from hwloc.
 void print_topology(std::FILE* out);
 

@@ -25,6 +25,7 @@
 #include "control/metrics.hpp"
 #include "control/server.hpp"
 #include "dataplane/bpf/xdp_steer.hpp"
+#include "dataplane/engine/engine.hpp"
 #include "dataplane/net/daemon.hpp"
 #include "dataplane/net/eal.hpp"
 #include "dataplane/net/topology.hpp"
@@ -315,6 +316,10 @@ int main(int argc, char** argv) {
     if (idle_set) cfg.idle = idle;
 
     try {
+        // The TBB engine: an arena per NUMA node for heavy per-rail work.
+        const engine::engine eng(engine::topology::load());
+        std::printf("railgated: engine: %s\n", eng.describe().c_str());
+        vcfg.eng = &eng;
         std::unique_ptr<verbs::plane> vp;
         if (!vcfg.rails.empty()) vp = std::make_unique<verbs::plane>(vcfg);
         std::optional<net::eal> eal;

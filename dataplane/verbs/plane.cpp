@@ -843,7 +843,9 @@ void plane::rail_state::complete_slot(unsigned j, unsigned slot) {
     const void* src[wire::max_world];
     for (unsigned r = 0; r < x.world; ++r) src[r] = static_cast<const std::uint8_t*>(x.members[r]->contrib.p) + off;
     auto* dst = static_cast<std::uint8_t*>(x.results.p) + off;
-    (*k)[x.dt](dst, src, x.world, s.bytes / wire::dtype_size(x.dt));
+    const std::size_t count = s.bytes / wire::dtype_size(x.dt);
+    if (lim.eng) lim.eng->reduce(*k, x.dt, dst, src, x.world, count, numa);
+    else (*k)[x.dt](dst, src, x.world, count);
     const std::uint32_t imm = wire::verbs_imm(static_cast<std::uint16_t>(slot), s.gen);
     s.bitmap = 0;
     ++s.gen;

@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "dataplane/engine/engine.hpp"
 #include "dataplane/proto/drop_reason.hpp"
 #include "dataplane/proto/wire.hpp"
 #include "dataplane/verbs/rdma.hpp"
@@ -58,6 +59,8 @@ struct plane_config {
     // After this many empty polling passes the rail thread sleeps on the
     // completion and CM channels (0: never, a dedicated core spins).
     unsigned spin_passes = 2000;
+    // Large slots are reduced across the rail's NUMA arena (null: inline).
+    const engine::engine* eng = nullptr;
 };
 
 struct rail_counters {

@@ -1,0 +1,79 @@
+#include "dataplane/engine/engine.hpp"
+
+#include <tbb/blocked_range.h>
+#include <tbb/info.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+
+namespace railgate::engine {
+
+struct engine::impl {
+    std::vector<int> node_ids;                          // NUMA node per arena
+    std::vector<std::unique_ptr<tbb::task_arena>> arenas;
+    std::vector<int> tbb_numa;                          // what oneTBB sees
+};
+
+engine::engine(const topology& topo, std::size_t threshold_bytes)
+    : p_(std::make_unique<impl>()), threshold_(threshold_bytes) {
+    p_->tbb_numa = tbb::info::numa_nodes();
+    for (const topology::node& n : topo.nodes) {
+        tbb::task_arena::constraints c;
+        c.max_concurrency = std::max<int>(1, static_cast<int>(n.cpus.size()));
+        // oneTBB binds only to nodes it knows (tbbbind); otherwise the arena
+        // keeps the node's thread count and the OS places its threads.
+        if (std::find(p_->tbb_numa.begin(), p_->tbb_numa.end(), n.os_index) != p_->tbb_numa.end())
+            c.numa_id = n.os_index;
+        p_->arenas.push_back(std::make_unique<tbb::task_arena>(c));
+        p_->node_ids.push_back(n.os_index);
+    }
+    if (p_->arenas.empty()) {
+        p_->arenas.push_back(std::make_unique<tbb::task_arena>());
+        p_->node_ids.push_back(-1);
+    }
+}
+
+engine::~engine() = default;
+
+std::size_t engine::arenas() const noexcept { return p_->arenas.size(); }
+
+std::size_t engine::arena_of(int numa_node) const noexcept {
+    for (std::size_t i = 0; i < p_->node_ids.size(); ++i)
+        if (p_->node_ids[i] == numa_node) return i;
+    return 0;
+}
+
+int engine::arena_concurrency(std::size_t a) const noexcept { return p_->arenas[a]->max_concurrency(); }
+
+std::string engine::describe() const {
+    std::string s;
+    for (std::size_t i = 0; i < p_->arenas.size(); ++i)
+        s += (i ? "; " : "") + std::string("node ") + std::to_string(p_->node_ids[i]) + ": " +
+             std::to_string(p_->arenas[i]->max_concurrency()) + " threads";
+    s += " (oneTBB numa ids";
+    for (int id : p_->tbb_numa) s += " " + std::to_string(id);
+    return s + ")";
+}
+
+void engine::reduce(const reduce::kernels& k, wire::dtype dt, void* dst, const void* const* src, unsigned nsrc,
+                    std::size_t count, int numa_node) const {
+    const std::size_t es = wire::dtype_size(dt);
+    const reduce::sum_fn f = k[dt];
+    if (count * es < threshold_) return f(dst, src, nsrc, count);
+    tbb::task_arena& a = *p_->arenas[arena_of(numa_node)];
+    // Grains of 64 KiB per input: large enough to amortise a task, small
+    // enough to balance; aligned to 64 elements for the SIMD kernels.
+    const std::size_t grain = std::max<std::size_t>(64, (64 * 1024 / es) & ~std::size_t{63});
+    a.execute([&] {
+        tbb::parallel_for(tbb::blocked_range<std::size_t>(0, count, grain),
+                          [&](const tbb::blocked_range<std::size_t>& r) {
+                              const void* s[wire::max_world];
+                              for (unsigned i = 0; i < nsrc; ++i)
+                                  s[i] = static_cast<const std::uint8_t*>(src[i]) + r.begin() * es;
+                              f(static_cast<std::uint8_t*>(dst) + r.begin() * es, s, nsrc, r.size());
+                          });
+    });
+}
+
+} // namespace railgate::engine

@@ -1,0 +1,51 @@
+// The TBB engine: one tbb::task_arena per NUMA node, so that a rail's heavy
+// work runs on the cores next to its NIC, and a large-block reduce that
+// splits one reduction over an arena's threads.
+//
+// Splitting is by element ranges: every element is still summed in rank
+// order by the same kernel, so the result is bit-identical to the
+// single-thread kernel's (reduce.hpp's contract). Blocks smaller than
+// `threshold_bytes` (per input) stay on the calling thread: DPDK chunks are
+// reduced inline on their lcore. The threshold comes from bench_engine.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dataplane/engine/placement.hpp"
+#include "dataplane/proto/wire.hpp"
+#include "dataplane/reduce/reduce.hpp"
+
+namespace railgate::engine {
+
+class engine {
+public:
+    // One arena per node of `topo`, each with its node's CPU count and, where
+    // oneTBB can bind (tbbbind + hwloc), constrained to that node.
+    explicit engine(const topology& topo, std::size_t threshold_bytes = 256 * 1024);
+    ~engine();
+    engine(const engine&) = delete;
+    engine& operator=(const engine&) = delete;
+
+    std::size_t arenas() const noexcept;
+    // The arena index for a NUMA node (its own, or arena 0 for -1/unknown).
+    std::size_t arena_of(int numa_node) const noexcept;
+    int arena_concurrency(std::size_t arena) const noexcept;
+    std::size_t threshold_bytes() const noexcept { return threshold_; }
+    // "node 0: 8 threads; node 1: 8 threads (tbb numa ids 0 1)", for logs.
+    std::string describe() const;
+
+    // dst[i] = src[0][i] + ... + src[n-1][i], rank order, on `numa_node`'s
+    // arena when the block is large; inline otherwise. Blocks the caller.
+    void reduce(const reduce::kernels& k, wire::dtype dt, void* dst, const void* const* src, unsigned nsrc,
+                std::size_t count, int numa_node) const;
+
+private:
+    struct impl;
+    std::unique_ptr<impl> p_;
+    std::size_t threshold_;
+};
+
+} // namespace railgate::engine
