@@ -306,6 +306,23 @@ void read_tcs(reader& r, rail& x) {
     }
 }
 
+// dscp = { 26 = 6, 46 = 5 }: which TC a DSCP value goes to.
+void read_dscp(reader& r, rail& x) {
+    const toml::node* n = r.get("dscp");
+    if (!n) return;
+    const toml::table* t = n->as_table();
+    if (!t) return r.fail(n, "dscp", "must be a table of DSCP = TC, like { 46 = 5 }");
+    for (const auto& [k, v] : *t) {
+        const std::string key(k.str());
+        char* end = nullptr;
+        const long d = std::strtol(key.c_str(), &end, 10);
+        const auto tc = v.value<long long>();
+        if (key.empty() || *end || d < 0 || d > 63) r.fail_at(k.source(), "dscp", "key '" + key + "' is not a DSCP, 0..63");
+        else if (!v.is_integer() || !tc || *tc < 0 || *tc > 7) r.fail(&v, "dscp", "DSCP " + key + ": the TC must be 0..7");
+        else x.dscp_tc.emplace_back(static_cast<unsigned>(d), static_cast<unsigned>(*tc));
+    }
+}
+
 void read_rail(reader& r, rail& x) {
     if (r.string("name", x.name)) {
         if (const std::string e = check_rail_name(x.name); !e.empty()) r.fail(r.get("name"), "name", e);
@@ -321,11 +338,12 @@ void read_rail(reader& r, rail& x) {
         r.rate("rate", x.rate_bps);
         r.integer("burst", 1500, 1ll << 30, x.burst_bytes);
         read_tcs(r, x);
+        read_dscp(r, x);
     } else {
         if (!r.string("device", x.device) || x.device.empty()) r.fail(r.get("device"), "device", "missing (an RDMA device, e.g. mlx5_0)");
         r.integer("port", 1, 255, x.port);
         if (r.has("devargs")) r.fail(r.get("devargs"), "devargs", "applies to transport = \"dpdk\" only");
-        for (const char* k : {"rate", "burst", "tc"})
+        for (const char* k : {"rate", "burst", "tc", "dscp"})
             if (r.has(k))
                 r.fail(r.get(k), k, "applies to transport = \"dpdk\" only (a verbs rail's HCA schedules; set its "
                                     "traffic_class and service_level)");

@@ -10,7 +10,8 @@
 //   [[rail]]  name, transport = "dpdk" | "verbs", devargs (dpdk) or
 //             device + port (verbs), ip, host_ip, mtu, mtu_max, numa,
 //             lcore, traffic_class; dpdk only: rate, burst, [[rail.tc]]
-//             (id, strict | weight, rate, burst); verbs only: gid_index |
+//             (id, strict | weight, rate, burst), dscp = { DSCP = TC, ... };
+//             verbs only: gid_index |
 //             gid_type, path_mtu, service_level, chunk_bytes
 #pragma once
 
@@ -71,6 +72,8 @@ struct rail {
         std::uint64_t burst_bytes = 0;
     };
     std::vector<traffic_class_cfg> tcs;
+    // dscp = { 26 = 6, 46 = 5 }: DSCP -> TC entries over the default DSCP >> 3.
+    std::vector<std::pair<unsigned, unsigned>> dscp_tc;
 };
 
 struct appliance {

@@ -200,6 +200,11 @@ void print_tc(const json& r) {
                 r["shaped"].get<bool>() ? "shaped" : "not shaped", rate_text(r["rate_bps"].get<std::uint64_t>()).c_str(),
                 r["burst_bytes"].get<std::uint64_t>() ? (std::to_string(r["burst_bytes"].get<std::uint64_t>()) + " B").c_str()
                                                         : "default");
+    if (!r["dscp"].empty()) {
+        std::printf("  DSCP -> TC (besides DSCP >> 3):");
+        for (const auto& [d, tc] : r["dscp"].items()) std::printf(" %s->%u", d.c_str(), tc.get<unsigned>());
+        std::printf("\n");
+    }
     std::printf("  %-3s %-7s %-10s %-12s %-12s %-14s %s\n", "TC", "MODE", "RATE", "BURST", "PACKETS", "BYTES", "DROPS");
     for (const json& t : r["tcs"])
         std::printf("  %-3u %-7s %-10s %-12s %-12llu %-14llu %llu\n", t["tc"].get<unsigned>(),

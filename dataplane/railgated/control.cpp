@@ -93,7 +93,11 @@ json control_plane::tc_json(std::size_t i) const {
                        {"packets", c.tc_packets[t].load(std::memory_order_relaxed)},
                        {"bytes", c.tc_bytes[t].load(std::memory_order_relaxed)},
                        {"drops", c.tc_drops[t].load(std::memory_order_relaxed)}});
+    json dscp = json::object(); // entries that differ from DSCP >> 3
+    for (unsigned d = 0; d < 64; ++d)
+        if (rc.tc_map.dscp[d] != d >> 3) dscp[std::to_string(d)] = rc.tc_map.dscp[d];
     return {{"rail", rc.name},
+            {"dscp", dscp},
             {"rate_bps", rc.rate_bps},
             {"burst_bytes", rc.burst_bytes},
             {"shaped", rc.rate_bps != 0 || std::any_of(rc.tcs.begin(), rc.tcs.end(),

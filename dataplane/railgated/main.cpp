@@ -311,6 +311,7 @@ int main(int argc, char** argv) {
         rc.burst_bytes = r.burst_bytes;
         for (const config::rail::traffic_class_cfg& t : r.tcs)
             rc.tcs[t.id] = {t.strict, t.weight, t.rate_bps, t.burst_bytes};
+        for (const auto& [d, tc] : r.dscp_tc) rc.tc_map.set("dscp", d, tc); // validated by config::parse
         cfg.rails.push_back(rc);
     }
     if (idle_set) cfg.idle = idle;

@@ -33,6 +33,7 @@ name = "s0"
 devargs = "net_af_packet0,iface=rgs0,framesz=2048,blocksz=4096,framecnt=1024"
 ip = "198.18.0.1"
 rate = "40Mbit"
+dscp = { 46 = 6 }
 [[rail.tc]]
 id = 0
 weight = 3
@@ -81,6 +82,7 @@ import json, sys
 t = json.load(open(sys.argv[1]))["rails"][0]["tcs"]
 assert t[0]["packets"] > 1000 and t[0]["bytes"] > 1000000 and t[0]["weight"] == 3, t[0]
 assert t[6]["strict"] and t[6]["rate_bps"] == 1000000, t[6]
+assert json.load(open(sys.argv[1]))["rails"][0]["dscp"] == {"46": 6}
 PY
 ctl tc set s0 rate 80Mbit > /dev/null || fail "tc set s0 rate 80Mbit"
 timeout 120 ip netns exec "$w" "$railbench" --transport udp --server 198.18.0.1 --rank 0 --workers 1 --job 2 \

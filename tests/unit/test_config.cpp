@@ -151,6 +151,12 @@ BOOST_AUTO_TEST_CASE(shaping_and_traffic_classes) {
     const std::string v = "[[rail]]\nname = \"v0\"\ntransport = \"verbs\"\ndevice = \"rxe0\"\nip = \"10.0.0.1\"\n";
     BOOST_TEST(only_error(v + "rate = \"1Gbit\"\n").find("rail[0].rate: applies to transport = \"dpdk\" only") !=
                std::string::npos);
+    const config::result m = parse(rail0 + "dscp = { 26 = 6, 46 = 5 }\n");
+    BOOST_TEST_REQUIRE(m.ok());
+    BOOST_TEST(m.cfg.rails[0].dscp_tc.size() == 2u);
+    BOOST_TEST(only_error(rail0 + "dscp = { 64 = 1 }\n") == "t.toml:7:10: rail[0].dscp: key '64' is not a DSCP, 0..63");
+    BOOST_TEST(only_error(rail0 + "dscp = { 46 = 9 }\n") == "t.toml:7:15: rail[0].dscp: DSCP 46: the TC must be 0..7");
+    BOOST_TEST(only_error(rail0 + "dscp = 5\n") == "t.toml:7:8: rail[0].dscp: must be a table of DSCP = TC, like { 46 = 5 }");
     std::uint64_t bps = 0;
     BOOST_TEST((railgate::qos::parse_rate("250Mbit", bps) && bps == 250'000'000ull));
     BOOST_TEST((railgate::qos::parse_rate("1.5gbit", bps) && bps == 1'500'000'000ull));
