@@ -47,7 +47,7 @@ const char* const help_main =
     "  policy show | set rail | set lag [--hash l2|l3l4]\n"
     "  tc list [--rail R] | set R [tc N] rate RATE [burst B] | set R tc N weight W | set R tc N strict\n"
     "  stats [--rail R] [--watch [S]] [--count N]   packets, bytes, aggregations, drops by reason\n"
-    "  latency [--rail R] [--job J] [--worker] [--reset] [--plot FILE.svg]   latency histograms\n"
+    "  latency [--rail R] [--job J] [--worker] [--tc N] [--reset] [--plot FILE.svg]   latency histograms\n"
     "  nccl-env                            NCCL environment matching the rails\n"
     "  --socket PATH   control socket (default $RAILGATE_SOCKET or /run/railgate/railgated.sock)\n"
     "  --json          machine-readable output on every command\n"
@@ -80,7 +80,8 @@ const std::map<std::string, const char*> help_cmd = {
               "  Per rail: packets, bytes, contributions, aggregations, results, drops by reason, and\n"
               "  the XDP program's verdicts on af_xdp rails. --watch repeats every S seconds (1) with\n"
               "  rates, --count stops after N rounds.\n"},
-    {"latency", "usage: railctl latency [--rail R] [--job J] [--worker] [--reset] [--plot FILE.svg]\n"
+    {"latency", "usage: railctl latency [--rail R] [--job J] [--worker] [--tc N] [--reset] [--plot FILE.svg]\n"
+                "  --tc N: how long traffic class N's frames waited in a shaped rail's scheduler.\n"
                 "  railgated's aggregation latency (first contribution to result sent) per chunk, or\n"
                 "  with --worker the chunk round trips workers reported when they left their job:\n"
                 "  min, p50, p90, p99, p99.9, p99.99, max, a perftest-style summary and a bar chart.\n"
@@ -387,6 +388,7 @@ int cmd_latency(const std::vector<std::string>& a) {
         else if (a[i] == "--job" && i + 1 < a.size()) args["job"] = std::stoull(num_arg("job", a[++i]));
         else if (a[i] == "--reset") args["reset"] = true;
         else if (a[i] == "--worker") args["worker"] = true;
+        else if (a[i] == "--tc" && i + 1 < a.size()) args["tc"] = std::stoull(num_arg("tc", a[++i]));
         else if (a[i] == "--plot" && i + 1 < a.size()) plot = a[++i];
         else usage("latency: unexpected '" + a[i] + "'");
     }
@@ -394,7 +396,10 @@ int cmd_latency(const std::vector<std::string>& a) {
     stats::histogram h;
     if (const std::string e = control::histogram_from_json(r["histogram"], h); !e.empty()) throw daemon_error{e};
     const bool worker = r.value("worker", false);
-    const std::string title = std::string(worker ? "worker round trip" : "railgated aggregation latency") + ", rail " +
+    const std::string what = r.contains("tc") ? "traffic class " + std::to_string(r["tc"].get<unsigned>()) + " wait"
+                             : worker        ? std::string("worker round trip")
+                                             : std::string("railgated aggregation latency");
+    const std::string title = what + ", rail " +
                               (r["rail"].is_string() ? r["rail"].get<std::string>() : std::string("all")) +
                               (r.contains("job") ? ", job " + std::to_string(r["job"].get<unsigned long long>()) : "");
     if (!plot.empty()) {
@@ -412,8 +417,9 @@ int cmd_latency(const std::vector<std::string>& a) {
         return print_json(out), 0;
     }
     std::printf("%s (%s)%s\n", title.c_str(),
-                worker ? "contribution sent -> result received, as workers report it"
-                       : "first contribution -> result sent",
+                r.contains("tc") ? "queued -> sent by the rail's scheduler"
+                : worker         ? "contribution sent -> result received, as workers report it"
+                                 : "first contribution -> result sent",
                 r["reset"].get<bool>() ? ", reset" : "");
     if (h.count() == 0) {
         std::printf("no samples\n");

@@ -117,6 +117,7 @@ struct lcore_command {
     // snapshot
     std::optional<std::uint32_t> job;
     bool worker = false;                // the workers' round trips instead of aggregation
+    int tc = -1;                        // a traffic class's wait in the scheduler instead
     bool reset = false;
     stats::histogram* out = nullptr;    // merged into
     // adopt: what JOIN_ACKs advertise and new jobs use from now on
@@ -141,7 +142,12 @@ struct tsc_ns_clock {
     using time_point = std::chrono::time_point<tsc_ns_clock>;
     static constexpr bool is_steady = true;
 };
-using tx_scheduler = qos::scheduler<rte_mbuf*, tsc_ns_clock>;
+// A frame waiting in a traffic class, with when it started to wait.
+struct tx_item {
+    rte_mbuf* m;
+    std::uint64_t enq_tsc;
+};
+using tx_scheduler = qos::scheduler<tx_item, tsc_ns_clock>;
 
 tx_scheduler::options scheduler_options(const rail_static& st) {
     tx_scheduler::options o;
@@ -160,14 +166,17 @@ struct rail_state {
                wire::rail_policy pol)
         : s(st), ctr(st.ctr), agg(lim), k(reduce::best()), ack(ack_body), policy(pol),
           ns_per_tsc(1e9 / static_cast<double>(rte_get_tsc_hz())) {
-        if (tx_scheduler::shapes(scheduler_options(st)))
-            sched = std::make_unique<tx_scheduler>(scheduler_options(st), tx_now());
+        if (tx_scheduler::shapes(scheduler_options(st))) make_scheduler(scheduler_options(st));
     }
     ~rail_state() {
-        if (sched) sched->clear([](rte_mbuf* m) { rte_pktmbuf_free(m); });
+        if (sched) sched->clear([](const tx_item& i) { rte_pktmbuf_free(i.m); });
     }
     rail_state(const rail_state&) = delete;
     rail_state& operator=(const rail_state&) = delete;
+    void make_scheduler(const tx_scheduler::options& o) {
+        sched = std::make_unique<tx_scheduler>(o, tx_now());
+        tc_wait = std::make_unique<std::array<stats::histogram, qos::tc_count>>();
+    }
     tsc_ns_clock::time_point tx_now() const noexcept {
         return tsc_ns_clock::time_point(
             std::chrono::nanoseconds(static_cast<std::int64_t>(static_cast<double>(rte_rdtsc()) * ns_per_tsc)));
@@ -191,6 +200,8 @@ struct rail_state {
     job_latency job_lat;
     std::uint16_t pending_mtu = 0; // lower MTU waiting for larger-chunk jobs to leave
     std::unique_ptr<tx_scheduler> sched; // a shaped rail's traffic classes; null: unshaped
+    // Per TC, how long frames waited in the scheduler (ns); made with sched.
+    std::unique_ptr<std::array<stats::histogram, qos::tc_count>> tc_wait;
     unsigned ntx = 0;
     rte_mbuf* tx[tx_cap];
 };
@@ -205,14 +216,17 @@ unsigned tc_of(const rail_state& rs, const rte_mbuf* m) noexcept {
 
 // Moves what the shaper lets go now from the TC queues to the burst.
 void drain(rail_state& rs) noexcept {
-    const auto now = rs.tx_now();
+    const std::uint64_t tsc = rte_rdtsc();
+    const auto now = tsc_ns_clock::time_point(
+        std::chrono::nanoseconds(static_cast<std::int64_t>(static_cast<double>(tsc) * rs.ns_per_tsc)));
     while (rs.ntx < tx_cap) {
         const auto o = rs.sched->dequeue(now);
         if (!o) break;
-        bump(rs.ctr.tx_bytes, o->item->pkt_len);
+        bump(rs.ctr.tx_bytes, o->item.m->pkt_len);
         bump(rs.ctr.tc_packets[o->tc]);
         bump(rs.ctr.tc_bytes[o->tc], o->bytes);
-        rs.tx[rs.ntx++] = o->item;
+        (*rs.tc_wait)[o->tc].record(static_cast<std::uint64_t>(static_cast<double>(tsc - o->item.enq_tsc) * rs.ns_per_tsc));
+        rs.tx[rs.ntx++] = o->item.m;
     }
 }
 
@@ -232,7 +246,7 @@ void queue_tx(rail_state& rs, rte_mbuf* m) noexcept {
     if (rs.sched) {
         // Ethernet preamble, FCS and gap count against the rate (24 bytes).
         const unsigned tc = tc_of(rs, m);
-        if (!rs.sched->enqueue(tc, m, m->pkt_len + 24)) {
+        if (!rs.sched->enqueue(tc, {m, rte_rdtsc()}, m->pkt_len + 24)) {
             rs.ctr.drop(drop_reason::tc_queue_full);
             bump(rs.ctr.tc_drops[tc]);
             rte_pktmbuf_free(m);
@@ -612,7 +626,9 @@ void maybe_apply_pending_mtu(rail_state& rs) noexcept {
 void run_command(rail_state& rs, lcore_command& c) {
     switch (c.k) {
     case lcore_command::kind::snapshot: {
-        stats::histogram* h = c.job ? rs.job_lat.find(*c.job, c.worker) : c.worker ? &rs.worker_rtt : &rs.lat;
+        stats::histogram* h = c.tc >= 0 ? (rs.tc_wait ? &(*rs.tc_wait)[static_cast<unsigned>(c.tc)] : nullptr)
+                              : c.job ? rs.job_lat.find(*c.job, c.worker)
+                              : c.worker ? &rs.worker_rtt : &rs.lat;
         if (!h) return;
         c.out->merge(*h);
         if (c.reset) h->reset();
@@ -638,7 +654,7 @@ void run_command(rail_state& rs, lcore_command& c) {
         // A scheduler, once there, stays (unshaped it passes everything at
         // once): frames it holds keep their order.
         if (rs.sched) rs.sched->configure(o, rs.tx_now());
-        else if (tx_scheduler::shapes(o)) rs.sched = std::make_unique<tx_scheduler>(o, rs.tx_now());
+        else if (tx_scheduler::shapes(o)) rs.make_scheduler(o);
         return;
     }
     case lcore_command::kind::port_mtu:
@@ -1234,6 +1250,19 @@ std::string daemon::latency(int rail, const std::optional<std::uint32_t>& job, b
     c.rail = rail;
     c.job = job;
     c.worker = worker;
+    c.reset = reset;
+    c.out = &out;
+    return p_->on_lcores(c, rail);
+}
+
+std::string daemon::tc_latency(int rail, unsigned tc, bool reset, stats::histogram& out) {
+    std::lock_guard lock(p_->ctl);
+    if (rail >= static_cast<int>(p_->rails.size())) return "no rail " + std::to_string(rail);
+    if (tc >= qos::tc_count) return "tc " + std::to_string(tc) + " out of range 0..7";
+    lcore_command c;
+    c.k = lcore_command::kind::snapshot;
+    c.rail = rail;
+    c.tc = static_cast<int>(tc);
     c.reset = reset;
     c.out = &out;
     return p_->on_lcores(c, rail);

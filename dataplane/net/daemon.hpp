@@ -126,6 +126,9 @@ public:
     // `worker` the chunk round trips workers reported (RTT_REPORT), merged
     // over every rail (rail < 0) or one; for one job id if given. `reset`
     // clears what was read.
+    // How long frames of traffic class `tc` waited in a shaped rail's
+    // scheduler (every rail when rail < 0), ns; empty on unshaped rails.
+    std::string tc_latency(int rail, unsigned tc, bool reset, stats::histogram& out);
     std::string latency(int rail, const std::optional<std::uint32_t>& job, bool worker, bool reset,
                         stats::histogram& out);
     // Adds a rail while the loops run: hot-plugs `devargs` (a vdev or PCI

@@ -328,15 +328,28 @@ json control_plane::handle(const control::request& r) {
         return ok({{"rails", rails}});
     }
     if (r.command == "latency") {
-        if (!(e = control::check_keys(a, {"rail", "job", "reset", "worker"})).empty()) return fail(e);
+        if (!(e = control::check_keys(a, {"rail", "job", "reset", "worker", "tc"})).empty()) return fail(e);
         int idx = -1;
         if (!(e = find_rail(a, idx, false)).empty()) return fail(e);
-        std::optional<std::uint64_t> job;
+        std::optional<std::uint64_t> job, tc;
         if (!(e = control::get_uint(a, "job", UINT32_MAX, job)).empty()) return fail(e);
+        if (!(e = control::get_uint(a, "tc", 7, tc)).empty()) return fail(e);
         bool reset = false, worker = false;
         if (!(e = control::get_bool(a, "reset", reset)).empty()) return fail(e);
         if (!(e = control::get_bool(a, "worker", worker)).empty()) return fail(e);
         stats::histogram h;
+        if (tc) {
+            if (job || worker) return fail("tc goes alone: a traffic class's wait is per rail, not per job or worker");
+            if (!(e = d_.tc_latency(idx, static_cast<unsigned>(*tc), reset, h)).empty()) return fail(e);
+            return ok({{"what", "traffic class " + std::to_string(*tc) +
+                                    ": time frames waited in the rail's TC scheduler (shaped rails), ns"},
+                       {"worker", false},
+                       {"tc", *tc},
+                       {"rail", idx < 0 ? json("all") : json(d_.rail(static_cast<std::size_t>(idx)).name)},
+                       {"histogram", control::histogram_to_json(h)},
+                       {"chunk_bytes", d_.job_chunk_bytes()},
+                       {"reset", reset}});
+        }
         std::optional<std::uint32_t> j;
         if (job) j = static_cast<std::uint32_t>(*job);
         if (!(e = d_.latency(idx, j, worker, reset, h)).empty()) return fail(e);

@@ -104,5 +104,14 @@ r = json.load(open(sys.argv[1]))["rails"][0]
 assert r["rate_bps"] == 80000000 and r["tcs"][1]["weight"] == 1 and not r["tcs"][1]["strict"], r
 PY
 echo "ok: railctl tc list shows TC 0's traffic; bad tc set refused, nothing changed"
+ctl latency --rail s0 --tc 0 | head -n 4
+ctl --json latency --rail s0 --tc 0 > "$log/lat.json" || fail "railctl latency --tc 0"
+/usr/bin/python3 - "$log/lat.json" <<'PY' || fail "TC 0 wait histogram"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["tc"] == 0 and d["histogram"]["count"] > 1000, d["histogram"]["count"]
+PY
+ctl latency --rail s0 --tc 8 > /dev/null 2>&1 && fail "latency --tc 8 accepted"
+echo "ok: railctl latency --tc 0 has the TC's waits"
 stop_gated
 echo PASS
