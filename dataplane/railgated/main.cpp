@@ -357,8 +357,9 @@ int main(int argc, char** argv) {
             std::printf("railgated: control socket %s (mode %04o)\n", ctl->path().c_str(), app.socket_mode);
         }
         std::unique_ptr<control::metrics_server> metrics;
-        if (!app.metrics.empty() && cp) {
-            metrics = std::make_unique<control::metrics_server>(app.metrics, [&cp] { return cp->prometheus(); });
+        if (!app.metrics.empty()) {
+            metrics = std::make_unique<control::metrics_server>(
+                app.metrics, [&cp, &vp] { return cp ? cp->prometheus() : verbs_prometheus(*vp); });
             std::printf("railgated: metrics on http://%s/metrics\n", app.metrics.c_str());
         }
         std::printf("railgated: ready\n");

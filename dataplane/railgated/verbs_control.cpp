@@ -65,6 +65,36 @@ json verbs_counters_json(const verbs::plane& p, const std::string& only) {
     return rails;
 }
 
+std::string verbs_prometheus(const verbs::plane& p) {
+    std::string o;
+    const auto st = p.status();
+    auto metric = [&](const char* name, const char* type, const char* help) {
+        o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+    };
+    auto sample = [&](const std::string& name, const std::string& labels, std::uint64_t v) {
+        o += name + "{" + labels + "} " + std::to_string(v) + "\n";
+    };
+    metric("railgate_verbs_aggregations_total", "counter", "Verbs rails: slots completed and reduced.");
+    for (std::size_t i = 0; i < st.size(); ++i)
+        sample("railgate_verbs_aggregations_total", "rail=\"" + st[i].name + "\"",
+               p.counters(i).results.load(std::memory_order_relaxed));
+    metric("railgate_verbs_contributions_total", "counter", "Verbs rails: chunks received.");
+    for (std::size_t i = 0; i < st.size(); ++i)
+        sample("railgate_verbs_contributions_total", "rail=\"" + st[i].name + "\"",
+               p.counters(i).contributions.load(std::memory_order_relaxed));
+    metric("railgate_verbs_connections", "gauge", "Verbs rails: worker QPs connected.");
+    for (const verbs::rail_status& v : st) sample("railgate_verbs_connections", "rail=\"" + v.name + "\"", v.connections);
+    metric("railgate_verbs_drops_total", "counter", "Verbs rails: chunks and messages dropped, by reason.");
+    for (std::size_t i = 0; i < st.size(); ++i)
+        for (unsigned r = 0; r < drop_reason_count; ++r)
+            if (const std::uint64_t n = p.counters(i).drops[r].load(std::memory_order_relaxed))
+                sample("railgate_verbs_drops_total",
+                       "rail=\"" + st[i].name + "\",reason=\"" +
+                           std::string(drop_reason_name(static_cast<drop_reason>(r))) + "\"",
+                       n);
+    return o;
+}
+
 json verbs_only_handle(const verbs::plane& p, const config::appliance& cfg,
                        std::chrono::steady_clock::time_point started, const control::request& r) {
     std::string e;
@@ -82,7 +112,7 @@ json verbs_only_handle(const verbs::plane& p, const config::appliance& cfg,
                               {"hash", "l3l4"},
                               {"job_chunk_bytes", st.empty() ? 0u : st[0].chunk_bytes},
                               {"control_socket", cfg.control_socket},
-                              {"metrics", ""}}}, // the Prometheus endpoint serves the DPDK daemon
+                              {"metrics", cfg.metrics}}},
                             {"rails", json::array()},
                             {"verbs_rails", verbs_rails_json(p)}});
     }

@@ -16,6 +16,9 @@ control::json verbs_rails_json(const verbs::plane& p);
 // Counters of every verbs rail, or of the one named `only`.
 control::json verbs_counters_json(const verbs::plane& p, const std::string& only = "");
 
+// The verbs rails' Prometheus metrics (text format 0.0.4).
+std::string verbs_prometheus(const verbs::plane& p);
+
 // status and stats for a verbs-only daemon; other commands are refused with
 // the reason.
 control::json verbs_only_handle(const verbs::plane& p, const config::appliance& cfg,

@@ -23,7 +23,7 @@ trap cleanup EXIT
 ip netns add "$d" && ip netns add "$w" || fail "netns"
 ip link add rgs0 netns "$d" type veth peer name rgs1 netns "$w" || fail "veth"
 ip -n "$w" addr add 198.18.0.10/24 dev rgs1
-ip -n "$d" link set rgs0 up && ip -n "$w" link set rgs1 up && ip -n "$w" link set lo up
+ip -n "$d" link set rgs0 up && ip -n "$w" link set rgs1 up && ip -n "$w" link set lo up && ip -n "$d" link set lo up
 
 cat > "$log/shaped.toml" <<TOML
 [daemon]
@@ -48,7 +48,7 @@ grep -q "bad.toml:6:6: rail\[0\].tc\[0\].id: 9 out of range 0..7" "$log/bad.log"
 "$railgated" -- --config "$log/shaped.toml" --check > "$log/check.log" 2>&1 || fail "--check of the shaped config"
 grep -q "rail s0       shaped: rate 0.040 Gbit/s, TCs 0:w3 6:strict@1Mbit" "$log/check.log" || fail "--check does not show the shaping"
 
-ip netns exec "$d" "$railgated" -- --config "$log/shaped.toml" --socket "$log/ctl.sock" --metrics off \
+ip netns exec "$d" "$railgated" -- --config "$log/shaped.toml" --socket "$log/ctl.sock" --metrics 127.0.0.1:9478 \
   > "$log/railgated.log" 2>&1 &
 gated_pid=$!
 wait_ready "$log/railgated.log"
@@ -113,5 +113,9 @@ assert d["tc"] == 0 and d["histogram"]["count"] > 1000, d["histogram"]["count"]
 PY
 ctl latency --rail s0 --tc 8 > /dev/null 2>&1 && fail "latency --tc 8 accepted"
 echo "ok: railctl latency --tc 0 has the TC's waits"
+ip netns exec "$d" /usr/bin/python3 -c 'import urllib.request; print(urllib.request.urlopen("http://127.0.0.1:9478/metrics", timeout=5).read().decode())' \
+  > "$log/metrics.txt" || fail "metrics endpoint"
+grep -qE '^railgate_tc_bytes_total\{rail="s0",tc="0"\} [1-9][0-9]*$' "$log/metrics.txt" || fail "no per-TC bytes in /metrics"
+echo "ok: /metrics has the per-TC bytes"
 stop_gated
 echo PASS

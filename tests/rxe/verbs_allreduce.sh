@@ -43,5 +43,9 @@ for name in ("v0", "v1"):
     assert r["drops_total"] == 0 and r["qp_errors"] == 0 and r["aborts"] == 0, r
     assert r["joins"] == 12 and r["leaves"] == 12, r
 PY
+python3 -c 'import urllib.request; print(urllib.request.urlopen("http://127.0.0.1:9477/metrics", timeout=10).read().decode())' \
+  > "$WORK/metrics.txt" || { echo "FAIL: metrics endpoint"; exit 1; }
+grep -qE '^railgate_verbs_aggregations_total\{rail="v1"\} [1-9][0-9]*$' "$WORK/metrics.txt" ||
+  { echo "FAIL: no verbs aggregations in /metrics"; cat "$WORK/metrics.txt"; exit 1; }
 kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; exit 1; }
 grep -q "verbs rail v1: connects 12" "$WORK/railgated.log" || { echo "FAIL: no exit stats"; tail "$WORK/railgated.log"; exit 1; }
