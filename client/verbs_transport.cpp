@@ -15,20 +15,14 @@
 namespace railgate::client {
 namespace {
 
-constexpr unsigned ctl_recvs = 32;
-constexpr unsigned ctl_sends = 16;
-constexpr unsigned rq_depth = wire::verbs_max_pool + ctl_recvs;
-constexpr unsigned sq_depth = wire::verbs_max_pool + ctl_sends;
-constexpr std::size_t ctl_bytes = wire::verbs_ctl_bytes;
-
-// Receives carry their buffer index, sends their ledger sequence; the
-// ledger's tag of a send is its kind and index.
-enum class wr_kind : std::uint64_t { recv = 1, ctl_send = 2, chunk = 3, send = 4 };
-constexpr std::uint64_t make_wr_id(wr_kind k, std::uint64_t i) noexcept {
-    return static_cast<std::uint64_t>(k) << 56 | i;
-}
-constexpr wr_kind kind_of(std::uint64_t id) noexcept { return static_cast<wr_kind>(id >> 56); }
-constexpr std::uint64_t index_of(std::uint64_t id) noexcept { return id & ((std::uint64_t{1} << 56) - 1); }
+using verbs::ctl_bytes;
+using verbs::ctl_sends;
+using verbs::index_of;
+using verbs::kind_of;
+using verbs::make_wr_id;
+using verbs::rq_depth;
+using verbs::sq_depth;
+using verbs::wr_kind;
 
 // Waits for a CM event of type `want`; returns "" or why not.
 std::string expect_event(rdma_event_channel* ch, rdma_cm_event_type want, std::chrono::milliseconds timeout,
@@ -259,7 +253,7 @@ unsigned verbs_transport::send(unsigned ri, const tx_msg* msgs, unsigned n) noex
             continue;
         }
         std::memcpy(r.slot_buf(s), m.payload, m.bytes);
-        if (!r.post(make_wr_id(wr_kind::chunk, s), IBV_WR_RDMA_WRITE_WITH_IMM, r.slot_buf(s), m.bytes,
+        if (!r.post(make_wr_id(wr_kind::data, s), IBV_WR_RDMA_WRITE_WITH_IMM, r.slot_buf(s), m.bytes,
                     r.data_mr->lkey, r.peer.addr + std::uint64_t{s} * r.chunk, wire::verbs_imm(m.h.slot, m.h.gen)))
             break;
         r.slots[s].busy = true;
@@ -386,7 +380,7 @@ bool verbs_transport::write_raw(unsigned ri, unsigned slot, std::uint32_t imm, s
     if (ri >= rails_.size()) return false;
     rail& r = *rails_[ri];
     if (!r.have_peer || !r.data_mr || slot >= r.pool || bytes > r.chunk || r.sends.full()) return false;
-    return r.post(make_wr_id(wr_kind::chunk, slot), IBV_WR_RDMA_WRITE_WITH_IMM, r.slot_buf(slot), bytes,
+    return r.post(make_wr_id(wr_kind::data, slot), IBV_WR_RDMA_WRITE_WITH_IMM, r.slot_buf(slot), bytes,
                   r.data_mr->lkey, r.peer.addr + std::uint64_t{slot} * r.chunk, imm);
 }
 

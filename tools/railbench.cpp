@@ -297,7 +297,7 @@ client::worker_options worker_opts(const options& o, unsigned rank) {
 
 // N flows (one-worker jobs) at once under `policy`; returns their total
 // goodput in bit/s, or a negative value on an error or a wrong result.
-double run_flows(const options& o, client::embedded_fabric& fabric, net::daemon& d,
+double run_flows(const options& o, net::daemon& d,
                  std::vector<std::unique_ptr<client::transport>>& ts, wire::rail_policy policy, unsigned n,
                  std::uint32_t job_base) {
     if (std::string e = d.set_policy(policy); !e.empty()) {
@@ -327,7 +327,6 @@ double run_flows(const options& o, client::embedded_fabric& fabric, net::daemon&
         buf[f].resize(count * es);
         bench::fill_input(in[f].data(), count, o.dt, f, o.seed);
     }
-    (void)fabric;
     double total_s = 0;
     for (unsigned it = 0; it < o.warmup + o.iters; ++it) {
         for (unsigned f = 0; f < n; ++f) std::memcpy(buf[f].data(), in[f].data(), count * es);
@@ -383,9 +382,8 @@ int run_lag(const options& o) {
     int rc = 0;
     std::uint32_t job = o.job;
     for (const row& r : rows) {
-        const double bps = run_flows(o, fabric, d, ts, r.p, r.flows, job);
+        const double bps = run_flows(o, d, ts, r.p, r.flows, job);
         job += 100;
-        (void)fabric;
         if (bps < 0) {
             rc = 1;
             break;

@@ -177,10 +177,11 @@ struct rail_state {
         sched = std::make_unique<tx_scheduler>(o, tx_now());
         tc_wait = std::make_unique<std::array<stats::histogram, qos::tc_count>>();
     }
-    tsc_ns_clock::time_point tx_now() const noexcept {
+    tsc_ns_clock::time_point tx_time(std::uint64_t tsc) const noexcept {
         return tsc_ns_clock::time_point(
-            std::chrono::nanoseconds(static_cast<std::int64_t>(static_cast<double>(rte_rdtsc()) * ns_per_tsc)));
+            std::chrono::nanoseconds(static_cast<std::int64_t>(static_cast<double>(tsc) * ns_per_tsc)));
     }
+    tsc_ns_clock::time_point tx_now() const noexcept { return tx_time(rte_rdtsc()); }
 
     rail_static& s;
     rail_counters& ctr;
@@ -217,8 +218,7 @@ unsigned tc_of(const rail_state& rs, const rte_mbuf* m) noexcept {
 // Moves what the shaper lets go now from the TC queues to the burst.
 void drain(rail_state& rs) noexcept {
     const std::uint64_t tsc = rte_rdtsc();
-    const auto now = tsc_ns_clock::time_point(
-        std::chrono::nanoseconds(static_cast<std::int64_t>(static_cast<double>(tsc) * rs.ns_per_tsc)));
+    const auto now = rs.tx_time(tsc);
     while (rs.ntx < tx_cap) {
         const auto o = rs.sched->dequeue(now);
         if (!o) break;

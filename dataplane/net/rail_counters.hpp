@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "dataplane/proto/drop_reason.hpp"
+#include "dataplane/qos/classify.hpp"
 
 namespace railgate::net {
 
@@ -27,7 +28,7 @@ struct alignas(64) rail_counters {
     counter rtt_reports{0};     // RTT_REPORT messages merged
     counter drops[drop_reason_count]{};
     // Shaped rails: what each traffic class sent, and refused (queue full).
-    counter tc_packets[8]{}, tc_bytes[8]{}, tc_drops[8]{};
+    counter tc_packets[qos::tc_count]{}, tc_bytes[qos::tc_count]{}, tc_drops[qos::tc_count]{};
 
     void drop(drop_reason r) noexcept { bump(drops[static_cast<unsigned>(r)]); }
     std::uint64_t total_drops() const noexcept {

@@ -416,22 +416,26 @@ std::string control_plane::prometheus() {
                               d_.rail(i).name.c_str(), std::string(xdp::reason_name(r)).c_str(), (*x)[r]);
                 o += line;
             }
-    metric("railgate_tc_bytes_total", "counter", "Bytes a shaped rail's traffic class sent (wire bytes as shaped).");
-    for (std::size_t i = 0; i < d_.rail_count(); ++i)
-        for (unsigned t = 0; t < qos::tc_count && d_.rail_active(i); ++t)
-            if (const std::uint64_t n = d_.counters(i).tc_bytes[t].load(std::memory_order_relaxed)) {
-                std::snprintf(line, sizeof line, "railgate_tc_bytes_total{rail=\"%s\",tc=\"%u\"} %" PRIu64 "\n",
-                              d_.rail(i).name.c_str(), t, n);
-                o += line;
-            }
-    metric("railgate_tc_drops_total", "counter", "Frames refused by a full traffic-class queue.");
-    for (std::size_t i = 0; i < d_.rail_count(); ++i)
-        for (unsigned t = 0; t < qos::tc_count && d_.rail_active(i); ++t)
-            if (const std::uint64_t n = d_.counters(i).tc_drops[t].load(std::memory_order_relaxed)) {
-                std::snprintf(line, sizeof line, "railgate_tc_drops_total{rail=\"%s\",tc=\"%u\"} %" PRIu64 "\n",
-                              d_.rail(i).name.c_str(), t, n);
-                o += line;
-            }
+    struct tc_field {
+        const char* name;
+        const char* help;
+        const net::counter (net::rail_counters::*c)[qos::tc_count];
+    };
+    static const tc_field tc_fields[] = {
+        {"railgate_tc_bytes_total", "Bytes a shaped rail's traffic class sent (wire bytes as shaped).",
+         &net::rail_counters::tc_bytes},
+        {"railgate_tc_drops_total", "Frames refused by a full traffic-class queue.", &net::rail_counters::tc_drops},
+    };
+    for (const tc_field& f : tc_fields) {
+        metric(f.name, "counter", f.help);
+        for (std::size_t i = 0; i < d_.rail_count(); ++i)
+            for (unsigned t = 0; t < qos::tc_count && d_.rail_active(i); ++t)
+                if (const std::uint64_t n = (d_.counters(i).*f.c)[t].load(std::memory_order_relaxed)) {
+                    std::snprintf(line, sizeof line, "%s{rail=\"%s\",tc=\"%u\"} %" PRIu64 "\n", f.name,
+                                  d_.rail(i).name.c_str(), t, n);
+                    o += line;
+                }
+    }
     if (verbs_) o += verbs_prometheus(*verbs_);
     metric("railgate_rail_mtu", "gauge", "The MTU the rail's port runs at.");
     for (const net::rail_status& s : d_.status()) {

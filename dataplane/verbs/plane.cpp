@@ -19,26 +19,9 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-// Control messages a worker may have in flight on a rail besides its chunks
-// (JOIN retries, REGION, LEAVE, RTT reports), and ours to it.
-constexpr unsigned ctl_recvs = 32;
-constexpr unsigned ctl_sends = 16;
-constexpr unsigned rq_depth = wire::verbs_max_pool + ctl_recvs;
-constexpr unsigned sq_depth = wire::verbs_max_pool + ctl_sends;
-constexpr std::size_t ctl_bytes = wire::verbs_ctl_bytes;
 constexpr auto join_deadline = std::chrono::seconds(10);  // connected, never joined: disconnected
 constexpr auto close_deadline = std::chrono::seconds(2);  // disconnecting: destroyed anyway
 constexpr unsigned cm_poll_passes = 256;                  // a CM poll is a syscall: not every pass
-
-// wr_id: the kind in the top byte, an index below it.
-// Receives carry their buffer index; sends their ledger sequence (their
-// pending_send.wr_id, kind and index, is the ledger's tag for them).
-enum class wr_kind : std::uint64_t { recv = 1, ctl_send = 2, result = 3, send = 4 };
-constexpr std::uint64_t make_wr_id(wr_kind k, std::uint64_t i) noexcept {
-    return static_cast<std::uint64_t>(k) << 56 | i;
-}
-constexpr wr_kind kind_of(std::uint64_t id) noexcept { return static_cast<wr_kind>(id >> 56); }
-constexpr std::uint64_t index_of(std::uint64_t id) noexcept { return id & ((std::uint64_t{1} << 56) - 1); }
 
 void bump(std::atomic<std::uint64_t>& c) noexcept { c.fetch_add(1, std::memory_order_relaxed); }
 
@@ -483,7 +466,7 @@ void plane::rail_state::send_done(conn& c, std::uint64_t wr_id) {
     const std::uint64_t idx = index_of(wr_id);
     if (kind_of(wr_id) == wr_kind::ctl_send) {
         --c.ctl_busy;
-    } else if (kind_of(wr_id) == wr_kind::result) {
+    } else if (kind_of(wr_id) == wr_kind::data) {
         --jobs[idx].outstanding;
         maybe_free(static_cast<unsigned>(idx));
     }
@@ -853,7 +836,7 @@ void plane::rail_state::complete_slot(unsigned j, unsigned slot) {
     for (unsigned r = 0; r < x.world; ++r) {
         conn& m = *x.members[r];
         ++x.outstanding;
-        post_send(m, {make_wr_id(wr_kind::result, j), IBV_WR_RDMA_WRITE_WITH_IMM, reinterpret_cast<std::uintptr_t>(dst),
+        post_send(m, {make_wr_id(wr_kind::data, j), IBV_WR_RDMA_WRITE_WITH_IMM, reinterpret_cast<std::uintptr_t>(dst),
                       s.bytes, x.results_mr->lkey, m.peer.addr + off, m.peer.rkey, imm});
     }
 }

@@ -17,7 +17,28 @@
 #include <memory>
 #include <string>
 
+#include "dataplane/proto/wire.hpp"
+
 namespace railgate::verbs {
+
+// Queue sizing both ends share: a receive for every slot in flight
+// (verbs_max_pool) plus control messages (JOIN retries, REGION, LEAVE, RTT
+// reports) one way, and room for the control messages sent the other.
+inline constexpr unsigned ctl_recvs = 32;
+inline constexpr unsigned ctl_sends = 16;
+inline constexpr unsigned rq_depth = wire::verbs_max_pool + ctl_recvs;
+inline constexpr unsigned sq_depth = wire::verbs_max_pool + ctl_sends;
+inline constexpr std::size_t ctl_bytes = wire::verbs_ctl_bytes;
+
+// Work request ids: the kind in the top byte, an index below. Receives
+// carry their buffer index, posted sends their send_ledger sequence; the
+// ledger's tag of a send is its kind (ctl_send, data) and index.
+enum class wr_kind : std::uint64_t { recv = 1, ctl_send = 2, data = 3, send = 4 };
+constexpr std::uint64_t make_wr_id(wr_kind k, std::uint64_t i) noexcept {
+    return static_cast<std::uint64_t>(k) << 56 | i;
+}
+constexpr wr_kind kind_of(std::uint64_t id) noexcept { return static_cast<wr_kind>(id >> 56); }
+constexpr std::uint64_t index_of(std::uint64_t id) noexcept { return id & ((std::uint64_t{1} << 56) - 1); }
 
 struct qp_settings {
     int gid_index = -1;          // -1: automatic (below)

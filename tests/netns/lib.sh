@@ -34,3 +34,15 @@ stop_gated() {
   gated_pid=
   [ $rc -eq 0 ] || fail "railgated exit status $rc"
 }
+
+# On exit: kill railgated if it still runs, delete the namespaces given and
+# remove the paths given (logs, DPDK runtime dirs).
+#   trap 'cleanup_netns "ns1 ns2" "$dir /var/run/dpdk/$prefix"' EXIT
+cleanup_netns() { # "NAMESPACES" "PATHS"
+  [ -n "${gated_pid:-}" ] && kill -9 "$gated_pid" 2>/dev/null
+  wait 2>/dev/null
+  local n
+  for n in $1; do ip netns del "$n" 2>/dev/null; done
+  # shellcheck disable=SC2086
+  rm -rf $2
+}

@@ -13,13 +13,7 @@ require_netns
 ns=rglat$$ dir=$(mktemp -d) prefix=rglat$$
 log=$dir
 gated_pid=
-cleanup() {
-  [ -n "$gated_pid" ] && kill -9 "$gated_pid" 2>/dev/null
-  wait 2>/dev/null
-  ip netns del "$ns" 2>/dev/null
-  rm -rf "$dir" "/var/run/dpdk/$prefix"
-}
-trap cleanup EXIT
+trap 'cleanup_netns "$ns" "$dir /var/run/dpdk/$prefix"' EXIT
 ip netns add "$ns" || fail "netns"
 ip netns exec "$ns" ip link set lo up
 ip netns exec "$ns" "$railgated" -l 0-1 --no-huge --no-pci -m 512 --file-prefix "$prefix" --log-level lib.eal:error \

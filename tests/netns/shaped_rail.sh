@@ -13,13 +13,7 @@ require_netns
 d=rgsd$$ w=rgsw$$ log=$(mktemp -d)
 chmod 755 "$log"
 gated_pid=
-cleanup() {
-  [ -n "$gated_pid" ] && kill "$gated_pid" 2>/dev/null && wait "$gated_pid" 2>/dev/null
-  ip netns del "$d" 2>/dev/null
-  ip netns del "$w" 2>/dev/null
-  rm -rf "$log"
-}
-trap cleanup EXIT
+trap 'cleanup_netns "$d $w" "$log"' EXIT
 ip netns add "$d" && ip netns add "$w" || fail "netns"
 ip link add rgs0 netns "$d" type veth peer name rgs1 netns "$w" || fail "veth"
 ip -n "$w" addr add 198.18.0.10/24 dev rgs1

@@ -7,16 +7,7 @@
 #    keeps running, and the next job completes.
 #   verbs_faults.sh RXE_VM BUILD_DIR
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
-if [ "${1:-}" != --guest ]; then
-  rxe_vm=$1 build=$2
-  command -v qemu-system-x86_64 > /dev/null && ls /boot/vmlinuz-* > /dev/null 2>&1 ||
-    { echo "SKIP: no QEMU or no guest kernel (tools/setup.sh deps installs them)"; exit 77; }
-  "$rxe_vm" --timeout 500 -- bash "$here/verbs_faults.sh" --guest "$build"
-  rc=$?
-  [ $rc -eq 0 ] && echo PASS || echo "FAIL: guest exit $rc"
-  exit $rc
-fi
+. "$(dirname "$0")/host.sh" "$0" "$@"
 BUILD=$2 WORK=$(mktemp -d)
 . "$here/lib.sh"
 
