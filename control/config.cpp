@@ -15,6 +15,7 @@
 #define TOML_ENABLE_FORMATTERS 0
 #include <toml++/toml.h>
 
+#include "dataplane/net/fib.hpp"
 #include "dataplane/qos/classify.hpp"
 
 namespace railgate::config {
@@ -306,21 +307,38 @@ void read_tcs(reader& r, rail& x) {
     }
 }
 
-// dscp = { 26 = 6, 46 = 5 }: which TC a DSCP value goes to.
-void read_dscp(reader& r, rail& x) {
-    const toml::node* n = r.get("dscp");
+// dscp = { 26 = 6, 46 = 5 } (and pcp, sl): which TC a DSCP, VLAN PCP or
+// IB service level goes to.
+void read_tc_table(reader& r, const char* field, unsigned max, const char* example,
+                   std::vector<std::pair<unsigned, unsigned>>& out) {
+    const toml::node* n = r.get(field);
     if (!n) return;
     const toml::table* t = n->as_table();
-    if (!t) return r.fail(n, "dscp", "must be a table of DSCP = TC, like { 46 = 5 }");
+    std::string what = field;
+    for (char& c : what) c = static_cast<char>(c - 'a' + 'A');
+    if (!t) return r.fail(n, field, "must be a table of " + what + " = TC, like " + example);
     for (const auto& [k, v] : *t) {
         const std::string key(k.str());
         char* end = nullptr;
         const long d = std::strtol(key.c_str(), &end, 10);
         const auto tc = v.value<long long>();
-        if (key.empty() || *end || d < 0 || d > 63) r.fail_at(k.source(), "dscp", "key '" + key + "' is not a DSCP, 0..63");
-        else if (!v.is_integer() || !tc || *tc < 0 || *tc > 7) r.fail(&v, "dscp", "DSCP " + key + ": the TC must be 0..7");
-        else x.dscp_tc.emplace_back(static_cast<unsigned>(d), static_cast<unsigned>(*tc));
+        if (key.empty() || *end || d < 0 || d > static_cast<long>(max))
+            r.fail_at(k.source(), field, "key '" + key + "' is not a " + what + ", 0.." + std::to_string(max));
+        else if (!v.is_integer() || !tc || *tc < 0 || *tc > 7) r.fail(&v, field, what + " " + key + ": the TC must be 0..7");
+        else out.emplace_back(static_cast<unsigned>(d), static_cast<unsigned>(*tc));
     }
+}
+
+// [[route]] prefix = "10.2.0.0/24", rail = "r1", via = "10.2.0.254"
+void read_route(reader& r, appliance& a) {
+    route x;
+    if (!r.string("prefix", x.prefix_text)) r.fail(nullptr, "prefix", "missing (like \"10.2.0.0/24\")");
+    else if (const std::string e = net::parse_prefix(x.prefix_text, x.prefix, x.len); !e.empty())
+        r.fail(r.get("prefix"), "prefix", e);
+    if (!r.string("rail", x.rail)) r.fail(nullptr, "rail", "missing (the rail the prefix is reached by)");
+    if (r.has("via")) r.ipv4("via", x.via);
+    r.reject_unknown();
+    a.routes.push_back(std::move(x));
 }
 
 void read_rail(reader& r, rail& x) {
@@ -338,12 +356,15 @@ void read_rail(reader& r, rail& x) {
         r.rate("rate", x.rate_bps);
         r.integer("burst", 1500, 1ll << 30, x.burst_bytes);
         read_tcs(r, x);
-        read_dscp(r, x);
+        read_tc_table(r, "dscp", 63, "{ 46 = 5 }", x.dscp_tc);
+        read_tc_table(r, "pcp", 7, "{ 3 = 6 }", x.pcp_tc);
+        if (r.has("sl")) r.fail(r.get("sl"), "sl", "applies to transport = \"verbs\" only (dpdk rails: dscp, pcp)");
     } else {
         if (!r.string("device", x.device) || x.device.empty()) r.fail(r.get("device"), "device", "missing (an RDMA device, e.g. mlx5_0)");
         r.integer("port", 1, 255, x.port);
         if (r.has("devargs")) r.fail(r.get("devargs"), "devargs", "applies to transport = \"dpdk\" only");
-        for (const char* k : {"rate", "burst", "tc", "dscp"})
+        read_tc_table(r, "sl", 15, "{ 3 = 6 }", x.sl_tc);
+        for (const char* k : {"rate", "burst", "tc", "dscp", "pcp"})
             if (r.has(k))
                 r.fail(r.get(k), k, "applies to transport = \"dpdk\" only (a verbs rail's HCA schedules; set its "
                                     "traffic_class and service_level)");
@@ -440,6 +461,17 @@ result parse(std::string_view text, const std::string& file) {
             }
         }
     }
+    if (const toml::node* n = top.get("route")) {
+        const toml::array* arr = n->as_array();
+        if (!arr || !arr->is_array_of_tables()) {
+            top.fail(n, "route", "must be an array of tables ([[route]])");
+        } else {
+            for (std::size_t i = 0; i < arr->size(); ++i) {
+                reader r(*arr->get(i)->as_table(), "route[" + std::to_string(i) + "]", file, res.errors);
+                read_route(r, a);
+            }
+        }
+    }
     top.reject_unknown();
 
     // Rules across fields.
@@ -456,6 +488,20 @@ result parse(std::string_view text, const std::string& file) {
     }
     for (rail& x : a.rails)
         if (!x.mtu_max) x.mtu_max = std::max(x.mtu, 9000u);
+    const toml::array* routes = root.get("route") ? root.get("route")->as_array() : nullptr;
+    std::set<std::pair<std::uint32_t, unsigned>> prefixes;
+    for (std::size_t i = 0; routes && i < a.routes.size(); ++i) {
+        const route& rt = a.routes[i];
+        reader r(*routes->get(i)->as_table(), "route[" + std::to_string(i) + "]", file, res.errors);
+        const auto x = std::find_if(a.rails.begin(), a.rails.end(), [&](const rail& y) { return y.name == rt.rail; });
+        if (!rt.rail.empty() && x == a.rails.end()) r.fail(r.get("rail"), "rail", "no rail '" + rt.rail + "'");
+        else if (x != a.rails.end() && x->transport != transport::dpdk)
+            r.fail(r.get("rail"), "rail", "'" + rt.rail + "' is a verbs rail; routes leave by dpdk rails");
+        if (rt.prefix_text.size() && !prefixes.insert({rt.prefix, rt.len}).second)
+            r.fail(r.get("prefix"), "prefix", rt.prefix_text + " is routed twice");
+        for (const rail& y : a.rails)
+            if (rt.via && y.ip == rt.via) r.fail(r.get("via"), "via", "is rail " + y.name + "'s own address");
+    }
     return res;
 }
 

@@ -10,9 +10,10 @@
 //   [[rail]]  name, transport = "dpdk" | "verbs", devargs (dpdk) or
 //             device + port (verbs), ip, host_ip, mtu, mtu_max, numa,
 //             lcore, traffic_class; dpdk only: rate, burst, [[rail.tc]]
-//             (id, strict | weight, rate, burst), dscp = { DSCP = TC, ... };
-//             verbs only: gid_index |
-//             gid_type, path_mtu, service_level, chunk_bytes
+//             (id, strict | weight, rate, burst), dscp = { DSCP = TC, ... },
+//             pcp = { PCP = TC, ... }; verbs only: gid_index | gid_type,
+//             path_mtu, service_level, chunk_bytes, sl = { SL = TC, ... }
+//   [[route]] prefix = "A.B.C.D/N", rail, via (gateway forwarding)
 #pragma once
 
 #include <cstdint>
@@ -72,8 +73,19 @@ struct rail {
         std::uint64_t burst_bytes = 0;
     };
     std::vector<traffic_class_cfg> tcs;
-    // dscp = { 26 = 6, 46 = 5 }: DSCP -> TC entries over the default DSCP >> 3.
-    std::vector<std::pair<unsigned, unsigned>> dscp_tc;
+    // dscp = { 26 = 6, 46 = 5 }: DSCP -> TC entries over the default DSCP >> 3;
+    // pcp (dpdk, 802.1Q-tagged frames) and sl (verbs) likewise over PCP = TC
+    // and SL & 7.
+    std::vector<std::pair<unsigned, unsigned>> dscp_tc, pcp_tc, sl_tc;
+};
+
+// [[route]]: gateway forwarding of a prefix by a dpdk rail.
+struct route {
+    std::string prefix_text; // as written
+    std::uint32_t prefix = 0;
+    unsigned len = 0;
+    std::string rail;
+    std::uint32_t via = 0;   // next hop; 0: the destination is on the rail's link
 };
 
 struct appliance {
@@ -90,6 +102,7 @@ struct appliance {
     policy_mode policy = policy_mode::rail;
     lag_hash hash = lag_hash::l3l4;
     std::vector<config::rail> rails;
+    std::vector<config::route> routes;
 };
 
 // One problem, located.

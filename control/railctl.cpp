@@ -46,6 +46,7 @@ const char* const help_main =
     "  gid list [R]                        GID tables, like show_gids; DPDK rails' MAC and IPv4\n"
     "  policy show | set rail | set lag [--hash l2|l3l4]\n"
     "  tc list [--rail R] | set R [tc N] rate RATE [burst B] | set R tc N weight W | set R tc N strict\n"
+    "  route list | add PREFIX R [via IP] | del PREFIX   the gateway's routes\n"
     "  stats [--rail R] [--watch [S]] [--count N]   packets, bytes, aggregations, drops by reason\n"
     "  latency [--rail R] [--job J] [--worker] [--tc N] [--reset] [--plot FILE.svg]   latency histograms\n"
     "  nccl-env                            NCCL environment matching the rails\n"
@@ -73,7 +74,16 @@ const std::map<std::string, const char*> help_cmd = {
            "       railctl tc set R tc N rate RATE [burst BYTES]   cap traffic class N (0..7)\n"
            "       railctl tc set R tc N weight W                  ETS share, 1..100 (a minimum under contention)\n"
            "       railctl tc set R tc N strict                    strict priority (cap it)\n"
-           "  DPDK rails only; frames are classified by IPv4 DSCP >> 3. Applies at once; queued frames stay.\n"},
+           "  DPDK rails only; frames are classified by VLAN PCP when tagged, else IPv4 DSCP >> 3\n"
+           "  (the config's dscp and pcp tables override). Applies at once; queued frames stay.\n"},
+    {"route", "usage: railctl route list\n"
+              "       railctl route add PREFIX R [via IP]   e.g. route add 10.2.0.0/24 r1 via 10.2.0.254\n"
+              "       railctl route del PREFIX\n"
+              "  Gateway forwarding: IPv4 sent to a rail's MAC for another address leaves by the rail\n"
+              "  of the longest matching prefix (TTL - 1, through that rail's traffic classes), to the\n"
+              "  next hop `via` or, without it, to the destination on the rail's link. railgated\n"
+              "  resolves next hops with ARP and sends ICMP time exceeded / unreachable / frag needed.\n"
+              "  Applies at once on every lcore.\n"},
     {"policy", "usage: railctl policy show\n       railctl policy set rail\n       railctl policy set lag [--hash l2|l3l4]\n"
                "  Applies to jobs that join from now on; running jobs keep theirs.\n"},
     {"stats", "usage: railctl stats [--rail R] [--watch [S]] [--count N]\n"
@@ -201,9 +211,10 @@ void print_tc(const json& r) {
                 r["shaped"].get<bool>() ? "shaped" : "not shaped", rate_text(r["rate_bps"].get<std::uint64_t>()).c_str(),
                 r["burst_bytes"].get<std::uint64_t>() ? (std::to_string(r["burst_bytes"].get<std::uint64_t>()) + " B").c_str()
                                                         : "default");
-    if (!r["dscp"].empty()) {
-        std::printf("  DSCP -> TC (besides DSCP >> 3):");
-        for (const auto& [d, tc] : r["dscp"].items()) std::printf(" %s->%u", d.c_str(), tc.get<unsigned>());
+    for (const char* f : {"dscp", "pcp"}) {
+        if (!r.contains(f) || r[f].empty()) continue;
+        std::printf("  %s -> TC (besides the default):", f[0] == 'd' ? "DSCP" : "PCP");
+        for (const auto& [d, tc] : r[f].items()) std::printf(" %s->%u", d.c_str(), tc.get<unsigned>());
         std::printf("\n");
     }
     std::printf("  %-3s %-7s %-10s %-12s %-12s %-14s %s\n", "TC", "MODE", "RATE", "BURST", "PACKETS", "BYTES", "DROPS");
@@ -249,6 +260,39 @@ int cmd_tc(const std::vector<std::string>& a) {
     if (json_out) return print_json(r), 0;
     print_tc(r);
     return 0;
+}
+
+int cmd_route(const std::vector<std::string>& a) {
+    if (a.empty()) usage("route needs list, add or del");
+    if (a[0] == "list") {
+        if (a.size() != 1) usage("route list takes no arguments");
+        const json r = call("route.list");
+        if (json_out) return print_json(r), 0;
+        std::printf("%-20s %-10s %s\n", "PREFIX", "RAIL", "VIA");
+        for (const json& x : r["routes"])
+            std::printf("%-20s %-10s %s\n", x["prefix"].get<std::string>().c_str(), x["rail"].get<std::string>().c_str(),
+                        x["via"].get<std::string>().c_str());
+        return 0;
+    }
+    json args = json::object();
+    if (a[0] == "add") {
+        if (a.size() != 3 && !(a.size() == 5 && a[3] == "via")) usage("route add PREFIX R [via IP]");
+        args = {{"prefix", a[1]}, {"rail", a[2]}};
+        if (a.size() == 5) args["via"] = a[4];
+        const json r = call("route.add", args);
+        if (json_out) return print_json(r), 0;
+        std::printf("route %s by rail %s via %s\n", r["added"].get<std::string>().c_str(),
+                    r["rail"].get<std::string>().c_str(), r["via"].get<std::string>().c_str());
+        return 0;
+    }
+    if (a[0] == "del") {
+        if (a.size() != 2) usage("route del PREFIX");
+        const json r = call("route.del", {{"prefix", a[1]}});
+        if (json_out) return print_json(r), 0;
+        std::printf("route %s deleted\n", r["deleted"].get<std::string>().c_str());
+        return 0;
+    }
+    usage("route: unknown '" + a[0] + "' (list, add, del)");
 }
 
 int cmd_rail(const std::vector<std::string>& a) {
@@ -546,6 +590,7 @@ int main(int argc, char** argv) {
         if (cmd == "rail") return cmd_rail(args);
         if (cmd == "policy") return cmd_policy(args);
         if (cmd == "tc") return cmd_tc(args);
+        if (cmd == "route") return cmd_route(args);
         if (cmd == "stats") return cmd_stats(args);
         if (cmd == "latency") return cmd_latency(args);
         if (cmd == "gid") return cmd_gid(args);

@@ -26,11 +26,14 @@
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
+#include <rte_ring.h>
+#include <rte_errno.h>
 
 #include "dataplane/agg/aggregator.hpp"
 #include "dataplane/bpf/xdp_steer.hpp"
 #include "dataplane/engine/placement.hpp"
 #include "dataplane/net/eal.hpp"
+#include "dataplane/net/fib.hpp"
 #include "dataplane/net/topology.hpp"
 #include "dataplane/proto/frame.hpp"
 #include "dataplane/proto/parse.hpp"
@@ -67,6 +70,7 @@ struct rail_static {
     rte_device* device = nullptr;
     rte_mempool* pool = nullptr;     // full-size frames
     rte_mempool* hdr_pool = nullptr; // result headers and indirect clones
+    rte_ring* fwd = nullptr;         // gateway: datagrams routed out of this rail (MP/SC)
     rail_counters ctr;
     std::string driver;
     std::string ifname;                      // kernel interface behind the port, if any
@@ -110,9 +114,11 @@ struct job_latency {
     }
 };
 
+struct fib;
+
 // A request from the control plane to one lcore, run between bursts.
 struct lcore_command {
-    enum class kind : std::uint8_t { snapshot, adopt, port_mtu, attach, detach, shaping } k = kind::snapshot;
+    enum class kind : std::uint8_t { snapshot, adopt, port_mtu, attach, detach, shaping, routes } k = kind::snapshot;
     int rail = -1;                      // rail index; -1: every rail of the lcore
     // snapshot
     std::optional<std::uint32_t> job;
@@ -130,6 +136,8 @@ struct lcore_command {
     // shaping
     std::uint64_t rate_bps = 0, burst_bytes = 0;
     std::array<qos::tc_config, qos::tc_count> tcs{};
+    // routes: the table from now on (null: no gateway)
+    const fib* routes = nullptr;
     std::string err;                    // filled by the lcore
 };
 
@@ -159,6 +167,66 @@ tx_scheduler::options scheduler_options(const rail_static& st) {
     return o;
 }
 
+// The gateway's routes as the lcores read them: built by the control plane,
+// replaced whole (lcore_command::routes), never changed in place.
+struct fib {
+    struct hop {
+        rail_static* out;
+        std::uint32_t via; // 0: the destination is on the out rail's link
+    };
+    lpm_table table; // prefix -> index in hops
+    std::vector<hop> hops;
+};
+
+// A rail's next hops (the gateway's ARP cache), owned by the rail's lcore.
+// Open addressing over a window of `window` slots; entries are overwritten,
+// never emptied, so a lookup stops at the first unused slot. Frames for an
+// unresolved next hop wait (at most `hold`) while ARP asks up to
+// `max_asks` times, a second apart; then they are dropped and counted.
+struct neighbour_table {
+    static constexpr unsigned size = 1024, window = 8, hold = 8, max_asks = 3;
+    struct entry {
+        std::uint32_t ip = 0;
+        bool used = false, resolved = false;
+        std::uint8_t asks = 0, nheld = 0;
+        frame::mac_addr mac;
+        std::uint64_t asked_tsc = 0;
+        rte_mbuf* held[hold];
+    };
+    std::array<entry, size> e{};
+    unsigned waiting = 0;       // entries holding frames
+    std::uint64_t swept_tsc = 0;
+
+    static std::size_t home(std::uint32_t ip) noexcept { return (ip * 0x9E3779B1u) >> 22; }
+    entry* find(std::uint32_t ip) noexcept {
+        for (std::size_t k = 0, i = home(ip); k < window; ++k, i = (i + 1) % size) {
+            if (!e[i].used) return nullptr;
+            if (e[i].ip == ip) return &e[i];
+        }
+        return nullptr;
+    }
+    // The entry of ip, made if needed by taking a free slot or one that
+    // holds no frames; null when the whole window waits for ARP.
+    entry* get(std::uint32_t ip) noexcept {
+        entry* victim = nullptr;
+        for (std::size_t k = 0, i = home(ip); k < window; ++k, i = (i + 1) % size) {
+            entry& x = e[i];
+            if (x.used && x.ip == ip) return &x;
+            if (!x.used) {
+                victim = &x;
+                break;
+            }
+            if (!victim && !x.nheld) victim = &x;
+        }
+        if (victim) {
+            *victim = entry{};
+            victim->ip = ip;
+            victim->used = true;
+        }
+        return victim;
+    }
+};
+
 // Everything one rail's lcore touches per packet; built on that lcore so
 // that it lives on its NUMA node.
 struct rail_state {
@@ -170,6 +238,15 @@ struct rail_state {
     }
     ~rail_state() {
         if (sched) sched->clear([](const tx_item& i) { rte_pktmbuf_free(i.m); });
+        drop_held();
+    }
+    // Frames waiting for ARP (when the gateway stops, and at the end).
+    void drop_held() noexcept {
+        for (auto& e : neigh.e) {
+            for (unsigned i = 0; i < e.nheld; ++i) rte_pktmbuf_free(e.held[i]);
+            e.nheld = 0;
+        }
+        neigh.waiting = 0;
     }
     rail_state(const rail_state&) = delete;
     rail_state& operator=(const rail_state&) = delete;
@@ -205,13 +282,27 @@ struct rail_state {
     std::unique_ptr<std::array<stats::histogram, qos::tc_count>> tc_wait;
     unsigned ntx = 0;
     rte_mbuf* tx[tx_cap];
+    // Gateway: the routes (null: not a gateway), this rail's next hops,
+    // the current burst's routed datagrams by out ring, and when it last
+    // sent an ICMP error (at most one per millisecond).
+    const fib* routes = nullptr;
+    neighbour_table neigh;
+    struct routed {
+        rte_ring* ring;
+        rte_mbuf* m;
+    };
+    unsigned nrouted = 0;
+    routed out[rx_burst];
+    std::uint64_t icmp_tsc = 0;
 };
 
-// The traffic class of a frame railgated sends: its IPv4 DSCP through the
-// rail's table; anything else (ARP) is TC 0.
+// The traffic class of a frame railgated sends: a tagged frame's VLAN PCP,
+// else its IPv4 DSCP, through the rail's tables; anything else (ARP) is TC 0.
 unsigned tc_of(const rail_state& rs, const rte_mbuf* m) noexcept {
     const auto* p = rte_pktmbuf_mtod(m, const std::uint8_t*);
-    if (m->data_len < 16 || p[12] != 0x08 || p[13] != 0x00) return 0;
+    if (m->data_len < 16) return 0;
+    if (p[12] == 0x81 && p[13] == 0x00) return rs.s.cfg.tc_map.from_pcp(static_cast<std::uint8_t>(p[14] >> 5));
+    if (p[12] != 0x08 || p[13] != 0x00) return 0;
     return rs.s.cfg.tc_map.from_tos(p[15]);
 }
 
@@ -479,6 +570,171 @@ void handle_rtt_report(rail_state& rs, rte_mbuf* m, const wire::header& h,
     rte_pktmbuf_free(m);
 }
 
+// ---- Gateway forwarding ---------------------------------------------------
+
+inline std::uint32_t be32_at(const std::uint8_t* p) noexcept {
+    return std::uint32_t{p[0]} << 24 | std::uint32_t{p[1]} << 16 | std::uint32_t{p[2]} << 8 | p[3];
+}
+
+// An ICMP error about the datagram in m, back on the rail it came in by, to
+// the neighbour that sent it. At most one per millisecond per rail.
+void send_icmp_error(rail_state& rs, const rte_mbuf* m, const frame::info& fi, std::uint8_t type,
+                     std::uint8_t code, std::uint16_t mtu) noexcept {
+    if (fi.l3_offset != frame::eth_bytes) return; // tagged: the VLAN is not ours to answer in
+    const std::uint64_t now = rs.burst_tsc;
+    if (now - rs.icmp_tsc < rte_get_tsc_hz() / 1000) return;
+    rte_mbuf* e = rte_pktmbuf_alloc(rs.s.pool);
+    if (!e) return rs.ctr.drop(drop_reason::no_mbuf);
+    const auto* p = rte_pktmbuf_mtod(m, const std::uint8_t*);
+    frame::mac_addr to;
+    std::memcpy(to.b, p + 6, 6);
+    auto* o = reinterpret_cast<std::uint8_t*>(rte_pktmbuf_append(e, frame::icmp_error_max));
+    const std::size_t len = frame::write_icmp_error(o, rs.s.self, to, p + fi.l3_offset, m->data_len - fi.l3_offset,
+                                                    type, code, mtu);
+    if (!len) {
+        rte_pktmbuf_free(e);
+        return;
+    }
+    rte_pktmbuf_trim(e, static_cast<std::uint16_t>(frame::icmp_error_max - len));
+    rs.icmp_tsc = now;
+    bump(rs.ctr.icmp_errors);
+    queue_tx(rs, e);
+}
+
+// A datagram for another address, received on rs: looked up, its TTL
+// decremented, and handed to the out rail's lcore with its next hop.
+void route(rail_state& rs, rte_mbuf* m, const frame::info& fi) noexcept {
+    if (!rs.routes) return free_drop(rs, m, drop_reason::ip_not_ours);
+    std::uint8_t* ip = rte_pktmbuf_mtod(m, std::uint8_t*) + fi.l3_offset;
+    const std::uint32_t dst = be32_at(ip + 16);
+    const std::optional<std::uint32_t> h = rs.routes->table.lookup(dst);
+    if (!h) {
+        send_icmp_error(rs, m, fi, 3, 0, 0); // network unreachable
+        return free_drop(rs, m, drop_reason::no_route);
+    }
+    const fib::hop& hop = rs.routes->hops[*h];
+    if (ip[8] <= 1) {
+        send_icmp_error(rs, m, fi, 11, 0, 0);
+        return free_drop(rs, m, drop_reason::ttl_expired);
+    }
+    const std::uint16_t mtu = hop.out->mtu_now.load(std::memory_order_relaxed);
+    if (fi.l4_len > mtu) {
+        if (ip[6] & 0x40) send_icmp_error(rs, m, fi, 3, 4, mtu); // DF: fragmentation needed
+        return free_drop(rs, m, drop_reason::fwd_too_big);
+    }
+    // TTL - 1, and the checksum updated for it (RFC 1624: HC' = ~(~HC + ~m + m')).
+    const std::uint16_t old_word = static_cast<std::uint16_t>(ip[8] << 8 | ip[9]);
+    --ip[8];
+    const std::uint16_t new_word = static_cast<std::uint16_t>(ip[8] << 8 | ip[9]);
+    std::uint32_t sum = static_cast<std::uint16_t>(~(ip[10] << 8 | ip[11])) + static_cast<std::uint16_t>(~old_word) + new_word;
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    const auto ck = static_cast<std::uint16_t>(~sum);
+    ip[10] = static_cast<std::uint8_t>(ck >> 8);
+    ip[11] = static_cast<std::uint8_t>(ck);
+    // Ethernet padding of a short frame does not travel on.
+    const std::uint32_t frame_len = fi.l3_offset + fi.l4_len;
+    if (m->pkt_len > frame_len) rte_pktmbuf_trim(m, static_cast<std::uint16_t>(m->pkt_len - frame_len));
+    m->hash.usr = hop.via ? hop.via : dst;
+    rs.out[rs.nrouted++] = {hop.out->fwd, m};
+}
+
+// Hands the burst's routed datagrams to their out rails' rings, one bulk
+// enqueue per ring.
+void flush_routed(rail_state& rs) noexcept {
+    rte_mbuf* batch[rx_burst];
+    for (unsigned i = 0; i < rs.nrouted; ++i) {
+        rte_ring* ring = rs.out[i].ring;
+        if (!ring) continue;
+        unsigned n = 0;
+        for (unsigned j = i; j < rs.nrouted; ++j)
+            if (rs.out[j].ring == ring) {
+                batch[n++] = rs.out[j].m;
+                rs.out[j].ring = nullptr;
+            }
+        const unsigned put = rte_ring_enqueue_burst(ring, reinterpret_cast<void**>(batch), n, nullptr);
+        for (unsigned k = put; k < n; ++k) free_drop(rs, batch[k], drop_reason::fwd_queue_full);
+    }
+    rs.nrouted = 0;
+}
+
+// A routed datagram leaves: Ethernet addresses rewritten (a VLAN tag stays).
+void send_routed(rail_state& rs, rte_mbuf* m, const frame::mac_addr& to) noexcept {
+    auto* p = rte_pktmbuf_mtod(m, std::uint8_t*);
+    std::memcpy(p, to.b, 6);
+    std::memcpy(p + 6, rs.s.self.mac.b, 6);
+    bump(rs.ctr.fwd_packets);
+    bump(rs.ctr.fwd_bytes, m->pkt_len);
+    queue_tx(rs, m);
+}
+
+void ask_neighbour(rail_state& rs, neighbour_table::entry& e, std::uint64_t tsc) noexcept {
+    e.asks = static_cast<std::uint8_t>(e.asks + 1);
+    e.asked_tsc = tsc;
+    rte_mbuf* m = rte_pktmbuf_alloc(rs.s.pool);
+    if (!m) return rs.ctr.drop(drop_reason::no_mbuf);
+    frame::write_arp_request(reinterpret_cast<std::uint8_t*>(rte_pktmbuf_append(m, frame::arp_frame_bytes)), rs.s.self,
+                             e.ip);
+    bump(rs.ctr.arp_requests);
+    queue_tx(rs, m);
+}
+
+// A routed datagram on its out rail: sent to its next hop's MAC, or held
+// while ARP resolves it.
+void forward_out(rail_state& rs, rte_mbuf* m, std::uint64_t tsc) noexcept {
+    neighbour_table::entry* e = rs.neigh.get(m->hash.usr);
+    if (!e) return free_drop(rs, m, drop_reason::neighbour_unresolved);
+    if (e->resolved) return send_routed(rs, m, e->mac);
+    if (e->nheld == neighbour_table::hold) return free_drop(rs, m, drop_reason::neighbour_unresolved);
+    if (e->nheld++ == 0) ++rs.neigh.waiting;
+    e->held[e->nheld - 1] = m;
+    if (e->asks == 0) ask_neighbour(rs, *e, tsc);
+}
+
+// What ARP says of ip (a request to us, or a reply): entries that exist are
+// updated, and frames waiting for it leave. `make`: learn it if new.
+void learn_neighbour(rail_state& rs, std::uint32_t ip, const frame::mac_addr& mac, bool make) noexcept {
+    neighbour_table::entry* e = make ? rs.neigh.get(ip) : rs.neigh.find(ip);
+    if (!e) return;
+    if (!e->resolved) bump(rs.ctr.neighbours);
+    e->mac = mac;
+    e->resolved = true;
+    e->asks = 0;
+    if (!e->nheld) return;
+    for (unsigned i = 0; i < e->nheld; ++i) send_routed(rs, e->held[i], mac);
+    e->nheld = 0;
+    --rs.neigh.waiting;
+}
+
+// Asks again for next hops that have not answered in a second, and gives
+// up on them (dropping what waits) after max_asks. Every 10 ms at most.
+void neighbour_timers(rail_state& rs, std::uint64_t tsc) noexcept {
+    const std::uint64_t hz = rte_get_tsc_hz();
+    if (!rs.neigh.waiting || tsc - rs.neigh.swept_tsc < hz / 100) return;
+    rs.neigh.swept_tsc = tsc;
+    for (neighbour_table::entry& e : rs.neigh.e) {
+        if (!e.nheld || tsc - e.asked_tsc < hz) continue;
+        if (e.asks < neighbour_table::max_asks) {
+            ask_neighbour(rs, e, tsc);
+            continue;
+        }
+        for (unsigned i = 0; i < e.nheld; ++i) free_drop(rs, e.held[i], drop_reason::neighbour_unresolved);
+        e.nheld = 0;
+        e.asks = 0;
+        --rs.neigh.waiting;
+    }
+}
+
+// Datagrams other lcores (or this one) routed out of this rail.
+bool pull_routed(rail_state& rs) noexcept {
+    rte_mbuf* in[rx_burst];
+    const unsigned n = rte_ring_dequeue_burst(rs.s.fwd, reinterpret_cast<void**>(in), rx_burst, nullptr);
+    const std::uint64_t tsc = rte_rdtsc();
+    for (unsigned i = 0; i < n; ++i) forward_out(rs, in[i], tsc);
+    neighbour_timers(rs, tsc);
+    return n != 0;
+}
+
 void handle(rail_state& rs, rte_mbuf* m) noexcept {
     bump(rs.ctr.rx_packets);
     bump(rs.ctr.rx_bytes, m->pkt_len);
@@ -487,8 +743,15 @@ void handle(rail_state& rs, rte_mbuf* m) noexcept {
     const frame::info fi = frame::classify(p, m->data_len, rs.s.self);
     switch (fi.k) {
     case frame::kind::drop: return free_drop(rs, m, fi.reason);
-    case frame::kind::arp_reply: return free_drop(rs, m, drop_reason::arp_reply_ignored);
+    case frame::kind::forward: return route(rs, m, fi);
+    case frame::kind::arp_reply:
+        if (!rs.neigh.find(fi.src.ip)) return free_drop(rs, m, drop_reason::arp_reply_ignored);
+        learn_neighbour(rs, fi.src.ip, fi.src.mac, false);
+        rte_pktmbuf_free(m);
+        return;
     case frame::kind::arp_request:
+        // A gateway learns who asks (RFC 826): it will route to them.
+        if (rs.routes) learn_neighbour(rs, fi.src.ip, fi.src.mac, true);
         frame::arp_reply_in_place(p, rs.s.self);
         m->data_len = static_cast<std::uint16_t>(frame::arp_frame_bytes);
         m->pkt_len = m->data_len;
@@ -528,21 +791,21 @@ void handle(rail_state& rs, rte_mbuf* m) noexcept {
 
 // Returns whether any packet was received.
 bool poll_rail(rail_state& rs) noexcept {
+    const bool routed = rs.routes && pull_routed(rs);
     rte_mbuf* pkts[rx_burst];
     const std::uint16_t n = rte_eth_rx_burst(rs.s.port, 0, pkts, rx_burst);
     if (n == 0) {
         // A shaped rail keeps sending what its TCs hold while nothing arrives.
-        if (rs.sched && rs.sched->queued()) {
-            drain(rs);
-            flush(rs);
-        }
-        return false;
+        if (rs.sched && rs.sched->queued()) drain(rs);
+        flush(rs);
+        return routed;
     }
     rs.burst_tsc = rte_rdtsc();
     for (std::uint16_t i = 0; i < n; ++i) {
         if (i + 2 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 2], void*));
         handle(rs, pkts[i]);
     }
+    if (rs.nrouted) flush_routed(rs);
     if (rs.sched) drain(rs);
     flush(rs);
     return true;
@@ -657,6 +920,14 @@ void run_command(rail_state& rs, lcore_command& c) {
         else if (tx_scheduler::shapes(o)) rs.make_scheduler(o);
         return;
     }
+    case lcore_command::kind::routes:
+        rs.routes = c.routes;
+        if (!rs.routes) { // no longer a gateway: what waits to leave is dropped
+            rs.drop_held();
+            rte_mbuf* m;
+            while (rte_ring_dequeue(rs.s.fwd, reinterpret_cast<void**>(&m)) == 0) free_drop(rs, m, drop_reason::no_route);
+        }
+        return;
     case lcore_command::kind::port_mtu:
         if (c.mtu >= rs.s.mtu_now.load(std::memory_order_relaxed)) {
             rs.pending_mtu = 0;
@@ -679,6 +950,9 @@ struct daemon::impl {
     std::vector<unsigned> lcores; // worker lcores that serve at least one rail
     std::atomic<bool> stop{false};
     bool launched = false;
+    // The gateway's routes, and the table the lcores read (null: none).
+    std::vector<route_config> routes;
+    std::unique_ptr<fib> fib_now;
     bool ports_open = false;
 
     struct lcore_ctx {
@@ -704,7 +978,55 @@ struct daemon::impl {
     unsigned place_rail(rail_static& rs, const std::vector<unsigned>& candidates, std::vector<unsigned>& load);
     void place();
     void attach_steering(rail_static& rs, unsigned ifindex);
+    std::string build_fib(const std::vector<route_config>& rs, std::unique_ptr<fib>& out) const;
+    std::string publish_routes(std::vector<route_config> next);
 };
+
+// Checks routes against the rails and builds their table (null when there
+// are none). "" or the first problem, naming the route.
+std::string daemon::impl::build_fib(const std::vector<route_config>& list, std::unique_ptr<fib>& out) const {
+    out.reset();
+    if (list.size() > max_routes) return "too many routes (max " + std::to_string(max_routes) + ")";
+    if (list.empty()) return {};
+    auto f = std::make_unique<fib>();
+    std::vector<lpm_table::entry> entries;
+    std::set<std::pair<std::uint32_t, unsigned>> seen;
+    for (const route_config& r : list) {
+        const std::string where = "route " + format_prefix(r.prefix, r.len) + ": ";
+        if (r.len > 32 || (r.prefix & ~prefix_mask(r.len))) return where + "host bits set or length above 32";
+        if (!seen.insert({r.prefix, r.len}).second) return where + "routed twice";
+        rail_static* out_rail = nullptr;
+        for (const auto& x : rails)
+            if (x->active && x->cfg.name == r.rail) out_rail = x.get();
+        if (!out_rail) return where + "rail '" + r.rail + "' does not exist";
+        for (const auto& x : rails)
+            if (x->active && r.via && x->cfg.ip == r.via)
+                return where + "via " + format_ipv4(r.via) + " is rail " + x->cfg.name + "'s own address";
+        if (r.via && (r.via >> 28 >= 0xe || r.via == 0xffffffff))
+            return where + "via " + format_ipv4(r.via) + " is not a unicast address";
+        entries.push_back({r.prefix, r.len, static_cast<std::uint32_t>(f->hops.size())});
+        f->hops.push_back({out_rail, r.via});
+    }
+    f->table = lpm_table(entries);
+    out = std::move(f);
+    return {};
+}
+
+// Makes `next` the routes: every lcore switches to the new table between
+// bursts, and the old one is freed once all have.
+std::string daemon::impl::publish_routes(std::vector<route_config> next) {
+    std::unique_ptr<fib> f;
+    if (std::string e = build_fib(next, f); !e.empty()) return e;
+    if (launched) {
+        lcore_command c;
+        c.k = lcore_command::kind::routes;
+        c.routes = f.get();
+        if (std::string e = on_lcores(c, -1); !e.empty()) return e;
+    }
+    fib_now = std::move(f);
+    routes = std::move(next);
+    return {};
+}
 
 int daemon::impl::lcore_main(void* arg) {
     auto* c = static_cast<lcore_ctx*>(arg);
@@ -722,6 +1044,7 @@ int daemon::impl::lcore_main(void* arg) {
         lim.job_chunk_bytes = d.job_chunk_bytes;
         auto st = std::make_unique<rail_state>(rs, lim, d.ack, d.policy);
         st->index = i;
+        st->routes = d.fib_now.get();
         st->stripe = rs.stripe;
         return st;
     };
@@ -792,6 +1115,7 @@ daemon::daemon(const daemon_config& cfg) : p_(std::make_unique<impl>()) {
         if (r.port_id < 0 && r.port_name.empty()) fail(where + "no port");
     }
     p_->open_ports();
+    if (std::string e = p_->publish_routes(cfg.routes); !e.empty()) throw std::runtime_error(e);
     p_->ack.hash = cfg.hash;
     p_->place();
     if (std::string e = p_->check_bond(cfg.policy); !e.empty()) throw std::runtime_error(e);
@@ -845,6 +1169,9 @@ std::unique_ptr<rail_static> daemon::impl::open_rail(std::size_t i, const rail_c
     rs->pool = make_pktmbuf_pool("rg_pool_" + std::to_string(i), cfg.mbufs_per_rail, room, sock);
     rs->hdr_pool = make_pktmbuf_pool("rg_hdr_" + std::to_string(i), cfg.mbufs_per_rail * 2,
                                      RTE_PKTMBUF_HEADROOM + 128, sock);
+    static std::atomic<unsigned> rings{0}; // names stay unique across daemons in one process
+    rs->fwd = rte_ring_create(("rg_fwd_" + std::to_string(rings++)).c_str(), 1024, sock, RING_F_SC_DEQ);
+    if (!rs->fwd) throw std::runtime_error(where + "forward ring: " + rte_strerror(rte_errno));
 
     rte_eth_conf conf{};
     // Beyond the stated limit (af_packet): configure the ethdev within
@@ -988,6 +1315,26 @@ void daemon::impl::place() {
     }
 }
 
+namespace {
+
+void drain_ring(rail_static& rs) noexcept {
+    rte_mbuf* m;
+    while (rs.fwd && rte_ring_dequeue(rs.fwd, reinterpret_cast<void**>(&m)) == 0) rte_pktmbuf_free(m);
+}
+
+// A closed rail's ring and pools. Rings hold other rails' mbufs: drain
+// every ring before freeing any pool.
+void free_memory(rail_static& rs) noexcept {
+    drain_ring(rs);
+    rte_ring_free(rs.fwd);
+    rte_mempool_free(rs.pool);
+    rte_mempool_free(rs.hdr_pool);
+    rs.fwd = nullptr;
+    rs.pool = rs.hdr_pool = nullptr;
+}
+
+} // namespace
+
 daemon::~daemon() {
     stop();
     if (!p_->ports_open) return;
@@ -996,11 +1343,8 @@ daemon::~daemon() {
             rte_eth_dev_stop(rs->port);
             rte_eth_dev_close(rs->port);
         }
-    for (auto& rs : p_->rails)
-        if (!rs->closed) {
-            rte_mempool_free(rs->pool);
-            rte_mempool_free(rs->hdr_pool);
-        }
+    for (auto& rs : p_->rails) drain_ring(*rs);
+    for (auto& rs : p_->rails) free_memory(*rs);
 }
 
 void daemon::print_placement(std::FILE* out) const {
@@ -1322,8 +1666,7 @@ std::string daemon::add_rail(const rail_config& rc, const std::string& devargs, 
         if (rs) {
             rte_eth_dev_stop(rs->port);
             rte_eth_dev_close(rs->port);
-            rte_mempool_free(rs->pool);
-            rte_mempool_free(rs->hdr_pool);
+            free_memory(*rs);
         }
         if (device) rte_dev_remove(device);
         return e.what();
@@ -1341,12 +1684,39 @@ std::string daemon::add_rail(const rail_config& rc, const std::string& devargs, 
     return {};
 }
 
+std::vector<route_config> daemon::routes() const {
+    std::lock_guard lock(p_->ctl);
+    return p_->routes;
+}
+
+std::string daemon::add_route(const route_config& r) {
+    std::lock_guard lock(p_->ctl);
+    for (const route_config& x : p_->routes)
+        if (x.prefix == r.prefix && x.len == r.len)
+            return "route " + format_prefix(r.prefix, r.len) + " exists (by rail " + x.rail + "); delete it first";
+    std::vector<route_config> next = p_->routes;
+    next.push_back(r);
+    return p_->publish_routes(std::move(next));
+}
+
+std::string daemon::remove_route(std::uint32_t prefix, unsigned len) {
+    std::lock_guard lock(p_->ctl);
+    std::vector<route_config> next = p_->routes;
+    const auto it = std::find_if(next.begin(), next.end(), [&](const route_config& x) { return x.prefix == prefix && x.len == len; });
+    if (it == next.end()) return "no route " + format_prefix(prefix, len);
+    next.erase(it);
+    return p_->publish_routes(std::move(next));
+}
+
 std::string daemon::remove_rail(std::size_t i) {
     std::lock_guard lock(p_->ctl);
     if (!p_->launched) return "the rail loops are not running";
     if (i >= p_->rails.size() || !p_->rails[i]->active) return "no such rail";
     rail_static& rs = *p_->rails[i];
     if (rs.stripe == 0) return "rail " + rs.cfg.name + " is the one workers join first; it cannot be removed";
+    for (const route_config& r : p_->routes)
+        if (r.rail == rs.cfg.name)
+            return "route " + format_prefix(r.prefix, r.len) + " leaves by rail " + rs.cfg.name + "; delete it first";
     auto busy = [&] {
         const unsigned n = rs.active_jobs.load();
         return n ? "rail " + rs.cfg.name + " carries " + std::to_string(n) + " job(s); remove it between jobs" : std::string();
@@ -1372,8 +1742,10 @@ std::string daemon::remove_rail(std::size_t i) {
     if (std::string d = p_->on_lcores(detach, static_cast<int>(i)); !d.empty()) return d;
     rte_eth_dev_stop(rs.port);
     rte_eth_dev_close(rs.port);
-    rte_mempool_free(rs.pool);
-    rte_mempool_free(rs.hdr_pool);
+    drain_ring(rs);
+    // Datagrams it received may still wait on other rails (routed): then
+    // its pools stay until railgated ends.
+    if (rte_mempool_full(rs.pool) && rte_mempool_full(rs.hdr_pool)) free_memory(rs);
     rs.closed = true;
     // Rails that came from --vdev at start-up stay known to the EAL; hot-
     // plugged ones are unplugged (a tap's interface disappears).

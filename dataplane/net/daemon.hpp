@@ -72,8 +72,20 @@ struct rail_status {
 // otherwise waits for the scheduler tick while the lcore spins.
 enum class idle_policy : std::uint8_t { spin, yield };
 
+// Gateway forwarding: IPv4 datagrams sent to a rail's MAC for another
+// address leave by the rail of the longest matching prefix, through its
+// traffic-class scheduler, to `via` or (0) the destination itself.
+struct route_config {
+    std::uint32_t prefix = 0; // host order, host bits zero
+    unsigned len = 0;
+    std::string rail;         // the out rail's name
+    std::uint32_t via = 0;    // next hop; 0: on the out rail's link
+};
+inline constexpr std::size_t max_routes = 65536;
+
 struct daemon_config {
     std::vector<rail_config> rails;
+    std::vector<route_config> routes;
     unsigned max_jobs = 8;
     unsigned max_pool = 256;
     unsigned default_pool = 64;
@@ -135,9 +147,14 @@ public:
     // device), opens its port, hands it to a running lcore, and advertises
     // it to jobs that join from now on. `index` receives its rail index.
     std::string add_rail(const rail_config& rc, const std::string& devargs, std::size_t& index);
-    // Removes a rail between jobs (none may be using it); the first rail,
-    // where workers join, stays.
+    // Removes a rail between jobs (none may be using it, nor any route); the
+    // first rail, where workers join, stays.
     std::string remove_rail(std::size_t rail);
+    // The gateway's routes. add_route refuses a prefix already routed and a
+    // rail that does not exist; both apply at once on every lcore.
+    std::vector<route_config> routes() const;
+    std::string add_route(const route_config& r);
+    std::string remove_route(std::uint32_t prefix, unsigned len);
     // False for a removed rail (indices stay stable; status() skips them).
     bool rail_active(std::size_t rail) const noexcept;
     // The XDP program's counters on an af_xdp rail with steering.

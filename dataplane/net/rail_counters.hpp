@@ -26,6 +26,9 @@ struct alignas(64) rail_counters {
     counter joins{0}, join_errors{0}, leaves{0}, aborts{0};
     counter arp_replies{0}, icmp_replies{0};
     counter rtt_reports{0};     // RTT_REPORT messages merged
+    // Gateway: datagrams routed out of this rail, ARP requests it sent for
+    // next hops, neighbours it learnt, ICMP time-exceeded it sent.
+    counter fwd_packets{0}, fwd_bytes{0}, arp_requests{0}, neighbours{0}, icmp_errors{0};
     counter drops[drop_reason_count]{};
     // Shaped rails: what each traffic class sent, and refused (queue full).
     counter tc_packets[qos::tc_count]{}, tc_bytes[qos::tc_count]{}, tc_drops[qos::tc_count]{};

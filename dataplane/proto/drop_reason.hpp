@@ -12,12 +12,12 @@ namespace railgate {
     X(ethertype, "not IPv4 or ARP")                                           \
     X(arp_malformed, "ARP that is not Ethernet/IPv4")                         \
     X(arp_not_ours, "ARP for an address this rail does not own")              \
-    X(arp_reply_ignored, "ARP reply (railgated resolves nobody)")             \
+    X(arp_reply_ignored, "ARP reply nobody asked for")             \
     X(ip_truncated, "IPv4 header or total length beyond the frame")           \
     X(ip_bad_header, "IPv4 version or header length invalid")                 \
     X(ip_bad_checksum, "IPv4 header checksum wrong")                          \
     X(ip_fragment, "IPv4 fragment")                                           \
-    X(ip_not_ours, "IPv4 destination is not this rail")                       \
+    X(ip_not_ours, "IPv4 destination is not this rail (nor routed)")                       \
     X(ip_proto, "IPv4 protocol other than UDP or ICMP")                       \
     X(icmp_ignored, "ICMP other than a valid echo request")                   \
     X(udp_truncated, "UDP header or length beyond the IPv4 payload")          \
@@ -58,7 +58,12 @@ namespace railgate {
     X(verbs_length, "verbs chunk length not whole elements of the chunk")    \
     X(no_mbuf, "mbuf pool exhausted while building a reply")                  \
     X(tx_full, "transmit queue full, frame freed")                           \
-    X(tc_queue_full, "shaped rail: the frame's traffic-class queue is full")
+    X(tc_queue_full, "shaped rail: the frame's traffic-class queue is full")  \
+    X(no_route, "gateway: no route to the destination")                      \
+    X(ttl_expired, "gateway: TTL ran out (ICMP time exceeded sent)")          \
+    X(fwd_too_big, "gateway: datagram larger than the out rail's MTU")       \
+    X(fwd_queue_full, "gateway: the out rail's forward queue is full")        \
+    X(neighbour_unresolved, "gateway: next hop unanswered or too many waiting")
 
 enum class drop_reason : std::uint8_t {
 #define RAILGATE_X(name, text) name,

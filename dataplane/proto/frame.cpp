@@ -1,5 +1,6 @@
 #include "dataplane/proto/frame.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace railgate::frame {
@@ -7,6 +8,7 @@ namespace {
 
 constexpr std::uint16_t ethertype_ipv4 = 0x0800;
 constexpr std::uint16_t ethertype_arp = 0x0806;
+constexpr std::uint16_t ethertype_vlan = 0x8100;
 constexpr std::uint8_t proto_icmp = 1;
 constexpr std::uint8_t proto_udp = 17;
 
@@ -71,13 +73,20 @@ info classify(const std::uint8_t* p, std::size_t len, const endpoint& self,
               std::size_t frame_len) noexcept {
     if (frame_len < len) frame_len = len;
     if (len < eth_bytes) return drop(drop_reason::eth_truncated);
-    const std::uint16_t et = rd16(p + 12);
+    std::uint16_t et = rd16(p + 12);
+    std::size_t l2 = eth_bytes;
+    if (et == ethertype_vlan) { // 802.1Q: only forwarded, never railgated's own traffic
+        if (len < vlan_eth_bytes) return drop(drop_reason::eth_truncated);
+        et = rd16(p + 16);
+        l2 = vlan_eth_bytes;
+        if (et != ethertype_ipv4) return drop(drop_reason::ethertype);
+    }
     if (et == ethertype_arp) return classify_arp(p, len, self);
     if (et != ethertype_ipv4) return drop(drop_reason::ethertype);
 
-    const std::uint8_t* ip = p + eth_bytes;
-    const std::size_t contig = len - eth_bytes;       // readable here
-    const std::size_t l3_room = frame_len - eth_bytes; // in the frame
+    const std::uint8_t* ip = p + l2;
+    const std::size_t contig = len - l2;       // readable here
+    const std::size_t l3_room = frame_len - l2; // in the frame
     if (contig < ipv4_bytes) return drop(drop_reason::ip_truncated);
     if ((ip[0] >> 4) != 4) return drop(drop_reason::ip_bad_header);
     const std::size_t ihl = std::size_t{ip[0] & 0x0fu} * 4;
@@ -87,9 +96,20 @@ info classify(const std::uint8_t* p, std::size_t len, const endpoint& self,
     if (ihl > contig || total > l3_room) return drop(drop_reason::ip_truncated);
     if (total < ihl) return drop(drop_reason::ip_bad_header);
     if (fold(sum16(ip, ihl, 0)) != 0) return drop(drop_reason::ip_bad_checksum);
+    const std::uint32_t dst = rd32(ip + 16);
+    if (dst != self.ip) {
+        // Unicast to this rail's MAC for another host: the gateway's. Routers
+        // forward fragments as they are.
+        if (std::memcmp(p, self.mac.b, 6) != 0 || dst >> 28 >= 0xe) return drop(drop_reason::ip_not_ours);
+        info fi;
+        fi.k = kind::forward;
+        fi.l3_offset = static_cast<std::uint16_t>(l2);
+        fi.l4_len = static_cast<std::uint32_t>(total); // the IPv4 datagram
+        return fi;
+    }
+    if (l2 != eth_bytes) return drop(drop_reason::ethertype);
     // MF set or a non-zero fragment offset.
     if (rd16(ip + 6) & 0x3fff) return drop(drop_reason::ip_fragment);
-    if (rd32(ip + 16) != self.ip) return drop(drop_reason::ip_not_ours);
 
     info fi;
     fi.l3_offset = static_cast<std::uint16_t>(eth_bytes);
@@ -178,6 +198,46 @@ void write_arp_request(std::uint8_t* o, const endpoint& self, std::uint32_t targ
     wr32(a + 14, self.ip);
     std::memset(a + 18, 0, 6);
     wr32(a + 24, target_ip);
+}
+
+std::size_t write_icmp_error(std::uint8_t* o, const endpoint& self, const mac_addr& to, const std::uint8_t* ip,
+                             std::size_t ip_len, std::uint8_t type, std::uint8_t code, std::uint16_t mtu) noexcept {
+    if (ip_len < ipv4_bytes) return 0;
+    const std::size_t ihl = std::size_t{ip[0] & 0x0fu} * 4;
+    if (ihl < ipv4_bytes || ihl > ip_len) return 0;
+    const std::uint32_t src = rd32(ip + 12);
+    if (src == 0 || src >> 28 >= 0xe || (rd16(ip + 6) & 0x1fff)) return 0;
+    const std::size_t quote = std::min(ip_len, ihl + 8);
+    if (ip[9] == proto_icmp) {
+        if (quote < ihl + 1) return 0;
+        const std::uint8_t t = ip[ihl];
+        if (t != 0 && t != 8 && t != 13 && t != 14) return 0; // only queries get errors
+    }
+    std::memcpy(o, to.b, 6);
+    std::memcpy(o + 6, self.mac.b, 6);
+    wr16(o + 12, ethertype_ipv4);
+    std::uint8_t* h = o + eth_bytes;
+    const std::size_t icmp_len = 8 + quote;
+    h[0] = 0x45;
+    h[1] = 0xc0; // network control, as routers send ICMP
+    wr16(h + 2, static_cast<std::uint16_t>(ipv4_bytes + icmp_len));
+    wr16(h + 4, 0);
+    wr16(h + 6, 0);
+    h[8] = 64;
+    h[9] = proto_icmp;
+    wr16(h + 10, 0);
+    wr32(h + 12, self.ip);
+    wr32(h + 16, src);
+    wr16(h + 10, inet_checksum(h, ipv4_bytes));
+    std::uint8_t* c = h + ipv4_bytes;
+    c[0] = type;
+    c[1] = code;
+    wr16(c + 2, 0);
+    wr16(c + 4, 0);
+    wr16(c + 6, type == 3 && code == 4 ? mtu : 0);
+    std::memcpy(c + 8, ip, quote);
+    wr16(c + 2, inet_checksum(c, icmp_len));
+    return eth_bytes + ipv4_bytes + icmp_len;
 }
 
 void icmp_echo_reply_in_place(std::uint8_t* p, const info& fi) noexcept {

@@ -10,6 +10,7 @@
 namespace railgate::frame {
 
 inline constexpr std::size_t eth_bytes = 14;
+inline constexpr std::size_t vlan_eth_bytes = 18; // with an 802.1Q tag
 inline constexpr std::size_t ipv4_bytes = 20;
 inline constexpr std::size_t udp_bytes = 8;
 inline constexpr std::size_t udp_frame_overhead = eth_bytes + ipv4_bytes + udp_bytes;
@@ -30,7 +31,10 @@ struct endpoint {
     std::uint8_t tos = 0;
 };
 
-enum class kind : std::uint8_t { drop, arp_request, arp_reply, icmp_echo, udp };
+// forward: an IPv4 datagram sent to self.mac for another address (the
+// gateway's to route; l3_offset and l4_len = its total length are set).
+// Frames with an 802.1Q tag are classified forward or dropped.
+enum class kind : std::uint8_t { drop, arp_request, arp_reply, icmp_echo, udp, forward };
 
 struct info {
     kind k = kind::drop;
@@ -46,6 +50,7 @@ struct info {
 // Classifies a received frame addressed to `self`. ARP requests/replies are
 // recognised when they target self.ip; ICMP echo requests and UDP datagrams
 // when they are addressed to self.ip (and, for UDP, to self.udp_port).
+// An IPv4 datagram to self.mac for another unicast address is `forward`.
 // The IPv4 header checksum is verified. Never reads past `len` bytes at p.
 // `frame_len` (>= len) is the whole frame's length when only its first
 // `len` bytes are contiguous (a segmented mbuf); ICMP then needs the whole
@@ -70,6 +75,16 @@ void retarget_udp_headers(std::uint8_t* frame, const endpoint& dst) noexcept;
 void arp_reply_in_place(std::uint8_t* p, const endpoint& self) noexcept;
 // Writes an ARP request for `target_ip`, broadcast, into out[arp_frame_bytes].
 void write_arp_request(std::uint8_t* out, const endpoint& self, std::uint32_t target_ip) noexcept;
+// An ICMP error from `self` about the IPv4 datagram at `ip` (`ip_len` bytes
+// readable), to `to` (the Ethernet sender it came from): time exceeded
+// (type 11) or destination unreachable (type 3; code 4 carries `mtu`). It
+// quotes the header and 8 bytes of the datagram (RFC 792). Returns the
+// frame's length (at most icmp_error_max), or 0 where RFC 1812 forbids an
+// error: about an ICMP error, a non-first fragment, or a datagram from a
+// multicast or broadcast or zero source.
+inline constexpr std::size_t icmp_error_max = eth_bytes + ipv4_bytes + 8 + 60 + 8;
+std::size_t write_icmp_error(std::uint8_t* out, const endpoint& self, const mac_addr& to, const std::uint8_t* ip,
+                             std::size_t ip_len, std::uint8_t type, std::uint8_t code, std::uint16_t mtu) noexcept;
 // Turns an ICMP echo request (classified icmp_echo) into the reply in place.
 void icmp_echo_reply_in_place(std::uint8_t* p, const info& fi) noexcept;
 

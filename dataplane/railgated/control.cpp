@@ -8,6 +8,7 @@
 
 #include <rte_telemetry.h>
 
+#include "dataplane/net/fib.hpp"
 #include "dataplane/railgated/verbs_control.hpp"
 #include "dataplane/reduce/reduce.hpp"
 
@@ -93,11 +94,14 @@ json control_plane::tc_json(std::size_t i) const {
                        {"packets", c.tc_packets[t].load(std::memory_order_relaxed)},
                        {"bytes", c.tc_bytes[t].load(std::memory_order_relaxed)},
                        {"drops", c.tc_drops[t].load(std::memory_order_relaxed)}});
-    json dscp = json::object(); // entries that differ from DSCP >> 3
+    json dscp = json::object(), pcp = json::object(); // entries that differ from the defaults
     for (unsigned d = 0; d < 64; ++d)
         if (rc.tc_map.dscp[d] != d >> 3) dscp[std::to_string(d)] = rc.tc_map.dscp[d];
+    for (unsigned p = 0; p < 8; ++p)
+        if (rc.tc_map.pcp[p] != p) pcp[std::to_string(p)] = rc.tc_map.pcp[p];
     return {{"rail", rc.name},
             {"dscp", dscp},
+            {"pcp", pcp},
             {"rate_bps", rc.rate_bps},
             {"burst_bytes", rc.burst_bytes},
             {"shaped", rc.rate_bps != 0 || std::any_of(rc.tcs.begin(), rc.tcs.end(),
@@ -127,6 +131,11 @@ json control_plane::counters_json(std::size_t i) const {
               {"arp_replies", v(c.arp_replies)},
               {"icmp_replies", v(c.icmp_replies)},
               {"rtt_reports", v(c.rtt_reports)},
+              {"fwd_packets", v(c.fwd_packets)},
+              {"fwd_bytes", v(c.fwd_bytes)},
+              {"arp_requests", v(c.arp_requests)},
+              {"neighbours", v(c.neighbours)},
+              {"icmp_errors", v(c.icmp_errors)},
               {"drops_total", c.total_drops()},
               {"drops", drops}};
     if (const auto x = d_.xdp_counters(i)) {
@@ -311,6 +320,36 @@ json control_plane::handle(const control::request& r) {
         if (!(e = d_.set_shaping(i, rail_rate, rail_burst, tcs)).empty()) return fail(e);
         return ok(tc_json(i));
     }
+    if (r.command == "route.list") {
+        if (!(e = control::check_keys(a, {})).empty()) return fail(e);
+        json routes = json::array();
+        for (const net::route_config& x : d_.routes())
+            routes.push_back({{"prefix", net::format_prefix(x.prefix, x.len)},
+                              {"rail", x.rail},
+                              {"via", x.via ? net::format_ipv4(x.via) : "on-link"}});
+        return ok({{"routes", routes}});
+    }
+    if (r.command == "route.add" || r.command == "route.del") {
+        const bool add = r.command == "route.add";
+        if (!(e = add ? control::check_keys(a, {"prefix", "rail", "via"}) : control::check_keys(a, {"prefix"})).empty())
+            return fail(e);
+        std::optional<std::string> prefix, via;
+        if (!(e = control::get_string(a, "prefix", prefix)).empty()) return fail(e);
+        if (!prefix) return fail("argument 'prefix' missing");
+        net::route_config rt;
+        if (!(e = net::parse_prefix(*prefix, rt.prefix, rt.len)).empty()) return fail(e);
+        if (!add) {
+            if (!(e = d_.remove_route(rt.prefix, rt.len)).empty()) return fail(e);
+            return ok({{"deleted", *prefix}});
+        }
+        int idx = -1;
+        if (!(e = find_rail(a, idx, true)).empty()) return fail(e);
+        rt.rail = d_.rail(static_cast<std::size_t>(idx)).name;
+        if (!(e = control::get_string(a, "via", via)).empty()) return fail(e);
+        if (via && !net::parse_ipv4(*via, rt.via)) return fail("via '" + *via + "' is not an IPv4 address");
+        if (!(e = d_.add_route(rt)).empty()) return fail(e);
+        return ok({{"added", *prefix}, {"rail", rt.rail}, {"via", rt.via ? net::format_ipv4(rt.via) : "on-link"}});
+    }
     if (r.command == "stats") {
         if (!(e = control::check_keys(a, {"rail"})).empty()) return fail(e);
         // A verbs rail's name selects it alone.
@@ -389,6 +428,8 @@ std::string control_plane::prometheus() {
         {"railgate_aggregations_total", "Slots completed and reduced.", &net::rail_counters::aggregations},
         {"railgate_results_sent_total", "RESULT messages sent.", &net::rail_counters::results_sent},
         {"railgate_joins_total", "JOINs accepted.", &net::rail_counters::joins},
+        {"railgate_forwarded_packets_total", "Datagrams the gateway routed out of the rail.", &net::rail_counters::fwd_packets},
+        {"railgate_forwarded_bytes_total", "Bytes the gateway routed out of the rail.", &net::rail_counters::fwd_bytes},
     };
     for (const field& f : fields) {
         metric(f.name, "counter", f.help);

@@ -266,6 +266,9 @@ int main(int argc, char** argv) {
         v.chunk_bytes = r.chunk_bytes;
         v.numa = r.numa;
         v.cpu = r.lcore;
+        qos::tc_map sl_map = qos::tc_map::defaults();
+        for (const auto& [sl, tc] : r.sl_tc) sl_map.set("sl", sl, tc); // validated by config::parse
+        v.tc = sl_map.from_sl(static_cast<std::uint8_t>(r.service_level));
         vcfg.rails.push_back(v);
     }
     std::erase_if(app.rails, [](const config::rail& r) { return r.transport == config::transport::verbs; });
@@ -311,9 +314,12 @@ int main(int argc, char** argv) {
         rc.burst_bytes = r.burst_bytes;
         for (const config::rail::traffic_class_cfg& t : r.tcs)
             rc.tcs[t.id] = {t.strict, t.weight, t.rate_bps, t.burst_bytes};
-        for (const auto& [d, tc] : r.dscp_tc) rc.tc_map.set("dscp", d, tc); // validated by config::parse
+        // validated by config::parse
+        for (const auto& [d, tc] : r.dscp_tc) rc.tc_map.set("dscp", d, tc);
+        for (const auto& [p, tc] : r.pcp_tc) rc.tc_map.set("pcp", p, tc);
         cfg.rails.push_back(rc);
     }
+    for (const config::route& r : app.routes) cfg.routes.push_back({r.prefix, r.len, r.rail, r.via});
     if (idle_set) cfg.idle = idle;
 
     try {

@@ -23,6 +23,7 @@ json verbs_rails_json(const verbs::plane& p) {
                   {"chunk_bytes", s.chunk_bytes},
                   {"traffic_class", s.traffic_class},
                   {"service_level", s.service_level},
+                  {"tc", s.tc},
                   {"connections", s.connections},
                   {"active_jobs", s.jobs}};
         j["gid_index"] = s.gid_index >= 0 ? json(s.gid_index) : json("auto");

@@ -256,6 +256,7 @@ std::vector<rail_status> plane::status() const {
         s.chunk_bytes = rs->cfg.chunk_bytes;
         s.traffic_class = rs->cfg.qp.traffic_class;
         s.service_level = rs->cfg.qp.service_level;
+        s.tc = rs->cfg.tc;
         s.connections = rs->n_conns.load(std::memory_order_relaxed);
         s.jobs = rs->n_jobs.load(std::memory_order_relaxed);
         v.push_back(s);

@@ -48,6 +48,7 @@ struct rail_config {
     std::uint32_t chunk_bytes = wire::verbs_default_chunk_bytes;
     int numa = -1;             // override of the HCA's node
     int cpu = -1;              // override of the thread's CPU
+    unsigned tc = 0;           // the traffic class its SL maps to (reported)
 };
 
 struct plane_config {
@@ -80,7 +81,7 @@ struct rail_status {
     int gid_index = -1;        // configured, or -1 automatic
     unsigned path_mtu = 0;     // bytes: what QPs get (configured or the port's active MTU)
     std::uint32_t chunk_bytes = 0;
-    unsigned traffic_class = 0, service_level = 0;
+    unsigned traffic_class = 0, service_level = 0, tc = 0;
     unsigned connections = 0, jobs = 0;
 };
 

@@ -157,12 +157,50 @@ BOOST_AUTO_TEST_CASE(shaping_and_traffic_classes) {
     BOOST_TEST(only_error(rail0 + "dscp = { 64 = 1 }\n") == "t.toml:7:10: rail[0].dscp: key '64' is not a DSCP, 0..63");
     BOOST_TEST(only_error(rail0 + "dscp = { 46 = 9 }\n") == "t.toml:7:15: rail[0].dscp: DSCP 46: the TC must be 0..7");
     BOOST_TEST(only_error(rail0 + "dscp = 5\n") == "t.toml:7:8: rail[0].dscp: must be a table of DSCP = TC, like { 46 = 5 }");
+    const config::result pcp = parse(rail0 + "pcp = { 3 = 6, 5 = 7 }\n");
+    BOOST_TEST_REQUIRE(pcp.ok());
+    BOOST_TEST(pcp.cfg.rails[0].pcp_tc.size() == 2u);
+    BOOST_TEST(only_error(rail0 + "pcp = { 8 = 1 }\n") == "t.toml:7:9: rail[0].pcp: key '8' is not a PCP, 0..7");
+    BOOST_TEST(only_error(rail0 + "sl = { 1 = 1 }\n") ==
+               "t.toml:7:6: rail[0].sl: applies to transport = \"verbs\" only (dpdk rails: dscp, pcp)");
+    const config::result sl = parse(v + "service_level = 3\nsl = { 3 = 6 }\n");
+    BOOST_TEST_REQUIRE(sl.ok());
+    BOOST_TEST((sl.cfg.rails[0].sl_tc == std::vector<std::pair<unsigned, unsigned>>{{3, 6}}));
+    BOOST_TEST(only_error(v + "sl = { 16 = 1 }\n") == "t.toml:6:8: rail[0].sl: key '16' is not a SL, 0..15");
+    BOOST_TEST(only_error(v + "pcp = { 1 = 1 }\n").find("rail[0].pcp: applies to transport = \"dpdk\" only") !=
+               std::string::npos);
     std::uint64_t bps = 0;
     BOOST_TEST((railgate::qos::parse_rate("250Mbit", bps) && bps == 250'000'000ull));
     BOOST_TEST((railgate::qos::parse_rate("1.5gbit", bps) && bps == 1'500'000'000ull));
     BOOST_TEST((railgate::qos::parse_rate("64kbps", bps) && bps == 64'000ull));
     BOOST_TEST(!railgate::qos::parse_rate("0Mbit", bps));
     BOOST_TEST(!railgate::qos::parse_rate("12 furlongs", bps));
+}
+
+BOOST_AUTO_TEST_CASE(gateway_routes) {
+    const std::string two = rail0 + "[[rail]]\nname = \"r1\"\ndevargs = \"net_null1\"\nip = \"10.1.0.1\"\n";
+    const config::result r = parse(two + "[[route]]\nprefix = \"10.2.0.0/16\"\nrail = \"r1\"\nvia = \"10.1.0.254\"\n"
+                                         "[[route]]\nprefix = \"0.0.0.0/0\"\nrail = \"r0\"\n");
+    BOOST_TEST_REQUIRE(r.ok());
+    BOOST_TEST_REQUIRE(r.cfg.routes.size() == 2u);
+    BOOST_TEST(r.cfg.routes[0].prefix == 0x0A020000u);
+    BOOST_TEST(r.cfg.routes[0].len == 16u);
+    BOOST_TEST(r.cfg.routes[0].via == 0x0A0100FEu);
+    BOOST_TEST(r.cfg.routes[1].via == 0u);
+    const std::string route = two + "[[route]]\n";
+    BOOST_TEST(only_error(route + "prefix = \"10.2.0.1/16\"\nrail = \"r1\"\n") ==
+               "t.toml:12:10: route[0].prefix: '10.2.0.1/16' has host bits set (10.2.0.0/16?)");
+    BOOST_TEST(only_error(route + "prefix = \"10.2.0.0/16\"\nrail = \"r9\"\n") == "t.toml:13:8: route[0].rail: no rail 'r9'");
+    BOOST_TEST(only_error(route + "rail = \"r1\"\n") == "t.toml:11:1: route[0].prefix: missing (like \"10.2.0.0/24\")");
+    BOOST_TEST(only_error(route + "prefix = \"10.2.0.0/16\"\nrail = \"r1\"\nvia = \"10.1.0.1\"\n") ==
+               "t.toml:14:7: route[0].via: is rail r1's own address");
+    BOOST_TEST(only_error(route + "prefix = \"10.2.0.0/16\"\nrail = \"r1\"\nmetric = 1\n") ==
+               "t.toml:14:1: route[0].metric: unknown key");
+    BOOST_TEST(only_error(route + "prefix = \"10.2.0.0/16\"\nrail = \"r1\"\n" + "[[route]]\nprefix = \"10.2.0.0/16\"\nrail = \"r0\"\n") ==
+               "t.toml:15:10: route[1].prefix: 10.2.0.0/16 is routed twice");
+    const std::string v = "[[rail]]\nname = \"v0\"\ntransport = \"verbs\"\ndevice = \"rxe0\"\nip = \"10.9.0.1\"\n";
+    BOOST_TEST(only_error(rail0 + v + "[[route]]\nprefix = \"10.2.0.0/16\"\nrail = \"v0\"\n") ==
+               "t.toml:14:8: route[0].rail: 'v0' is a verbs rail; routes leave by dpdk rails");
 }
 
 BOOST_AUTO_TEST_CASE(every_error_is_reported_not_just_the_first) {

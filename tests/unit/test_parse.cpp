@@ -176,8 +176,77 @@ BOOST_AUTO_TEST_CASE(frame_classification) {
     expect(g, drop_reason::ip_fragment);
     g = f; g[14 + 20 + 3] ^= 1; expect(g, drop_reason::udp_port);
     g = f; g[14 + 20 + 4] = 0xff; expect(g, drop_reason::udp_truncated);
+    // Another address at this MAC is the gateway's to route; at another MAC it is not ours.
     frame::endpoint other = rail(); other.ip = 1;
+    fi = frame::classify(f.data(), f.size(), other);
+    BOOST_TEST(static_cast<int>(fi.k) == static_cast<int>(frame::kind::forward));
+    BOOST_TEST(fi.l3_offset == 14u);
+    BOOST_TEST(fi.l4_len == 20u + 8u + msg.size());
+    other.mac.b[0] ^= 1;
     BOOST_TEST(drop_reason_name(frame::classify(f.data(), f.size(), other).reason) == "ip_not_ours");
+}
+
+BOOST_AUTO_TEST_CASE(forwarding_classification) {
+    const auto msg = message(contrib_header(256), 1024);
+    frame::endpoint gw = rail();
+    gw.ip = 0x0A000001; // the frame is for 198.18.0.1, not the gateway
+    auto f = udp_frame(msg);
+    // Fragments are forwarded as they are; a bad checksum still is not.
+    auto g = f; g[14 + 6] |= 0x20; g[24] = g[25] = 0;
+    { const std::uint16_t c = frame::inet_checksum(&g[14], 20); g[24] = static_cast<std::uint8_t>(c >> 8); g[25] = static_cast<std::uint8_t>(c); }
+    BOOST_TEST(static_cast<int>(frame::classify(g.data(), g.size(), gw).k) == static_cast<int>(frame::kind::forward));
+    g = f; g[14 + 16] ^= 1;
+    BOOST_TEST(drop_reason_name(frame::classify(g.data(), g.size(), gw).reason) == "ip_bad_checksum");
+    // Multicast and broadcast destinations are never routed.
+    for (std::uint8_t first : {224, 239, 255}) {
+        g = f; g[14 + 16] = first; g[24] = g[25] = 0;
+        const std::uint16_t c = frame::inet_checksum(&g[14], 20); g[24] = static_cast<std::uint8_t>(c >> 8); g[25] = static_cast<std::uint8_t>(c);
+        BOOST_TEST(drop_reason_name(frame::classify(g.data(), g.size(), gw).reason) == "ip_not_ours");
+    }
+    // 802.1Q: an IPv4 datagram behind the tag is forwarded (l3 at 18); tagged
+    // traffic to the rail itself, or tagged ARP, is not railgated's.
+    std::vector<std::uint8_t> t(f.begin(), f.begin() + 12);
+    const std::uint8_t tag[] = {0x81, 0x00, 0xa0, 0x05}; // PCP 5, VLAN 5
+    t.insert(t.end(), tag, tag + 4);
+    t.insert(t.end(), f.begin() + 12, f.end());
+    frame::info fi = frame::classify(t.data(), t.size(), gw);
+    BOOST_TEST(static_cast<int>(fi.k) == static_cast<int>(frame::kind::forward));
+    BOOST_TEST(fi.l3_offset == 18u);
+    BOOST_TEST(drop_reason_name(frame::classify(t.data(), t.size(), rail()).reason) == "ethertype");
+    for (std::size_t len = 0; len < 18 + 20; ++len)
+        BOOST_TEST((frame::classify(t.data(), len, gw).k == frame::kind::drop), "len " << len);
+    t[16] = 0x08; t[17] = 0x06;
+    BOOST_TEST(drop_reason_name(frame::classify(t.data(), t.size(), gw).reason) == "ethertype");
+}
+
+BOOST_AUTO_TEST_CASE(icmp_errors_quote_the_datagram) {
+    const auto msg = message(contrib_header(256), 1024);
+    auto f = udp_frame(msg);
+    frame::endpoint gw = rail();
+    gw.ip = 0x0A000001;
+    frame::mac_addr to;
+    to.b[5] = 0x42;
+    std::vector<std::uint8_t> e(frame::icmp_error_max);
+    const std::size_t n = frame::write_icmp_error(e.data(), gw, to, f.data() + 14, f.size() - 14, 3, 4, 1400);
+    BOOST_REQUIRE(n == 14u + 20u + 8u + 28u);
+    BOOST_TEST((std::memcmp(e.data(), to.b, 6) == 0));
+    BOOST_TEST(frame::inet_checksum(e.data() + 14, 20) == 0); // valid IPv4 header
+    BOOST_TEST(frame::inet_checksum(e.data() + 34, n - 34) == 0); // valid ICMP checksum
+    BOOST_TEST(e[34] == 3); BOOST_TEST(e[35] == 4);
+    BOOST_TEST((e[40] << 8 | e[41]) == 1400); // next-hop MTU
+    BOOST_TEST((std::memcmp(e.data() + 42, f.data() + 14, 28) == 0)); // header + 8 bytes
+    // To the datagram's source, from the gateway.
+    BOOST_TEST((std::memcmp(e.data() + 14 + 16, f.data() + 14 + 12, 4) == 0));
+    // Never about an ICMP error, a later fragment, or from a broadcast source.
+    auto g = f; g[14 + 9] = 1; g[34] = 3;
+    BOOST_TEST(frame::write_icmp_error(e.data(), gw, to, g.data() + 14, g.size() - 14, 11, 0, 0) == 0u);
+    g[34] = 8; // an echo request does get one
+    BOOST_TEST(frame::write_icmp_error(e.data(), gw, to, g.data() + 14, g.size() - 14, 11, 0, 0) > 0u);
+    g = f; g[14 + 7] = 1;
+    BOOST_TEST(frame::write_icmp_error(e.data(), gw, to, g.data() + 14, g.size() - 14, 11, 0, 0) == 0u);
+    g = f; g[14 + 12] = 255;
+    BOOST_TEST(frame::write_icmp_error(e.data(), gw, to, g.data() + 14, g.size() - 14, 11, 0, 0) == 0u);
+    BOOST_TEST(frame::write_icmp_error(e.data(), gw, to, f.data() + 14, 19, 11, 0, 0) == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(arp_and_icmp_replies) {

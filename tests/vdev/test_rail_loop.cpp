@@ -228,3 +228,247 @@ BOOST_AUTO_TEST_CASE(bursts_of_every_size_with_garbage_are_exact) {
                    f.drops(drop_reason::ip_truncated) == garbage);
     BOOST_TEST(f.d->counters(0).aggregations.load() == chunk);
 }
+
+// ---- Gateway forwarding: two net_ring rails, A (10.1.0.2) behind rail 0
+// (10.1.0.1), B (10.2.0.2) behind rail 1 (10.2.0.1, MTU 1000).
+namespace {
+
+struct ring_port {
+    rte_ring* rx = nullptr;
+    rte_ring* tx = nullptr;
+    int port = -1;
+    ring_port(const std::string& name) {
+        rx = rte_ring_create((name + "_rx").c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        tx = rte_ring_create((name + "_tx").c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        port = rte_eth_from_rings(name.c_str(), &rx, 1, &tx, 1, 0);
+    }
+};
+
+unsigned gateways = 0; // ring and port names stay unique in the process
+
+struct gateway_fixture {
+    ring_port p0{"gw_a" + std::to_string(gateways)}, p1{"gw_b" + std::to_string(gateways++)};
+    rte_mempool* pool = nullptr;
+    std::unique_ptr<net::daemon> d;
+    frame::mac_addr mac0, mac1, mac_a, mac_b;
+
+    gateway_fixture() {
+        BOOST_REQUIRE(p0.port >= 0 && p1.port >= 0);
+        net::daemon_config dc;
+        net::rail_config r0, r1;
+        r0.name = "g0";
+        r0.port_id = p0.port;
+        r0.ip = 0x0A010001;
+        r1.name = "g1";
+        r1.port_id = p1.port;
+        r1.ip = 0x0A020001;
+        r1.mtu = 1000;
+        dc.rails = {r0, r1};
+        dc.routes = {{0x0A010000, 24, "g0", 0}, {0x0A020000, 24, "g1", 0}};
+        dc.mbufs_per_rail = 2048;
+        d = std::make_unique<net::daemon>(dc);
+        pool = net::make_pktmbuf_pool("gw_pool" + std::to_string(gateways), 2048, RTE_PKTMBUF_HEADROOM + 2048, SOCKET_ID_ANY);
+        rte_ether_addr m;
+        rte_eth_macaddr_get(static_cast<std::uint16_t>(p0.port), &m);
+        std::memcpy(mac0.b, m.addr_bytes, 6);
+        rte_eth_macaddr_get(static_cast<std::uint16_t>(p1.port), &m);
+        std::memcpy(mac1.b, m.addr_bytes, 6);
+        mac_a.b[0] = 0x02, mac_a.b[5] = 0xaa;
+        mac_b.b[0] = 0x02, mac_b.b[5] = 0xbb;
+        d->launch();
+    }
+    ~gateway_fixture() {
+        d->stop();
+        for (rte_ring* r : {p0.tx, p1.tx}) {
+            void* m;
+            while (rte_ring_dequeue(r, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+        }
+        d.reset();
+        rte_mempool_free(pool);
+    }
+    void inject(rte_ring* rx, const std::vector<std::uint8_t>& f) {
+        rte_mbuf* m = rte_pktmbuf_alloc(pool);
+        BOOST_REQUIRE(m);
+        std::memcpy(rte_pktmbuf_append(m, static_cast<std::uint16_t>(f.size())), f.data(), f.size());
+        BOOST_REQUIRE(rte_ring_enqueue(rx, m) == 0);
+    }
+    // A's UDP datagram of `len` payload bytes to `dst` (sent to rail 0's MAC).
+    std::vector<std::uint8_t> from_a(std::uint32_t dst, std::size_t len, std::uint8_t ttl = 64, std::uint8_t seq = 0) const {
+        frame::endpoint src, to;
+        src.mac = mac_a;
+        src.ip = 0x0A010002;
+        src.udp_port = 5000;
+        src.tos = 46 << 2;
+        to.mac = mac0;
+        to.ip = dst;
+        to.udp_port = 6000;
+        std::vector<std::uint8_t> f(frame::udp_frame_overhead + len, seq);
+        frame::write_udp_headers(f.data(), src, to, len);
+        if (ttl != 64) {
+            f[14 + 8] = ttl;
+            f[24] = f[25] = 0;
+            const std::uint16_t c = frame::inet_checksum(&f[14], 20);
+            f[24] = static_cast<std::uint8_t>(c >> 8);
+            f[25] = static_cast<std::uint8_t>(c);
+        }
+        return f;
+    }
+    // Frames sent on a port within `ms` (until `want` arrived).
+    std::vector<std::vector<std::uint8_t>> sent(rte_ring* tx, std::size_t want, int ms = 2000) {
+        std::vector<std::vector<std::uint8_t>> out;
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+        while (out.size() < want && std::chrono::steady_clock::now() < until) {
+            void* m;
+            while (rte_ring_dequeue(tx, &m) == 0) {
+                auto* mb = static_cast<rte_mbuf*>(m);
+                const auto* p = rte_pktmbuf_mtod(mb, const std::uint8_t*);
+                out.emplace_back(p, p + mb->data_len);
+                rte_pktmbuf_free(mb);
+            }
+            std::this_thread::yield();
+        }
+        return out;
+    }
+    std::uint64_t drops(std::size_t rail, drop_reason r) const {
+        return d->counters(rail).drops[static_cast<unsigned>(r)].load();
+    }
+};
+
+std::uint32_t be32(const std::uint8_t* p) { return std::uint32_t{p[0]} << 24 | p[1] << 16 | p[2] << 8 | p[3]; }
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(gateway_routes_through_arp_and_rewrites_headers) {
+    gateway_fixture g;
+    // B is unknown: the datagram waits, and rail 1 asks for B.
+    const auto dgram = g.from_a(0x0A020002, 200, 64, 1);
+    g.inject(g.p0.rx, dgram);
+    auto out = g.sent(g.p1.tx, 1);
+    BOOST_REQUIRE(out.size() == 1u);
+    frame::endpoint b;
+    b.mac = g.mac_b;
+    b.ip = 0x0A020002;
+    frame::info fi = frame::classify(out[0].data(), out[0].size(), b);
+    BOOST_TEST(static_cast<int>(fi.k) == static_cast<int>(frame::kind::arp_request));
+    BOOST_TEST(fi.src.ip == 0x0A020001u);
+    BOOST_TEST((fi.src.mac == g.mac1));
+    // B answers: the held datagram leaves, rewritten.
+    frame::endpoint rail1;
+    rail1.mac = g.mac1;
+    rail1.ip = 0x0A020001;
+    std::vector<std::uint8_t> arp(frame::arp_frame_bytes);
+    frame::write_arp_request(arp.data(), b, rail1.ip);
+    frame::arp_reply_in_place(arp.data(), b); // B's reply to rail 1's request
+    std::memcpy(arp.data(), g.mac1.b, 6);
+    std::memcpy(arp.data() + 14 + 18, g.mac1.b, 6);
+    arp[14 + 24] = 10, arp[14 + 25] = 2, arp[14 + 26] = 0, arp[14 + 27] = 1;
+    g.inject(g.p1.rx, arp);
+    out = g.sent(g.p1.tx, 1);
+    BOOST_REQUIRE(out.size() == 1u);
+    const auto& f = out[0];
+    BOOST_REQUIRE(f.size() == dgram.size());
+    BOOST_TEST((std::memcmp(f.data(), g.mac_b.b, 6) == 0));
+    BOOST_TEST((std::memcmp(f.data() + 6, g.mac1.b, 6) == 0));
+    BOOST_TEST(f[14 + 8] == 63); // TTL
+    BOOST_TEST(frame::inet_checksum(f.data() + 14, 20) == 0);
+    BOOST_TEST((std::memcmp(f.data() + 14, dgram.data() + 14, 8) == 0)); // TOS, length, id, DF kept
+    BOOST_TEST((std::memcmp(f.data() + 26, dgram.data() + 26, f.size() - 26) == 0)); // addresses, payload
+    BOOST_TEST(g.d->counters(1).fwd_packets.load() == 1u);
+    BOOST_TEST(g.d->counters(1).arp_requests.load() == 1u);
+    BOOST_TEST(g.d->counters(1).neighbours.load() == 1u);
+
+    // Resolved now: a stream goes straight through, in order, every TTL and
+    // checksum right (the incremental update covers every TTL).
+    for (unsigned i = 0; i < 200; ++i) g.inject(g.p0.rx, g.from_a(0x0A020002, 100 + i, static_cast<std::uint8_t>(2 + i), static_cast<std::uint8_t>(i)));
+    out = g.sent(g.p1.tx, 200);
+    BOOST_REQUIRE(out.size() == 200u);
+    for (unsigned i = 0; i < 200; ++i) {
+        BOOST_TEST(out[i].size() == frame::udp_frame_overhead + 100 + i);
+        BOOST_TEST(out[i][14 + 8] == 1 + i);
+        BOOST_TEST(frame::inet_checksum(out[i].data() + 14, 20) == 0);
+    }
+
+    // Frames for this rail's own address still get railgated's answers, and
+    // frames to another MAC are not routed.
+    auto other = g.from_a(0x0A020002, 100);
+    other[0] ^= 0x40;
+    g.inject(g.p0.rx, other);
+    BOOST_TEST(g.sent(g.p1.tx, 1, 100).empty());
+    BOOST_TEST(g.drops(0, drop_reason::ip_not_ours) == 1u);
+
+    // 802.1Q-tagged datagrams keep their tag.
+    auto tagged = g.from_a(0x0A020002, 100);
+    const std::uint8_t tag[] = {0x81, 0x00, 0xa0, 0x07};
+    tagged.insert(tagged.begin() + 12, tag, tag + 4);
+    g.inject(g.p0.rx, tagged);
+    out = g.sent(g.p1.tx, 1);
+    BOOST_REQUIRE(out.size() == 1u);
+    BOOST_TEST((out[0][12] == 0x81 && out[0][14] == 0xa0 && out[0][15] == 0x07 && out[0][18 + 8] == 63));
+    BOOST_TEST(frame::inet_checksum(out[0].data() + 18, 20) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(gateway_answers_ttl_no_route_and_too_big_with_icmp) {
+    gateway_fixture g;
+    frame::endpoint a;
+    a.mac = g.mac_a;
+    a.ip = 0x0A010002;
+    auto icmp_from_rail0 = [&](std::uint8_t type, std::uint8_t code) {
+        auto out = g.sent(g.p0.tx, 1);
+        BOOST_REQUIRE(out.size() == 1u);
+        const auto& f = out[0];
+        BOOST_REQUIRE(f.size() >= 14u + 20 + 8 + 28);
+        BOOST_TEST((std::memcmp(f.data(), g.mac_a.b, 6) == 0));
+        BOOST_TEST(be32(f.data() + 14 + 12) == 0x0A010001u);
+        BOOST_TEST(be32(f.data() + 14 + 16) == a.ip);
+        BOOST_TEST(f[14 + 9] == 1);
+        BOOST_TEST(f[34] == type);
+        BOOST_TEST(f[35] == code);
+        return f;
+    };
+    g.inject(g.p0.rx, g.from_a(0x0A020002, 100, 1));
+    icmp_from_rail0(11, 0);
+    BOOST_TEST(g.drops(0, drop_reason::ttl_expired) == 1u);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2)); // ICMP errors: one per ms
+    g.inject(g.p0.rx, g.from_a(0x0A090909, 100));
+    icmp_from_rail0(3, 0);
+    BOOST_TEST(g.drops(0, drop_reason::no_route) == 1u);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    g.inject(g.p0.rx, g.from_a(0x0A020002, 1000 - 28 + 1)); // 1001 bytes of IPv4, DF set
+    const auto f = icmp_from_rail0(3, 4);
+    BOOST_TEST((f[40] << 8 | f[41]) == 1000); // rail 1's MTU
+    BOOST_TEST(g.drops(0, drop_reason::fwd_too_big) == 1u);
+    BOOST_TEST(g.d->counters(0).icmp_errors.load() == 3u);
+    BOOST_TEST(g.sent(g.p1.tx, 1, 100).empty()); // nothing leaked to B's side
+}
+
+BOOST_AUTO_TEST_CASE(gateway_routes_change_live_and_unanswered_next_hops_drop) {
+    gateway_fixture g;
+    // A next hop that never answers: 3 ARP requests a second apart, then the
+    // 8 held datagrams are dropped (and the 9th and 10th at once).
+    for (unsigned i = 0; i < 10; ++i) g.inject(g.p0.rx, g.from_a(0x0A020063, 100));
+    const auto asks = g.sent(g.p1.tx, 3, 4000);
+    BOOST_TEST(asks.size() == 3u);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (g.drops(1, drop_reason::neighbour_unresolved) < 10 && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    BOOST_TEST(g.drops(1, drop_reason::neighbour_unresolved) == 10u);
+    BOOST_TEST(g.d->counters(1).arp_requests.load() == 3u);
+
+    // Live routes: 10.3.0.0/16 via 10.2.0.99 (unresolved: it asks for the
+    // next hop, not the destination), then deleted again.
+    BOOST_TEST(g.d->add_route({0x0A030000, 16, "g1", 0x0A020099}).empty());
+    BOOST_TEST(!g.d->add_route({0x0A030000, 16, "g0", 0}).empty()); // exists
+    BOOST_TEST(!g.d->add_route({0x0A040000, 16, "nosuch", 0}).empty());
+    BOOST_TEST(!g.d->add_route({0x0A040000, 16, "g1", 0x0A020001}).empty()); // via a rail's own address
+    BOOST_TEST(g.d->routes().size() == 3u);
+    g.inject(g.p0.rx, g.from_a(0x0A030405, 100));
+    auto out = g.sent(g.p1.tx, 1);
+    BOOST_REQUIRE(out.size() == 1u);
+    BOOST_TEST(be32(out[0].data() + 14 + 24) == 0x0A020099u); // ARP target: the next hop
+    BOOST_TEST(!g.d->remove_rail(1).empty()); // routes leave by it
+    BOOST_TEST(g.d->remove_route(0x0A030000, 16).empty());
+    BOOST_TEST(!g.d->remove_route(0x0A030000, 16).empty());
+    g.inject(g.p0.rx, g.from_a(0x0A030405, 100));
+    g.sent(g.p0.tx, 1); // the ICMP unreachable
+    BOOST_TEST(g.drops(0, drop_reason::no_route) == 1u);
+}
