@@ -40,6 +40,8 @@ stop_gated() {
 #   trap 'cleanup_netns "ns1 ns2" "$dir /var/run/dpdk/$prefix"' EXIT
 cleanup_netns() { # "NAMESPACES" "PATHS"
   [ -n "${gated_pid:-}" ] && kill -9 "$gated_pid" 2>/dev/null
+  # shellcheck disable=SC2046
+  kill $(jobs -p) 2>/dev/null # helpers the test left in the background
   wait 2>/dev/null
   local n
   for n in $1; do ip netns del "$n" 2>/dev/null; done
