@@ -332,3 +332,24 @@ BOOST_AUTO_TEST_CASE(verbs_region_and_immediate) {
     BOOST_TEST(verbs_imm_slot(verbs_imm(255, 7)) == 255u);
     BOOST_TEST(verbs_imm_gen(verbs_imm(255, 0x1ffff)) == 0xffffu);
 }
+
+BOOST_AUTO_TEST_CASE(checksum_matches_rfc1071_reference) {
+    // The 16-bit big-endian word sum, folded and complemented, byte by byte.
+    auto reference = [](const std::uint8_t* p, std::size_t n) {
+        std::uint32_t acc = 0;
+        for (std::size_t i = 0; i + 1 < n; i += 2) acc += static_cast<std::uint32_t>(p[i] << 8 | p[i + 1]);
+        if (n & 1) acc += static_cast<std::uint32_t>(p[n - 1] << 8);
+        while (acc >> 16) acc = (acc & 0xffff) + (acc >> 16);
+        return static_cast<std::uint16_t>(~acc);
+    };
+    std::vector<std::uint8_t> buf(2100);
+    std::uint32_t x = 12345;
+    for (auto& b : buf) b = static_cast<std::uint8_t>((x = x * 1103515245 + 12345) >> 16);
+    for (std::size_t off = 0; off < 9; ++off)
+        for (std::size_t n = 0; n < 2000; n += (n < 80 ? 1 : 37))
+            BOOST_TEST(frame::inet_checksum(buf.data() + off, n) == reference(buf.data() + off, n), "off " << off << " n " << n);
+    // All-ones data: carries on every add.
+    std::vector<std::uint8_t> ff(1501, 0xff);
+    for (std::size_t n : {0u, 1u, 2u, 7u, 8u, 9u, 1500u, 1501u})
+        BOOST_TEST(frame::inet_checksum(ff.data(), n) == reference(ff.data(), n), "n " << n);
+}
