@@ -1,5 +1,6 @@
 #include "client/railgate/udp_transport.hpp"
 
+#include <atomic>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -68,7 +69,8 @@ public:
 
     unsigned n_rails() const noexcept override { return static_cast<unsigned>(rails_.size()); }
     const char* name() const noexcept override { return "udp"; }
-    std::uint64_t dropped() const noexcept override { return dropped_; }
+    std::uint64_t dropped() const noexcept override { return dropped_.load(std::memory_order_relaxed); }
+    bool parallel_rails() const noexcept override { return true; }
 
     std::string open_rails(std::span<const wire::rail_entry> rails) override {
         try {
@@ -124,7 +126,7 @@ public:
             std::span<const std::uint8_t> payload;
             if ((mm[i].msg_hdr.msg_flags & MSG_TRUNC) ||
                 wire::parse_server_message(p, mm[i].msg_len, out[n].h, payload) != drop_reason::none) {
-                ++dropped_;
+                dropped_.fetch_add(1, std::memory_order_relaxed);
                 continue;
             }
             out[n].frag[0] = payload.data();
@@ -153,7 +155,7 @@ private:
         std::vector<std::uint8_t> rxbuf;
     };
     std::vector<rail> rails_;
-    std::uint64_t dropped_ = 0;
+    std::atomic<std::uint64_t> dropped_{0};
     std::uint8_t tos_ = 0;
 };
 

@@ -1,10 +1,13 @@
 #include "client/railgate/worker.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <thread>
 
+#include "dataplane/engine/engine.hpp"
 #include "dataplane/proto/parse.hpp"
+#include "dataplane/qos/token_bucket.hpp"
 
 namespace railgate::client {
 namespace {
@@ -33,11 +36,26 @@ struct worker::state {
         std::uint64_t k = 0;       // rail-local chunk in flight
         std::uint64_t sent_ns = 0;
         unsigned retries = 0;      // retransmits of the chunk in flight (backoff; Karn)
+        bool queued = false;       // waiting in `pending` (not sent: no timeout runs)
     };
+    // One rail's pipeline: everything progress_rail touches, so that rails
+    // can run on threads of their own (worker_options::engine).
     struct rail_run {
         std::vector<slot_state> slots;
         std::uint64_t n_chunks = 0, done = 0;
         std::vector<tx_msg> pending;
+        std::vector<rx_msg> rx = std::vector<rx_msg>(rx_batch);
+        std::string err;
+        std::uint64_t last_progress_ns = 0, last_scan_ns = 0;
+        unsigned polls_since_clock = 0;
+        stats::histogram rtt;   // merged into state::rtt when an operation ends
+        std::uint64_t retransmits = 0, results = 0;
+        // Smoothed chunk round trip and its variation (Jacobson/Karels), from
+        // chunks that were not retransmitted (Karn): the retransmit timeout
+        // follows the queueing a shaped or slow rail adds.
+        std::uint64_t srtt_ns = 0, rttvar_ns = 0;
+        // Pacing (worker_options::pace_bps): contributions leave no faster.
+        qos::token_bucket<clock> pacer;
     };
 
     wire::join_ack_body ack{};
@@ -47,24 +65,16 @@ struct worker::state {
     std::uint16_t pool = 0;
     std::uint32_t chunk_elems = 0;
     std::vector<rail_run> run;
-    std::vector<rx_msg> rx = std::vector<rx_msg>(rx_batch);
+    std::vector<rx_msg> rx = std::vector<rx_msg>(rx_batch); // join and leave
 
     std::uint8_t* data = nullptr;
     std::size_t count = 0;
     wire::dtype dt = wire::dtype::fp32;
     std::size_t esize = 4;
     bool active = false;
+    std::atomic<bool> failed{false}; // a rail failed: the others stop
     std::string err;
-    std::uint64_t last_progress_ns = 0, last_scan_ns = 0;
-    unsigned polls_since_clock = 0;
     stats::histogram rtt;
-    std::uint64_t retransmits = 0;
-    // Smoothed chunk round trip and its variation (Jacobson/Karels), from
-    // chunks that were not retransmitted (Karn): the retransmit timeout
-    // follows the queueing a shaped or slow rail adds.
-    std::uint64_t srtt_ns = 0, rttvar_ns = 0;
-    std::uint64_t results = 0;
-
     // The contribution of rail r's k-th chunk; marks its slot busy.
     tx_msg contrib(const worker_options& o, unsigned r, std::uint64_t k, std::uint8_t flags,
                    std::uint64_t t) noexcept {
@@ -75,6 +85,7 @@ struct worker::state {
         sl.k = k;
         sl.sent_ns = t;
         sl.retries = flags & wire::flag_retransmit ? sl.retries + 1 : 0;
+        sl.queued = !(flags & wire::flag_retransmit); // new chunks go through `pending`
         tx_msg m;
         m.h.type = wire::msg_type::contrib;
         m.h.dt = dt;
@@ -116,8 +127,16 @@ const std::string& worker::error() const noexcept { return s_->err; }
 const wire::join_ack_body& worker::job_info() const noexcept { return s_->ack; }
 std::uint32_t worker::chunk_elems() const noexcept { return s_->chunk_elems; }
 stats::histogram& worker::chunk_rtt() noexcept { return s_->rtt; }
-std::uint64_t worker::retransmits() const noexcept { return s_->retransmits; }
-std::uint64_t worker::results() const noexcept { return s_->results; }
+std::uint64_t worker::retransmits() const noexcept {
+    std::uint64_t n = 0;
+    for (const auto& r : s_->run) n += r.retransmits;
+    return n;
+}
+std::uint64_t worker::results() const noexcept {
+    std::uint64_t n = 0;
+    for (const auto& r : s_->run) n += r.results;
+    return n;
+}
 
 std::string worker::join() {
     if (o_.world == 0 || o_.world > wire::max_world) return "world size must be 1.." + std::to_string(wire::max_world);
@@ -274,15 +293,20 @@ void worker::start(void* data, std::size_t count, wire::dtype dt) {
     // on the latency path; the op timeout is armed at the first scan.
     const bool timed = o_.chunk_rtt || !t_.reliable();
     const std::uint64_t now = timed ? now_ns() : 0;
-    s.last_progress_ns = s.last_scan_ns = now;
     s.active = true;
+    const auto t0 = clock::now();
     for (unsigned r = 0; r < s.rails; ++r) {
         state::rail_run& rr = s.run[r];
         rr.n_chunks = chunks > r ? (chunks - r + s.rails - 1) / s.rails : 0;
         rr.done = 0;
         rr.pending.clear();
+        rr.err.clear();
+        rr.last_progress_ns = rr.last_scan_ns = now;
         for (auto& sl : rr.slots) sl.busy = false;
+        // A pool's worth of burst: the first window leaves at once.
+        if (o_.pace_bps) rr.pacer.set(o_.pace_bps, std::max<std::uint64_t>(o_.pace_burst_bytes, 16 * 1024), t0);
     }
+    s.failed = false;
     for (unsigned r = 0; r < s.rails; ++r)
         for (std::uint64_t k = 0; k < std::min<std::uint64_t>(s.pool, s.run[r].n_chunks); ++k)
             s.run[r].pending.push_back(s.contrib(o_, r, k, 0, now));
@@ -290,107 +314,187 @@ void worker::start(void* data, std::size_t count, wire::dtype dt) {
     progress();
 }
 
-bool worker::progress() {
+// Sends what rail r has pending, as far as its pacer lets it.
+void worker::send_pending(unsigned r) {
+    state::rail_run& rr = s_->run[r];
+    std::size_t n = rr.pending.size();
+    if (rr.pacer.shaped()) {
+        const auto now = clock::now();
+        n = 0;
+        while (n < rr.pending.size()) {
+            // On the wire: header, UDP/IPv4/Ethernet, preamble and gap.
+            const auto bytes = static_cast<std::uint32_t>(rr.pending[n].bytes + wire::header_bytes + 42 + 24);
+            if (!rr.pacer.conforms(bytes, now)) break;
+            rr.pacer.consume(bytes);
+            ++n;
+        }
+        if (n == 0) return;
+    }
+    const unsigned sent = t_.send(s_->rail_base + r, rr.pending.data(), static_cast<unsigned>(n));
+    // Round trips and timeouts count from when a chunk left, not from when
+    // it was queued behind the pacer (or a full socket).
+    const std::uint64_t t = sent && rr.slots[rr.pending[0].h.slot].sent_ns ? now_ns() : 0;
+    for (unsigned i = 0; i < sent; ++i) {
+        state::slot_state& sl = rr.slots[rr.pending[i].h.slot];
+        sl.queued = false;
+        if (t) sl.sent_ns = t;
+    }
+    rr.pending.erase(rr.pending.begin(), rr.pending.begin() + sent);
+}
+
+// One pass over rail r: its results, its sends, and (every millisecond) its
+// retransmits and timeout. True when the rail is done or failed.
+bool worker::progress_rail(unsigned r) {
     state& s = *s_;
-    if (!s.active) return true;
-    bool all_done = true;
-    for (unsigned r = 0; r < s.rails; ++r) {
-        state::rail_run& rr = s.run[r];
-        const unsigned n = t_.recv(s.rail_base + r, s.rx.data(), rx_batch);
-        for (unsigned i = 0; i < n; ++i) {
-            const rx_msg& m = s.rx[i];
-            if (m.h.job_id != o_.job_id || m.h.job_token != o_.job_token) continue;
-            if (m.h.type == wire::msg_type::error) {
-                std::string text(m.bytes(), '\0');
-                m.copy_to(text.data());
-                s.err = "railgated aborted the job on rail " + std::to_string(r) + ": " + text;
-                s.active = false;
-                return true;
-            }
-            if (m.h.type != wire::msg_type::result || m.h.slot >= s.pool) continue;
-            state::slot_state& sl = rr.slots[m.h.slot];
-            const std::uint64_t i_global = sl.k * s.rails + r;
-            const std::uint64_t off = i_global * s.chunk_elems;
-            // Stale or duplicate results (after a retransmit) are ignored.
-            if (!sl.busy || m.h.gen != sl.gen || m.h.offset != off || m.h.dt != s.dt ||
-                m.bytes() != std::size_t{m.h.count} * s.esize ||
-                m.h.count != std::min<std::uint64_t>(s.chunk_elems, s.count - off))
-                continue;
-            m.copy_to(s.data + off * s.esize);
-            const std::uint64_t t = sl.sent_ns ? now_ns() : 0;
-            if (t) {
-                const std::uint64_t sample = t - sl.sent_ns;
-                s.rtt.record(sample);
-                if (sl.retries == 0) {
-                    if (!s.srtt_ns) {
-                        s.srtt_ns = sample;
-                        s.rttvar_ns = sample / 2;
-                    } else {
-                        const std::uint64_t dev = sample > s.srtt_ns ? sample - s.srtt_ns : s.srtt_ns - sample;
-                        s.rttvar_ns = (3 * s.rttvar_ns + dev) / 4;
-                        s.srtt_ns = (7 * s.srtt_ns + sample) / 8;
-                    }
+    state::rail_run& rr = s.run[r];
+    if (rr.done == rr.n_chunks) return true;
+    const unsigned n = t_.recv(s.rail_base + r, rr.rx.data(), rx_batch);
+    for (unsigned i = 0; i < n; ++i) {
+        const rx_msg& m = rr.rx[i];
+        if (m.h.job_id != o_.job_id || m.h.job_token != o_.job_token) continue;
+        if (m.h.type == wire::msg_type::error) {
+            std::string text(m.bytes(), '\0');
+            m.copy_to(text.data());
+            rr.err = "railgated aborted the job on rail " + std::to_string(r) + ": " + text;
+            s.failed = true;
+            return true;
+        }
+        if (m.h.type != wire::msg_type::result || m.h.slot >= s.pool) continue;
+        state::slot_state& sl = rr.slots[m.h.slot];
+        const std::uint64_t i_global = sl.k * s.rails + r;
+        const std::uint64_t off = i_global * s.chunk_elems;
+        // Stale or duplicate results (after a retransmit) are ignored.
+        if (!sl.busy || m.h.gen != sl.gen || m.h.offset != off || m.h.dt != s.dt ||
+            m.bytes() != std::size_t{m.h.count} * s.esize ||
+            m.h.count != std::min<std::uint64_t>(s.chunk_elems, s.count - off))
+            continue;
+        m.copy_to(s.data + off * s.esize);
+        const std::uint64_t t = sl.sent_ns ? now_ns() : 0;
+        if (t) {
+            const std::uint64_t sample = t - sl.sent_ns;
+            rr.rtt.record(sample);
+            if (sl.retries == 0) {
+                if (!rr.srtt_ns) {
+                    rr.srtt_ns = sample;
+                    rr.rttvar_ns = sample / 2;
+                } else {
+                    const std::uint64_t dev = sample > rr.srtt_ns ? sample - rr.srtt_ns : rr.srtt_ns - sample;
+                    rr.rttvar_ns = (3 * rr.rttvar_ns + dev) / 4;
+                    rr.srtt_ns = (7 * rr.srtt_ns + sample) / 8;
                 }
             }
-            s.last_progress_ns = t; // 0: progress, timed from the next scan
-            ++s.results;
-            sl.busy = false;
-            ++sl.gen;
-            ++rr.done;
-            const std::uint64_t next = sl.k + s.pool;
-            // Same slot: (k + pool) % pool == k % pool.
-            if (next < rr.n_chunks) rr.pending.push_back(s.contrib(o_, r, next, 0, t));
         }
-        if (!rr.pending.empty()) {
-            const unsigned sent =
-                t_.send(s.rail_base + r, rr.pending.data(), static_cast<unsigned>(rr.pending.size()));
-            rr.pending.erase(rr.pending.begin(), rr.pending.begin() + sent);
-        }
-        if (rr.done < rr.n_chunks) all_done = false;
+        rr.last_progress_ns = t; // 0: progress, timed from the next scan
+        ++rr.results;
+        sl.busy = false;
+        ++sl.gen;
+        ++rr.done;
+        const std::uint64_t next = sl.k + s.pool;
+        // Same slot: (k + pool) % pool == k % pool.
+        if (next < rr.n_chunks) rr.pending.push_back(s.contrib(o_, r, next, 0, t));
     }
-    if (all_done) {
-        s.active = false;
-        return true;
-    }
+    if (!rr.pending.empty()) send_pending(r);
+    if (rr.done == rr.n_chunks) return true;
     // Retransmit timed-out contributions; checked every millisecond, the
     // clock read every 32 polls (a clock read is a system call where the
     // TSC is not usable, as in emulated guests).
-    if (++s.polls_since_clock < 32) return false;
-    s.polls_since_clock = 0;
+    if (++rr.polls_since_clock < 32) return false;
+    rr.polls_since_clock = 0;
     const std::uint64_t now = now_ns();
-    if (!s.last_progress_ns) s.last_progress_ns = s.last_scan_ns = now;
-    if (now - s.last_scan_ns > 1000000) {
-        s.last_scan_ns = now;
-        // The timeout: the configured floor or the smoothed round trip plus
-        // four deviations, doubled for each retransmit of the same chunk.
-        const std::uint64_t rto = std::max<std::uint64_t>(
-            static_cast<std::uint64_t>(std::chrono::nanoseconds(o_.rto).count()), s.srtt_ns + 4 * s.rttvar_ns);
-        for (unsigned r = 0; r < s.rails && !t_.reliable(); ++r)
-            for (std::size_t si = 0; si < s.pool; ++si) {
-                state::slot_state& sl = s.run[r].slots[si];
-                if (!sl.busy || now - sl.sent_ns < rto << std::min(sl.retries, 6u)) continue;
-                // RTT of a retransmitted chunk counts from the retransmit.
-                const tx_msg c = s.contrib(o_, r, sl.k, wire::flag_retransmit, now);
-                ++s.retransmits;
-                t_.send(s.rail_base + r, &c, 1);
-            }
-        if (now - s.last_progress_ns > static_cast<std::uint64_t>(std::chrono::nanoseconds(o_.op_timeout).count())) {
-            s.err = "allreduce timed out: no result for " + std::to_string(o_.op_timeout.count()) + " ms";
-            s.active = false;
-            return true;
-        }
+    if (!rr.last_progress_ns) rr.last_progress_ns = rr.last_scan_ns = now;
+    if (now - rr.last_scan_ns <= 1000000) return false;
+    rr.last_scan_ns = now;
+    // The timeout: the configured floor or the rail's smoothed round trip
+    // plus four deviations, doubled for each retransmit of the same chunk.
+    const std::uint64_t rto = std::max<std::uint64_t>(
+        static_cast<std::uint64_t>(std::chrono::nanoseconds(o_.rto).count()), rr.srtt_ns + 4 * rr.rttvar_ns);
+    for (std::size_t si = 0; si < s.pool && !t_.reliable(); ++si) {
+        state::slot_state& sl = rr.slots[si];
+        if (!sl.busy || sl.queued || now - sl.sent_ns < rto << std::min(sl.retries, 6u)) continue;
+        // RTT of a retransmitted chunk counts from the retransmit.
+        const tx_msg c = s.contrib(o_, r, sl.k, wire::flag_retransmit, now);
+        ++rr.retransmits;
+        rr.pacer.consume(c.bytes + wire::header_bytes + 42 + 24);
+        t_.send(s.rail_base + r, &c, 1);
+    }
+    if (now - rr.last_progress_ns > static_cast<std::uint64_t>(std::chrono::nanoseconds(o_.op_timeout).count())) {
+        rr.err = "allreduce timed out: no result on rail " + std::to_string(r) + " for " +
+                 std::to_string(o_.op_timeout.count()) + " ms";
+        s.failed = true;
+        return true;
     }
     return false;
 }
 
+// The operation has ended on every rail: its round trips join chunk_rtt()
+// and the first rail's error is the operation's.
+void worker::finish() {
+    state& s = *s_;
+    s.active = false;
+    for (auto& rr : s.run) {
+        s.rtt.merge(rr.rtt);
+        rr.rtt.reset();
+        if (s.err.empty() && !rr.err.empty()) s.err = rr.err;
+    }
+}
+
+bool worker::progress() {
+    state& s = *s_;
+    if (!s.active) return true;
+    bool all_done = true;
+    for (unsigned r = 0; r < s.rails && !s.failed; ++r) all_done &= progress_rail(r);
+    if (!all_done && !s.failed) return false;
+    finish();
+    return true;
+}
+
 void worker::wait(std::chrono::microseconds max) {
-    for (unsigned r = 0; r < s_->rails; ++r)
-        if (!s_->run[r].pending.empty()) return; // sends are waiting for room: keep polling
-    t_.wait(max);
+    for (const auto& rr : s_->run) {
+        if (rr.pending.empty()) continue;
+        // Sends wait for room (poll on) or for the pacer (sleep until then).
+        if (!rr.pacer.shaped()) return;
+        const auto w = const_cast<state::rail_run&>(rr).pacer.wait(
+            static_cast<std::uint32_t>(rr.pending.front().bytes + wire::header_bytes + 42 + 24), clock::now());
+        max = std::min(max, std::chrono::duration_cast<std::chrono::microseconds>(w));
+    }
+    if (max.count() > 0) t_.wait(max);
+}
+
+// One pipeline per rail on the engine's arena (as many threads as it has;
+// rails share them round robin beyond that). Each polls its rails until
+// they are done, then sleeps in the transport between bursts like
+// complete() does.
+void worker::run_pipelines() {
+    state& s = *s_;
+    const unsigned threads =
+        std::min<unsigned>(s.rails, static_cast<unsigned>(std::max(1, o_.engine->arena_concurrency(o_.engine->arena_of(o_.numa)))));
+    o_.engine->run_each(threads, o_.numa, [&](unsigned t) {
+        unsigned idle = 0;
+        for (;;) {
+            bool done = true;
+            std::uint64_t before = 0, after = 0;
+            for (unsigned r = t; r < s.rails; r += threads) {
+                before += s.run[r].results;
+                done &= progress_rail(r);
+                after += s.run[r].results;
+            }
+            if (done || s.failed) return;
+            if (after != before) idle = 0;
+            else if (++idle >= 64) {
+                idle = 0;
+                std::this_thread::yield();
+            }
+        }
+    });
+    finish();
 }
 
 std::string worker::allreduce(void* data, std::size_t count, wire::dtype dt) {
     start(data, count, dt);
+    if (o_.engine && s_->active && t_.parallel_rails()) {
+        run_pipelines();
+        return s_->err;
+    }
     worker* self = this;
     complete({&self, 1});
     return s_->err;

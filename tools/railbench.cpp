@@ -18,6 +18,7 @@
 #include "client/railgate/udp_transport.hpp"
 #include "client/railgate/verbs_transport.hpp"
 #include "client/railgate/worker.hpp"
+#include "dataplane/engine/engine.hpp"
 #include "dataplane/net/daemon.hpp"
 #include "dataplane/net/eal.hpp"
 #include "dataplane/qos/classify.hpp"
@@ -48,6 +49,8 @@ struct options {
     std::vector<std::uint64_t> counts; // explicit element counts (--count), overrides -b/-e
     int gid_index = -1;                // verbs: -1 automatic
     std::uint64_t rail_rate = 0;       // embedded: shape each rail to this many bit/s
+    std::uint64_t pace = 0;            // each worker's contributions per rail, bit/s
+    bool rail_threads = false;         // one pipeline per rail on the TBB engine
     std::string policy;                // embedded: rail|lag
     unsigned flows = 0;                // embedded: independent one-worker jobs
     bool lag_table = false;
@@ -77,6 +80,9 @@ void usage(std::FILE* f) {
                  "      --gid-index N       verbs: the local GID index (default: the RoCEv2 IPv4 GID)\n"
                  "      --job ID --token T  job id and 64-bit token\n"
                  "      --seed S            input seed (all ranks must agree)\n"
+                 "      --pace RATE         each worker paces its contributions on each rail to RATE\n"
+                 "                          (its traffic class's share: a shaped rail's rate / W)\n"
+                 "      --rail-threads      udp: one pipeline per rail on the TBB engine's threads\n"
                  "LAG versus rail (embedded):\n"
                  "      --rail-rate RATE    shape every rail to RATE (1Gbit, 250Mbit: a link speed)\n"
                  "      --policy rail|lag   railgated's policy\n"
@@ -162,6 +168,11 @@ options parse(int argc, char** argv) {
         } else if (a == "--rail-rate") {
             const std::string v = val();
             if (!qos::parse_rate(v, o.rail_rate)) die("--rail-rate: '" + v + "' is not a rate like 1Gbit or 250Mbit");
+        } else if (a == "--pace") {
+            const std::string v = val();
+            if (!qos::parse_rate(v, o.pace)) die("--pace: '" + v + "' is not a rate like 1Gbit or 250Mbit");
+        } else if (a == "--rail-threads") {
+            o.rail_threads = true;
         } else if (a == "--policy") {
             o.policy = val();
             if (o.policy != "rail" && o.policy != "lag") die("--policy: rail or lag");
@@ -201,6 +212,8 @@ options parse(int argc, char** argv) {
         die("--rail-rate, --policy, --flows, --lag-table and --isolation apply to --embedded (shape railgated's rails "
             "in its config)");
     if (o.isolation && (o.lag_table || !o.policy.empty() || o.flows)) die("--isolation runs on its own");
+    if (o.rail_threads && o.transport != "udp")
+        die("--rail-threads applies to --transport udp (one socket per rail; one thread drives the others)");
     if (o.lag_table && !o.policy.empty()) die("--lag-table runs both policies: drop --policy");
     if (!o.embedded) {
         if (o.transport == "dpdk") die("--transport dpdk outside --embedded is not supported yet: use --embedded or --transport udp");
@@ -254,8 +267,12 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
             if (it == o.warmup)
                 for (auto* w : ws) w->chunk_rtt().reset();
             const auto t0 = std::chrono::steady_clock::now();
-            for (std::size_t l = 0; l < ws.size(); ++l) ws[l]->start(buf[l].data(), count, o.dt);
-            client::complete(ws);
+            if (ws.size() == 1) { // one pipeline per rail with --rail-threads
+                ws[0]->allreduce(buf[0].data(), count, o.dt);
+            } else {
+                for (std::size_t l = 0; l < ws.size(); ++l) ws[l]->start(buf[l].data(), count, o.dt);
+                client::complete(ws);
+            }
             const auto t1 = std::chrono::steady_clock::now();
             for (auto* w : ws)
                 if (!w->error().empty()) {
@@ -289,6 +306,7 @@ client::worker_options worker_opts(const options& o, unsigned rank) {
     wo.world = static_cast<std::uint16_t>(o.workers);
     wo.dt = o.dt;
     wo.pool_size = o.pool;
+    wo.pace_bps = o.pace;
     std::uint64_t mc = 0;
     for (auto c : counts_of(o)) mc = std::max(mc, c);
     wo.max_count = mc;
@@ -316,6 +334,7 @@ double run_flows(const options& o, net::daemon& d,
         wo.world = 1;
         wo.dt = o.dt;
         wo.pool_size = o.pool;
+        wo.pace_bps = o.pace;
         wo.max_count = count;
         owners.push_back(std::make_unique<client::worker>(*ts[f], wo));
         if (std::string e = owners.back()->join(); !e.empty()) {
@@ -555,7 +574,13 @@ int run_remote(const options& o) {
     } else {
         t = client::make_udp_transport(ip, o.port);
     }
-    client::worker w(*t, worker_opts(o, static_cast<unsigned>(o.rank)));
+    client::worker_options wo = worker_opts(o, static_cast<unsigned>(o.rank));
+    std::unique_ptr<engine::engine> eng;
+    if (o.rail_threads) {
+        eng = std::make_unique<engine::engine>(engine::topology::load());
+        wo.engine = eng.get();
+    }
+    client::worker w(*t, wo);
     if (std::string e = w.join(); !e.empty()) {
         std::fprintf(stderr, "railbench: rank %d: %s\n", o.rank, e.c_str());
         return 1;
@@ -564,6 +589,10 @@ int run_remote(const options& o) {
     std::printf("# railbench: rank %d of %u, server %s, %u rails, dtype %s, chunk %u B, pool %u, transport %s\n",
                 o.rank, o.workers, o.server.c_str(), ack.n_rails, std::string(wire::dtype_name(o.dt)).c_str(),
                 ack.chunk_bytes, ack.pool_size, t->name());
+    if (wo.engine)
+        std::printf("# one pipeline per rail: %u rails on %d engine threads (%s)\n", ack.n_rails,
+                    eng->arena_concurrency(eng->arena_of(-1)), eng->describe().c_str());
+    if (wo.pace_bps) std::printf("# paced: %.3f Gbit/s per rail\n", static_cast<double>(wo.pace_bps) / 1e9);
     std::vector<client::worker*> ws{&w};
     stats::histogram lat;
     const std::uint64_t wrong = run_table(o, ws, {static_cast<unsigned>(o.rank)}, lat);

@@ -1,7 +1,8 @@
 // The worker side's transport: how a worker's messages reach railgated on
 // each rail. Burst-shaped: one virtual call per burst, never per message.
 //
-// Threading: a transport belongs to one worker and is used by one thread.
+// Threading: a transport belongs to one worker and is used by one thread,
+// or, where parallel_rails(), by one thread per rail.
 #pragma once
 
 #include <chrono>
@@ -55,6 +56,9 @@ public:
     // True when the transport delivers every message (RC verbs): the worker
     // then never retransmits, it only waits.
     virtual bool reliable() const noexcept { return false; }
+    // True when send/recv on different rails may run on different threads
+    // at once (each rail's own socket and buffers: UDP).
+    virtual bool parallel_rails() const noexcept { return false; }
     // The transport's name, for reports ("udp", "dpdk", "verbs").
     virtual const char* name() const noexcept = 0;
 };

@@ -13,7 +13,8 @@
 // kept result).
 //
 // Threading: one thread per worker. start()/progress() let one thread drive
-// several workers (railbench --embedded does).
+// several workers (railbench --embedded does). With options.engine,
+// allreduce() runs one pipeline per rail on the engine's threads.
 #pragma once
 
 #include <chrono>
@@ -24,6 +25,10 @@
 #include <vector>
 
 #include "client/railgate/transport.hpp"
+
+namespace railgate::engine {
+class engine;
+}
 #include "dataplane/stats/histogram.hpp"
 
 namespace railgate::client {
@@ -45,6 +50,18 @@ struct worker_options {
     // over a reliable transport (verbs), the worker reads no clock on the
     // latency path: raillat times whole operations itself.
     bool chunk_rtt = true;
+    // Pacing: each rail's contributions leave at most at this rate (bits/s
+    // on the wire; 0: as fast as the pool allows), in bursts up to
+    // pace_burst_bytes (at least 16 KiB). A worker paces its traffic class
+    // to what the fabric gives it, so its pool does not queue at a shaped
+    // rail past the retransmit timeout.
+    std::uint64_t pace_bps = 0;
+    std::uint64_t pace_burst_bytes = 0;
+    // One pipeline per rail on this engine's arena for `numa` (null: the
+    // calling thread drives every rail). Used by allreduce() when the
+    // transport's rails may run on separate threads (UDP).
+    const engine::engine* engine = nullptr;
+    int numa = -1;
 };
 
 class worker {
@@ -87,6 +104,10 @@ public:
 
 private:
     void report_rtt();
+    void send_pending(unsigned rail);
+    bool progress_rail(unsigned rail);
+    void finish();
+    void run_pipelines();
     transport& t_;
     worker_options o_;
     std::unique_ptr<state> s_;

@@ -76,4 +76,14 @@ void engine::reduce(const reduce::kernels& k, wire::dtype dt, void* dst, const v
     });
 }
 
+void engine::run_each(unsigned n, int numa_node, const std::function<void(unsigned)>& fn) const {
+    p_->arenas[arena_of(numa_node)]->execute([&] {
+        tbb::parallel_for(tbb::blocked_range<unsigned>(0, n, 1),
+                          [&](const tbb::blocked_range<unsigned>& r) {
+                              for (unsigned i = r.begin(); i != r.end(); ++i) fn(i);
+                          },
+                          tbb::simple_partitioner());
+    });
+}
+
 } // namespace railgate::engine

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,12 @@ public:
     // arena when the block is large; inline otherwise. Blocks the caller.
     void reduce(const reduce::kernels& k, wire::dtype dt, void* dst, const void* const* src, unsigned nsrc,
                 std::size_t count, int numa_node) const;
+
+    // Runs fn(0) .. fn(n - 1) at once on `numa_node`'s arena, each as its
+    // own task (pipelines that poll until their work is done: n must not
+    // exceed the arena's concurrency, or the later ones wait for the
+    // earlier to finish). Returns when all have returned.
+    void run_each(unsigned n, int numa_node, const std::function<void(unsigned)>& fn) const;
 
 private:
     struct impl;

@@ -2,7 +2,8 @@
 # Multi-process integration: railgated on 2 af_packet rails, each over its own
 # veth pair into a worker namespace; 3 railbench worker processes over kernel
 # UDP. Element counts that are multiples of nothing, every dtype, MTU 1500
-# and 9000; results must be bit-exact. Namespaces are removed on any exit.
+# and 9000, workers serial, paced and with one pipeline per rail; results
+# must be bit-exact. Namespaces are removed on any exit.
 #   two_rails.sh RAILGATED RAILBENCH
 set -u
 railgated=$1 railbench=$2
@@ -52,10 +53,14 @@ job=1
 for mtu in 1500 9000; do
   start_gated "$mtu"
   for dt in fp32 bf16 fp16 int32; do
+    # bf16 and int32: one pipeline per rail (TBB engine) on every worker;
+    # fp16: paced workers.
+    extra=()
+    case $dt in bf16|int32) extra=(--rail-threads) ;; fp16) extra=(--pace 400Mbit) ;; esac
     pids=()
     for rank in 0 1 2; do
       timeout 120 ip netns exec "$w" "$railbench" --transport udp --server 198.18.0.1 --rank "$rank" \
-        --workers 3 --dtype "$dt" --count 1000003,4097,1 -n 2 -w 0 --job "$job" \
+        --workers 3 --dtype "$dt" --count 1000003,4097,1 -n 2 -w 0 --job "$job" "${extra[@]}" \
         > "$log/bench-$mtu-$dt-$rank.log" 2>&1 &
       pids+=($!)
     done
@@ -63,7 +68,7 @@ for mtu in 1500 9000; do
       wait "${pids[$i]}" || fail "rank $i, $dt at MTU $mtu"
     done
     grep -q "Out of bounds values : 0 OK" "$log/bench-$mtu-$dt-0.log" || fail "wrong values, $dt at MTU $mtu"
-    echo "ok: MTU $mtu $dt, 3 workers, bit-exact"
+    echo "ok: MTU $mtu $dt ${extra[*]}, 3 workers, bit-exact"
     job=$((job + 1))
   done
   stop_gated
