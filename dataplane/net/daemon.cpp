@@ -53,6 +53,8 @@ struct mbuf_release {
 };
 using aggregator = agg::rail_aggregator<mbuf_release>;
 
+struct rail_state;
+
 struct rail_static {
     rail_config cfg;
     std::uint16_t port = 0;
@@ -71,6 +73,7 @@ struct rail_static {
     rte_mempool* pool = nullptr;     // full-size frames
     rte_mempool* hdr_pool = nullptr; // result headers and indirect clones
     rte_ring* fwd = nullptr;         // gateway: datagrams routed out of this rail (MP/SC)
+    rail_state* served_by = nullptr; // its state; only its own lcore reads this
     rail_counters ctr;
     std::string driver;
     std::string ifname;                      // kernel interface behind the port, if any
@@ -288,7 +291,7 @@ struct rail_state {
     const fib* routes = nullptr;
     neighbour_table neigh;
     struct routed {
-        rte_ring* ring;
+        rail_static* out;
         rte_mbuf* m;
     };
     unsigned nrouted = 0;
@@ -636,23 +639,30 @@ void route(rail_state& rs, rte_mbuf* m, const frame::info& fi) noexcept {
     const std::uint32_t frame_len = fi.l3_offset + fi.l4_len;
     if (m->pkt_len > frame_len) rte_pktmbuf_trim(m, static_cast<std::uint16_t>(m->pkt_len - frame_len));
     m->hash.usr = hop.via ? hop.via : dst;
-    rs.out[rs.nrouted++] = {hop.out->fwd, m};
+    rs.out[rs.nrouted++] = {hop.out, m};
 }
 
-// Hands the burst's routed datagrams to their out rails' rings, one bulk
-// enqueue per ring.
+void forward_out(rail_state& rs, rte_mbuf* m, std::uint64_t tsc) noexcept;
+
+// Hands the burst's routed datagrams to their out rails: directly when this
+// lcore serves the out rail too, else through its ring, one bulk enqueue
+// per ring.
 void flush_routed(rail_state& rs) noexcept {
     rte_mbuf* batch[rx_burst];
+    const std::uint64_t tsc = rs.burst_tsc;
     for (unsigned i = 0; i < rs.nrouted; ++i) {
-        rte_ring* ring = rs.out[i].ring;
-        if (!ring) continue;
+        rail_static* out = rs.out[i].out;
+        if (!out) continue;
+        const bool local = out->lcore == rs.s.lcore && out->served_by;
         unsigned n = 0;
         for (unsigned j = i; j < rs.nrouted; ++j)
-            if (rs.out[j].ring == ring) {
-                batch[n++] = rs.out[j].m;
-                rs.out[j].ring = nullptr;
+            if (rs.out[j].out == out) {
+                if (local) forward_out(*out->served_by, rs.out[j].m, tsc);
+                else batch[n++] = rs.out[j].m;
+                rs.out[j].out = nullptr;
             }
-        const unsigned put = rte_ring_enqueue_burst(ring, reinterpret_cast<void**>(batch), n, nullptr);
+        if (local) continue;
+        const unsigned put = rte_ring_enqueue_burst(out->fwd, reinterpret_cast<void**>(batch), n, nullptr);
         for (unsigned k = put; k < n; ++k) free_drop(rs, batch[k], drop_reason::fwd_queue_full);
     }
     rs.nrouted = 0;
@@ -1043,6 +1053,7 @@ int daemon::impl::lcore_main(void* arg) {
         lim.n_rails = d.ack.n_rails;
         lim.job_chunk_bytes = d.job_chunk_bytes;
         auto st = std::make_unique<rail_state>(rs, lim, d.ack, d.policy);
+        rs.served_by = st.get();
         st->index = i;
         st->routes = d.fib_now.get();
         st->stripe = rs.stripe;
@@ -1072,6 +1083,7 @@ int daemon::impl::lcore_main(void* arg) {
                 for (auto it = mine.begin(); it != mine.end(); ++it)
                     if ((*it)->index == static_cast<std::size_t>(cmd->rail)) {
                         flush(**it);
+                        (*it)->s.served_by = nullptr;
                         mine.erase(it); // releases every mbuf the rail held
                         break;
                     }
@@ -1084,7 +1096,10 @@ int daemon::impl::lcore_main(void* arg) {
         }
         if (!busy && d.cfg.idle == idle_policy::yield) sched_yield();
     }
-    for (auto& r : mine) flush(*r);
+    for (auto& r : mine) {
+        flush(*r);
+        r->s.served_by = nullptr;
+    }
     return 0; // rail_state destructors release every held mbuf
 }
 

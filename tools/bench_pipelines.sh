@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Worker pipelines: railbench over kernel UDP through railgated's 2 af_packet
+# rails (one veth each), 2 workers in another namespace, each worker either
+# driving both rails from its one thread or with one pipeline per rail on
+# the TBB engine (--rail-threads); the two modes alternated ROUNDS times in
+# one run. Prints each run's bus bandwidth, the medians and their ratio.
+# Root only; traffic stays in two network namespaces this script creates.
+#   tools/bench_pipelines.sh [BUILD_DIR] [ROUNDS] [SIZE]
+set -u
+build=${1:-build} rounds=${2:-5} size=${3:-4M}
+railgated=$build/dataplane/railgated railbench=$build/tools/railbench
+d=rgpd$$ w=rgpw$$ log=$(mktemp -d)
+gated=
+cleanup() {
+  [ -n "$gated" ] && kill -9 "$gated" 2>/dev/null
+  wait 2>/dev/null
+  ip netns del "$d" 2>/dev/null; ip netns del "$w" 2>/dev/null
+  rm -rf "$log"
+}
+trap cleanup EXIT
+ip netns add "$d" && ip netns add "$w" || exit 1
+for r in 0 1; do
+  ip link add "rgp$r" netns "$d" type veth peer name "rgq$r" netns "$w"
+  ip -n "$w" addr add "198.18.$r.10/24" dev "rgq$r"
+  ip -n "$d" link set "rgp$r" up; ip -n "$w" link set "rgq$r" up
+done
+ip -n "$w" link set lo up
+ip netns exec "$d" "$railgated" --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 \
+  --log-level lib.eal:error -- --socket "$log/rg.sock" \
+  --rail "net_af_packet0,iface=rgp0,framesz=2048,blocksz=4096,framecnt=1024" --ip 198.18.0.1 \
+  --rail "net_af_packet1,iface=rgp1,framesz=2048,blocksz=4096,framecnt=1024" --ip 198.18.1.1 > "$log/g" 2>&1 &
+gated=$!
+for _ in $(seq 150); do grep -q "railgated: ready" "$log/g" && break; sleep 0.1; done
+
+run() { # MODE JOB -> prints busbw GB/s
+  local flag=()
+  [ "$1" = pipelines ] && flag=(--rail-threads)
+  local pids=()
+  for rank in 0 1; do
+    ip netns exec "$w" timeout 120 "$railbench" --transport udp --server 198.18.0.1 --rank $rank --workers 2 \
+      -b "$size" -e "$size" -n 20 -w 3 --job "$2" "${flag[@]}" > "$log/b$rank" 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  grep -q "Out of bounds values : 0 OK" "$log/b0" || { echo "wrong values in $1 run" >&2; cat "$log/b0" >&2; exit 1; }
+  awk '/Avg bus bandwidth/ {print $(NF-1)}' "$log/b0"
+}
+
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+: > "$log/serial"; : > "$log/pipelines"
+job=1
+echo "# 2 af_packet rails, 2 UDP workers, $size allreduce, $rounds rounds alternating"
+for r in $(seq "$rounds"); do
+  for mode in serial pipelines; do
+    v=$(run "$mode" "$job"); job=$((job + 1))
+    echo "$v" >> "$log/$mode"
+    printf "  round %d %-9s busbw %s GB/s\n" "$r" "$mode" "$v"
+  done
+done
+s=$(median < "$log/serial") p=$(median < "$log/pipelines")
+printf "median busbw: one thread %s GB/s, one pipeline per rail %s GB/s, ratio %.3f\n" "$s" "$p" \
+  "$(awk -v s="$s" -v p="$p" 'BEGIN {print p / s}')"
