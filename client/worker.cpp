@@ -79,7 +79,7 @@ struct worker::state {
     tx_msg contrib(const worker_options& o, unsigned r, std::uint64_t k, std::uint8_t flags,
                    std::uint64_t t) noexcept {
         const std::uint64_t off = (k * rails + r) * chunk_elems;
-        const auto n = static_cast<std::uint16_t>(std::min<std::uint64_t>(chunk_elems, count - off));
+        const auto n = static_cast<std::uint32_t>(std::min<std::uint64_t>(chunk_elems, count - off));
         slot_state& sl = run[r].slots[k % pool];
         sl.busy = true;
         sl.k = k;

@@ -390,8 +390,8 @@ void read_rail(reader& r, rail& x) {
         r.integer("service_level", 0, 15, x.service_level);
         if (const toml::node* n = r.get("chunk_bytes")) {
             const auto v = n->value<long long>();
-            if (!n->is_integer() || !v || *v < 1024 || *v > 32768 || (*v & (*v - 1)))
-                r.fail(n, "chunk_bytes", "must be a power of two, 1024..32768");
+            if (!n->is_integer() || !v || *v < 1024 || *v > 4194304 || (*v & (*v - 1)))
+                r.fail(n, "chunk_bytes", "must be a power of two, 1024..4194304 (4 MiB)");
             else
                 x.chunk_bytes = static_cast<unsigned>(*v);
         }

@@ -1,5 +1,6 @@
 #include "dataplane/proto/parse.hpp"
 
+#include <bit>
 #include <cstring>
 
 namespace railgate::wire {
@@ -80,7 +81,7 @@ void encode_header(const header& h, std::uint8_t* o) noexcept {
     put16(o + 16, h.rank);
     put16(o + 18, h.world_size);
     put16(o + 20, h.slot);
-    put16(o + 22, h.count);
+    put16(o + 22, static_cast<std::uint16_t>(h.count)); // wire messages stay below 2^16 elements
     put64(o + 24, h.offset);
     put32(o + 32, h.gen);
     put32(o + 36, h.aux);
@@ -153,7 +154,8 @@ std::size_t encode_join_ack_body(const join_ack_body& b, std::uint8_t* o) noexce
     o[2] = static_cast<std::uint8_t>(b.policy);
     o[6] = static_cast<std::uint8_t>(b.hash);
     o[3] = b.n_rails;
-    put16(o + 4, b.chunk_bytes);
+    put16(o + 4, static_cast<std::uint16_t>(b.chunk_bytes <= 0xffff ? b.chunk_bytes : 0));
+    o[7] = static_cast<std::uint8_t>(std::has_single_bit(b.chunk_bytes) ? std::countr_zero(b.chunk_bytes) : 0);
     std::uint8_t* e = o + join_ack_fixed_bytes;
     for (unsigned r = 0; r < b.n_rails && r < max_rails; ++r, e += rail_entry_bytes) {
         const rail_entry& re = b.rails[r];
@@ -161,7 +163,7 @@ std::size_t encode_join_ack_body(const join_ack_body& b, std::uint8_t* o) noexce
         put16(e + 4, re.udp_port);
         put16(e + 6, re.mtu);
         std::memcpy(e + 8, re.mac, 6);
-        put16(e + 14, re.chunk_bytes);
+        put16(e + 14, static_cast<std::uint16_t>(re.chunk_bytes <= 0xffff ? re.chunk_bytes : 0));
     }
     return join_ack_fixed_bytes + std::size_t{b.n_rails} * rail_entry_bytes;
 }
@@ -175,8 +177,13 @@ bool decode_join_ack_body(std::span<const std::uint8_t> in, join_ack_body& b) no
     if (i[6] > static_cast<std::uint8_t>(lag_hash::l3l4)) return false;
     b.hash = static_cast<lag_hash>(i[6]);
     b.n_rails = i[3];
+    // The u16 where it fits, else 2^log2 (which must agree where both are).
+    const unsigned log2 = i[7];
+    if (log2 > 31) return false;
+    const std::uint32_t pow = std::uint32_t{1} << log2;
     b.chunk_bytes = get16(i + 4);
-    if (b.chunk_bytes == 0) return false;
+    if (b.chunk_bytes == 0 && log2 >= 16) b.chunk_bytes = pow;
+    if (b.chunk_bytes == 0 || b.chunk_bytes > max_chunk_bytes || (log2 && b.chunk_bytes != pow)) return false;
     if (b.n_rails == 0 || b.n_rails > max_rails) return false;
     if (in.size() != join_ack_fixed_bytes + std::size_t{b.n_rails} * rail_entry_bytes) return false;
     const std::uint8_t* e = i + join_ack_fixed_bytes;
@@ -187,6 +194,7 @@ bool decode_join_ack_body(std::span<const std::uint8_t> in, join_ack_body& b) no
         re.mtu = get16(e + 6);
         std::memcpy(re.mac, e + 8, 6);
         re.chunk_bytes = get16(e + 14);
+        if (re.chunk_bytes == 0) re.chunk_bytes = b.chunk_bytes; // a chunk above 65535 bytes
     }
     return true;
 }

@@ -74,7 +74,9 @@ struct header {
     std::uint16_t rank = 0;
     std::uint16_t world_size = 0;
     std::uint16_t slot = 0;
-    std::uint16_t count = 0;  // elements in this message's payload
+    // Elements in this message's payload: u16 on the wire (a UDP chunk is at
+    // most 8 KiB); wider in memory for verbs chunks, which carry no header.
+    std::uint32_t count = 0;
     std::uint64_t offset = 0; // element offset of the chunk in the tensor
     std::uint32_t gen = 0;    // how many times this slot was used before
     std::uint32_t aux = 0;    // ERROR: error_code; JOIN_ACK: rail index
@@ -110,6 +112,8 @@ inline constexpr unsigned verbs_max_pool = 256;
 // Bytes per chunk on verbs rails unless the rail says otherwise (the HCA
 // segments a WRITE into path-MTU packets; the chunk only sets the pipelining).
 inline constexpr std::uint32_t verbs_default_chunk_bytes = 32768;
+// Largest chunk (a verbs rail's; UDP chunks follow the MTU).
+inline constexpr std::uint32_t max_chunk_bytes = 4u << 20;
 // Largest control message on a verbs rail (a JOIN_ACK of max_rails rails).
 inline constexpr std::size_t verbs_ctl_bytes = 1024;
 // Immediate data of a chunk: slot in the high 16 bits, the low 16 bits of
@@ -126,7 +130,9 @@ struct rail_entry {
     std::uint16_t udp_port = 0;
     std::uint16_t mtu = 0;
     std::uint8_t mac[6] = {};
-    std::uint16_t chunk_bytes = 0; // payload bytes per chunk on this rail
+    // Payload bytes per chunk on this rail; u16 on the wire, 0 there when
+    // larger (a verbs rail's chunk of 64 KiB or more: the job's chunk).
+    std::uint32_t chunk_bytes = 0;
 };
 inline constexpr std::size_t rail_entry_bytes = 16;
 inline constexpr unsigned max_rails = 32;
@@ -137,7 +143,9 @@ struct join_ack_body {
     rail_policy policy = rail_policy::rail;
     lag_hash hash = lag_hash::l3l4; // LAG only
     std::uint8_t n_rails = 0;
-    std::uint16_t chunk_bytes = 0; // the job's chunk: the smallest rail chunk
+    // The job's chunk: the smallest rail chunk. A power of two; on the wire
+    // its log2 (byte 7) and, when it fits, the u16 at byte 4 (0 otherwise).
+    std::uint32_t chunk_bytes = 0;
     rail_entry rails[max_rails];
 };
 inline constexpr std::size_t join_ack_fixed_bytes = 8;

@@ -53,6 +53,7 @@ json verbs_counters_json(const verbs::plane& p, const std::string& only) {
                          {"rejected", v(c.rejected)},
                          {"contributions", v(c.contributions)},
                          {"aggregations", v(c.results)},
+                         {"engine_reductions", v(c.engine_reductions)},
                          {"joins", v(c.joins)},
                          {"join_errors", v(c.join_errors)},
                          {"leaves", v(c.leaves)},

@@ -207,13 +207,13 @@ plane::plane(const plane_config& cfg) {
     wire::join_ack_body ack{};
     ack.policy = wire::rail_policy::rail;
     ack.n_rails = static_cast<std::uint8_t>(rails_.size());
-    ack.chunk_bytes = static_cast<std::uint16_t>(job_chunk);
+    ack.chunk_bytes = job_chunk;
     for (unsigned i = 0; i < rails_.size(); ++i) {
         wire::rail_entry& e = ack.rails[i];
         e.ip = rails_[i]->cfg.ip;
         e.udp_port = rails_[i]->cfg.cm_port;
         e.mtu = static_cast<std::uint16_t>(rails_[i]->path_mtu);
-        e.chunk_bytes = static_cast<std::uint16_t>(rails_[i]->cfg.chunk_bytes);
+        e.chunk_bytes = rails_[i]->cfg.chunk_bytes;
     }
     for (auto& rs : rails_) {
         rs->ack = ack;
@@ -828,8 +828,13 @@ void plane::rail_state::complete_slot(unsigned j, unsigned slot) {
     for (unsigned r = 0; r < x.world; ++r) src[r] = static_cast<const std::uint8_t*>(x.members[r]->contrib.p) + off;
     auto* dst = static_cast<std::uint8_t*>(x.results.p) + off;
     const std::size_t count = s.bytes / wire::dtype_size(x.dt);
-    if (lim.eng) lim.eng->reduce(*k, x.dt, dst, src, x.world, count, numa);
-    else (*k)[x.dt](dst, src, x.world, count);
+    if (lim.eng) {
+        // Above the engine's threshold the block is split over the arena.
+        if (s.bytes >= lim.eng->threshold_bytes()) bump(ctr.engine_reductions);
+        lim.eng->reduce(*k, x.dt, dst, src, x.world, count, numa);
+    } else {
+        (*k)[x.dt](dst, src, x.world, count);
+    }
     const std::uint32_t imm = wire::verbs_imm(static_cast<std::uint16_t>(slot), s.gen);
     s.bitmap = 0;
     ++s.gen;

@@ -40,3 +40,24 @@ grep -qE '^railgate_verbs_aggregations_total\{rail="v1"\} [1-9][0-9]*$' "$WORK/m
   { echo "FAIL: no verbs aggregations in /metrics"; cat "$WORK/metrics.txt"; exit 1; }
 kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; exit 1; }
 grep -q "verbs rail v1: connects 12" "$WORK/railgated.log" || { echo "FAIL: no exit stats"; tail "$WORK/railgated.log"; exit 1; }
+
+# Large verbs chunks (1 MiB and 512 KiB rails: a 512 KiB job chunk, above
+# the u16 of the UDP layout): bit-exact, and reduced by the engine.
+start_railgated "$BUILD" "$here/verbs_large.toml" "$WORK/ctl2.sock" "$WORK/railgated2.log"
+for dt in fp32 bf16; do
+  if ! run_workers 2 --dtype $dt --job $job --count 1,131071,1000003 -n 2 -w 0; then
+    echo "FAIL: railbench --dtype $dt with 512 KiB chunks"; tail -n 5 "$WORK"/w*.log; exit 1
+  fi
+  grep -q "chunk 524288 B" "$WORK/w0.log" || { echo "FAIL: the job chunk is not 512 KiB"; cat "$WORK/w0.log"; exit 1; }
+  job=$((job + 1))
+done
+"$BUILD/railctl" --socket "$WORK/ctl2.sock" --json stats > "$WORK/stats2.json"
+python3 - "$WORK/stats2.json" <<'PY' || { echo "FAIL: large-chunk counters"; exit 1; }
+import json, sys
+rails = {r["rail"]: r for r in json.load(open(sys.argv[1]))["rails"]}
+for name in ("v0", "v1"):
+    r = rails[name]
+    assert r["aggregations"] > 0 and r["engine_reductions"] > 0 and r["drops_total"] == 0, r
+print("ok: 512 KiB verbs chunks, engine reductions", [rails[n]["engine_reductions"] for n in ("v0", "v1")])
+PY
+kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; exit 1; }
