@@ -136,6 +136,9 @@ void print_config(const config::appliance& a) {
                         t.rate_bps ? ("@" + std::to_string(t.rate_bps / 1000000) + "Mbit").c_str() : "");
         if (!r.tcs.empty()) std::printf("\n");
     }
+    for (const config::route& r : a.routes)
+        std::printf("  route %-18s -> rail %s %s\n", r.prefix_text.c_str(), r.rail.c_str(),
+                    r.via ? ("via " + net::format_ipv4(r.via)).c_str() : "(on-link)");
 }
 
 } // namespace

@@ -59,6 +59,8 @@ printf '[[rail]]\nname = "g0"\ndevargs = "net_null0"\nip = "10.1.0.1"\n[[route]]
 "$railgated" -- --config "$log/bad.toml" --check > "$log/bad.log" 2>&1 && fail "a route by a missing rail was accepted"
 grep -q "bad.toml:7:8: route\[0\].rail: no rail 'g9'" "$log/bad.log" || fail "bad route not located"
 
+"$railgated" -- --config "$log/gw.toml" --check > "$log/check.log" 2>&1 || fail "--check of the gateway config"
+grep -q "route 10.2.0.0/24 *-> rail g1 (on-link)" "$log/check.log" || fail "--check does not show the routes"
 ip netns exec "$g" "$railgated" -- --config "$log/gw.toml" --socket "$log/ctl.sock" --metrics off \
   > "$log/railgated.log" 2>&1 &
 gated_pid=$!

@@ -50,7 +50,7 @@ BOOST_AUTO_TEST_CASE(embedded_default_is_valid) {
 }
 
 BOOST_AUTO_TEST_CASE(shipped_examples_are_valid) {
-    for (const char* f : {"embedded.toml", "lab-2node.toml", "dgx-8rail.toml"}) {
+    for (const char* f : {"embedded.toml", "lab-2node.toml", "dgx-8rail.toml", "gateway.toml"}) {
         const config::result r = config::load(std::string(RAILGATE_SOURCE_ROOT "/config/") + f);
         for (const auto& e : r.errors) BOOST_TEST_MESSAGE(e.text());
         BOOST_TEST(r.ok(), f);
@@ -64,6 +64,10 @@ BOOST_AUTO_TEST_CASE(shipped_examples_are_valid) {
     BOOST_TEST(dgx.rails.size() == 8u);
     BOOST_TEST(dgx.rails[3].numa == 0);
     BOOST_TEST(dgx.rails[4].numa == 1);
+    const config::appliance gw = config::load(RAILGATE_SOURCE_ROOT "/config/gateway.toml").cfg;
+    BOOST_TEST(gw.routes.size() == 3u);
+    BOOST_TEST(gw.routes[2].via == 0x0A0001FEu);
+    BOOST_TEST(gw.rails[0].pcp_tc.size() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(errors_name_file_line_field_and_reason) {
