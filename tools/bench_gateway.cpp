@@ -189,6 +189,7 @@ int main(int argc, char** argv) {
         r0.name = "g0", r0.port_id = p.p0, r0.ip = 0x0A010001;
         r1.name = "g1", r1.port_id = p.p1, r1.ip = 0x0A020001;
         if (shaped) r1.rate_bps = 400'000'000'000ull; // never binds: the scheduler's cost alone
+        if (shaped) r1.burst_bytes = 1 << 20;   // nor does its burst (16 frames would, at 1514 B)
         dc.rails = {r0, r1};
         dc.routes = {{0x0A010000, 24, "g0", 0}, {0x0A020000, 24, "g1", 0}};
         dc.mbufs_per_rail = 4096;
