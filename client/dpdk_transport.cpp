@@ -1,5 +1,7 @@
 #include "client/railgate/dpdk_transport.hpp"
 
+#include <sched.h>
+
 #include <cstring>
 #include <stdexcept>
 
@@ -45,6 +47,10 @@ public:
     }
 
     unsigned n_rails() const noexcept override { return n_open_; }
+    // Poll mode: nothing to sleep on. Idle, give the core away for a
+    // moment: kernel-backed ports (af_xdp, af_packet) move their packets in
+    // the kernel, maybe on this very core.
+    void wait(std::chrono::microseconds) noexcept override { sched_yield(); }
     const char* name() const noexcept override { return "dpdk"; }
     std::uint64_t dropped() const noexcept override { return dropped_; }
 

@@ -11,9 +11,13 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <rte_ethdev.h>
+
+#include "client/railgate/dpdk_transport.hpp"
 #include "client/railgate/embedded.hpp"
 #include "client/railgate/udp_transport.hpp"
 #include "client/railgate/verbs_transport.hpp"
@@ -51,6 +55,9 @@ struct options {
     std::uint64_t rail_rate = 0;       // embedded: shape each rail to this many bit/s
     std::uint64_t pace = 0;            // each worker's contributions per rail, bit/s
     bool rail_threads = false;         // one pipeline per rail on the TBB engine
+    // --transport dpdk outside --embedded: per rail, a DPDK device (vdev
+    // devargs or PCI address) and this worker's address on it.
+    std::vector<std::pair<std::string, std::uint32_t>> dpdk_rails;
     std::string policy;                // embedded: rail|lag
     unsigned flows = 0;                // embedded: independent one-worker jobs
     bool lag_table = false;
@@ -83,6 +90,9 @@ void usage(std::FILE* f) {
                  "      --pace RATE         each worker paces its contributions on each rail to RATE\n"
                  "                          (its traffic class's share: a shaped rail's rate / W)\n"
                  "      --rail-threads      udp: one pipeline per rail on the TBB engine's threads\n"
+                 "      --dpdk-rail DEVARGS@IP  dpdk outside --embedded: this worker's DPDK device for the\n"
+                 "                          next rail and its address there, e.g. net_af_xdp0,iface=eth1@10.0.0.10\n"
+                 "                          or net_af_packet0,iface=eth1@10.0.0.10 (repeat per rail, rail 0 first)\n"
                  "LAG versus rail (embedded):\n"
                  "      --rail-rate RATE    shape every rail to RATE (1Gbit, 250Mbit: a link speed)\n"
                  "      --policy rail|lag   railgated's policy\n"
@@ -171,6 +181,13 @@ options parse(int argc, char** argv) {
         } else if (a == "--pace") {
             const std::string v = val();
             if (!qos::parse_rate(v, o.pace)) die("--pace: '" + v + "' is not a rate like 1Gbit or 250Mbit");
+        } else if (a == "--dpdk-rail") {
+            const std::string v = val();
+            const auto at = v.rfind('@');
+            std::uint32_t ip = 0;
+            if (at == std::string::npos || at == 0 || !net::parse_ipv4(v.substr(at + 1), ip))
+                die("--dpdk-rail: '" + v + "' is not DEVARGS@IP (net_af_xdp0,iface=eth1@10.0.0.10)");
+            o.dpdk_rails.emplace_back(v.substr(0, at), ip);
         } else if (a == "--rail-threads") {
             o.rail_threads = true;
         } else if (a == "--policy") {
@@ -212,11 +229,14 @@ options parse(int argc, char** argv) {
         die("--rail-rate, --policy, --flows, --lag-table and --isolation apply to --embedded (shape railgated's rails "
             "in its config)");
     if (o.isolation && (o.lag_table || !o.policy.empty() || o.flows)) die("--isolation runs on its own");
+    if (!o.dpdk_rails.empty() && (o.embedded || o.transport != "dpdk"))
+        die("--dpdk-rail applies to --transport dpdk without --embedded");
     if (o.rail_threads && o.transport != "udp")
         die("--rail-threads applies to --transport udp (one socket per rail; one thread drives the others)");
     if (o.lag_table && !o.policy.empty()) die("--lag-table runs both policies: drop --policy");
     if (!o.embedded) {
-        if (o.transport == "dpdk") die("--transport dpdk outside --embedded is not supported yet: use --embedded or --transport udp");
+        if (o.transport == "dpdk" && o.dpdk_rails.empty())
+            die("--transport dpdk outside --embedded needs --dpdk-rail DEVARGS@IP, one per rail");
         if (o.server.empty()) die("--server IP is needed with --transport " + o.transport);
         if (o.rank < 0) die("--rank is needed with --transport " + o.transport);
         if (static_cast<unsigned>(o.rank) >= o.workers) die("--rank must be below --workers");
@@ -566,8 +586,35 @@ int run_embedded(const options& o) {
 int run_remote(const options& o) {
     std::uint32_t ip;
     if (!net::parse_ipv4(o.server, ip)) die("--server: '" + o.server + "' is not an IPv4 address");
+    // A DPDK worker: its own EAL (no shared config, so several run side by
+    // side), its devices as vdevs or PCI addresses, one pool. Declared
+    // before the transport, which must stop its ports before the EAL ends.
+    std::optional<net::eal> eal;
+    rte_mempool* pool = nullptr;
     std::unique_ptr<client::transport> t;
-    if (o.transport == "verbs") {
+    if (o.transport == "dpdk") {
+        std::vector<std::string> args{"railbench", "--no-huge", "--no-pci", "--no-shconf", "--no-telemetry", "-l", "0",
+                                      "-m", "256", "--log-level", "lib.eal:error", "--log-level", "pmd.net.af_xdp:error"};
+        for (const auto& [dev, ip] : o.dpdk_rails) {
+            (void)ip;
+            args.push_back(dev.rfind("net_", 0) == 0 ? "--vdev" : "-a");
+            args.push_back(dev);
+        }
+        eal.emplace(args);
+        // af_xdp shares the pool with the kernel as its UMEM: a buffer may
+        // not cross a page (so MTU <= 1500 there); others get jumbo room.
+        bool xdp = false;
+        for (const auto& r : o.dpdk_rails) xdp |= r.first.rfind("net_af_xdp", 0) == 0;
+        pool = net::make_pktmbuf_pool("railbench_pool", 8192, RTE_PKTMBUF_HEADROOM + (xdp ? 2048 : 10240), SOCKET_ID_ANY);
+        std::vector<client::dpdk_port> ports;
+        for (const auto& [dev, ip] : o.dpdk_rails) {
+            std::uint16_t port = 0;
+            const std::string name = dev.substr(0, dev.find(','));
+            if (rte_eth_dev_get_port_by_name(name.c_str(), &port) != 0) die("--dpdk-rail: no DPDK port " + name);
+            ports.push_back({port, ip, 0});
+        }
+        t = client::make_dpdk_transport(ports, ip, o.port, pool);
+    } else if (o.transport == "verbs") {
         client::verbs_options vo;
         vo.qp.gid_index = o.gid_index;
         t = std::make_unique<client::verbs_transport>(ip, o.port, vo);

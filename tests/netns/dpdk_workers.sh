@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# DPDK workers as separate processes: railgated on 2 af_packet rails (a veth
+# each), and one job of 3 workers in another namespace that reach it through
+# a bridge per rail: rank 0 a DPDK worker on af_xdp ports, rank 1 a DPDK
+# worker on af_packet ports (each with its own EAL), rank 2 a kernel-UDP
+# worker. Odd element counts in fp32 and bf16 must come back bit-exact.
+#   dpdk_workers.sh RAILGATED RAILBENCH
+set -u
+railgated=$1 railbench=$2
+. "$(dirname "$0")/lib.sh"
+require_netns
+d=rgkd$$ w=rgkw$$ log=$(mktemp -d)
+gated_pid=
+trap 'cleanup_netns "$d $w" "$log"' EXIT
+ip netns add "$d" && ip netns add "$w" || fail "netns"
+ip -n "$w" link set lo up
+for r in 0 1; do
+  ip link add "rgk$r" netns "$d" type veth peer name "rgb$r" netns "$w" || fail "veth $r"
+  ip -n "$d" link set "rgk$r" up
+  ip -n "$w" link add "br$r" type bridge && ip -n "$w" link set "br$r" up || fail "bridge $r"
+  ip -n "$w" link set "rgb$r" master "br$r" up
+  for k in 0 1 2; do # worker k's port on rail r, and its bridge end
+    ip -n "$w" link add "wk$k$r" type veth peer name "wb$k$r" || fail "veth worker $k rail $r"
+    ip -n "$w" link set "wb$k$r" master "br$r" up
+    ip -n "$w" link set "wk$k$r" up
+  done
+  ip -n "$w" addr add "198.18.$r.12/24" dev "wk2$r" # the UDP worker's kernel address
+done
+
+ip netns exec "$d" "$railgated" --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 \
+  --log-level lib.eal:error -- --socket "$log/railgated.sock" --metrics off \
+  --rail "net_af_packet0,iface=rgk0,framesz=2048,blocksz=4096,framecnt=1024" --ip 198.18.0.1 \
+  --rail "net_af_packet1,iface=rgk1,framesz=2048,blocksz=4096,framecnt=1024" --ip 198.18.1.1 \
+  > "$log/railgated.log" 2>&1 &
+gated_pid=$!
+wait_ready "$log/railgated.log"
+
+job=1
+for dt in fp32 bf16; do
+  common=(--server 198.18.0.1 --workers 3 --dtype "$dt" --count 1000003,4097,1 -n 2 -w 1 --job "$job")
+  ip netns exec "$w" timeout 120 "$railbench" --transport dpdk --rank 0 "${common[@]}" \
+    --dpdk-rail net_af_xdp0,iface=wk00@198.18.0.10 --dpdk-rail net_af_xdp1,iface=wk01@198.18.1.10 \
+    > "$log/bench-$dt-0.log" 2>&1 &
+  p0=$!
+  ip netns exec "$w" timeout 120 "$railbench" --transport dpdk --rank 1 "${common[@]}" \
+    --dpdk-rail net_af_packet0,iface=wk10@198.18.0.11 --dpdk-rail net_af_packet1,iface=wk11@198.18.1.11 \
+    > "$log/bench-$dt-1.log" 2>&1 &
+  p1=$!
+  ip netns exec "$w" timeout 120 "$railbench" --transport udp --rank 2 "${common[@]}" > "$log/bench-$dt-2.log" 2>&1 &
+  p2=$!
+  wait $p0 || fail "rank 0 (dpdk, af_xdp), $dt"
+  wait $p1 || fail "rank 1 (dpdk, af_packet), $dt"
+  wait $p2 || fail "rank 2 (udp), $dt"
+  for k in 0 1 2; do
+    grep -q "Out of bounds values : 0 OK" "$log/bench-$dt-$k.log" || fail "rank $k: wrong values in $dt"
+  done
+  grep -q "transport dpdk" "$log/bench-$dt-0.log" || fail "rank 0 did not run over dpdk"
+  echo "ok: $dt, ranks over dpdk/af_xdp, dpdk/af_packet and udp in one job, bit-exact"
+  job=$((job + 1))
+done
+# A bad --dpdk-rail is refused before any EAL starts.
+"$railbench" --transport dpdk --server 198.18.0.1 --rank 0 --workers 1 --dpdk-rail net_null0 > "$log/bad.log" 2>&1
+[ $? -eq 2 ] && grep -q "is not DEVARGS@IP" "$log/bad.log" || fail "a --dpdk-rail without an address was not refused"
+stop_gated
+grep -E "^rail r[01]:" "$log/railgated.log"
+echo PASS
