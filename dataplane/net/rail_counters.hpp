@@ -29,6 +29,10 @@ struct alignas(64) rail_counters {
     // Gateway: datagrams routed out of this rail, ARP requests it sent for
     // next hops, neighbours it learnt, ICMP time-exceeded it sent.
     counter fwd_packets{0}, fwd_bytes{0}, arp_requests{0}, neighbours{0}, icmp_errors{0};
+    // TSC cycles the lcore spent polling this rail, and of those the polls
+    // that found work: busy / poll is the rail's share of a busy core, as
+    // DPDK's lcore busyness telemetry reports it.
+    counter poll_cycles{0}, busy_cycles{0};
     counter drops[drop_reason_count]{};
     // Shaped rails: what each traffic class sent, and refused (queue full).
     counter tc_packets[qos::tc_count]{}, tc_bytes[qos::tc_count]{}, tc_drops[qos::tc_count]{};

@@ -136,6 +136,9 @@ json control_plane::counters_json(std::size_t i) const {
               {"arp_requests", v(c.arp_requests)},
               {"neighbours", v(c.neighbours)},
               {"icmp_errors", v(c.icmp_errors)},
+              {"busy_percent", v(c.poll_cycles) ? 100.0 * static_cast<double>(v(c.busy_cycles)) /
+                                                      static_cast<double>(v(c.poll_cycles))
+                                                : 0.0},
               {"drops_total", c.total_drops()},
               {"drops", drops}};
     if (const auto x = d_.xdp_counters(i)) {
