@@ -24,7 +24,7 @@
 using namespace railgate;
 
 int main(int argc, char** argv) {
-    unsigned mtu = 9000, workers = 4, pool = 64;
+    unsigned mtu = 9000, workers = 4, pool = 64, gen_mbufs = 16384;
     double seconds = 3;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i];
@@ -32,8 +32,9 @@ int main(int argc, char** argv) {
         else if (a == "--workers") workers = static_cast<unsigned>(std::stoul(argv[i + 1]));
         else if (a == "--seconds") seconds = std::stod(argv[i + 1]);
         else if (a == "--pool") pool = static_cast<unsigned>(std::stoul(argv[i + 1]));
+        else if (a == "--gen-mbufs") gen_mbufs = static_cast<unsigned>(std::stoul(argv[i + 1]));
         else {
-            std::fprintf(stderr, "usage: bench_dataplane [--mtu N] [--workers W] [--seconds S] [--pool P]\n");
+            std::fprintf(stderr, "usage: bench_dataplane [--mtu N] [--workers W] [--seconds S] [--pool P] [--gen-mbufs N]\n");
             return 2;
         }
     }
@@ -53,7 +54,11 @@ int main(int argc, char** argv) {
     net::daemon d(dc);
     const std::uint32_t chunk = wire::chunk_bytes_for_mtu(mtu);
     const std::uint32_t elems = chunk / 4;
-    rte_mempool* gp = net::make_pktmbuf_pool("bd_gen", 16384, RTE_PKTMBUF_HEADROOM + chunk + 128, SOCKET_ID_ANY);
+    if (gen_mbufs < 2048 || gen_mbufs > 65536) {
+        std::fprintf(stderr, "bench_dataplane: --gen-mbufs must be 2048..65536\n");
+        return 2;
+    }
+    rte_mempool* gp = net::make_pktmbuf_pool("bd_gen", gen_mbufs, RTE_PKTMBUF_HEADROOM + chunk + 128, SOCKET_ID_ANY);
 
     frame::endpoint self{}, peer{};
     self.ip = rc.ip;
@@ -89,7 +94,7 @@ int main(int argc, char** argv) {
     }
     // Pre-build every generator mbuf as a full contribution frame.
     {
-        std::vector<rte_mbuf*> all(16384 - 512);
+        std::vector<rte_mbuf*> all(gen_mbufs - 512);
         if (rte_pktmbuf_alloc_bulk(gp, all.data(), static_cast<unsigned>(all.size())) != 0) return 1;
         for (rte_mbuf* m : all) {
             auto* p = reinterpret_cast<std::uint8_t*>(rte_pktmbuf_append(m, static_cast<std::uint16_t>(frame_len)));
