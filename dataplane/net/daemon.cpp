@@ -500,7 +500,15 @@ void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h,
         o.j->via[h.rank] = static_cast<std::uint8_t>(rs.stripe);
     switch (o.act) {
     case agg::action::dropped: return free_drop(rs, m, o.reason);
-    case agg::action::stored: bump(rs.ctr.contributions); return;
+    case agg::action::stored:
+        bump(rs.ctr.contributions);
+        // Its payload is read when the slot completes, a few packets on:
+        // start bringing it in now (small chunks; the hardware streams
+        // large ones).
+        if (payload.size() <= 4096)
+            for (std::size_t off = 0; off < payload.size(); off += RTE_CACHE_LINE_SIZE)
+                rte_prefetch1(payload.data() + off);
+        return;
     case agg::action::resend:
         bump(rs.ctr.results_resent);
         answer(*home, *o.j, *o.s, h.rank);
