@@ -111,6 +111,12 @@ public:
     rail_aggregator& operator=(const rail_aggregator&) = delete;
 
     const limits& lim() const noexcept { return lim_; }
+    // With keep_spares, a completing slot hands ranks 1..W-1's buffers to
+    // the caller (spares(), valid until the next contribute()) instead of
+    // releasing them: railgated sends results in them. The caller then
+    // releases or reuses each spare exactly once.
+    void keep_spares(bool on) noexcept { keep_spares_ = on; }
+    std::span<void* const> spares() const noexcept { return {spare_, nspare_}; }
     // The chunk size jobs that join from now on get (a live MTU change);
     // jobs already joined keep theirs.
     void set_job_chunk_bytes(std::uint32_t b) noexcept { lim_.job_chunk_bytes = b; }
@@ -213,6 +219,7 @@ public:
     outcome contribute(const wire::header& h, const void* payload, void* owner,
                        const reduce::kernels& k, std::uint64_t now = 0) noexcept {
         outcome o;
+        nspare_ = 0;
         job* j = find(h.job_id);
         if (!j) return drop(o, drop_reason::unknown_job);
         o.j = j;
@@ -280,7 +287,10 @@ private:
         const void** payloads = &j.payloads[base];
         void* dst = const_cast<void*>(payloads[0]);
         k[j.dt](dst, payloads, j.world, s.count);
-        for (unsigned r = 1; r < j.world; ++r) Release{}(owners[r]);
+        for (unsigned r = 1; r < j.world; ++r) {
+            if (keep_spares_) spare_[nspare_++] = owners[r];
+            else Release{}(owners[r]);
+        }
         if (s.result_valid) Release{}(s.result_owner);
         s.result_owner = owners[0];
         s.result_payload = dst;
@@ -313,6 +323,9 @@ private:
 
     limits lim_;
     unsigned lag_jobs_ = 0;
+    bool keep_spares_ = false;
+    unsigned nspare_ = 0;
+    void* spare_[wire::max_world];
     std::unique_ptr<job[]> jobs_;
     std::unique_ptr<slot[]> slots_;
     std::unique_ptr<void*[]> owners_;

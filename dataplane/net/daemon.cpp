@@ -47,6 +47,12 @@ constexpr unsigned tx_cap = 512;
 // A full TX queue is usually transient (the peer is draining); retry this
 // many times before freeing and counting the rest as tx_full.
 constexpr unsigned tx_retries = 256;
+// Results up to this size (every DPDK chunk: 8 KiB at most) are sent in the
+// slot's spare contribution buffers: W-1 copies of a cache-hot payload cost
+// less than W indirect clones, whose shared reference count every member's
+// TX completion updates atomically (bench_dataplane, one run: MTU 1500
+// 31 -> 41 Gbit/s, MTU 9000 80 -> 102).
+constexpr std::uint32_t carry_max_bytes = 16384;
 
 struct mbuf_release {
     void operator()(void* m) const noexcept { rte_pktmbuf_free(static_cast<rte_mbuf*>(m)); }
@@ -237,6 +243,7 @@ struct rail_state {
                wire::rail_policy pol)
         : s(st), ctr(st.ctr), agg(lim), k(reduce::best()), ack(ack_body), policy(pol),
           ns_per_tsc(1e9 / static_cast<double>(rte_get_tsc_hz())) {
+        agg.keep_spares(true);
         if (tx_scheduler::shapes(scheduler_options(st))) make_scheduler(scheduler_options(st));
     }
     ~rail_state() {
@@ -425,16 +432,27 @@ void handle_join(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<c
     queue_tx(rs, m);
 }
 
-// Sends slot s's kept result to one member, sharing the payload mbuf
-// (indirect clone) when the port can transmit chains, copying otherwise.
+// Sends slot s's kept result to one member. In `carrier` (a spare
+// contribution buffer of the slot) when given: a copy of the payload, one
+// segment, no allocation. Otherwise sharing the payload mbuf (an indirect
+// clone) when the port can transmit chains, or a copy in a new mbuf.
 void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned rank,
-                 const frame::endpoint& dst) noexcept {
+                 const frame::endpoint& dst, rte_mbuf* carrier = nullptr) noexcept {
     auto* payload = static_cast<rte_mbuf*>(s.result_owner);
     const std::uint32_t bytes = s.result_count * static_cast<std::uint32_t>(wire::dtype_size(j.dt));
     const std::size_t hdr_len = frame::udp_frame_overhead + wire::header_bytes;
     rte_mbuf* m;
     std::uint8_t* p;
-    if (rs.s.multiseg_tx) {
+    if (carrier) {
+        std::uint8_t* msg = reuse_as_reply(rs, carrier, dst, wire::header_bytes + bytes);
+        if (!msg) {
+            rte_pktmbuf_free(carrier);
+            return send_result(rs, j, s, rank, dst);
+        }
+        m = carrier;
+        p = msg - frame::udp_frame_overhead;
+        std::memcpy(msg + wire::header_bytes, rte_pktmbuf_mtod(payload, const void*), bytes);
+    } else if (rs.s.multiseg_tx) {
         m = rte_pktmbuf_alloc(rs.s.hdr_pool);
         rte_mbuf* c = m ? rte_pktmbuf_clone(payload, rs.s.hdr_pool) : nullptr;
         if (!c) {
@@ -455,7 +473,7 @@ void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned
         }
         std::memcpy(p + hdr_len, rte_pktmbuf_mtod(payload, const void*), bytes);
     }
-    frame::write_udp_headers(p, rs.s.self, dst, wire::header_bytes + bytes);
+    if (!carrier) frame::write_udp_headers(p, rs.s.self, dst, wire::header_bytes + bytes);
     wire::header h;
     h.type = wire::msg_type::result;
     h.dt = j.dt;
@@ -483,12 +501,13 @@ rail_state* lag_home(rail_state& rs, const wire::header& h) noexcept {
     return home < rs.bond->size() ? (*rs.bond)[home] : nullptr;
 }
 
-void answer(rail_state& home, const agg::job& j, const agg::slot& s, unsigned rank) noexcept {
-    if (!j.lag || !home.bond) return send_result(home, j, s, rank, j.members[rank]);
+void answer(rail_state& home, const agg::job& j, const agg::slot& s, unsigned rank,
+            rte_mbuf* carrier = nullptr) noexcept {
+    if (!j.lag || !home.bond) return send_result(home, j, s, rank, j.members[rank], carrier);
     rail_state* tx = j.via[rank] < home.bond->size() ? (*home.bond)[j.via[rank]] : nullptr;
     const agg::job* there = tx ? tx->agg.find(j.id) : nullptr;
-    if (!there) return send_result(home, j, s, rank, j.members[rank]);
-    send_result(*tx, j, s, rank, there->members[rank]);
+    if (!there) return send_result(home, j, s, rank, j.members[rank], carrier);
+    send_result(*tx, j, s, rank, there->members[rank], carrier);
 }
 
 void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h,
@@ -525,7 +544,16 @@ void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h,
         const auto bytes = static_cast<std::uint16_t>(o.s->result_count * wire::dtype_size(o.j->dt));
         r->data_len = bytes;
         r->pkt_len = bytes;
-        for (unsigned w = 0; w < o.j->world; ++w) answer(*home, *o.j, *o.s, w);
+        // Small results travel in the slot's other contribution buffers (a
+        // copy each, no allocation, no shared reference count); rank 0's
+        // stays as the kept result and goes out as a clone.
+        const std::span<void* const> spares = home->agg.spares();
+        const bool carry = bytes <= carry_max_bytes;
+        for (unsigned w = 0; w < o.j->world; ++w)
+            answer(*home, *o.j, *o.s, w,
+                   carry && w >= 1 && w - 1 < spares.size() ? static_cast<rte_mbuf*>(spares[w - 1]) : nullptr);
+        if (!carry)
+            for (void* sp : spares) rte_pktmbuf_free(static_cast<rte_mbuf*>(sp));
         // Burst granularity: the time a burst arrived, not each packet.
         const auto ns = static_cast<std::uint64_t>(static_cast<double>(rs.burst_tsc - o.s->started) * rs.ns_per_tsc);
         home->lat.record(ns);

@@ -152,6 +152,28 @@ BOOST_AUTO_TEST_CASE(retransmit_of_completed_generation_resends_result) {
     BOOST_TEST(drop_reason_name(p.reason) == "stale_no_result");
 }
 
+BOOST_AUTO_TEST_CASE(spares_go_to_the_caller_instead_of_being_released) {
+    released().clear();
+    aggregator a(small());
+    a.keep_spares(true);
+    join_all(a, 3, 1000);
+    float x[3][16] = {};
+    for (std::uint16_t r = 0; r < 2; ++r) {
+        a.contribute(contrib(r, 0, 0, 16), x[r], x[r], k());
+        BOOST_TEST(a.spares().empty());
+    }
+    BOOST_TEST(static_cast<int>(a.contribute(contrib(2, 0, 0, 16), x[2], x[2], k()).act) ==
+               static_cast<int>(agg::action::completed));
+    // Ranks 1 and 2's buffers, in rank order; rank 0's is the kept result.
+    BOOST_REQUIRE(a.spares().size() == 2u);
+    BOOST_TEST(a.spares()[0] == static_cast<void*>(x[1]));
+    BOOST_TEST(a.spares()[1] == static_cast<void*>(x[2]));
+    BOOST_TEST(released().empty());
+    // The next contribution, whatever its outcome, clears them.
+    a.contribute(contrib(0, 9, 0, 16), x[0], x[0], k());
+    BOOST_TEST(a.spares().empty());
+}
+
 BOOST_AUTO_TEST_CASE(striping_decides_rail_and_slot) {
     agg::limits l = small();
     l.n_rails = 3;
