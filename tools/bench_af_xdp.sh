@@ -42,17 +42,9 @@ run() { # MODE ROUND -> prints busbw GB/s
   awk '/Avg bus bandwidth/ {print $(NF-1)}' "$log/b0"
 }
 
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-: > "$log/steer"; : > "$log/plain"
-job=1
+. "$(dirname "$0")/ab_rounds.sh"
 echo "# af_xdp rail, 2 UDP workers, $size allreduce, $rounds rounds alternating"
-for r in $(seq "$rounds"); do
-  for mode in steer plain; do
-    v=$(run "$mode" "$job"); job=$((job + 1))
-    echo "$v" >> "$log/$mode"
-    printf "  round %d %-5s busbw %s GB/s\n" "$r" "$mode" "$v"
-  done
-done
-s=$(median < "$log/steer") p=$(median < "$log/plain")
+ab_rounds "$rounds" steer plain
+s=$AB_A p=$AB_B
 printf "median busbw: with XDP steering %s GB/s, without %s GB/s, ratio %.3f\n" "$s" "$p" \
   "$(awk -v s="$s" -v p="$p" 'BEGIN {print s / p}')"

@@ -46,17 +46,9 @@ run() { # MODE JOB -> prints busbw GB/s
   awk '/Avg bus bandwidth/ {print $(NF-1)}' "$log/b0"
 }
 
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-: > "$log/serial"; : > "$log/pipelines"
-job=1
+. "$(dirname "$0")/ab_rounds.sh"
 echo "# 2 af_packet rails, 2 UDP workers, $size allreduce, $rounds rounds alternating"
-for r in $(seq "$rounds"); do
-  for mode in serial pipelines; do
-    v=$(run "$mode" "$job"); job=$((job + 1))
-    echo "$v" >> "$log/$mode"
-    printf "  round %d %-9s busbw %s GB/s\n" "$r" "$mode" "$v"
-  done
-done
-s=$(median < "$log/serial") p=$(median < "$log/pipelines")
+ab_rounds "$rounds" serial pipelines
+s=$AB_A p=$AB_B
 printf "median busbw: one thread %s GB/s, one pipeline per rail %s GB/s, ratio %.3f\n" "$s" "$p" \
   "$(awk -v s="$s" -v p="$p" 'BEGIN {print p / s}')"
