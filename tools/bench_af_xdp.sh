@@ -27,7 +27,7 @@ run() { # MODE ROUND -> prints busbw GB/s
   local mode=$1 flag=""
   [ "$mode" = plain ] && flag=--no-xdp-steer
   ip netns exec "$d" "$railgated" --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 \
-    --log-level lib.eal:error -- --socket "$log/rg.sock" --rail net_af_xdp0,iface=rgb0 --ip 198.18.0.1 $flag > "$log/g" 2>&1 &
+    --log-level lib.eal:error -- --socket "$log/rg.sock" --metrics off --rail net_af_xdp0,iface=rgb0 --ip 198.18.0.1 $flag > "$log/g" 2>&1 &
   gated=$!
   for _ in $(seq 150); do grep -q "railgated: ready" "$log/g" && break; sleep 0.1; done
   local pids=()
@@ -38,7 +38,7 @@ run() { # MODE ROUND -> prints busbw GB/s
   done
   wait "${pids[@]}"
   kill -INT "$gated"; wait "$gated"; gated=
-  grep -q "Out of bounds values : 0 OK" "$log/b0" || { echo "wrong values in $mode run" >&2; exit 1; }
+  grep -q "Out of bounds values : 0 OK" "$log/b0" || { echo "wrong values in $mode run" >&2; tail -n 5 "$log/b0" "$log/g" >&2; exit 1; }
   awk '/Avg bus bandwidth/ {print $(NF-1)}' "$log/b0"
 }
 

@@ -26,7 +26,7 @@ for r in 0 1; do
 done
 ip -n "$w" link set lo up
 ip netns exec "$d" "$railgated" --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 \
-  --log-level lib.eal:error -- --socket "$log/rg.sock" \
+  --log-level lib.eal:error -- --socket "$log/rg.sock" --metrics off \
   --rail "net_af_packet0,iface=rgp0,framesz=2048,blocksz=4096,framecnt=1024" --ip 198.18.0.1 \
   --rail "net_af_packet1,iface=rgp1,framesz=2048,blocksz=4096,framecnt=1024" --ip 198.18.1.1 > "$log/g" 2>&1 &
 gated=$!
