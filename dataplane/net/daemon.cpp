@@ -1082,6 +1082,14 @@ std::string daemon::impl::publish_routes(std::vector<route_config> next) {
     }
     fib_now = std::move(f);
     routes = std::move(next);
+    if (!routes.empty())
+        for (const auto& r : rails)
+            if (r->active && r->steering)
+                std::fprintf(stderr,
+                             "railgated: warning: rail %s: its XDP program passes everything but railgate's UDP to "
+                             "the kernel, so the gateway never sees traffic to route that arrives there; start "
+                             "railgated with --no-xdp-steer for gateway rails\n",
+                             r->cfg.name.c_str());
     return {};
 }
 
