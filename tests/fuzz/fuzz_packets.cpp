@@ -2,9 +2,13 @@
 // sequence of records [kind][len][bytes]: kind 0 is a raw frame for
 // frame::classify; any other kind is a railgate message that the harness
 // wraps in valid Ethernet/IPv4/UDP headers, so that the fuzzer spends its
-// time in message validation and in the aggregator. Invariants checked:
-// no crash or sanitizer report, and every buffer the aggregator accepted is
-// released exactly once.
+// time in message validation and in the aggregator. Frames classified for
+// the gateway go through the route table and the ICMP errors railgated
+// would send about them. Invariants checked: no crash or sanitizer report,
+// every ICMP error it writes has valid checksums, and every buffer the
+// aggregator accepted is released exactly once (by the aggregator, or by
+// the caller for the spares it hands out when the input's first byte is
+// odd).
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +16,7 @@
 #include <vector>
 
 #include "dataplane/agg/aggregator.hpp"
+#include "dataplane/net/fib.hpp"
 #include "dataplane/proto/frame.hpp"
 #include "dataplane/proto/parse.hpp"
 #include "dataplane/reduce/reduce_variants.hpp"
@@ -50,8 +55,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::vector<std::vector<std::uint8_t>> accepted; // stands in for held mbufs
     accepted.reserve(4096);
     std::size_t accepted_count = 0;
+    // A gateway's table: a default route, nested prefixes, a host route.
+    const net::lpm_table routes({{0, 0, 0}, {0x0A000000, 8, 1}, {0x0A020000, 16, 2}, {0x0A020300, 24, 3}, {0x0A020305, 32, 4}});
     {
         agg::rail_aggregator<release> a(lim);
+        a.keep_spares(size && (data[0] & 1));
         std::size_t i = 0;
         while (i + 2 <= size && accepted.size() < 4000) {
             const std::uint8_t kind = data[i];
@@ -70,6 +78,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 std::memcpy(f.data() + frame::udp_frame_overhead, rec, len);
             }
             const frame::info fi = frame::classify(f.data(), f.size(), self);
+            if (fi.k == frame::kind::forward) {
+                if (fi.l3_offset + 20 > f.size() || fi.l3_offset + fi.l4_len > f.size()) std::abort();
+                const std::uint8_t* ip = f.data() + fi.l3_offset;
+                const std::uint32_t dst = std::uint32_t{ip[16]} << 24 | ip[17] << 16 | ip[18] << 8 | ip[19];
+                if (const auto hop = routes.lookup(dst); !hop || *hop > 4) std::abort(); // the default route matches all
+                std::uint8_t icmp[frame::icmp_error_max];
+                const std::size_t n = frame::write_icmp_error(icmp, self, frame::mac_addr{}, ip, f.size() - fi.l3_offset,
+                                                              ip[8] <= 1 ? 11 : 3, ip[8] <= 1 ? 0 : 4, 1500);
+                if (n > frame::icmp_error_max || (n && (frame::inet_checksum(icmp + 14, 20) != 0 ||
+                                                        frame::inet_checksum(icmp + 34, n - 34) != 0)))
+                    std::abort();
+                continue;
+            }
             if (fi.k != frame::kind::udp) continue;
             wire::header h;
             std::span<const std::uint8_t> payload;
@@ -87,6 +108,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 auto& buf = accepted.back();
                 const agg::outcome o = a.contribute(h, buf.data(), &buf, scalar);
                 if (o.act == agg::action::stored || o.act == agg::action::completed) ++accepted_count;
+                for (void* sp : a.spares()) release{}(sp); // railgated sends results in them
+                if (o.act != agg::action::completed && !a.spares().empty()) std::abort();
             }
         }
     }
