@@ -263,6 +263,10 @@ struct gateway_fixture {
         r1.port_id = p1.port;
         r1.ip = 0x0A020001;
         r1.mtu = 1000;
+        // Shaped (never binding) so that frames are classified into TCs:
+        // DSCP 46 -> TC 5 by default, VLAN PCP 5 -> TC 6 by this table.
+        r1.rate_bps = 10'000'000'000ull;
+        r1.tc_map.set("pcp", 5, 6);
         dc.rails = {r0, r1};
         dc.routes = {{0x0A010000, 24, "g0", 0}, {0x0A020000, 24, "g1", 0}};
         dc.mbufs_per_rail = 2048;
@@ -405,6 +409,11 @@ BOOST_AUTO_TEST_CASE(gateway_routes_through_arp_and_rewrites_headers) {
     BOOST_REQUIRE(out.size() == 1u);
     BOOST_TEST((out[0][12] == 0x81 && out[0][14] == 0xa0 && out[0][15] == 0x07 && out[0][18 + 8] == 63));
     BOOST_TEST(frame::inet_checksum(out[0].data() + 18, 20) == 0);
+    // Classified on the way out: the untagged stream (DSCP 46) in TC 5, the
+    // tagged frame (PCP 5) in TC 6 by the rail's pcp table, ARP in TC 0.
+    BOOST_TEST(g.d->counters(1).tc_packets[5].load() == 201u);
+    BOOST_TEST(g.d->counters(1).tc_packets[6].load() == 1u);
+    BOOST_TEST(g.d->counters(1).tc_packets[0].load() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(gateway_answers_ttl_no_route_and_too_big_with_icmp) {
