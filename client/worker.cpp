@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "dataplane/engine/engine.hpp"
+#include "dataplane/proto/frame.hpp"
 #include "dataplane/proto/parse.hpp"
 #include "dataplane/qos/token_bucket.hpp"
 
@@ -20,6 +21,12 @@ std::uint64_t now_ns() noexcept {
 }
 
 constexpr unsigned rx_batch = 64;
+
+// What a contribution costs the pacer: on the wire with its railgate
+// header, UDP/IPv4/Ethernet headers, preamble, FCS and gap.
+std::uint32_t wire_bytes(const tx_msg& m) noexcept {
+    return m.bytes + static_cast<std::uint32_t>(wire::header_bytes + frame::udp_frame_overhead + 24);
+}
 
 } // namespace
 
@@ -322,8 +329,7 @@ void worker::send_pending(unsigned r) {
         const auto now = clock::now();
         n = 0;
         while (n < rr.pending.size()) {
-            // On the wire: header, UDP/IPv4/Ethernet, preamble and gap.
-            const auto bytes = static_cast<std::uint32_t>(rr.pending[n].bytes + wire::header_bytes + 42 + 24);
+            const std::uint32_t bytes = wire_bytes(rr.pending[n]);
             if (!rr.pacer.conforms(bytes, now)) break;
             rr.pacer.consume(bytes);
             ++n;
@@ -414,7 +420,7 @@ bool worker::progress_rail(unsigned r) {
         // RTT of a retransmitted chunk counts from the retransmit.
         const tx_msg c = s.contrib(o_, r, sl.k, wire::flag_retransmit, now);
         ++rr.retransmits;
-        rr.pacer.consume(c.bytes + wire::header_bytes + 42 + 24);
+        rr.pacer.consume(wire_bytes(c));
         t_.send(s.rail_base + r, &c, 1);
     }
     if (now - rr.last_progress_ns > static_cast<std::uint64_t>(std::chrono::nanoseconds(o_.op_timeout).count())) {
@@ -449,12 +455,11 @@ bool worker::progress() {
 }
 
 void worker::wait(std::chrono::microseconds max) {
-    for (const auto& rr : s_->run) {
+    for (auto& rr : s_->run) {
         if (rr.pending.empty()) continue;
         // Sends wait for room (poll on) or for the pacer (sleep until then).
         if (!rr.pacer.shaped()) return;
-        const auto w = const_cast<state::rail_run&>(rr).pacer.wait(
-            static_cast<std::uint32_t>(rr.pending.front().bytes + wire::header_bytes + 42 + 24), clock::now());
+        const auto w = rr.pacer.wait(wire_bytes(rr.pending.front()), clock::now());
         max = std::min(max, std::chrono::duration_cast<std::chrono::microseconds>(w));
     }
     if (max.count() > 0) t_.wait(max);
