@@ -678,32 +678,6 @@ void route(rail_state& rs, rte_mbuf* m, const frame::info& fi) noexcept {
     rs.out[rs.nrouted++] = {hop.out, m};
 }
 
-void forward_out(rail_state& rs, rte_mbuf* m, std::uint64_t tsc) noexcept;
-
-// Hands the burst's routed datagrams to their out rails: directly when this
-// lcore serves the out rail too, else through its ring, one bulk enqueue
-// per ring.
-void flush_routed(rail_state& rs) noexcept {
-    rte_mbuf* batch[rx_burst];
-    const std::uint64_t tsc = rs.burst_tsc;
-    for (unsigned i = 0; i < rs.nrouted; ++i) {
-        rail_static* out = rs.out[i].out;
-        if (!out) continue;
-        const bool local = out->lcore == rs.s.lcore && out->served_by;
-        unsigned n = 0;
-        for (unsigned j = i; j < rs.nrouted; ++j)
-            if (rs.out[j].out == out) {
-                if (local) forward_out(*out->served_by, rs.out[j].m, tsc);
-                else batch[n++] = rs.out[j].m;
-                rs.out[j].out = nullptr;
-            }
-        if (local) continue;
-        const unsigned put = rte_ring_enqueue_burst(out->fwd, reinterpret_cast<void**>(batch), n, nullptr);
-        for (unsigned k = put; k < n; ++k) free_drop(rs, batch[k], drop_reason::fwd_queue_full);
-    }
-    rs.nrouted = 0;
-}
-
 // A routed datagram leaves: Ethernet addresses rewritten (a VLAN tag stays).
 void send_routed(rail_state& rs, rte_mbuf* m, const frame::mac_addr& to) noexcept {
     auto* p = rte_pktmbuf_mtod(m, std::uint8_t*);
@@ -769,6 +743,30 @@ void neighbour_timers(rail_state& rs, std::uint64_t tsc) noexcept {
         e.asks = 0;
         --rs.neigh.waiting;
     }
+}
+
+// Hands the burst's routed datagrams to their out rails: directly when this
+// lcore serves the out rail too, else through its ring, one bulk enqueue
+// per ring.
+void flush_routed(rail_state& rs) noexcept {
+    rte_mbuf* batch[rx_burst];
+    const std::uint64_t tsc = rs.burst_tsc;
+    for (unsigned i = 0; i < rs.nrouted; ++i) {
+        rail_static* out = rs.out[i].out;
+        if (!out) continue;
+        const bool local = out->lcore == rs.s.lcore && out->served_by;
+        unsigned n = 0;
+        for (unsigned j = i; j < rs.nrouted; ++j)
+            if (rs.out[j].out == out) {
+                if (local) forward_out(*out->served_by, rs.out[j].m, tsc);
+                else batch[n++] = rs.out[j].m;
+                rs.out[j].out = nullptr;
+            }
+        if (local) continue;
+        const unsigned put = rte_ring_enqueue_burst(out->fwd, reinterpret_cast<void**>(batch), n, nullptr);
+        for (unsigned k = put; k < n; ++k) free_drop(rs, batch[k], drop_reason::fwd_queue_full);
+    }
+    rs.nrouted = 0;
 }
 
 // Datagrams other lcores (or this one) routed out of this rail.
