@@ -1,0 +1,320 @@
+// A rail's state inside railgated's data plane (internal to dataplane/net):
+// what every lcore touches per packet, shared by the rail loop (daemon.cpp)
+// and the gateway (gateway.cpp), and the transmit helpers both use.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include "dataplane/agg/aggregator.hpp"
+#include "dataplane/bpf/xdp_steer.hpp"
+#include "dataplane/net/daemon.hpp"
+#include "dataplane/net/fib.hpp"
+#include "dataplane/net/rail_counters.hpp"
+#include "dataplane/proto/frame.hpp"
+#include "dataplane/qos/scheduler.hpp"
+#include "dataplane/reduce/reduce.hpp"
+#include "dataplane/stats/histogram.hpp"
+
+namespace railgate::net::detail {
+
+constexpr unsigned rx_burst = 32;
+constexpr unsigned tx_cap = 512;
+// A full TX queue is usually transient (the peer is draining); retry this
+// many times before freeing and counting the rest as tx_full.
+constexpr unsigned tx_retries = 256;
+
+struct mbuf_release {
+    void operator()(void* m) const noexcept { rte_pktmbuf_free(static_cast<rte_mbuf*>(m)); }
+};
+using aggregator = agg::rail_aggregator<mbuf_release>;
+
+struct rail_state;
+
+struct rail_static {
+    rail_config cfg;
+    std::uint16_t port = 0;
+    int socket = 0;
+    unsigned lcore = 0;
+    frame::endpoint self;
+    bool multiseg_tx = false;
+    std::uint32_t chunk_bytes = 0;
+    // Control-plane state (never read by lcores): in the set JOIN_ACKs
+    // advertise, its position there, and whether its port is closed.
+    bool active = true;
+    int stripe = -1;
+    bool closed = false;
+    bool hotplugged = false; // added at run time: unplugged when removed
+    rte_device* device = nullptr;
+    rte_mempool* pool = nullptr;     // full-size frames
+    rte_mempool* hdr_pool = nullptr; // result headers and indirect clones
+    rte_ring* fwd = nullptr;         // gateway: datagrams routed out of this rail (MP/SC)
+    rail_state* served_by = nullptr; // its state; only its own lcore reads this
+    rail_counters ctr;
+    std::string driver;
+    std::string ifname;                      // kernel interface behind the port, if any
+    std::unique_ptr<xdp::attached> steering; // railgate's XDP program (af_xdp rails)
+    std::uint32_t pmd_max_mtu = 0;           // what the ethdev API accepts; beyond it the
+                                             // kernel interface's MTU governs (tap, af_packet)
+    // Written by the rail's lcore, read by the control plane.
+    std::atomic<std::uint16_t> mtu_now{0};   // the port's MTU
+    std::atomic<std::uint16_t> mtu_target{0};
+    std::atomic<unsigned> active_jobs{0};
+};
+
+// Recent jobs' aggregation latency, per rail: a small table reused
+// least-recently-joined first. Allocates on a new job's first JOIN only.
+struct job_latency {
+    static constexpr unsigned slots = 8;
+    struct entry {
+        std::uint32_t job = 0;
+        std::uint64_t joined = 0; // order of first JOIN
+        std::unique_ptr<stats::histogram> h[2]; // aggregation, worker round trip
+    };
+    entry e[slots];
+    std::uint64_t clock = 0;
+
+    stats::histogram* find(std::uint32_t job, bool worker = false) noexcept {
+        for (entry& x : e)
+            if (x.h[0] && x.job == job) return x.h[worker].get();
+        return nullptr;
+    }
+    void open(std::uint32_t job) {
+        if (find(job)) return;
+        entry* victim = &e[0];
+        for (entry& x : e)
+            if (!x.h[0] || x.joined < victim->joined) victim = &x;
+        for (auto& h : victim->h) {
+            if (!h) h = std::make_unique<stats::histogram>();
+            else h->reset();
+        }
+        victim->job = job;
+        victim->joined = ++clock;
+    }
+};
+
+// The transmit scheduler's clock: the TSC in nanoseconds, read once per
+// burst by the rail loop (qos::scheduler takes `now` from its caller).
+struct tsc_ns_clock {
+    using duration = std::chrono::nanoseconds;
+    using rep = duration::rep;
+    using period = duration::period;
+    using time_point = std::chrono::time_point<tsc_ns_clock>;
+    static constexpr bool is_steady = true;
+};
+// A frame waiting in a traffic class, with when it started to wait.
+struct tx_item {
+    rte_mbuf* m;
+    std::uint64_t enq_tsc;
+};
+using tx_scheduler = qos::scheduler<tx_item, tsc_ns_clock>;
+
+inline tx_scheduler::options scheduler_options(const rail_static& st) {
+    tx_scheduler::options o;
+    o.tcs = st.cfg.tcs;
+    o.rail_rate_bps = st.cfg.rate_bps;
+    o.rail_burst_bytes = st.cfg.burst_bytes;
+    o.max_item_bytes = static_cast<std::uint32_t>(std::max(st.cfg.mtu_max, st.cfg.mtu)) + 14 + 24;
+    o.queue_items = 4096;
+    return o;
+}
+
+// The gateway's routes as the lcores read them: built by the control plane,
+// replaced whole (lcore_command::routes), never changed in place.
+struct fib {
+    struct hop {
+        rail_static* out;
+        std::uint32_t via; // 0: the destination is on the out rail's link
+    };
+    lpm_table table; // prefix -> index in hops
+    std::vector<hop> hops;
+};
+
+// A rail's next hops (the gateway's ARP cache), owned by the rail's lcore.
+// Open addressing over a window of `window` slots; entries are overwritten,
+// never emptied, so a lookup stops at the first unused slot. Frames for an
+// unresolved next hop wait (at most `hold`) while ARP asks up to
+// `max_asks` times, a second apart; then they are dropped and counted.
+struct neighbour_table {
+    static constexpr unsigned size = 1024, window = 8, hold = 8, max_asks = 3;
+    struct entry {
+        std::uint32_t ip = 0;
+        bool used = false, resolved = false;
+        std::uint8_t asks = 0, nheld = 0;
+        frame::mac_addr mac;
+        std::uint64_t asked_tsc = 0;
+        rte_mbuf* held[hold];
+    };
+    std::array<entry, size> e{};
+    unsigned waiting = 0;       // entries holding frames
+    std::uint64_t swept_tsc = 0;
+
+    static std::size_t home(std::uint32_t ip) noexcept { return (ip * 0x9E3779B1u) >> 22; }
+    entry* find(std::uint32_t ip) noexcept {
+        for (std::size_t k = 0, i = home(ip); k < window; ++k, i = (i + 1) % size) {
+            if (!e[i].used) return nullptr;
+            if (e[i].ip == ip) return &e[i];
+        }
+        return nullptr;
+    }
+    // The entry of ip, made if needed by taking a free slot or one that
+    // holds no frames; null when the whole window waits for ARP.
+    entry* get(std::uint32_t ip) noexcept {
+        entry* victim = nullptr;
+        for (std::size_t k = 0, i = home(ip); k < window; ++k, i = (i + 1) % size) {
+            entry& x = e[i];
+            if (x.used && x.ip == ip) return &x;
+            if (!x.used) {
+                victim = &x;
+                break;
+            }
+            if (!victim && !x.nheld) victim = &x;
+        }
+        if (victim) {
+            *victim = entry{};
+            victim->ip = ip;
+            victim->used = true;
+        }
+        return victim;
+    }
+};
+
+// Everything one rail's lcore touches per packet; built on that lcore so
+// that it lives on its NUMA node.
+struct rail_state {
+    rail_state(rail_static& st, const agg::limits& lim, const wire::join_ack_body& ack_body,
+               wire::rail_policy pol)
+        : s(st), ctr(st.ctr), agg(lim), k(reduce::best()), ack(ack_body), policy(pol),
+          ns_per_tsc(1e9 / static_cast<double>(rte_get_tsc_hz())) {
+        agg.keep_spares(true);
+        if (tx_scheduler::shapes(scheduler_options(st))) make_scheduler(scheduler_options(st));
+    }
+    ~rail_state() {
+        if (sched) sched->clear([](const tx_item& i) { rte_pktmbuf_free(i.m); });
+        drop_held();
+    }
+    // Frames waiting for ARP (when the gateway stops, and at the end).
+    void drop_held() noexcept {
+        for (auto& e : neigh.e) {
+            for (unsigned i = 0; i < e.nheld; ++i) rte_pktmbuf_free(e.held[i]);
+            e.nheld = 0;
+        }
+        neigh.waiting = 0;
+    }
+    rail_state(const rail_state&) = delete;
+    rail_state& operator=(const rail_state&) = delete;
+    void make_scheduler(const tx_scheduler::options& o) {
+        sched = std::make_unique<tx_scheduler>(o, tx_now());
+        tc_wait = std::make_unique<std::array<stats::histogram, qos::tc_count>>();
+    }
+    tsc_ns_clock::time_point tx_time(std::uint64_t tsc) const noexcept {
+        return tsc_ns_clock::time_point(
+            std::chrono::nanoseconds(static_cast<std::int64_t>(static_cast<double>(tsc) * ns_per_tsc)));
+    }
+    tsc_ns_clock::time_point tx_now() const noexcept { return tx_time(rte_rdtsc()); }
+
+    rail_static& s;
+    rail_counters& ctr;
+    aggregator agg;
+    const reduce::kernels& k;
+    wire::join_ack_body ack; // this lcore's copy; replaced by lcore_command::adopt
+    wire::rail_policy policy;
+    std::size_t index = 0;   // in daemon::impl::rails
+    int stripe = -1;         // position among the advertised rails
+    bool closing = false;    // removed from the advertised set: no new jobs
+    // LAG: this lcore's rails by stripe (a bond is served by one lcore).
+    const std::vector<rail_state*>* bond = nullptr;
+    double ns_per_tsc;
+    std::uint64_t burst_tsc = 0; // TSC when the current burst was received
+    stats::histogram lat;    // aggregation latency, ns
+    stats::histogram worker_rtt; // round trips the workers reported, ns
+    job_latency job_lat;
+    std::uint16_t pending_mtu = 0; // lower MTU waiting for larger-chunk jobs to leave
+    std::unique_ptr<tx_scheduler> sched; // a shaped rail's traffic classes; null: unshaped
+    // Per TC, how long frames waited in the scheduler (ns); made with sched.
+    std::unique_ptr<std::array<stats::histogram, qos::tc_count>> tc_wait;
+    unsigned ntx = 0;
+    rte_mbuf* tx[tx_cap];
+    // Gateway: the routes (null: not a gateway), this rail's next hops,
+    // the current burst's routed datagrams by out ring, and when it last
+    // sent an ICMP error (at most one per millisecond).
+    const fib* routes = nullptr;
+    neighbour_table neigh;
+    struct routed {
+        rail_static* out;
+        rte_mbuf* m;
+    };
+    unsigned nrouted = 0;
+    routed out[rx_burst];
+    std::uint64_t icmp_tsc = 0;
+};
+
+// The traffic class of a frame railgated sends: a tagged frame's VLAN PCP,
+// else its IPv4 DSCP, through the rail's tables; anything else (ARP) is TC 0.
+inline unsigned tc_of(const rail_state& rs, const rte_mbuf* m) noexcept {
+    const auto* p = rte_pktmbuf_mtod(m, const std::uint8_t*);
+    if (m->data_len < 16) return 0;
+    if (p[12] == 0x81 && p[13] == 0x00) return rs.s.cfg.tc_map.from_pcp(static_cast<std::uint8_t>(p[14] >> 5));
+    if (p[12] != 0x08 || p[13] != 0x00) return 0;
+    return rs.s.cfg.tc_map.from_tos(p[15]);
+}
+
+// Moves what the shaper lets go now from the TC queues to the burst.
+inline void drain(rail_state& rs) noexcept {
+    const std::uint64_t tsc = rte_rdtsc();
+    const auto now = rs.tx_time(tsc);
+    while (rs.ntx < tx_cap) {
+        const auto o = rs.sched->dequeue(now);
+        if (!o) break;
+        bump(rs.ctr.tx_bytes, o->item.m->pkt_len);
+        bump(rs.ctr.tc_packets[o->tc]);
+        bump(rs.ctr.tc_bytes[o->tc], o->bytes);
+        (*rs.tc_wait)[o->tc].record(static_cast<std::uint64_t>(static_cast<double>(tsc - o->item.enq_tsc) * rs.ns_per_tsc));
+        rs.tx[rs.ntx++] = o->item.m;
+    }
+}
+
+inline void flush(rail_state& rs) noexcept {
+    unsigned sent = 0;
+    for (unsigned tries = 0; sent < rs.ntx && tries < tx_retries; ++tries)
+        sent += rte_eth_tx_burst(rs.s.port, 0, rs.tx + sent, static_cast<std::uint16_t>(rs.ntx - sent));
+    for (unsigned i = sent; i < rs.ntx; ++i) {
+        rs.ctr.drop(drop_reason::tx_full);
+        rte_pktmbuf_free(rs.tx[i]);
+    }
+    bump(rs.ctr.tx_packets, sent);
+    rs.ntx = 0;
+}
+
+inline void queue_tx(rail_state& rs, rte_mbuf* m) noexcept {
+    if (rs.sched) {
+        // Ethernet preamble, FCS and gap count against the rate (24 bytes).
+        const unsigned tc = tc_of(rs, m);
+        if (!rs.sched->enqueue(tc, {m, rte_rdtsc()}, m->pkt_len + 24)) {
+            rs.ctr.drop(drop_reason::tc_queue_full);
+            bump(rs.ctr.tc_drops[tc]);
+            rte_pktmbuf_free(m);
+        }
+        return;
+    }
+    if (rs.ntx == tx_cap) flush(rs);
+    bump(rs.ctr.tx_bytes, m->pkt_len);
+    rs.tx[rs.ntx++] = m;
+}
+
+inline void free_drop(rail_state& rs, rte_mbuf* m, drop_reason r) noexcept {
+    rs.ctr.drop(r);
+    rte_pktmbuf_free(m);
+}
+
+} // namespace railgate::net::detail
