@@ -1,7 +1,22 @@
 # Shared by the A/B benchmark scripts (sourced): two modes of one benchmark
 # alternated in one run, so that a noisy machine's drift hits both alike.
-# The caller defines `run MODE JOB` (prints one figure, GB/s) and $log.
+# The caller defines `run MODE JOB` (prints one figure, GB/s).
+#   ab_namespaces TAG                # namespaces $d (railgated) and $w (workers), logs in $log
 #   ab_rounds ROUNDS MODE_A MODE_B   # prints every round; sets AB_A, AB_B (medians)
+
+# Two fresh namespaces and a log directory, removed on exit together with
+# the railgated whose pid is in $gated (if still running).
+ab_namespaces() { # TAG
+  d=rg${1}d$$ w=rg${1}w$$ log=$(mktemp -d) gated=
+  trap ab_cleanup EXIT
+  ip netns add "$d" && ip netns add "$w" || exit 1
+}
+ab_cleanup() {
+  [ -n "$gated" ] && kill -9 "$gated" 2>/dev/null
+  wait 2>/dev/null
+  ip netns del "$d" 2>/dev/null; ip netns del "$w" 2>/dev/null
+  rm -rf "$log"
+}
 
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 

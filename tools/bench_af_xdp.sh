@@ -8,16 +8,8 @@
 set -u
 build=${1:-build} rounds=${2:-5} size=${3:-4M}
 railgated=$build/dataplane/railgated railbench=$build/tools/railbench
-d=rgbd$$ w=rgbw$$ log=$(mktemp -d)
-gated=
-cleanup() {
-  [ -n "$gated" ] && kill -9 "$gated" 2>/dev/null
-  wait 2>/dev/null
-  ip netns del "$d" 2>/dev/null; ip netns del "$w" 2>/dev/null
-  rm -rf "$log"
-}
-trap cleanup EXIT
-ip netns add "$d" && ip netns add "$w" || exit 1
+. "$(dirname "$0")/ab_rounds.sh"
+ab_namespaces b
 ip link add rgb0 netns "$d" type veth peer name rgw0 netns "$w"
 ip -n "$d" addr add 198.18.0.1/24 dev rgb0
 ip -n "$w" addr add 198.18.0.10/24 dev rgw0
@@ -42,7 +34,6 @@ run() { # MODE ROUND -> prints busbw GB/s
   awk '/Avg bus bandwidth/ {print $(NF-1)}' "$log/b0"
 }
 
-. "$(dirname "$0")/ab_rounds.sh"
 echo "# af_xdp rail, 2 UDP workers, $size allreduce, $rounds rounds alternating"
 ab_rounds "$rounds" steer plain
 s=$AB_A p=$AB_B

@@ -9,16 +9,8 @@
 set -u
 build=${1:-build} rounds=${2:-5} size=${3:-4M}
 railgated=$build/dataplane/railgated railbench=$build/tools/railbench
-d=rgpd$$ w=rgpw$$ log=$(mktemp -d)
-gated=
-cleanup() {
-  [ -n "$gated" ] && kill -9 "$gated" 2>/dev/null
-  wait 2>/dev/null
-  ip netns del "$d" 2>/dev/null; ip netns del "$w" 2>/dev/null
-  rm -rf "$log"
-}
-trap cleanup EXIT
-ip netns add "$d" && ip netns add "$w" || exit 1
+. "$(dirname "$0")/ab_rounds.sh"
+ab_namespaces p
 for r in 0 1; do
   ip link add "rgp$r" netns "$d" type veth peer name "rgq$r" netns "$w"
   ip -n "$w" addr add "198.18.$r.10/24" dev "rgq$r"
@@ -46,7 +38,6 @@ run() { # MODE JOB -> prints busbw GB/s
   awk '/Avg bus bandwidth/ {print $(NF-1)}' "$log/b0"
 }
 
-. "$(dirname "$0")/ab_rounds.sh"
 echo "# 2 af_packet rails, 2 UDP workers, $size allreduce, $rounds rounds alternating"
 ab_rounds "$rounds" serial pipelines
 s=$AB_A p=$AB_B
