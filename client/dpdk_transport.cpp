@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <atomic>
 #include <cstring>
 #include <stdexcept>
 
@@ -52,7 +53,11 @@ public:
     // the kernel, maybe on this very core.
     void wait(std::chrono::microseconds) noexcept override { sched_yield(); }
     const char* name() const noexcept override { return "dpdk"; }
-    std::uint64_t dropped() const noexcept override { return dropped_; }
+    std::uint64_t dropped() const noexcept override { return dropped_.load(std::memory_order_relaxed); }
+    // Each rail is its own port and queue; the pool is thread-safe (threads
+    // without an lcore id bypass its per-lcore caches). Not with a pump: the
+    // embedded mode's virtual switch serves every port.
+    bool parallel_rails() const noexcept override { return !pump_; }
 
     std::string open_rails(std::span<const wire::rail_entry> rails) override {
         if (rails.size() > all_.size())
@@ -164,12 +169,12 @@ private:
         // The railgate header must be in the first segment; the payload may
         // continue in one more (railgated's zero-copy results).
         if (fi.k != frame::kind::udp || m->nb_segs > 2 || m->data_len < fi.msg_offset + wire::header_bytes) {
-            ++dropped_;
+            dropped_.fetch_add(1, std::memory_order_relaxed);
             return false;
         }
         std::span<const std::uint8_t> payload;
         if (wire::parse_server_message(p + fi.msg_offset, fi.l4_len, out.h, payload) != drop_reason::none) {
-            ++dropped_;
+            dropped_.fetch_add(1, std::memory_order_relaxed);
             return false;
         }
         const std::uint32_t first = std::min<std::uint32_t>(
@@ -180,7 +185,7 @@ private:
         out.frag_len[1] = 0;
         if (first < payload.size()) {
             if (!m->next || m->next->data_len < payload.size() - first) {
-                ++dropped_;
+                dropped_.fetch_add(1, std::memory_order_relaxed);
                 return false;
             }
             out.frag[1] = rte_pktmbuf_mtod(m->next, const std::uint8_t*);
@@ -193,7 +198,7 @@ private:
     std::function<void()> pump_;
     std::vector<rail> all_;
     unsigned n_open_ = 0;
-    std::uint64_t dropped_ = 0;
+    std::atomic<std::uint64_t> dropped_{0};
 };
 
 } // namespace

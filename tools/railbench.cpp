@@ -89,7 +89,7 @@ void usage(std::FILE* f) {
                  "      --seed S            input seed (all ranks must agree)\n"
                  "      --pace RATE         each worker paces its contributions on each rail to RATE\n"
                  "                          (its traffic class's share: a shaped rail's rate / W)\n"
-                 "      --rail-threads      udp: one pipeline per rail on the TBB engine's threads\n"
+                 "      --rail-threads      udp, dpdk: one pipeline per rail on the TBB engine's threads\n"
                  "      --dpdk-rail DEVARGS@IP  dpdk outside --embedded: this worker's DPDK device for the\n"
                  "                          next rail and its address there, e.g. net_af_xdp0,iface=eth1@10.0.0.10\n"
                  "                          or net_af_packet0,iface=eth1@10.0.0.10 (repeat per rail, rail 0 first)\n"
@@ -231,8 +231,8 @@ options parse(int argc, char** argv) {
     if (o.isolation && (o.lag_table || !o.policy.empty() || o.flows)) die("--isolation runs on its own");
     if (!o.dpdk_rails.empty() && (o.embedded || o.transport != "dpdk"))
         die("--dpdk-rail applies to --transport dpdk without --embedded");
-    if (o.rail_threads && o.transport != "udp")
-        die("--rail-threads applies to --transport udp (one socket per rail; one thread drives the others)");
+    if (o.rail_threads && (o.embedded || o.transport == "verbs"))
+        die("--rail-threads applies to workers over udp or dpdk outside --embedded (one socket or port per rail)");
     if (o.lag_table && !o.policy.empty()) die("--lag-table runs both policies: drop --policy");
     if (!o.embedded) {
         if (o.transport == "dpdk" && o.dpdk_rails.empty())

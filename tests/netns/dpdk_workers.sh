@@ -3,7 +3,8 @@
 # each), and one job of 3 workers in another namespace that reach it through
 # a bridge per rail: rank 0 a DPDK worker on af_xdp ports, rank 1 a DPDK
 # worker on af_packet ports (each with its own EAL), rank 2 a kernel-UDP
-# worker. Odd element counts in fp32 and bf16 must come back bit-exact.
+# worker. Odd element counts in fp32 and bf16 must come back bit-exact; in
+# bf16 the af_packet worker runs one pipeline per rail (--rail-threads).
 #   dpdk_workers.sh RAILGATED RAILBENCH
 set -u
 railgated=$1 railbench=$2
@@ -38,11 +39,13 @@ wait_ready "$log/railgated.log"
 job=1
 for dt in fp32 bf16; do
   common=(--server 198.18.0.1 --workers 3 --dtype "$dt" --count 1000003,4097,1 -n 2 -w 1 --job "$job")
+  threads=()
+  [ "$dt" = bf16 ] && threads=(--rail-threads)
   ip netns exec "$w" timeout 120 "$railbench" --transport dpdk --rank 0 "${common[@]}" \
     --dpdk-rail net_af_xdp0,iface=wk00@198.18.0.10 --dpdk-rail net_af_xdp1,iface=wk01@198.18.1.10 \
     > "$log/bench-$dt-0.log" 2>&1 &
   p0=$!
-  ip netns exec "$w" timeout 120 "$railbench" --transport dpdk --rank 1 "${common[@]}" \
+  ip netns exec "$w" timeout 120 "$railbench" --transport dpdk --rank 1 "${common[@]}" "${threads[@]}" \
     --dpdk-rail net_af_packet0,iface=wk10@198.18.0.11 --dpdk-rail net_af_packet1,iface=wk11@198.18.1.11 \
     > "$log/bench-$dt-1.log" 2>&1 &
   p1=$!
@@ -55,6 +58,7 @@ for dt in fp32 bf16; do
     grep -q "Out of bounds values : 0 OK" "$log/bench-$dt-$k.log" || fail "rank $k: wrong values in $dt"
   done
   grep -q "transport dpdk" "$log/bench-$dt-0.log" || fail "rank 0 did not run over dpdk"
+  [ "$dt" != bf16 ] || grep -q "one pipeline per rail: 2 rails" "$log/bench-$dt-1.log" || fail "rank 1 ran no pipelines"
   echo "ok: $dt, ranks over dpdk/af_xdp, dpdk/af_packet and udp in one job, bit-exact"
   job=$((job + 1))
 done
