@@ -649,6 +649,7 @@ int daemon::impl::lcore_main(void* arg) {
         lim.job_chunk_bytes = d.job_chunk_bytes;
         auto st = std::make_unique<rail_state>(rs, lim, d.ack, d.policy);
         rs.served_by = st.get();
+        st->neigh.reachable_tsc = std::uint64_t{d.cfg.neighbour_reachable_ms} * rte_get_tsc_hz() / 1000;
         st->index = i;
         st->routes = d.fib_now.get();
         st->stripe = rs.stripe;

@@ -94,6 +94,9 @@ struct daemon_config {
     wire::rail_policy policy = wire::rail_policy::rail;
     wire::lag_hash hash = wire::lag_hash::l3l4;
     idle_policy idle = idle_policy::spin;
+    // Gateway: how long a next hop's MAC is trusted without word from ARP
+    // before it is confirmed again (Linux's base_reachable_time is 30 s).
+    unsigned neighbour_reachable_ms = 30000;
 };
 
 class daemon {

@@ -64,6 +64,14 @@ void ask_neighbour(rail_state& rs, neighbour_table::entry& e, std::uint64_t tsc)
 void forward_out(rail_state& rs, rte_mbuf* m, std::uint64_t tsc) noexcept {
     neighbour_table::entry* e = rs.neigh.get(m->hash.usr);
     if (!e) return free_drop(rs, m, drop_reason::neighbour_unresolved);
+    if (e->resolved && tsc - e->confirmed_tsc > rs.neigh.reachable_tsc && tsc - e->asked_tsc >= rte_get_tsc_hz()) {
+        if (e->asks < neighbour_table::max_asks) {
+            ask_neighbour(rs, *e, tsc); // stale: confirm it
+        } else {
+            e->resolved = false; // it stopped answering: resolve afresh
+            e->asks = 0;
+        }
+    }
     if (e->resolved) return send_routed(rs, m, e->mac);
     if (e->nheld == neighbour_table::hold) return free_drop(rs, m, drop_reason::neighbour_unresolved);
     if (e->nheld++ == 0) ++rs.neigh.waiting;
@@ -139,6 +147,7 @@ void learn_neighbour(rail_state& rs, std::uint32_t ip, const frame::mac_addr& ma
     e->mac = mac;
     e->resolved = true;
     e->asks = 0;
+    e->confirmed_tsc = rte_rdtsc();
     if (!e->nheld) return;
     for (unsigned i = 0; i < e->nheld; ++i) send_routed(rs, e->held[i], mac);
     e->nheld = 0;

@@ -153,11 +153,16 @@ struct neighbour_table {
         std::uint8_t asks = 0, nheld = 0;
         frame::mac_addr mac;
         std::uint64_t asked_tsc = 0;
+        std::uint64_t confirmed_tsc = 0; // when ARP last said where it is
         rte_mbuf* held[hold];
     };
     std::array<entry, size> e{};
     unsigned waiting = 0;       // entries holding frames
     std::uint64_t swept_tsc = 0;
+    // After this long without word from ARP an entry is stale: traffic to it
+    // still goes to the known MAC while it is asked again, a second apart;
+    // unanswered max_asks times, it is resolved afresh (frames wait).
+    std::uint64_t reachable_tsc = 0;
 
     static std::size_t home(std::uint32_t ip) noexcept { return (ip * 0x9E3779B1u) >> 22; }
     entry* find(std::uint32_t ip) noexcept {

@@ -252,7 +252,7 @@ struct gateway_fixture {
     std::unique_ptr<net::daemon> d;
     frame::mac_addr mac0, mac1, mac_a, mac_b;
 
-    gateway_fixture() {
+    explicit gateway_fixture(unsigned reachable_ms = 30000) {
         BOOST_REQUIRE(p0.port >= 0 && p1.port >= 0);
         net::daemon_config dc;
         net::rail_config r0, r1;
@@ -270,6 +270,7 @@ struct gateway_fixture {
         dc.rails = {r0, r1};
         dc.routes = {{0x0A010000, 24, "g0", 0}, {0x0A020000, 24, "g1", 0}};
         dc.mbufs_per_rail = 2048;
+        dc.neighbour_reachable_ms = reachable_ms;
         d = std::make_unique<net::daemon>(dc);
         pool = net::make_pktmbuf_pool("gw_pool" + std::to_string(gateways), 2048, RTE_PKTMBUF_HEADROOM + 2048, SOCKET_ID_ANY);
         rte_ether_addr m;
@@ -336,6 +337,19 @@ struct gateway_fixture {
     std::uint64_t drops(std::size_t rail, drop_reason r) const {
         return d->counters(rail).drops[static_cast<unsigned>(r)].load();
     }
+    // B's ARP reply to rail 1 (10.2.0.1), from `mac`.
+    std::vector<std::uint8_t> arp_reply_from_b(const frame::mac_addr& mac) const {
+        frame::endpoint b;
+        b.mac = mac;
+        b.ip = 0x0A020002;
+        std::vector<std::uint8_t> arp(frame::arp_frame_bytes);
+        frame::write_arp_request(arp.data(), b, 0x0A020001);
+        frame::arp_reply_in_place(arp.data(), b); // as if answering rail 1's request
+        std::memcpy(arp.data(), mac1.b, 6);
+        std::memcpy(arp.data() + 14 + 18, mac1.b, 6);
+        arp[14 + 24] = 10, arp[14 + 25] = 2, arp[14 + 26] = 0, arp[14 + 27] = 1;
+        return arp;
+    }
 };
 
 std::uint32_t be32(const std::uint8_t* p) { return std::uint32_t{p[0]} << 24 | p[1] << 16 | p[2] << 8 | p[3]; }
@@ -357,16 +371,7 @@ BOOST_AUTO_TEST_CASE(gateway_routes_through_arp_and_rewrites_headers) {
     BOOST_TEST(fi.src.ip == 0x0A020001u);
     BOOST_TEST((fi.src.mac == g.mac1));
     // B answers: the held datagram leaves, rewritten.
-    frame::endpoint rail1;
-    rail1.mac = g.mac1;
-    rail1.ip = 0x0A020001;
-    std::vector<std::uint8_t> arp(frame::arp_frame_bytes);
-    frame::write_arp_request(arp.data(), b, rail1.ip);
-    frame::arp_reply_in_place(arp.data(), b); // B's reply to rail 1's request
-    std::memcpy(arp.data(), g.mac1.b, 6);
-    std::memcpy(arp.data() + 14 + 18, g.mac1.b, 6);
-    arp[14 + 24] = 10, arp[14 + 25] = 2, arp[14 + 26] = 0, arp[14 + 27] = 1;
-    g.inject(g.p1.rx, arp);
+    g.inject(g.p1.rx, g.arp_reply_from_b(g.mac_b));
     out = g.sent(g.p1.tx, 1);
     BOOST_REQUIRE(out.size() == 1u);
     const auto& f = out[0];
@@ -480,4 +485,34 @@ BOOST_AUTO_TEST_CASE(gateway_routes_change_live_and_unanswered_next_hops_drop) {
     g.inject(g.p0.rx, g.from_a(0x0A030405, 100));
     g.sent(g.p0.tx, 1); // the ICMP unreachable
     BOOST_TEST(g.drops(0, drop_reason::no_route) == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(gateway_confirms_stale_neighbours) {
+    gateway_fixture g(100); // a next hop's MAC is trusted for 100 ms
+    g.inject(g.p0.rx, g.from_a(0x0A020002, 100));
+    BOOST_REQUIRE(g.sent(g.p1.tx, 1).size() == 1u); // the ARP request
+    g.inject(g.p1.rx, g.arp_reply_from_b(g.mac_b));
+    BOOST_REQUIRE(g.sent(g.p1.tx, 1).size() == 1u); // the held datagram
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100)); // stale, and a second since the last ask
+    // Stale: the datagram still leaves at once, and rail 1 asks for B again.
+    g.inject(g.p0.rx, g.from_a(0x0A020002, 100));
+    auto out = g.sent(g.p1.tx, 2);
+    BOOST_REQUIRE(out.size() == 2u);
+    unsigned arps = 0, to_b = 0;
+    for (const auto& f : out) {
+        arps += f[12] == 0x08 && f[13] == 0x06;
+        to_b += std::memcmp(f.data(), g.mac_b.b, 6) == 0;
+    }
+    BOOST_TEST(arps == 1u);
+    BOOST_TEST(to_b == 1u);
+    // B answers from a new NIC: traffic follows it.
+    frame::mac_addr moved = g.mac_b;
+    moved.b[4] = 0x77;
+    g.inject(g.p1.rx, g.arp_reply_from_b(moved));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    g.inject(g.p0.rx, g.from_a(0x0A020002, 100));
+    out = g.sent(g.p1.tx, 1);
+    BOOST_REQUIRE(out.size() == 1u);
+    BOOST_TEST((std::memcmp(out[0].data(), moved.b, 6) == 0));
+    BOOST_TEST(g.d->counters(1).arp_requests.load() == 2u);
 }
