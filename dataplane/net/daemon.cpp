@@ -577,6 +577,8 @@ struct daemon::impl {
     void attach_steering(rail_static& rs, unsigned ifindex);
     std::string build_fib(const std::vector<route_config>& rs, std::unique_ptr<fib>& out) const;
     std::string publish_routes(std::vector<route_config> next);
+    // Stops and closes every open port and frees the rails' pools and rings.
+    void close_all() noexcept;
 };
 
 // Checks routes against the rails and builds their table (null when there
@@ -730,11 +732,16 @@ daemon::daemon(const daemon_config& cfg) : p_(std::make_unique<impl>()) {
         if (r.udp_port == 0) fail(where + "udp port 0");
         if (r.port_id < 0 && r.port_name.empty()) fail(where + "no port");
     }
-    p_->open_ports();
-    if (std::string e = p_->publish_routes(cfg.routes); !e.empty()) throw std::runtime_error(e);
-    p_->ack.hash = cfg.hash;
-    p_->place();
-    if (std::string e = p_->check_bond(cfg.policy); !e.empty()) throw std::runtime_error(e);
+    try {
+        p_->open_ports();
+        if (std::string e = p_->publish_routes(cfg.routes); !e.empty()) throw std::runtime_error(e);
+        p_->ack.hash = cfg.hash;
+        p_->place();
+        if (std::string e = p_->check_bond(cfg.policy); !e.empty()) throw std::runtime_error(e);
+    } catch (...) {
+        p_->close_all(); // the rails opened so far, their pools and rings
+        throw;
+    }
 }
 
 void daemon::impl::open_ports() {
@@ -782,9 +789,20 @@ std::unique_ptr<rail_static> daemon::impl::open_rail(std::size_t i, const rail_c
     const unsigned frame = rs->cfg.mtu_max + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
     const unsigned room = RTE_PKTMBUF_HEADROOM + (frame <= 2048 ? 2048 : RTE_ALIGN_CEIL(frame + 1024, 1024));
     const int sock = rs->socket < 0 ? static_cast<int>(SOCKET_ID_ANY) : rs->socket;
-    rs->pool = make_pktmbuf_pool("rg_pool_" + std::to_string(i), cfg.mbufs_per_rail, room, sock);
-    rs->hdr_pool = make_pktmbuf_pool("rg_hdr_" + std::to_string(i), cfg.mbufs_per_rail * 2,
-                                     RTE_PKTMBUF_HEADROOM + 128, sock);
+    // On the NIC's node; where that node has no EAL memory (a --numa
+    // override, a node without hugepages) anywhere, with a warning.
+    auto pool_on_node = [&](const std::string& name, unsigned n, unsigned data_room) {
+        try {
+            return make_pktmbuf_pool(name, n, data_room, sock);
+        } catch (const std::runtime_error& e) {
+            if (sock == static_cast<int>(SOCKET_ID_ANY)) throw;
+            std::fprintf(stderr, "railgated: warning: rail %s: %s on NUMA node %d; allocating on any node\n",
+                         rs->cfg.name.c_str(), e.what(), sock);
+            return make_pktmbuf_pool(name, n, data_room, SOCKET_ID_ANY);
+        }
+    };
+    rs->pool = pool_on_node("rg_pool_" + std::to_string(i), cfg.mbufs_per_rail, room);
+    rs->hdr_pool = pool_on_node("rg_hdr_" + std::to_string(i), cfg.mbufs_per_rail * 2, RTE_PKTMBUF_HEADROOM + 128);
     static std::atomic<unsigned> rings{0}; // names stay unique across daemons in one process
     rs->fwd = rte_ring_create(("rg_fwd_" + std::to_string(rings++)).c_str(), 1024, sock, RING_F_SC_DEQ);
     if (!rs->fwd) throw std::runtime_error(where + "forward ring: " + rte_strerror(rte_errno));
@@ -951,16 +969,20 @@ void free_memory(rail_static& rs) noexcept {
 
 } // namespace
 
-daemon::~daemon() {
-    stop();
-    if (!p_->ports_open) return;
-    for (auto& rs : p_->rails)
+void daemon::impl::close_all() noexcept {
+    for (auto& rs : rails)
         if (!rs->closed) {
             rte_eth_dev_stop(rs->port);
             rte_eth_dev_close(rs->port);
+            rs->closed = true;
         }
-    for (auto& rs : p_->rails) drain_ring(*rs);
-    for (auto& rs : p_->rails) free_memory(*rs);
+    for (auto& rs : rails) drain_ring(*rs);
+    for (auto& rs : rails) free_memory(*rs);
+}
+
+daemon::~daemon() {
+    stop();
+    p_->close_all();
 }
 
 void daemon::print_placement(std::FILE* out) const {

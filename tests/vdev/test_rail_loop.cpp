@@ -516,3 +516,36 @@ BOOST_AUTO_TEST_CASE(gateway_confirms_stale_neighbours) {
     BOOST_TEST((std::memcmp(out[0].data(), moved.b, 6) == 0));
     BOOST_TEST(g.d->counters(1).arp_requests.load() == 2u);
 }
+
+// The daemon places rails by engine::place with the NIC's node: a rail whose
+// NIC is on a node without a worker lcore (this EAL has node 0 only) is
+// refused, naming the rail, and what it had opened is released (a second
+// daemon in the process reuses the pool names); with its lcore set it is
+// served across nodes. Its pools fall back to any node (node 1 has no EAL
+// memory here), with a warning.
+BOOST_AUTO_TEST_CASE(daemon_placement_follows_the_nic_node) {
+    ring_port p("vd_place");
+    BOOST_REQUIRE(p.port >= 0);
+    net::daemon_config dc;
+    net::rail_config rc;
+    rc.name = "far";
+    rc.port_id = p.port;
+    rc.ip = 0x0A090001;
+    rc.numa = 1;
+    dc.rails = {rc};
+    dc.mbufs_per_rail = 1024;
+    try {
+        net::daemon d(dc);
+        BOOST_FAIL("a rail on NUMA node 1 was placed with no lcore there");
+    } catch (const std::runtime_error& e) {
+        const std::string what = e.what();
+        BOOST_TEST(what.find("rail far: its NIC is on NUMA node 1, which has no CPU to serve it") != std::string::npos, what);
+    }
+    // The refused daemon closed its port: the override gets a port of its own.
+    ring_port q("vd_place2");
+    BOOST_REQUIRE(q.port >= 0);
+    dc.rails[0].port_id = q.port;
+    dc.rails[0].lcore = 1; // an explicit override is served, across nodes
+    net::daemon d(dc);
+    BOOST_TEST(d.status().at(0).lcore == 1u);
+}
