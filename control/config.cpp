@@ -244,6 +244,7 @@ void read_daemon(reader& r, appliance& a, std::vector<error>&) {
             r.fail(r.get("metrics"), "metrics", "'" + host + "' is not a loopback address (metrics stay on 127.0.0.0/8)");
     }
     r.integer("stats_interval", 0, 86400, a.stats_interval);
+    r.integer("neighbour_reachable", 1, 86400, a.neighbour_reachable);
     r.choice<idle_mode>("idle", {{"auto", idle_mode::automatic}, {"spin", idle_mode::spin}, {"yield", idle_mode::yield}},
                         a.idle);
     if (const toml::node* n = r.get("eal_args")) {

@@ -4,7 +4,8 @@
 //
 // Schema (see config/*.toml for complete examples):
 //   [daemon]  udp_port, control_socket, socket_mode, socket_owner,
-//             socket_group, metrics, stats_interval, idle, eal_args
+//             socket_group, metrics, stats_interval, idle, eal_args,
+//             neighbour_reachable (gateway: seconds a next hop's MAC is trusted)
 //   [pools]   max_jobs, default_slots, max_slots, mbufs_per_rail
 //   [policy]  mode = "rail" | "lag", hash = "l2" | "l3l4" (lag only)
 //   [[rail]]  name, transport = "dpdk" | "verbs", devargs (dpdk) or
@@ -96,6 +97,7 @@ struct appliance {
     std::string socket_owner, socket_group; // empty: the daemon's own
     std::string metrics = "127.0.0.1:9477"; // Prometheus; empty disables
     unsigned stats_interval = 0;
+    unsigned neighbour_reachable = 30; // seconds; the gateway then confirms a next hop again
     idle_mode idle = idle_mode::automatic;
     std::vector<std::string> eal_args;       // empty: the embedded EAL flags
     unsigned max_jobs = 8, default_slots = 64, max_slots = 256, mbufs_per_rail = 8192;

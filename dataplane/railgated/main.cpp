@@ -287,6 +287,7 @@ int main(int argc, char** argv) {
     cfg.max_pool = app.max_slots;
     cfg.default_pool = app.default_slots;
     cfg.mbufs_per_rail = app.mbufs_per_rail;
+    cfg.neighbour_reachable_ms = app.neighbour_reachable * 1000;
     cfg.policy = app.policy == config::policy_mode::lag ? wire::rail_policy::lag : wire::rail_policy::rail;
     cfg.hash = app.hash == config::lag_hash::l2 ? wire::lag_hash::l2 : wire::lag_hash::l3l4;
     if (app.idle == config::idle_mode::spin) cfg.idle = net::idle_policy::spin;

@@ -183,6 +183,10 @@ BOOST_AUTO_TEST_CASE(shaping_and_traffic_classes) {
 }
 
 BOOST_AUTO_TEST_CASE(gateway_routes) {
+    BOOST_TEST(parse(rail0).cfg.neighbour_reachable == 30u);
+    BOOST_TEST(parse("[daemon]\nneighbour_reachable = 5\n" + rail0).cfg.neighbour_reachable == 5u);
+    BOOST_TEST(only_error("[daemon]\nneighbour_reachable = 0\n" + rail0) ==
+               "t.toml:2:23: daemon.neighbour_reachable: 0 out of range 1..86400");
     const std::string two = rail0 + "[[rail]]\nname = \"r1\"\ndevargs = \"net_null1\"\nip = \"10.1.0.1\"\n";
     const config::result r = parse(two + "[[route]]\nprefix = \"10.2.0.0/16\"\nrail = \"r1\"\nvia = \"10.1.0.254\"\n"
                                          "[[route]]\nprefix = \"0.0.0.0/0\"\nrail = \"r0\"\n");
