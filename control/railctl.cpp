@@ -268,10 +268,11 @@ int cmd_route(const std::vector<std::string>& a) {
         if (a.size() != 1) usage("route list takes no arguments");
         const json r = call("route.list");
         if (json_out) return print_json(r), 0;
-        std::printf("%-20s %-10s %s\n", "PREFIX", "RAIL", "VIA");
+        std::printf("%-20s %-10s %-16s %14s %16s\n", "PREFIX", "RAIL", "VIA", "PACKETS", "BYTES");
         for (const json& x : r["routes"])
-            std::printf("%-20s %-10s %s\n", x["prefix"].get<std::string>().c_str(), x["rail"].get<std::string>().c_str(),
-                        x["via"].get<std::string>().c_str());
+            std::printf("%-20s %-10s %-16s %14llu %16llu\n", x["prefix"].get<std::string>().c_str(),
+                        x["rail"].get<std::string>().c_str(), x["via"].get<std::string>().c_str(),
+                        x.value("packets", 0ull), x.value("bytes", 0ull));
         return 0;
     }
     json args = json::object();

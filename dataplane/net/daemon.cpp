@@ -607,6 +607,7 @@ std::string daemon::impl::build_fib(const std::vector<route_config>& list, std::
         f->hops.push_back({out_rail, r.via});
     }
     f->table = lpm_table(entries);
+    f->size_hits(static_cast<unsigned>(lcores.size()));
     out = std::move(f);
     return {};
 }
@@ -622,6 +623,16 @@ std::string daemon::impl::publish_routes(std::vector<route_config> next) {
         c.routes = f.get();
         if (std::string e = on_lcores(c, -1); !e.empty()) return e;
     }
+    // No lcore writes the old table any more: the routes that stay keep
+    // their totals.
+    if (f && fib_now)
+        for (std::size_t i = 0; i < next.size(); ++i)
+            for (std::size_t k = 0; k < routes.size(); ++k)
+                if (next[i].prefix == routes[k].prefix && next[i].len == routes[k].len &&
+                    next[i].rail == routes[k].rail && next[i].via == routes[k].via) {
+                    f->base_packets[i] = fib_now->total(static_cast<std::uint32_t>(k), 0);
+                    f->base_bytes[i] = fib_now->total(static_cast<std::uint32_t>(k), 1);
+                }
     fib_now = std::move(f);
     routes = std::move(next);
     if (!routes.empty())
@@ -640,7 +651,7 @@ int daemon::impl::lcore_main(void* arg) {
     impl& d = *c->self;
     std::vector<std::unique_ptr<rail_state>> mine;
     // Built here, on the lcore, so that the state lives on its NUMA node.
-    auto make = [&d](std::size_t i) {
+    auto make = [&d, c](std::size_t i) {
         rail_static& rs = *d.rails[i];
         agg::limits lim;
         lim.max_jobs = d.cfg.max_jobs;
@@ -652,6 +663,7 @@ int daemon::impl::lcore_main(void* arg) {
         auto st = std::make_unique<rail_state>(rs, lim, d.ack, d.policy);
         rs.served_by = st.get();
         st->neigh.reachable_tsc = std::uint64_t{d.cfg.neighbour_reachable_ms} * rte_get_tsc_hz() / 1000;
+        st->lcore_slot = static_cast<unsigned>(std::find(d.lcores.begin(), d.lcores.end(), c->lcore) - d.lcores.begin());
         st->index = i;
         st->routes = d.fib_now.get();
         st->stripe = rs.stripe;
@@ -734,9 +746,9 @@ daemon::daemon(const daemon_config& cfg) : p_(std::make_unique<impl>()) {
     }
     try {
         p_->open_ports();
-        if (std::string e = p_->publish_routes(cfg.routes); !e.empty()) throw std::runtime_error(e);
         p_->ack.hash = cfg.hash;
-        p_->place();
+        p_->place(); // before the routes: their counters have a block per lcore
+        if (std::string e = p_->publish_routes(cfg.routes); !e.empty()) throw std::runtime_error(e);
         if (std::string e = p_->check_bond(cfg.policy); !e.empty()) throw std::runtime_error(e);
     } catch (...) {
         p_->close_all(); // the rails opened so far, their pools and rings
@@ -1322,9 +1334,19 @@ std::string daemon::add_rail(const rail_config& rc, const std::string& devargs, 
     return {};
 }
 
-std::vector<route_config> daemon::routes() const {
+std::vector<route_status> daemon::routes() const {
     std::lock_guard lock(p_->ctl);
-    return p_->routes;
+    std::vector<route_status> out;
+    for (std::size_t i = 0; i < p_->routes.size(); ++i) {
+        route_status s;
+        static_cast<route_config&>(s) = p_->routes[i];
+        if (p_->fib_now) {
+            s.packets = p_->fib_now->total(static_cast<std::uint32_t>(i), 0);
+            s.bytes = p_->fib_now->total(static_cast<std::uint32_t>(i), 1);
+        }
+        out.push_back(s);
+    }
+    return out;
 }
 
 std::string daemon::add_route(const route_config& r) {

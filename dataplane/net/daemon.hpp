@@ -82,6 +82,10 @@ struct route_config {
     std::uint32_t via = 0;    // next hop; 0: on the out rail's link
 };
 inline constexpr std::size_t max_routes = 65536;
+// A route and what it carried (datagrams and bytes routed by it).
+struct route_status : route_config {
+    std::uint64_t packets = 0, bytes = 0;
+};
 
 struct daemon_config {
     std::vector<rail_config> rails;
@@ -155,7 +159,7 @@ public:
     std::string remove_rail(std::size_t rail);
     // The gateway's routes. add_route refuses a prefix already routed and a
     // rail that does not exist; both apply at once on every lcore.
-    std::vector<route_config> routes() const;
+    std::vector<route_status> routes() const;
     std::string add_route(const route_config& r);
     std::string remove_route(std::uint32_t prefix, unsigned len);
     // False for a removed rail (indices stay stable; status() skips them).

@@ -135,6 +135,9 @@ void route(rail_state& rs, rte_mbuf* m, const frame::info& fi) noexcept {
     const std::uint32_t frame_len = fi.l3_offset + fi.l4_len;
     if (m->pkt_len > frame_len) rte_pktmbuf_trim(m, static_cast<std::uint16_t>(m->pkt_len - frame_len));
     m->hash.usr = hop.via ? hop.via : dst;
+    counter* c = rs.routes->hit(rs.lcore_slot, *h);
+    bump(c[0]);
+    bump(c[1], m->pkt_len);
     rs.out[rs.nrouted++] = {hop.out, m};
 }
 

@@ -138,6 +138,27 @@ struct fib {
     };
     lpm_table table; // prefix -> index in hops
     std::vector<hop> hops;
+    // Datagrams and bytes each route carried, one block per lcore (the
+    // lcore's slot; blocks apart by whole cache lines), so that lcores never
+    // write the same line; `base` carries a route's totals over from the
+    // table this one replaced. Read by the control plane.
+    unsigned stride = 0; // counters per lcore block
+    std::unique_ptr<counter[]> hits;
+    std::vector<std::uint64_t> base_packets, base_bytes;
+    void size_hits(unsigned lcores) {
+        stride = (static_cast<unsigned>(hops.size()) * 2 + 7) & ~7u;
+        hits = std::make_unique<counter[]>(std::size_t{stride} * std::max(lcores, 1u));
+        base_packets.assign(hops.size(), 0);
+        base_bytes.assign(hops.size(), 0);
+        slots = std::max(lcores, 1u);
+    }
+    counter* hit(unsigned slot, std::uint32_t h) const noexcept { return &hits[std::size_t{slot} * stride + h * 2]; }
+    std::uint64_t total(std::uint32_t h, unsigned which) const noexcept {
+        std::uint64_t t = which ? base_bytes[h] : base_packets[h];
+        for (unsigned s = 0; s < slots; ++s) t += hit(s, h)[which].load(std::memory_order_relaxed);
+        return t;
+    }
+    unsigned slots = 1;
 };
 
 // A rail's next hops (the gateway's ARP cache), owned by the rail's lcore.
@@ -235,6 +256,7 @@ struct rail_state {
     wire::join_ack_body ack; // this lcore's copy; replaced by lcore_command::adopt
     wire::rail_policy policy;
     std::size_t index = 0;   // in daemon::impl::rails
+    unsigned lcore_slot = 0; // its lcore's position among the rail lcores (fib::hits)
     int stripe = -1;         // position among the advertised rails
     bool closing = false;    // removed from the advertised set: no new jobs
     // LAG: this lcore's rails by stripe (a bond is served by one lcore).

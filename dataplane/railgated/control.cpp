@@ -326,10 +326,12 @@ json control_plane::handle(const control::request& r) {
     if (r.command == "route.list") {
         if (!(e = control::check_keys(a, {})).empty()) return fail(e);
         json routes = json::array();
-        for (const net::route_config& x : d_.routes())
+        for (const net::route_status& x : d_.routes())
             routes.push_back({{"prefix", net::format_prefix(x.prefix, x.len)},
                               {"rail", x.rail},
-                              {"via", x.via ? net::format_ipv4(x.via) : "on-link"}});
+                              {"via", x.via ? net::format_ipv4(x.via) : "on-link"},
+                              {"packets", x.packets},
+                              {"bytes", x.bytes}});
         return ok({{"routes", routes}});
     }
     if (r.command == "route.add" || r.command == "route.del") {

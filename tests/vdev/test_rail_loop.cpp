@@ -419,6 +419,14 @@ BOOST_AUTO_TEST_CASE(gateway_routes_through_arp_and_rewrites_headers) {
     BOOST_TEST(g.d->counters(1).tc_packets[5].load() == 201u);
     BOOST_TEST(g.d->counters(1).tc_packets[6].load() == 1u);
     BOOST_TEST(g.d->counters(1).tc_packets[0].load() == 1u);
+    // Per route: the first datagram, the stream and the tagged one.
+    for (const net::route_status& r : g.d->routes())
+        if (r.prefix == 0x0A020000) {
+            BOOST_TEST(r.packets == 202u);
+            BOOST_TEST(r.bytes > 202u * 100);
+        } else {
+            BOOST_TEST(r.packets == 0u);
+        }
 }
 
 BOOST_AUTO_TEST_CASE(gateway_answers_ttl_no_route_and_too_big_with_icmp) {
@@ -470,7 +478,14 @@ BOOST_AUTO_TEST_CASE(gateway_routes_change_live_and_unanswered_next_hops_drop) {
 
     // Live routes: 10.3.0.0/16 via 10.2.0.99 (unresolved: it asks for the
     // next hop, not the destination), then deleted again.
+    auto packets_of = [&](std::uint32_t prefix) {
+        for (const net::route_status& r : g.d->routes())
+            if (r.prefix == prefix) return r.packets;
+        return std::uint64_t{~0ull};
+    };
+    BOOST_TEST(packets_of(0x0A020000) == 10u);
     BOOST_TEST(g.d->add_route({0x0A030000, 16, "g1", 0x0A020099}).empty());
+    BOOST_TEST(packets_of(0x0A020000) == 10u); // carried over to the new table
     BOOST_TEST(!g.d->add_route({0x0A030000, 16, "g0", 0}).empty()); // exists
     BOOST_TEST(!g.d->add_route({0x0A040000, 16, "nosuch", 0}).empty());
     BOOST_TEST(!g.d->add_route({0x0A040000, 16, "g1", 0x0A020001}).empty()); // via a rail's own address
@@ -482,6 +497,7 @@ BOOST_AUTO_TEST_CASE(gateway_routes_change_live_and_unanswered_next_hops_drop) {
     BOOST_TEST(!g.d->remove_rail(1).empty()); // routes leave by it
     BOOST_TEST(g.d->remove_route(0x0A030000, 16).empty());
     BOOST_TEST(!g.d->remove_route(0x0A030000, 16).empty());
+    BOOST_TEST(packets_of(0x0A020000) == 10u);
     g.inject(g.p0.rx, g.from_a(0x0A030405, 100));
     g.sent(g.p0.tx, 1); // the ICMP unreachable
     BOOST_TEST(g.drops(0, drop_reason::no_route) == 1u);
