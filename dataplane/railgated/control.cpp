@@ -488,6 +488,18 @@ std::string control_plane::prometheus() {
         std::snprintf(line, sizeof line, "railgate_rail_mtu{rail=\"%s\"} %u\n", s.name.c_str(), s.mtu);
         o += line;
     }
+    const std::vector<net::route_status> routes = d_.routes();
+    if (!routes.empty()) {
+        for (int which = 0; which < 2; ++which) {
+            const char* name = which ? "railgate_route_bytes_total" : "railgate_route_packets_total";
+            metric(name, "counter", which ? "Bytes the gateway routed by the route." : "Datagrams the gateway routed by the route.");
+            for (const net::route_status& r : routes) {
+                std::snprintf(line, sizeof line, "%s{prefix=\"%s\",rail=\"%s\"} %" PRIu64 "\n", name,
+                              net::format_prefix(r.prefix, r.len).c_str(), r.rail.c_str(), which ? r.bytes : r.packets);
+                o += line;
+            }
+        }
+    }
     // Aggregation latency as a Prometheus histogram: cumulative buckets at
     // powers of two from 1 us to ~1 s, in seconds.
     metric("railgate_aggregation_latency_seconds", "histogram",

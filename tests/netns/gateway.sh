@@ -61,7 +61,7 @@ grep -q "bad.toml:7:8: route\[0\].rail: no rail 'g9'" "$log/bad.log" || fail "ba
 
 "$railgated" -- --config "$log/gw.toml" --check > "$log/check.log" 2>&1 || fail "--check of the gateway config"
 grep -q "route 10.2.0.0/24 *-> rail g1 (on-link)" "$log/check.log" || fail "--check does not show the routes"
-ip netns exec "$g" "$railgated" -- --config "$log/gw.toml" --socket "$log/ctl.sock" --metrics off \
+ip netns exec "$g" "$railgated" -- --config "$log/gw.toml" --socket "$log/ctl.sock" --metrics 127.0.0.1:9479 \
   > "$log/railgated.log" 2>&1 &
 gated_pid=$!
 wait_ready "$log/railgated.log"
@@ -143,6 +143,11 @@ for bad in "route add 10.3.0.0/24 g0" "route add 10.4.0.1/24 g1" "route add 10.4
 done
 [ "$(ctl --json route list | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)["routes"]))')" = 3 ] ||
   fail "a refused route changed the table"
+ip netns exec "$g" /usr/bin/python3 -c 'import urllib.request; print(urllib.request.urlopen("http://127.0.0.1:9479/metrics", timeout=5).read().decode())' \
+  > "$log/metrics.txt" || fail "metrics endpoint"
+grep -qE '^railgate_route_packets_total\{prefix="10.3.0.0/24",rail="g1"\} [1-9][0-9]*$' "$log/metrics.txt" ||
+  fail "no per-route packets in /metrics"
+grep -qE '^railgate_forwarded_bytes_total\{rail="g1"\} [1-9][0-9]*$' "$log/metrics.txt" || fail "no forwarded bytes in /metrics"
 ctl route del 10.3.0.0/24 > /dev/null || fail "route del"
 ip netns exec "$a" ping -c 1 -W 1 10.3.0.1 > /dev/null 2>&1 && fail "10.3.0.1 reachable after route del"
 echo "ok: railctl route add/del apply live; 6 bad route commands refused, nothing changed"
