@@ -15,10 +15,10 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-std::uint64_t now_ns() noexcept {
-    return static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now().time_since_epoch()).count());
+std::uint64_t ns_of(clock::time_point t) noexcept {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
 }
+std::uint64_t now_ns() noexcept { return ns_of(clock::now()); }
 
 constexpr unsigned rx_batch = 64;
 
@@ -325,8 +325,10 @@ void worker::start(void* data, std::size_t count, wire::dtype dt) {
 void worker::send_pending(unsigned r) {
     state::rail_run& rr = s_->run[r];
     std::size_t n = rr.pending.size();
+    std::uint64_t t = 0; // paced and timed: when these leave
     if (rr.pacer.shaped()) {
         const auto now = clock::now();
+        if (rr.slots[rr.pending[0].h.slot].sent_ns) t = ns_of(now);
         n = 0;
         while (n < rr.pending.size()) {
             const std::uint32_t bytes = wire_bytes(rr.pending[n]);
@@ -338,8 +340,8 @@ void worker::send_pending(unsigned r) {
     }
     const unsigned sent = t_.send(s_->rail_base + r, rr.pending.data(), static_cast<unsigned>(n));
     // Round trips and timeouts count from when a chunk left, not from when
-    // it was queued behind the pacer (or a full socket).
-    const std::uint64_t t = sent && rr.slots[rr.pending[0].h.slot].sent_ns ? now_ns() : 0;
+    // it was queued behind the pacer; unpaced chunks leave as they are made
+    // and keep the time contrib() gave them (no extra clock read).
     for (unsigned i = 0; i < sent; ++i) {
         state::slot_state& sl = rr.slots[rr.pending[i].h.slot];
         sl.queued = false;

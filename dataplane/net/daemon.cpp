@@ -44,12 +44,6 @@
 namespace railgate::net {
 using namespace detail;
 namespace {
-// Results up to this size (every DPDK chunk: 8 KiB at most) are sent in the
-// slot's spare contribution buffers: W-1 copies of a cache-hot payload cost
-// less than W indirect clones, whose shared reference count every member's
-// TX completion updates atomically (bench_dataplane, one run: MTU 1500
-// 31 -> 41 Gbit/s, MTU 9000 80 -> 102).
-constexpr std::uint32_t carry_max_bytes = 16384;
 
 // A request from the control plane to one lcore, run between bursts.
 struct lcore_command {
@@ -256,16 +250,15 @@ void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h,
         const auto bytes = static_cast<std::uint16_t>(o.s->result_count * wire::dtype_size(o.j->dt));
         r->data_len = bytes;
         r->pkt_len = bytes;
-        // Small results travel in the slot's other contribution buffers (a
-        // copy each, no allocation, no shared reference count); rank 0's
-        // stays as the kept result and goes out as a clone.
+        // Ranks 1..W-1 get the result in their own contribution buffers (the
+        // slot's spares: a copy of the cache-hot payload each, no allocation;
+        // W indirect clones would share one reference count that every
+        // member's TX completion updates atomically: bench_dataplane MTU 1500
+        // 31 -> 41 Gbit/s, MTU 9000 80 -> 102). Rank 0's buffer stays as the
+        // kept result and goes out as a clone.
         const std::span<void* const> spares = home->agg.spares();
-        const bool carry = bytes <= carry_max_bytes;
-        for (unsigned w = 0; w < o.j->world; ++w)
-            answer(*home, *o.j, *o.s, w,
-                   carry && w >= 1 && w - 1 < spares.size() ? static_cast<rte_mbuf*>(spares[w - 1]) : nullptr);
-        if (!carry)
-            for (void* sp : spares) rte_pktmbuf_free(static_cast<rte_mbuf*>(sp));
+        answer(*home, *o.j, *o.s, 0);
+        for (unsigned w = 1; w < o.j->world; ++w) answer(*home, *o.j, *o.s, w, static_cast<rte_mbuf*>(spares[w - 1]));
         // Burst granularity: the time a burst arrived, not each packet.
         const auto ns = static_cast<std::uint64_t>(static_cast<double>(rs.burst_tsc - o.s->started) * rs.ns_per_tsc);
         home->lat.record(ns);
@@ -682,12 +675,13 @@ int daemon::impl::lcore_main(void* arg) {
     rebond();
     while (!d.stop.load(std::memory_order_relaxed)) {
         bool busy = false;
+        std::uint64_t t0 = rte_rdtsc(); // one read per rail: its end is the next one's start
         for (auto& r : mine) {
-            const std::uint64_t t0 = rte_rdtsc();
             const bool found = poll_rail(*r);
-            const std::uint64_t dt = rte_rdtsc() - t0;
-            bump(r->ctr.poll_cycles, dt);
-            if (found) bump(r->ctr.busy_cycles, dt);
+            const std::uint64_t t1 = rte_rdtsc();
+            bump(r->ctr.poll_cycles, t1 - t0);
+            if (found) bump(r->ctr.busy_cycles, t1 - t0);
+            t0 = t1;
             busy |= found;
             if (r->pending_mtu) maybe_apply_pending_mtu(*r);
         }

@@ -185,6 +185,7 @@ void flush_routed(rail_state& rs) noexcept {
 bool pull_routed(rail_state& rs) noexcept {
     rte_mbuf* in[rx_burst];
     const unsigned n = rte_ring_dequeue_burst(rs.s.fwd, reinterpret_cast<void**>(in), rx_burst, nullptr);
+    if (n == 0 && !rs.neigh.waiting) return false; // the idle pass reads no clock
     const std::uint64_t tsc = rte_rdtsc();
     for (unsigned i = 0; i < n; ++i) forward_out(rs, in[i], tsc);
     neighbour_timers(rs, tsc);

@@ -18,7 +18,7 @@
 
 #include <array>
 #include <cstdint>
-#include <deque>
+#include <vector>
 #include <optional>
 #include <string>
 
@@ -71,6 +71,7 @@ public:
             s.shaper.set(o.tcs[t].rate_bps, burst(o.tcs[t].burst_bytes), now);
             s.quantum = std::uint64_t{o.tcs[t].weight ? o.tcs[t].weight : 1} * o.max_item_bytes;
             s.deficit = 0;
+            s.q.reserve(o.queue_items);
         }
     }
     const options& config() const noexcept { return o_; }
@@ -138,10 +139,7 @@ public:
 
     // Hands every queued item to f and empties the queues (shutdown).
     template <class F> void clear(F&& f) {
-        for (tc_state& s : tc_) {
-            for (const entry& e : s.q) f(e.item);
-            s.q.clear();
-        }
+        for (tc_state& s : tc_) s.q.drain([&](const entry& e) { f(e.item); });
         queued_ = 0;
     }
     // Whether any TC or the rail is shaped (else the scheduler is not needed).
@@ -161,8 +159,42 @@ private:
         Item item;
         std::uint32_t bytes;
     };
+    // A TC's queue: a ring over one allocation made by configure(), so that
+    // enqueue and dequeue never allocate (a deque allocated a block every
+    // few dozen items, on the packet path).
+    class ring {
+    public:
+        // Room for n items at least; the queued ones keep their order.
+        void reserve(std::size_t n) {
+            n = std::max(n, n_);
+            if (n == buf_.size()) return;
+            std::vector<entry> b(n);
+            for (std::size_t i = 0; i < n_; ++i) b[i] = at(i);
+            buf_ = std::move(b);
+            head_ = 0;
+        }
+        bool empty() const noexcept { return n_ == 0; }
+        std::size_t size() const noexcept { return n_; }
+        const entry& front() const noexcept { return buf_[head_]; }
+        void push_back(const entry& e) noexcept { // the caller keeps size() below the reserve
+            buf_[(head_ + n_) % buf_.size()] = e;
+            ++n_;
+        }
+        void pop_front() noexcept {
+            head_ = (head_ + 1) % buf_.size();
+            --n_;
+        }
+        template <class F> void drain(F&& f) {
+            for (; n_; pop_front()) f(front());
+        }
+
+    private:
+        const entry& at(std::size_t i) const noexcept { return buf_[(head_ + i) % buf_.size()]; }
+        std::vector<entry> buf_;
+        std::size_t head_ = 0, n_ = 0;
+    };
     struct tc_state {
-        std::deque<entry> q;
+        ring q;
         token_bucket<Clock> shaper;
         std::uint64_t quantum = 0, deficit = 0;
         tc_counters ctr;
