@@ -20,8 +20,8 @@ constexpr unsigned batch = 64;
 class dpdk_transport final : public transport {
 public:
     dpdk_transport(const std::vector<dpdk_port>& ports, std::uint32_t server_ip, std::uint16_t server_port,
-                   rte_mempool* pool, std::function<void()> pump)
-        : pool_(pool), pump_(std::move(pump)) {
+                   rte_mempool* pool, std::function<void()> pump, burst_hook tx_hook)
+        : pool_(pool), pump_(std::move(pump)), tx_hook_(std::move(tx_hook)) {
         if (ports.empty()) throw std::runtime_error("dpdk transport: no ports");
         for (const dpdk_port& p : ports) {
             rail r;
@@ -80,7 +80,7 @@ public:
             return 0;
         }
         n = std::min(n, batch);
-        rte_mbuf* out[batch];
+        rte_mbuf* out[2 * batch]; // room for the switch's duplicates
         unsigned built = 0;
         for (; built < n; ++built) {
             const tx_msg& m = msgs[built];
@@ -93,13 +93,18 @@ public:
                 break;
             }
             frame::write_udp_headers(p, r.self, r.server, wire::header_bytes + m.bytes);
-            wire::encode_header(m.h, p + frame::udp_frame_overhead);
-            if (m.bytes) std::memcpy(p + frame::udp_frame_overhead + wire::header_bytes, m.payload, m.bytes);
+            std::uint8_t* h = p + frame::udp_frame_overhead;
+            wire::encode_header(m.h, h);
+            // The payload's checksum as it is copied in: one pass.
+            const std::uint16_t psum = m.bytes ? frame::copy_and_sum(h + wire::header_bytes, m.payload, m.bytes) : 0;
+            frame::fill_udp_checksum(p, frame::add_sums(frame::ones_sum16(h, wire::header_bytes), psum));
             out[built] = mb;
         }
-        const std::uint16_t sent = rte_eth_tx_burst(r.port, 0, out, static_cast<std::uint16_t>(built));
-        if (sent < built) rte_pktmbuf_free_bulk(out + sent, built - sent);
-        return sent;
+        unsigned leaving = built;
+        if (tx_hook_) tx_hook_(ri, out, leaving, 2 * batch); // a lost frame was sent, as far as the worker knows
+        const std::uint16_t sent = rte_eth_tx_burst(r.port, 0, out, static_cast<std::uint16_t>(leaving));
+        if (sent < leaving) rte_pktmbuf_free_bulk(out + sent, leaving - sent);
+        return sent < leaving && !tx_hook_ ? sent : built;
     }
 
     unsigned recv(unsigned ri, rx_msg* out, unsigned max) noexcept override {
@@ -172,6 +177,12 @@ private:
             dropped_.fetch_add(1, std::memory_order_relaxed);
             return false;
         }
+        // From railgated's rail only.
+        if (fi.src.ip != r.server.ip || fi.src.udp_port != r.server.udp_port ||
+            (p[fi.l4_offset + 6] == 0 && p[fi.l4_offset + 7] == 0)) {
+            dropped_.fetch_add(1, std::memory_order_relaxed);
+            return false;
+        }
         std::span<const std::uint8_t> payload;
         if (wire::parse_server_message(p + fi.msg_offset, fi.l4_len, out.h, payload) != drop_reason::none) {
             dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -183,6 +194,10 @@ private:
         out.frag_len[0] = first;
         out.frag[1] = nullptr;
         out.frag_len[1] = 0;
+        // Its UDP checksum is checked as the worker copies the payload out
+        // (rx_msg::copy_to): one pass over it, not two.
+        out.unchecked = true;
+        out.head_sum = frame::add_sums(frame::udp_header_sum(p), frame::ones_sum16(p + fi.msg_offset, wire::header_bytes));
         if (first < payload.size()) {
             if (!m->next || m->next->data_len < payload.size() - first) {
                 dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -196,6 +211,7 @@ private:
 
     rte_mempool* pool_;
     std::function<void()> pump_;
+    burst_hook tx_hook_;
     std::vector<rail> all_;
     unsigned n_open_ = 0;
     std::atomic<std::uint64_t> dropped_{0};
@@ -205,8 +221,8 @@ private:
 
 std::unique_ptr<transport> make_dpdk_transport(const std::vector<dpdk_port>& ports, std::uint32_t server_ip,
                                                std::uint16_t server_port, rte_mempool* pool,
-                                               std::function<void()> pump) {
-    return std::make_unique<dpdk_transport>(ports, server_ip, server_port, pool, std::move(pump));
+                                               std::function<void()> pump, burst_hook tx_hook) {
+    return std::make_unique<dpdk_transport>(ports, server_ip, server_port, pool, std::move(pump), std::move(tx_hook));
 }
 
 } // namespace railgate::client

@@ -34,7 +34,8 @@ std::uint16_t ring_port(const std::string& name, rte_ring* rx, rte_ring* tx) {
 } // namespace
 
 embedded_fabric::embedded_fabric(unsigned rails, unsigned workers, std::uint16_t mtu)
-    : rails_(rails), workers_(workers), mtu_(mtu) {
+    : rails_(rails), workers_(workers), mtu_(mtu), late_up_(std::size_t{rails} * workers, nullptr),
+      late_down_(rails, nullptr) {
     if (rails == 0 || rails > 8) throw std::runtime_error("embedded mode: rails must be 1..8");
     if (workers == 0 || workers > 32) throw std::runtime_error("embedded mode: workers must be 1..32");
     const unsigned room = RTE_PKTMBUF_HEADROOM + std::max<unsigned>(2048, mtu + 18u);
@@ -52,13 +53,32 @@ embedded_fabric::embedded_fabric(unsigned rails, unsigned workers, std::uint16_t
         }
 }
 
+void embedded_fabric::drain() noexcept {
+    for (auto* v : {&up_, &down_, &wdown_})
+        for (rte_ring* r : *v) {
+            void* objs[64];
+            unsigned n;
+            while ((n = rte_ring_dequeue_burst(r, objs, 64, nullptr)) > 0)
+                rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(objs), n);
+        }
+    for (auto* v : {&late_up_, &late_down_})
+        for (rte_mbuf*& m : *v)
+            if (m) {
+                rte_pktmbuf_free(m);
+                m = nullptr;
+            }
+}
+
+void embedded_fabric::set_fault(const fault::spec& f) noexcept {
+    up_dice_.reset(f);
+    fault::spec down = f;
+    down.seed = f.seed * 0x9e3779b97f4a7c15ull + 1; // the other direction: its own draws
+    down_dice_.reset(down);
+    faulty_ = f.any();
+}
+
 embedded_fabric::~embedded_fabric() {
-    for (rte_ring* r : down_) {
-        void* objs[64];
-        unsigned n;
-        while ((n = rte_ring_dequeue_burst(r, objs, 64, nullptr)) > 0)
-            rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(objs), n);
-    }
+    drain();
     // The daemon and the transports may have closed their ports already.
     for (auto* ports : {&worker_ports_, &daemon_ports_})
         for (std::uint16_t p : *ports)
@@ -91,14 +111,20 @@ std::vector<net::rail_config> embedded_fabric::daemon_rails() const {
 std::unique_ptr<transport> embedded_fabric::worker_transport(unsigned w, std::uint8_t tos) {
     std::vector<dpdk_port> ports;
     for (unsigned r = 0; r < rails_; ++r) ports.push_back({worker_ports_[w * rails_ + r], worker_ip(r, w), tos});
-    return make_dpdk_transport(ports, rail_ip(0), wire::default_udp_port, pool_, [this] { pump(); });
+    burst_hook up;
+    if (faulty_)
+        up = [this, w](unsigned r, rte_mbuf** v, unsigned& n, unsigned cap) {
+            net::apply_faults(up_dice_, late_up_[w * rails_ + r], up_tally_, v, n, cap);
+        };
+    return make_dpdk_transport(ports, rail_ip(0), wire::default_udp_port, pool_, [this] { pump(); }, std::move(up));
 }
 
 unsigned embedded_fabric::pump() noexcept {
     unsigned moved = 0;
     for (unsigned r = 0; r < rails_; ++r) {
-        void* objs[128];
-        const unsigned n = rte_ring_dequeue_burst(down_[r], objs, 128, nullptr);
+        void* objs[256];
+        unsigned n = rte_ring_dequeue_burst(down_[r], objs, 128, nullptr);
+        if (faulty_ && n) net::apply_faults(down_dice_, late_down_[r], down_tally_, reinterpret_cast<rte_mbuf**>(objs), n, 256);
         for (unsigned i = 0; i < n; ++i) {
             auto* m = static_cast<rte_mbuf*>(objs[i]);
             const auto* p = rte_pktmbuf_mtod(m, const std::uint8_t*);

@@ -1,5 +1,7 @@
 #include "client/railgate/worker.hpp"
 
+#include <sys/random.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -7,6 +9,7 @@
 
 #include "dataplane/engine/engine.hpp"
 #include "dataplane/proto/frame.hpp"
+#include "dataplane/proto/ipv4.hpp"
 #include "dataplane/proto/parse.hpp"
 #include "dataplane/qos/token_bucket.hpp"
 
@@ -19,8 +22,14 @@ std::uint64_t ns_of(clock::time_point t) noexcept {
     return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
 }
 std::uint64_t now_ns() noexcept { return ns_of(clock::now()); }
+template <class D>
+std::uint64_t ns(D d) noexcept {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+}
 
 constexpr unsigned rx_batch = 64;
+// The retransmit and liveness scan runs at most this often.
+constexpr std::uint64_t scan_every_ns = 1'000'000;
 
 // What a contribution costs the pacer: on the wire with its railgate
 // header, UDP/IPv4/Ethernet headers, preamble, FCS and gap.
@@ -28,12 +37,79 @@ std::uint32_t wire_bytes(const tx_msg& m) noexcept {
     return m.bytes + static_cast<std::uint32_t>(wire::header_bytes + frame::udp_frame_overhead + 24);
 }
 
+// An ERROR's reason, printable; false when the message was corrupted (it
+// is then ignored, as if lost).
+bool text_of(const rx_msg& m, std::string& t) {
+    t.assign(m.bytes(), '\0');
+    if (!m.copy_to(t.data())) return false;
+    for (char& c : t)
+        if (c < 0x20 || c > 0x7e) c = '?';
+    return true;
+}
+
+// What railgated's ERROR code says happened to the job.
+failure failure_of(wire::error_code c) noexcept {
+    switch (c) {
+    case wire::error_code::rank_failed: return failure::rank_failed;
+    case wire::error_code::unknown_job: return failure::daemon_gone;
+    case wire::error_code::expired: return failure::expired;
+    case wire::error_code::rail_down: return failure::rail_down;
+    default: return failure::aborted;
+    }
+}
+
+// A JOIN_ACK's rails are where this worker will send its data: each must be
+// a unicast address and port, with an MTU a rail can have.
+std::string check_rails(const wire::join_ack_body& a) {
+    for (unsigned r = 0; r < a.n_rails; ++r) {
+        const wire::rail_entry& e = a.rails[r];
+        if (e.ip == 0 || e.ip == 0xffffffffu || e.ip >> 28 >= 0xe || e.udp_port == 0 || e.mtu < 256 ||
+            e.mtu > wire::max_mtu)
+            return "railgated's JOIN_ACK lists an unusable rail " + std::to_string(r) + " (" +
+                   net::format_ipv4(e.ip) + ":" + std::to_string(e.udp_port) + ", MTU " + std::to_string(e.mtu) + ")";
+    }
+    return {};
+}
+
 } // namespace
 
-void rx_msg::copy_to(void* dst) const noexcept {
+std::uint64_t random_token() {
+    std::uint64_t t = 0;
+    while (t == 0)
+        if (getrandom(&t, sizeof t, 0) != sizeof t) t = 0;
+    return t;
+}
+
+std::string_view failure_name(failure f) noexcept {
+    switch (f) {
+    case failure::none: return "none";
+    case failure::usage: return "usage";
+    case failure::refused: return "refused";
+    case failure::rank_failed: return "rank_failed";
+    case failure::aborted: return "aborted";
+    case failure::rail_down: return "rail_down";
+    case failure::daemon_gone: return "daemon_gone";
+    case failure::expired: return "expired";
+    case failure::timeout: return "timeout";
+    }
+    return "?";
+}
+
+bool rx_msg::copy_to(void* dst) const noexcept {
     auto* d = static_cast<std::uint8_t*>(dst);
-    if (frag_len[0]) std::memcpy(d, frag[0], frag_len[0]);
-    if (frag_len[1]) std::memcpy(d + frag_len[0], frag[1], frag_len[1]);
+    if (!unchecked) {
+        if (frag_len[0]) std::memcpy(d, frag[0], frag_len[0]);
+        if (frag_len[1]) std::memcpy(d + frag_len[0], frag[1], frag_len[1]);
+        return true;
+    }
+    std::uint16_t sum = head_sum;
+    if (frag_len[0]) sum = frame::add_sums(sum, frame::copy_and_sum(d, frag[0], frag_len[0]));
+    if (frag_len[1]) {
+        std::uint16_t rest = frame::copy_and_sum(d + frag_len[0], frag[1], frag_len[1]);
+        if (frag_len[0] & 1) rest = __builtin_bswap16(rest); // RFC 1071 2B: an odd offset sums swapped
+        sum = frame::add_sums(sum, rest);
+    }
+    return sum == 0xffff;
 }
 
 struct worker::state {
@@ -50,9 +126,14 @@ struct worker::state {
     struct rail_run {
         std::vector<slot_state> slots;
         std::uint64_t n_chunks = 0, done = 0;
+        std::uint64_t made = 0;    // chunks made so far (0..made-1 have left or wait to)
+        std::uint64_t lo = 0;      // no chunk below it is in flight
+        std::uint64_t rack_ns = 0; // the latest send time of a chunk whose result came back out of order
         std::vector<tx_msg> pending;
         std::vector<rx_msg> rx = std::vector<rx_msg>(rx_batch);
         std::string err;
+        failure why = failure::none;
+        std::uint32_t down = 0;    // rails found down (rail_down)
         std::uint64_t last_progress_ns = 0, last_scan_ns = 0;
         unsigned polls_since_clock = 0;
         stats::histogram rtt;   // merged into state::rtt when an operation ends
@@ -61,16 +142,31 @@ struct worker::state {
         // chunks that were not retransmitted (Karn): the retransmit timeout
         // follows the queueing a shaped or slow rail adds.
         std::uint64_t srtt_ns = 0, rttvar_ns = 0;
+        // Karn's backoff, for the rail: each timeout doubles the timeout of
+        // every chunk until a chunk comes back without having been sent
+        // again (otherwise a queue that grew past the timeout would have
+        // every chunk resent, and no clean sample would ever raise srtt).
+        unsigned backoff = 0;
         // Pacing (worker_options::pace_bps): contributions leave no faster.
         qos::token_bucket<clock> pacer;
+        // Liveness: whether railgated spoke on the rail since the last scan,
+        // when it last did (read by the other rails' pipelines), and when
+        // this rail last asked it (PING).
+        bool heard = false;
+        std::atomic<std::uint64_t> heard_ns{0};
+        std::uint64_t ping_ns = 0;
     };
 
     wire::join_ack_body ack{};
     bool joined = false;
-    unsigned rails = 1;     // rails the data stripes over
-    unsigned rail_base = 0; // transport rail of stripe 0 (the LAG member)
+    std::uint32_t excluded = 0; // rails the job stripes around
+    std::uint64_t nonce = 0;
+    unsigned rails = 1;            // rails the data stripes over
+    std::vector<unsigned> tr;      // transport rail of each stripe
+    std::vector<unsigned> joined_on; // transport rails joined (LEAVE goes there)
     std::uint16_t pool = 0;
     std::uint32_t chunk_elems = 0;
+    std::uint64_t rto_cap_ns = 250'000'000;
     std::vector<rail_run> run;
     std::vector<rx_msg> rx = std::vector<rx_msg>(rx_batch); // join and leave
 
@@ -81,7 +177,12 @@ struct worker::state {
     bool active = false;
     std::atomic<bool> failed{false}; // a rail failed: the others stop
     std::string err;
+    failure why = failure::none;
+    std::uint32_t down = 0;
     stats::histogram rtt;
+    std::uint64_t recoveries = 0;
+    std::vector<std::uint8_t> backup; // the input, while an operation with retries runs
+
     // The contribution of rail r's k-th chunk; marks its slot busy.
     tx_msg contrib(const worker_options& o, unsigned r, std::uint64_t k, std::uint8_t flags,
                    std::uint64_t t) noexcept {
@@ -109,10 +210,14 @@ struct worker::state {
         m.bytes = static_cast<std::uint32_t>(n * esize);
         return m;
     }
+    bool in_flight(const rail_run& rr, std::uint64_t k) const noexcept {
+        const slot_state& sl = rr.slots[k % pool];
+        return sl.busy && sl.k == k;
+    }
 };
 
 namespace {
-// A header-only control message (JOIN, LEAVE, abort) of this worker.
+// A header-only control message (JOIN, LEAVE, abort, PING) of this worker.
 wire::header control_header(const worker_options& o, wire::msg_type t) noexcept {
     wire::header h;
     h.type = t;
@@ -131,9 +236,12 @@ worker::worker(transport& t, const worker_options& o) : t_(t), o_(o), s_(std::ma
 worker::~worker() = default;
 
 const std::string& worker::error() const noexcept { return s_->err; }
+failure worker::failed_with() const noexcept { return s_->why; }
 const wire::join_ack_body& worker::job_info() const noexcept { return s_->ack; }
 std::uint32_t worker::chunk_elems() const noexcept { return s_->chunk_elems; }
+std::span<const unsigned> worker::stripe_rails() const noexcept { return s_->tr; }
 stats::histogram& worker::chunk_rtt() noexcept { return s_->rtt; }
+std::uint64_t worker::recoveries() const noexcept { return s_->recoveries; }
 std::uint64_t worker::retransmits() const noexcept {
     std::uint64_t n = 0;
     for (const auto& r : s_->run) n += r.retransmits;
@@ -146,72 +254,152 @@ std::uint64_t worker::results() const noexcept {
 }
 
 std::string worker::join() {
-    if (o_.world == 0 || o_.world > wire::max_world) return "world size must be 1.." + std::to_string(wire::max_world);
-    if (o_.rank >= o_.world) return "rank " + std::to_string(o_.rank) + " not below world " + std::to_string(o_.world);
+    state& s = *s_;
+    s.why = failure::none;
+    if (o_.world == 0 || o_.world > wire::max_world) {
+        s.why = failure::usage;
+        return "world size must be 1.." + std::to_string(wire::max_world);
+    }
+    if (o_.rank >= o_.world) {
+        s.why = failure::usage;
+        return "rank " + std::to_string(o_.rank) + " not below world " + std::to_string(o_.world);
+    }
+    // The first rail not excluded (rail 0 unless it went down).
+    unsigned first = 0;
+    while (first < t_.n_rails() && (s.excluded >> first & 1)) ++first;
+    if (first >= t_.n_rails()) first = 0;
+    std::string e = join_on(first, s.excluded);
+    if (!e.empty() && s.why == failure::none) s.why = failure::refused;
+    return e;
+}
+
+// JOINs rail `first` (which tells the rails), then every other rail the job
+// stripes over, all at once.
+std::string worker::join_on(unsigned first, std::uint32_t excluded) {
+    state& s = *s_;
+    s.nonce = random_token();
+    s.joined = false;
+    s.joined_on.clear();
     wire::header h = control_header(o_, wire::msg_type::join);
     wire::join_body b;
     b.max_count = o_.max_count;
     b.pool_size = o_.pool_size;
+    b.excluded_rails = excluded;
+    b.nonce = s.nonce;
     std::uint8_t body[wire::join_body_bytes];
     wire::encode_join_body(b, body);
-    const tx_msg msg{h, body, wire::join_body_bytes};
+    tx_msg msg{h, body, wire::join_body_bytes};
 
-    // Rail 0 first (it tells us the rails), then all the others at once.
-    std::vector<bool> acked(1, false);
     const auto deadline = clock::now() + o_.join_timeout;
-    auto wait_acks = [&]() -> std::string {
+    std::string last_refusal;
+    // Waits for a JOIN_ACK on every rail in `want`, sending JOINs every
+    // 100 ms. A refusal that may pass (the rank's old process still bound)
+    // keeps the JOIN going until the deadline; any other ends it.
+    auto await = [&](std::vector<unsigned> want) -> std::string {
+        std::vector<bool> acked(want.size(), false);
         auto next_send = clock::now();
         while (std::find(acked.begin(), acked.end(), false) != acked.end()) {
-            if (clock::now() > deadline)
-                return "join timed out after " + std::to_string(o_.join_timeout.count()) +
-                       " ms: no JOIN_ACK from railgated";
+            if (clock::now() > deadline) {
+                s.why = last_refusal.empty() ? failure::timeout : failure::refused;
+                return last_refusal.empty() ? "join timed out after " + std::to_string(o_.join_timeout.count()) +
+                                                  " ms: no JOIN_ACK from railgated"
+                                            : last_refusal;
+            }
             if (clock::now() >= next_send) {
-                for (unsigned r = 0; r < acked.size(); ++r)
-                    if (!acked[r]) t_.send(r, &msg, 1);
+                for (std::size_t i = 0; i < want.size(); ++i)
+                    if (!acked[i]) t_.send(want[i], &msg, 1);
                 next_send = clock::now() + std::chrono::milliseconds(100);
             }
             bool any = false;
-            for (unsigned r = 0; r < acked.size(); ++r) {
-                const unsigned n = t_.recv(r, s_->rx.data(), rx_batch);
-                for (unsigned i = 0; i < n; ++i) {
-                    const rx_msg& m = s_->rx[i];
+            for (std::size_t i = 0; i < want.size(); ++i) {
+                const unsigned r = want[i];
+                const unsigned n = t_.recv(r, s.rx.data(), rx_batch);
+                for (unsigned k = 0; k < n; ++k) {
+                    const rx_msg& m = s.rx[k];
                     any = true;
-                    if (m.h.job_id != o_.job_id) continue;
+                    if (m.h.job_id != o_.job_id || !wire::token_equal(m.h.job_token, o_.job_token) ||
+                        m.h.rank != o_.rank)
+                        continue;
                     if (m.h.type == wire::msg_type::error) {
-                        std::string text(m.bytes(), '\0');
-                        m.copy_to(text.data());
-                        return "railgated refused the join on rail " + std::to_string(r) + ": " + text;
+                        const auto code = static_cast<wire::error_code>(m.h.aux);
+                        std::string why;
+                        if (!text_of(m, why)) continue;
+                        const std::string text = "railgated refused the join on rail " + std::to_string(r) + ": " + why;
+                        if (code == wire::error_code::rank_taken) {
+                            last_refusal = text;
+                            continue;
+                        }
+                        if (code == wire::error_code::rails_mismatch && (m.h.offset | excluded) != excluded &&
+                            m.h.offset <= UINT32_MAX) {
+                            // The job stripes around rails this worker has
+                            // not seen go down: it goes along.
+                            s.excluded = excluded | static_cast<std::uint32_t>(m.h.offset);
+                            return "\x01";
+                        }
+                        s.why = failure::refused;
+                        return text;
                     }
-                    if (m.h.type != wire::msg_type::join_ack) continue;
-                    if (r == 0 && !s_->joined) {
-                        std::vector<std::uint8_t> buf(m.bytes());
-                        m.copy_to(buf.data());
-                        if (!wire::decode_join_ack_body(buf, s_->ack)) return "malformed JOIN_ACK";
-                        s_->joined = true;
+                    if (m.h.type != wire::msg_type::join_ack || m.h.world_size != o_.world || m.h.dt != o_.dt) continue;
+                    std::vector<std::uint8_t> buf(m.bytes());
+                    if (!m.copy_to(buf.data())) continue; // corrupted: as if lost
+                    if (!s.joined) {
+                        wire::join_ack_body a;
+                        if (!wire::decode_join_ack_body(buf, a)) continue;
+                        if (std::string bad = check_rails(a); !bad.empty()) {
+                            s.why = failure::refused;
+                            return bad;
+                        }
+                        s.ack = a;
+                        s.joined = true;
                     }
-                    acked[r] = true;
+                    if (!acked[i]) s.joined_on.push_back(r);
+                    acked[i] = true;
                 }
             }
             if (!any) std::this_thread::yield();
         }
         return "";
     };
-    if (std::string e = wait_acks(); !e.empty()) return e;
-    if (std::string e = t_.open_rails({s_->ack.rails, s_->ack.n_rails}); !e.empty()) return e;
+    std::string e = await({first});
+    if (e == "\x01") return join_on(first, s.excluded); // once more, around the job's rails
+    if (!e.empty()) return e;
+    s.excluded = s.ack.excluded_rails;
+    if (t_.n_rails() < s.ack.n_rails)
+        if (e = t_.open_rails({s.ack.rails, s.ack.n_rails}); !e.empty()) {
+            s.why = failure::refused;
+            leave();
+            return e;
+        }
     // LAG: the whole stream on the member the job hashes to (railgated
-    // computes the same); rail policy: stripe over every rail.
-    const bool lag = s_->ack.policy == wire::rail_policy::lag;
-    s_->rails = lag ? 1 : s_->ack.n_rails;
-    s_->rail_base =
-        lag ? wire::lag_flow_member(s_->ack.hash, o_.job_id, o_.job_token, o_.rank, s_->ack.n_rails) : 0;
-    s_->pool = s_->ack.pool_size;
-    s_->chunk_elems = s_->ack.chunk_bytes / static_cast<std::uint32_t>(wire::dtype_size(o_.dt));
-    if (s_->pool == 0 || s_->chunk_elems == 0) return "JOIN_ACK with pool 0 or chunk 0";
-    acked.assign(s_->ack.n_rails, false);
-    acked[0] = true;
-    if (std::string e = wait_acks(); !e.empty()) return e;
-    s_->run.assign(s_->rails, {});
-    for (auto& r : s_->run) r.slots.assign(s_->pool, {});
+    // computes the same); rail policy: stripe over every rail not excluded.
+    s.tr.clear();
+    const bool lag = s.ack.policy == wire::rail_policy::lag;
+    if (lag) {
+        s.tr.push_back(wire::lag_flow_member(s.ack.hash, o_.job_id, o_.job_token, o_.rank, s.ack.n_rails));
+    } else {
+        for (unsigned r = 0; r < s.ack.n_rails; ++r)
+            if (!(s.excluded >> r & 1)) s.tr.push_back(r);
+    }
+    s.rails = static_cast<unsigned>(s.tr.size());
+    s.pool = s.ack.pool_size;
+    s.chunk_elems = s.ack.chunk_bytes / static_cast<std::uint32_t>(wire::dtype_size(o_.dt));
+    s.rto_cap_ns = s.ack.stall_ms ? std::uint64_t{s.ack.stall_ms} * 1'000'000 / 4 : 250'000'000;
+    if (s.pool == 0 || s.chunk_elems == 0 || s.rails == 0) {
+        s.why = failure::refused;
+        leave();
+        return "JOIN_ACK with pool 0, chunk 0 or no rail to stripe over";
+    }
+    std::vector<unsigned> others;
+    for (unsigned r = 0; r < s.ack.n_rails; ++r)
+        if (r != first && !(s.excluded >> r & 1)) others.push_back(r);
+    if (e = await(others); !e.empty()) {
+        // Refused part-way: what was joined is left, so nothing stays behind.
+        if (e == "\x01") e = "railgated's rails disagree on the rails job " + std::to_string(o_.job_id) + " stripes around";
+        leave();
+        return e;
+    }
+    s.run = std::vector<state::rail_run>(s.rails);
+    for (auto& r : s.run) r.slots.assign(s.pool, {});
     return "";
 }
 
@@ -220,7 +408,7 @@ std::string worker::join() {
 // report only leaves railctl latency --worker without it.
 void worker::report_rtt() {
     const stats::histogram& rtt = s_->rtt;
-    if (rtt.count() == 0 || t_.n_rails() <= s_->rail_base) return;
+    if (rtt.count() == 0 || s_->tr.empty()) return;
     std::vector<std::uint8_t> body(wire::rtt_entries_per_msg * wire::rtt_entry_bytes);
     wire::header h = control_header(o_, wire::msg_type::rtt_report);
     unsigned n = 0;
@@ -228,7 +416,7 @@ void worker::report_rtt() {
         if (!n) return;
         h.count = static_cast<std::uint16_t>(n);
         const tx_msg m{h, body.data(), static_cast<std::uint32_t>(n * wire::rtt_entry_bytes)};
-        t_.send(s_->rail_base, &m, 1);
+        t_.send(s_->tr[0], &m, 1);
         n = 0;
     };
     for (std::size_t i = 0; i < stats::histogram::bucket_count; ++i)
@@ -243,52 +431,68 @@ void worker::report_rtt() {
 }
 
 void worker::leave() {
-    if (!s_->joined) return;
-    report_rtt();
+    state& s = *s_;
+    if (s.joined_on.empty()) return;
+    if (s.joined) report_rtt();
     wire::header h = control_header(o_, wire::msg_type::leave);
     const tx_msg msg{h, nullptr, 0};
-    std::vector<bool> acked(t_.n_rails(), false);
+    const std::vector<unsigned> rails = s.joined_on;
+    std::vector<bool> acked(rails.size(), false);
     for (int attempt = 0; attempt < 5 && std::find(acked.begin(), acked.end(), false) != acked.end(); ++attempt) {
-        for (unsigned r = 0; r < acked.size(); ++r)
-            if (!acked[r]) t_.send(r, &msg, 1);
+        for (std::size_t i = 0; i < rails.size(); ++i)
+            if (!acked[i]) t_.send(rails[i], &msg, 1);
         const auto until = clock::now() + std::chrono::milliseconds(100);
         while (clock::now() < until && std::find(acked.begin(), acked.end(), false) != acked.end()) {
-            for (unsigned r = 0; r < acked.size(); ++r) {
-                const unsigned n = t_.recv(r, s_->rx.data(), rx_batch);
-                for (unsigned i = 0; i < n; ++i)
-                    if (s_->rx[i].h.type == wire::msg_type::leave_ack && s_->rx[i].h.job_id == o_.job_id)
-                        acked[r] = true;
+            for (std::size_t i = 0; i < rails.size(); ++i) {
+                const unsigned n = t_.recv(rails[i], s.rx.data(), rx_batch);
+                for (unsigned k = 0; k < n; ++k)
+                    if (s.rx[k].h.type == wire::msg_type::leave_ack && s.rx[k].h.job_id == o_.job_id &&
+                        wire::token_equal(s.rx[k].h.job_token, o_.job_token) && s.rx[k].copy_to(nullptr))
+                        acked[i] = true;
             }
             std::this_thread::yield();
         }
     }
-    s_->joined = false;
+    s.joined = false;
+    s.joined_on.clear();
 }
 
-void worker::abort() {
-    if (!s_->joined) return;
+void worker::abort(const std::string& why, wire::error_code code, std::uint64_t detail) {
+    state& s = *s_;
+    if (s.joined_on.empty()) return;
     wire::header h = control_header(o_, wire::msg_type::error);
-    h.aux = static_cast<std::uint32_t>(wire::error_code::aborted);
-    const tx_msg msg{h, nullptr, 0};
-    for (unsigned r = 0; r < t_.n_rails(); ++r) t_.send(r, &msg, 1);
-    s_->joined = false;
+    h.aux = static_cast<std::uint32_t>(code);
+    h.offset = detail;
+    const std::string t = why.substr(0, wire::max_error_text);
+    const tx_msg msg{h, t.data(), static_cast<std::uint32_t>(t.size())};
+    // Twice: an abort is not acknowledged, and a lost one costs the others
+    // the stall time.
+    for (int i = 0; i < 2; ++i)
+        for (unsigned r : s.joined_on) t_.send(r, &msg, 1);
+    s.joined = false;
+    s.joined_on.clear();
 }
 
 void worker::start(void* data, std::size_t count, wire::dtype dt) {
     state& s = *s_;
     s.err.clear();
+    s.why = failure::none;
+    s.down = 0;
     s.active = false;
     if (!s.joined) {
         s.err = "not joined";
+        s.why = failure::usage;
         return;
     }
     if (dt != o_.dt) {
         s.err = "dtype " + std::string(wire::dtype_name(dt)) + " differs from the job's " +
                 std::string(wire::dtype_name(o_.dt));
+        s.why = failure::usage;
         return;
     }
     if (count > o_.max_count) {
         s.err = "count " + std::to_string(count) + " above the job's max_count " + std::to_string(o_.max_count);
+        s.why = failure::usage;
         return;
     }
     s.data = static_cast<std::uint8_t*>(data);
@@ -305,18 +509,25 @@ void worker::start(void* data, std::size_t count, wire::dtype dt) {
     for (unsigned r = 0; r < s.rails; ++r) {
         state::rail_run& rr = s.run[r];
         rr.n_chunks = chunks > r ? (chunks - r + s.rails - 1) / s.rails : 0;
-        rr.done = 0;
+        rr.done = rr.made = rr.lo = rr.rack_ns = 0;
         rr.pending.clear();
         rr.err.clear();
+        rr.why = failure::none;
+        rr.down = 0;
         rr.last_progress_ns = rr.last_scan_ns = now;
+        rr.heard = false;
+        rr.heard_ns.store(now, std::memory_order_relaxed);
+        rr.ping_ns = now;
         for (auto& sl : rr.slots) sl.busy = false;
         // A pool's worth of burst: the first window leaves at once.
         if (o_.pace_bps) rr.pacer.set(o_.pace_bps, std::max<std::uint64_t>(o_.pace_burst_bytes, 16 * 1024), t0);
     }
     s.failed = false;
-    for (unsigned r = 0; r < s.rails; ++r)
-        for (std::uint64_t k = 0; k < std::min<std::uint64_t>(s.pool, s.run[r].n_chunks); ++k)
-            s.run[r].pending.push_back(s.contrib(o_, r, k, 0, now));
+    for (unsigned r = 0; r < s.rails; ++r) {
+        state::rail_run& rr = s.run[r];
+        for (; rr.made < std::min<std::uint64_t>(s.pool, rr.n_chunks); ++rr.made)
+            rr.pending.push_back(s.contrib(o_, r, rr.made, 0, now));
+    }
     if (chunks == 0) s.active = false;
     progress();
 }
@@ -338,7 +549,7 @@ void worker::send_pending(unsigned r) {
         }
         if (n == 0) return;
     }
-    const unsigned sent = t_.send(s_->rail_base + r, rr.pending.data(), static_cast<unsigned>(n));
+    const unsigned sent = t_.send(s_->tr[r], rr.pending.data(), static_cast<unsigned>(n));
     // Round trips and timeouts count from when a chunk left, not from when
     // it was queued behind the pacer; unpaced chunks leave as they are made
     // and keep the time contrib() gave them (no extra clock read).
@@ -350,21 +561,33 @@ void worker::send_pending(unsigned r) {
     rr.pending.erase(rr.pending.begin(), rr.pending.begin() + sent);
 }
 
-// One pass over rail r: its results, its sends, and (every millisecond) its
-// retransmits and timeout. True when the rail is done or failed.
+void worker::fail(unsigned r, failure f, std::string text, std::uint32_t down) {
+    state::rail_run& rr = s_->run[r];
+    rr.err = std::move(text);
+    rr.why = f;
+    rr.down = down;
+    s_->failed = true;
+}
+
+// One pass over rail r: its results, its sends, and (every 200 us) its
+// retransmits, PINGs and timeouts. True when the rail is done or failed.
 bool worker::progress_rail(unsigned r) {
     state& s = *s_;
     state::rail_run& rr = s.run[r];
     if (rr.done == rr.n_chunks) return true;
-    const unsigned n = t_.recv(s.rail_base + r, rr.rx.data(), rx_batch);
+    const unsigned n = t_.recv(s.tr[r], rr.rx.data(), rx_batch);
+    bool ooo = false;
     for (unsigned i = 0; i < n; ++i) {
         const rx_msg& m = rr.rx[i];
-        if (m.h.job_id != o_.job_id || m.h.job_token != o_.job_token) continue;
+        if (m.h.job_id != o_.job_id || !wire::token_equal(m.h.job_token, o_.job_token)) continue;
+        rr.heard = true;
         if (m.h.type == wire::msg_type::error) {
-            std::string text(m.bytes(), '\0');
-            m.copy_to(text.data());
-            rr.err = "railgated aborted the job on rail " + std::to_string(r) + ": " + text;
-            s.failed = true;
+            std::string why;
+            if (!text_of(m, why)) continue;
+            const auto code = static_cast<wire::error_code>(m.h.aux);
+            const std::uint32_t down =
+                code == wire::error_code::rail_down && m.h.offset <= UINT32_MAX ? static_cast<std::uint32_t>(m.h.offset) : 0;
+            fail(r, failure_of(code), "railgated ended the job on rail " + std::to_string(s.tr[r]) + ": " + why, down);
             return true;
         }
         if (m.h.type != wire::msg_type::result || m.h.slot >= s.pool) continue;
@@ -376,12 +599,17 @@ bool worker::progress_rail(unsigned r) {
             m.bytes() != std::size_t{m.h.count} * s.esize ||
             m.h.count != std::min<std::uint64_t>(s.chunk_elems, s.count - off))
             continue;
-        m.copy_to(s.data + off * s.esize);
+        // A corrupted result is as good as lost: the chunk stays in flight
+        // (RACK or its timeout bring it again) and what was copied is
+        // overwritten then; railgated keeps the result until it comes.
+        if (!m.copy_to(s.data + off * s.esize)) continue;
+        const std::uint64_t sent = sl.sent_ns;
         const std::uint64_t t = sl.sent_ns ? now_ns() : 0;
         if (t) {
             const std::uint64_t sample = t - sl.sent_ns;
             rr.rtt.record(sample);
             if (sl.retries == 0) {
+                rr.backoff = 0;
                 if (!rr.srtt_ns) {
                     rr.srtt_ns = sample;
                     rr.rttvar_ns = sample / 2;
@@ -397,52 +625,139 @@ bool worker::progress_rail(unsigned r) {
         sl.busy = false;
         ++sl.gen;
         ++rr.done;
-        const std::uint64_t next = sl.k + s.pool;
+        const std::uint64_t k = sl.k;
+        const std::uint64_t next = k + s.pool;
         // Same slot: (k + pool) % pool == k % pool.
-        if (next < rr.n_chunks) rr.pending.push_back(s.contrib(o_, r, next, 0, t));
+        if (next < rr.n_chunks) {
+            rr.pending.push_back(s.contrib(o_, r, next, 0, t));
+            rr.made = std::max(rr.made, next + 1);
+        }
+        // Out of order: an older chunk is still in flight (RACK below).
+        while (rr.lo < rr.made && !s.in_flight(rr, rr.lo)) ++rr.lo;
+        if (t && rr.lo < k) {
+            rr.rack_ns = std::max(rr.rack_ns, sent);
+            ooo = true;
+        }
+    }
+    // Loss (RACK, RFC 8985): a chunk in flight that left well before a
+    // chunk whose result is back was lost on its way, or its result was:
+    // sent again now, about a round trip after it left, instead of after a
+    // timeout. Its send time moves on, so it is judged again only against
+    // chunks sent after its retransmit. Only scanned when results came out
+    // of order (never without loss or reordering: railgated answers a
+    // rail's chunks in the order it completes them).
+    if (ooo && !t_.reliable()) {
+        const std::uint64_t now = now_ns();
+        const std::uint64_t reo = std::max<std::uint64_t>(rr.srtt_ns / 4, 20'000);
+        for (std::size_t si = 0; si < s.pool; ++si) {
+            state::slot_state& sl = rr.slots[si];
+            if (!sl.busy || sl.queued || sl.sent_ns + reo >= rr.rack_ns) continue;
+            const tx_msg c = s.contrib(o_, r, sl.k, wire::flag_retransmit, now);
+            ++rr.retransmits;
+            rr.pacer.consume(wire_bytes(c));
+            t_.send(s.tr[r], &c, 1);
+        }
     }
     if (!rr.pending.empty()) send_pending(r);
     if (rr.done == rr.n_chunks) return true;
-    // Retransmit timed-out contributions; checked every millisecond, the
-    // clock read every 32 polls (a clock read is a system call where the
-    // TSC is not usable, as in emulated guests).
+    // The clock is read every 32 polls (a clock read is a system call where
+    // the TSC is not usable, as in emulated guests).
     if (++rr.polls_since_clock < 32) return false;
     rr.polls_since_clock = 0;
-    const std::uint64_t now = now_ns();
+    return scan_rail(r, now_ns());
+}
+
+// Rail r's timers: retransmits of chunks whose timeout ran out, PINGs when
+// railgated has been silent, and the verdicts on a silent rail (down),
+// silent railgated (gone) and an operation without progress (timeout).
+bool worker::scan_rail(unsigned r, std::uint64_t now) {
+    state& s = *s_;
+    state::rail_run& rr = s.run[r];
     if (!rr.last_progress_ns) rr.last_progress_ns = rr.last_scan_ns = now;
-    if (now - rr.last_scan_ns <= 1000000) return false;
+    if (!rr.heard_ns.load(std::memory_order_relaxed)) rr.heard_ns.store(now, std::memory_order_relaxed);
+    if (rr.heard) {
+        rr.heard = false;
+        rr.heard_ns.store(now, std::memory_order_relaxed);
+    }
+    if (now - rr.last_scan_ns < scan_every_ns) return false;
     rr.last_scan_ns = now;
     // The timeout: the configured floor or the rail's smoothed round trip
-    // plus four deviations, doubled for each retransmit of the same chunk.
-    const std::uint64_t rto = std::max<std::uint64_t>(
-        static_cast<std::uint64_t>(std::chrono::nanoseconds(o_.rto).count()), rr.srtt_ns + 4 * rr.rttvar_ns);
+    // plus four deviations, doubled for each retransmit of the same chunk,
+    // and never near railgated's stall time (it would end the job first).
+    // Before the first round trip is measured: 20 ms (a first window may
+    // queue behind a slow rail for a while).
+    const std::uint64_t rto = std::min(
+        s.rto_cap_ns, std::max(ns(o_.rto), rr.srtt_ns ? rr.srtt_ns + 4 * rr.rttvar_ns : std::uint64_t{20'000'000}));
+    bool timed_out = false;
     for (std::size_t si = 0; si < s.pool && !t_.reliable(); ++si) {
         state::slot_state& sl = rr.slots[si];
-        if (!sl.busy || sl.queued || now - sl.sent_ns < rto << std::min(sl.retries, 6u)) continue;
+        if (!sl.busy || sl.queued ||
+            now - sl.sent_ns < std::min(s.rto_cap_ns, rto << std::min(std::max(sl.retries, rr.backoff), 6u)))
+            continue;
+        timed_out = true;
         // RTT of a retransmitted chunk counts from the retransmit.
         const tx_msg c = s.contrib(o_, r, sl.k, wire::flag_retransmit, now);
         ++rr.retransmits;
         rr.pacer.consume(wire_bytes(c));
-        t_.send(s.rail_base + r, &c, 1);
+        t_.send(s.tr[r], &c, 1);
     }
-    if (now - rr.last_progress_ns > static_cast<std::uint64_t>(std::chrono::nanoseconds(o_.op_timeout).count())) {
-        rr.err = "allreduce timed out: no result on rail " + std::to_string(r) + " for " +
-                 std::to_string(o_.op_timeout.count()) + " ms";
-        s.failed = true;
+    if (timed_out) rr.backoff = std::min(rr.backoff + 1, 6u);
+    // Liveness: railgated answers a PING even while the job waits for a
+    // peer, so silence means the rail (or railgated) is gone.
+    const std::uint64_t timeout = ns(o_.peer_timeout);
+    const std::uint64_t silent = now - rr.heard_ns.load(std::memory_order_relaxed);
+    if (silent >= timeout / 8 && now - rr.ping_ns >= timeout / 8) {
+        rr.ping_ns = now;
+        const tx_msg p{control_header(o_, wire::msg_type::ping), nullptr, 0};
+        t_.send(s.tr[r], &p, 1);
+    }
+    if (timeout && silent >= timeout) {
+        bool others = false;
+        for (unsigned q = 0; q < s.rails; ++q)
+            others |= q != r && now - s.run[q].heard_ns.load(std::memory_order_relaxed) < timeout;
+        const std::string ms = std::to_string(silent / 1'000'000);
+        if (others)
+            fail(r, failure::rail_down,
+                 "rail " + std::to_string(s.tr[r]) + " (" + net::format_ipv4(s.ack.rails[s.tr[r]].ip) +
+                     ") stopped answering for " + ms + " ms while the other rails answer",
+                 1u << s.tr[r]);
+        else
+            fail(r, failure::daemon_gone, "railgated stopped answering on every rail for " + ms + " ms (rail " +
+                                              std::to_string(s.tr[r]) + ": " + net::format_ipv4(s.ack.rails[s.tr[r]].ip) +
+                                              ")");
+        return true;
+    }
+    if (now - rr.last_progress_ns > ns(o_.op_timeout)) {
+        fail(r, failure::timeout,
+             "allreduce timed out: no result on rail " + std::to_string(s.tr[r]) + " for " +
+                 std::to_string(o_.op_timeout.count()) + " ms");
         return true;
     }
     return false;
 }
 
 // The operation has ended on every rail: its round trips join chunk_rtt()
-// and the first rail's error is the operation's.
+// and the first rail's error is the operation's. A failure this worker
+// found itself (a rail or railgated silent, no progress) ends the job for
+// the other ranks too, so that they fail now rather than at the stall time.
 void worker::finish() {
     state& s = *s_;
     s.active = false;
     for (auto& rr : s.run) {
         s.rtt.merge(rr.rtt);
         rr.rtt.reset();
-        if (s.err.empty() && !rr.err.empty()) s.err = rr.err;
+        if (s.err.empty() && !rr.err.empty()) {
+            s.err = rr.err;
+            s.why = rr.why;
+        }
+        s.down |= rr.down;
+    }
+    if (s.why == failure::rail_down && s.joined && !s.joined_on.empty()) {
+        bool from_railgated = false;
+        for (auto& rr : s.run) from_railgated |= rr.why == failure::rail_down && rr.err.rfind("railgated ended", 0) == 0;
+        if (!from_railgated) abort(s.err, wire::error_code::rail_down, s.down | s.excluded);
+    } else if ((s.why == failure::timeout || s.why == failure::daemon_gone) && !s.joined_on.empty()) {
+        abort(s.err);
     }
 }
 
@@ -496,15 +811,49 @@ void worker::run_pipelines() {
     finish();
 }
 
+bool worker::recoverable(failure f) noexcept {
+    return f == failure::rank_failed || f == failure::aborted || f == failure::rail_down ||
+           f == failure::daemon_gone || f == failure::expired;
+}
+
+std::string worker::recover() {
+    state& s = *s_;
+    // The job as it was is over for everyone.
+    if (!s.joined_on.empty()) abort(s.err, s.why == failure::rail_down ? wire::error_code::rail_down : wire::error_code::aborted,
+                                    s.why == failure::rail_down ? s.down | s.excluded : 0);
+    s.joined = false;
+    if (s.why == failure::rail_down) s.excluded |= s.down;
+    else if (s.why == failure::daemon_gone) s.excluded = 0; // a new railgated: every rail again
+    if (wire::stripe_of(0, std::max(1u, unsigned{s.ack.n_rails}), s.excluded).count == 0) s.excluded = 0;
+    if (std::string e = t_.reconnect(); !e.empty()) return e;
+    // Slot generations start afresh with the new job.
+    for (auto& rr : s.run)
+        for (auto& sl : rr.slots) sl = {};
+    return join();
+}
+
 std::string worker::allreduce(void* data, std::size_t count, wire::dtype dt) {
-    start(data, count, dt);
-    if (o_.engine && s_->active && t_.parallel_rails()) {
-        run_pipelines();
-        return s_->err;
+    state& s = *s_;
+    const bool keep = o_.retries > 0 && count && s.joined;
+    if (keep) {
+        s.backup.resize(count * wire::dtype_size(dt));
+        std::memcpy(s.backup.data(), data, s.backup.size());
     }
-    worker* self = this;
-    complete({&self, 1});
-    return s_->err;
+    for (unsigned attempt = 0;; ++attempt) {
+        start(data, count, dt);
+        if (o_.engine && s.active && t_.parallel_rails()) {
+            run_pipelines();
+        } else {
+            worker* self = this;
+            complete({&self, 1});
+        }
+        if (s.err.empty() || !keep || attempt >= o_.retries || !recoverable(s.why)) return s.err;
+        const std::string failed = s.err;
+        if (std::string e = recover(); !e.empty())
+            return failed + "; recovering: " + e;
+        ++s.recoveries;
+        std::memcpy(data, s.backup.data(), s.backup.size());
+    }
 }
 
 void complete(std::span<worker* const> ws) {

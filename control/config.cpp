@@ -15,6 +15,7 @@
 #define TOML_ENABLE_FORMATTERS 0
 #include <toml++/toml.h>
 
+#include "dataplane/fault/injector.hpp"
 #include "dataplane/net/fib.hpp"
 #include "dataplane/qos/classify.hpp"
 
@@ -69,6 +70,19 @@ std::string check_rail_name(std::string_view s) {
     for (char c : s)
         if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.')
             return "rail name '" + std::string(s) + "' may hold only letters, digits, '_', '-' and '.'";
+    return {};
+}
+
+std::string check_metrics(std::string_view v) {
+    const auto colon = v.rfind(':');
+    const std::string host(colon == std::string_view::npos ? std::string_view{} : v.substr(0, colon));
+    const std::string port(colon == std::string_view::npos ? std::string_view{} : v.substr(colon + 1));
+    char* end = nullptr;
+    const long p = std::strtol(port.c_str(), &end, 10);
+    in_addr ia{};
+    if (port.empty() || *end || p < 1 || p > 65535 || host.empty()) return "'" + std::string(v) + "' is not HOST:PORT";
+    if (host != "localhost" && (inet_pton(AF_INET, host.c_str(), &ia) != 1 || (ntohl(ia.s_addr) >> 24) != 127))
+        return "'" + host + "' is not a loopback address (metrics stay on 127.0.0.0/8)";
     return {};
 }
 
@@ -231,18 +245,8 @@ void read_daemon(reader& r, appliance& a, std::vector<error>&) {
         r.fail(r.get("socket_owner"), "socket_owner", "no user '" + a.socket_owner + "'");
     if (r.string("socket_group", a.socket_group) && !getgrnam(a.socket_group.c_str()))
         r.fail(r.get("socket_group"), "socket_group", "no group '" + a.socket_group + "'");
-    if (r.string("metrics", a.metrics) && !a.metrics.empty()) {
-        const auto colon = a.metrics.rfind(':');
-        const std::string host = colon == std::string::npos ? "" : a.metrics.substr(0, colon);
-        const std::string port = colon == std::string::npos ? "" : a.metrics.substr(colon + 1);
-        char* end = nullptr;
-        const long p = std::strtol(port.c_str(), &end, 10);
-        in_addr ia{};
-        if (port.empty() || *end || p < 1 || p > 65535)
-            r.fail(r.get("metrics"), "metrics", "'" + a.metrics + "' is not HOST:PORT");
-        else if (host != "localhost" && (inet_pton(AF_INET, host.c_str(), &ia) != 1 || (ntohl(ia.s_addr) >> 24) != 127))
-            r.fail(r.get("metrics"), "metrics", "'" + host + "' is not a loopback address (metrics stay on 127.0.0.0/8)");
-    }
+    if (r.string("metrics", a.metrics) && !a.metrics.empty())
+        if (std::string e = check_metrics(a.metrics); !e.empty()) r.fail(r.get("metrics"), "metrics", e);
     r.integer("stats_interval", 0, 86400, a.stats_interval);
     r.integer("neighbour_reachable", 1, 86400, a.neighbour_reachable);
     r.choice<idle_mode>("idle", {{"auto", idle_mode::automatic}, {"spin", idle_mode::spin}, {"yield", idle_mode::yield}},
@@ -266,6 +270,18 @@ void read_pools(reader& r, appliance& a) {
     if (a.default_slots > a.max_slots)
         r.fail(r.get("default_slots"), "default_slots",
                std::to_string(a.default_slots) + " exceeds max_slots " + std::to_string(a.max_slots));
+    r.reject_unknown();
+}
+
+void read_jobs(reader& r, appliance& a) {
+    r.integer("stall_ms", 10, 3600000, a.stall_ms);
+    r.integer("assemble_ms", 100, 86400000, a.assemble_ms);
+    r.integer("idle_ms", 0, 604800000, a.idle_ms);
+    r.integer("max_pending_joins", 0, 1024, a.max_pending_joins);
+    if (r.string("fault", a.fault)) {
+        fault::spec f;
+        if (std::string e = fault::parse(a.fault, f); !e.empty()) r.fail(r.get("fault"), "fault", e);
+    }
     r.reject_unknown();
 }
 
@@ -447,6 +463,7 @@ result parse(std::string_view text, const std::string& file) {
         fn(r);
     };
     section("daemon", [&](reader& r) { read_daemon(r, a, res.errors); });
+    section("jobs", [&](reader& r) { read_jobs(r, a); });
     section("pools", [&](reader& r) { read_pools(r, a); });
     section("policy", [&](reader& r) { read_policy(r, a); });
     if (const toml::node* n = top.get("rail")) {

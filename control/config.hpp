@@ -7,6 +7,8 @@
 //             socket_group, metrics, stats_interval, idle, eal_args,
 //             neighbour_reachable (gateway: seconds a next hop's MAC is trusted)
 //   [pools]   max_jobs, default_slots, max_slots, mbufs_per_rail
+//   [jobs]    stall_ms, assemble_ms, idle_ms, max_pending_joins (the job
+//             lifecycle: agg::job_table), fault (the fault injector, labs)
 //   [policy]  mode = "rail" | "lag", hash = "l2" | "l3l4" (lag only)
 //   [[rail]]  name, transport = "dpdk" | "verbs", devargs (dpdk) or
 //             device + port (verbs), ip, host_ip, mtu, mtu_max, numa,
@@ -103,6 +105,12 @@ struct appliance {
     unsigned max_jobs = 8, default_slots = 64, max_slots = 256, mbufs_per_rail = 8192;
     policy_mode policy = policy_mode::rail;
     lag_hash hash = lag_hash::l3l4;
+    // [jobs]: a slot waits stall_ms for its missing ranks before the job
+    // ends naming them; a job must assemble within assemble_ms and expires
+    // after idle_ms without a message (0: never); an address may have
+    // max_pending_joins jobs assembling.
+    unsigned stall_ms = 1000, assemble_ms = 30000, idle_ms = 600000, max_pending_joins = 4;
+    std::string fault = "off";               // every rail's fault injector (fault::parse)
     std::vector<config::rail> rails;
     std::vector<config::route> routes;
 };
@@ -135,5 +143,9 @@ appliance embedded_default();
 std::string check_mtu(long long v, unsigned max = mtu_max);
 std::string check_gid_index(long long v);
 std::string check_rail_name(std::string_view s);
+// The Prometheus endpoint, HOST:PORT with HOST an IPv4 address or
+// "localhost": on loopback (127.0.0.0/8) only. Checked the same way from
+// the file, railgated's --metrics and --check.
+std::string check_metrics(std::string_view v);
 
 } // namespace railgate::config

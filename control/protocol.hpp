@@ -31,6 +31,8 @@ inline constexpr const char* default_socket = "/run/railgate/railgated.sock";
 struct request {
     std::string command;
     json args = json::object();
+    // Who sent it (SO_PEERCRED), for the log of changes; -1: unknown.
+    long peer_uid = -1, peer_pid = -1;
 };
 
 // Parses one request line; returns "" or the error to send back.

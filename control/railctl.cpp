@@ -49,6 +49,7 @@ const char* const help_main =
     "  route list | add PREFIX R [via IP] | del PREFIX   the gateway's routes\n"
     "  stats [--rail R] [--watch [S]] [--count N]   packets, bytes, aggregations, drops by reason\n"
     "  latency [--rail R] [--job J] [--worker] [--tc N] [--reset] [--plot FILE.svg]   latency histograms\n"
+    "  fault show [R] | set R SPEC | clear R   the rails' fault injector (tests, labs)\n"
     "  nccl-env                            NCCL environment matching the rails\n"
     "  --socket PATH   control socket (default $RAILGATE_SOCKET or /run/railgate/railgated.sock)\n"
     "  --json          machine-readable output on every command\n"
@@ -97,6 +98,10 @@ const std::map<std::string, const char*> help_cmd = {
                 "  min, p50, p90, p99, p99.9, p99.99, max, a perftest-style summary and a bar chart.\n"
                 "  --job: one of the rail's recent jobs. --reset: clear after reading.\n"
                 "  --plot: an SVG with the histogram and the CDF.\n"},
+    {"fault", "usage: railctl fault show [R]\n       railctl fault set R SPEC\n       railctl fault clear R\n"
+              "  The rail's fault injector, for tests and labs: SPEC is drop=P,dup=P,reorder=P,corrupt=P,seed=S\n"
+              "  (P a fraction 0..1; any subset). It acts on the rail's received and sent frames alike;\n"
+              "  what it dropped is counted as drop reason fault_injected.\n"},
     {"nccl-env", "usage: railctl nccl-env\n  export lines for NCCL matching the rails: NCCL_IB_HCA (device:port), "
                  "NCCL_IB_GID_INDEX,\n  NCCL_IB_TC, NCCL_SOCKET_IFNAME.\n"},
 };
@@ -119,17 +124,17 @@ std::string num_arg(const std::string& what, const std::string& v) {
 }
 
 void print_rails_table(const json& rails) {
-    std::printf("%-8s %-10s %-9s %-7s %4s %5s %-15s %-17s %5s %6s %5s\n", "RAIL", "DEVICE", "DRIVER", "IFNAME", "NUMA",
-                "LCORE", "IP", "MAC", "MTU", "CHUNK", "JOBS");
+    std::printf("%-8s %-10s %-9s %-7s %4s %5s %-15s %-17s %5s %6s %5s %4s\n", "RAIL", "DEVICE", "DRIVER", "IFNAME", "NUMA",
+                "LCORE", "IP", "MAC", "MTU", "CHUNK", "JOBS", "LINK");
     for (const json& r : rails) {
         std::string mtu = std::to_string(r["mtu"].get<unsigned>());
         if (r["mtu_target"] != r["mtu"]) mtu += "->" + std::to_string(r["mtu_target"].get<unsigned>());
-        std::printf("%-8s %-10s %-9s %-7s %4d %5u %-15s %-17s %5s %6u %5u\n", r["name"].get<std::string>().c_str(),
+        std::printf("%-8s %-10s %-9s %-7s %4d %5u %-15s %-17s %5s %6u %5u %4s\n", r["name"].get<std::string>().c_str(),
                     r["device"].get<std::string>().c_str(), r["driver"].get<std::string>().c_str(),
                     r["ifname"].get<std::string>().empty() ? "-" : r["ifname"].get<std::string>().c_str(),
                     r["numa"].get<int>(), r["lcore"].get<unsigned>(), r["ip"].get<std::string>().c_str(),
                     r["mac"].get<std::string>().c_str(), mtu.c_str(), r["chunk_bytes"].get<unsigned>(),
-                    r["active_jobs"].get<unsigned>());
+                    r["active_jobs"].get<unsigned>(), r.value("link", std::string("up")).c_str());
     }
 }
 
@@ -294,6 +299,27 @@ int cmd_route(const std::vector<std::string>& a) {
         return 0;
     }
     usage("route: unknown '" + a[0] + "' (list, add, del)");
+}
+
+int cmd_fault(const std::vector<std::string>& a) {
+    if (a.empty()) usage("fault needs show, set or clear");
+    json r;
+    if (a[0] == "show" && a.size() <= 2) {
+        r = call("fault.show", a.size() == 2 ? json{{"rail", a[1]}} : json::object());
+    } else if (a[0] == "set" && a.size() == 3) {
+        r = call("fault.set", {{"rail", a[1]}, {"spec", a[2]}});
+    } else if (a[0] == "clear" && a.size() == 2) {
+        r = call("fault.set", {{"rail", a[1]}, {"spec", "off"}});
+    } else {
+        usage("fault show [R] | set R SPEC | clear R");
+    }
+    if (json_out) return print_json(r), 0;
+    for (const json& x : r["rails"])
+        std::printf("rail %-8s faults %s (dropped %llu, duplicated %llu, reordered %llu, corrupted %llu)\n",
+                    x["rail"].get<std::string>().c_str(), x["spec"].get<std::string>().c_str(),
+                    x.value("dropped", 0ull), x.value("duplicated", 0ull), x.value("reordered", 0ull),
+                    x.value("corrupted", 0ull));
+    return 0;
 }
 
 int cmd_rail(const std::vector<std::string>& a) {
@@ -592,6 +618,7 @@ int main(int argc, char** argv) {
         if (cmd == "policy") return cmd_policy(args);
         if (cmd == "tc") return cmd_tc(args);
         if (cmd == "route") return cmd_route(args);
+        if (cmd == "fault") return cmd_fault(args);
         if (cmd == "stats") return cmd_stats(args);
         if (cmd == "latency") return cmd_latency(args);
         if (cmd == "gid") return cmd_gid(args);

@@ -38,8 +38,10 @@ bool someone_listens(const std::string& path) {
 
 struct client {
     int fd = -1;
+    long uid = -1, pid = -1; // SO_PEERCRED
     std::string in, out;
     std::chrono::steady_clock::time_point partial_since{};
+    std::chrono::steady_clock::time_point backed_up_since{}; // responses piling up since
     bool closing = false; // close once `out` is written
 };
 
@@ -107,8 +109,11 @@ void server::run() {
     auto respond = [](client& c, const json& j) { c.out += j.dump() + "\n"; };
     for (;;) {
         std::vector<pollfd> fds{{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+        // A client whose responses pile up is not read until it reads them.
         for (const client& c : clients)
-            fds.push_back({c.fd, static_cast<short>(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
+            fds.push_back({c.fd,
+                           static_cast<short>((c.out.size() > opt_.max_output / 2 ? 0 : POLLIN) | (c.out.empty() ? 0 : POLLOUT)),
+                           0});
         poll(fds.data(), fds.size(), 200);
         if (fds[0].revents) return;
         const auto now = std::chrono::steady_clock::now();
@@ -117,6 +122,12 @@ void server::run() {
             if (fd >= 0) {
                 client c;
                 c.fd = fd;
+                ucred cred{};
+                socklen_t len = sizeof cred;
+                if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+                    c.uid = static_cast<long>(cred.uid);
+                    c.pid = static_cast<long>(cred.pid);
+                }
                 if (clients.size() >= opt_.max_clients) {
                     respond(c, fail("too many control clients (" + std::to_string(opt_.max_clients) + ")"));
                     c.closing = true;
@@ -139,11 +150,13 @@ void server::run() {
                     c.in.append(buf, static_cast<std::size_t>(n));
                 }
                 std::size_t nl;
-                while (!c.closing && (nl = c.in.find('\n')) != std::string::npos) {
+                while (!c.closing && c.out.size() <= opt_.max_output && (nl = c.in.find('\n')) != std::string::npos) {
                     const std::string line = c.in.substr(0, nl);
                     c.in.erase(0, nl + 1);
                     c.partial_since = now;
                     request r;
+                    r.peer_uid = c.uid;
+                    r.peer_pid = c.pid;
                     if (std::string e = parse_request(line, r); !e.empty()) {
                         respond(c, fail(e));
                         continue;
@@ -170,6 +183,15 @@ void server::run() {
                 const ssize_t n = send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
                 if (n > 0) c.out.erase(0, static_cast<std::size_t>(n));
                 else if (n < 0 && errno != EAGAIN) c.out.clear(), c.closing = true;
+            }
+            // It does not read: it is dropped rather than kept in memory.
+            if (c.out.size() <= opt_.max_output / 2) {
+                c.backed_up_since = {};
+            } else if (c.backed_up_since == std::chrono::steady_clock::time_point{}) {
+                c.backed_up_since = now;
+            } else if (now - c.backed_up_since > opt_.incomplete_timeout || c.out.size() > opt_.max_output) {
+                c.out.clear();
+                c.closing = true;
             }
         }
         // Drop closed clients once their last response is out.

@@ -2,7 +2,10 @@
 // and mode, served by one thread. Each line received is a request; each
 // gets one response line. Oversized requests, requests left unfinished for
 // `incomplete_timeout`, and clients beyond `max_clients` get an error and
-// are disconnected; nothing a client sends reaches the handler unparsed.
+// are disconnected; nothing a client sends reaches the handler unparsed. A
+// client that does not read its responses is disconnected once more than
+// `max_output` bytes wait for it (its requests are not read meanwhile).
+// Every request carries its sender's uid and pid (SO_PEERCRED).
 #pragma once
 
 #include <chrono>
@@ -20,6 +23,7 @@ struct socket_options {
     std::string owner, group; // empty: the daemon's own
     std::chrono::milliseconds incomplete_timeout{5000};
     unsigned max_clients = 32;
+    std::size_t max_output = 1 << 20;
 };
 
 // Runs on the server thread, one request at a time; returns the response.

@@ -3,6 +3,9 @@
 # The caller defines `run MODE JOB` (prints one figure, GB/s).
 #   ab_namespaces TAG                # namespaces $d (railgated) and $w (workers), logs in $log
 #   ab_rounds ROUNDS MODE_A MODE_B   # prints every round; sets AB_A, AB_B (medians)
+# The job token every worker of a job shares (railbench and raillat take it
+# from here): random, as a training job's rendezvous makes it.
+export RAILGATE_TOKEN=${RAILGATE_TOKEN:-$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')}
 
 # Two fresh namespaces and a log directory, removed on exit together with
 # the railgated whose pid is in $gated (if still running).

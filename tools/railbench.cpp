@@ -9,6 +9,7 @@
 #include <cinttypes>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -23,6 +24,7 @@
 #include "client/railgate/verbs_transport.hpp"
 #include "client/railgate/worker.hpp"
 #include "dataplane/engine/engine.hpp"
+#include "dataplane/fault/injector.hpp"
 #include "dataplane/net/daemon.hpp"
 #include "dataplane/net/eal.hpp"
 #include "dataplane/qos/classify.hpp"
@@ -47,8 +49,13 @@ struct options {
     std::string server;
     std::uint16_t port = wire::default_udp_port;
     std::uint32_t job = 1;
-    std::uint64_t token = 0x7261696c67617465ull; // "railgate"
+    std::uint64_t token = 0;           // --token or RAILGATE_TOKEN; random in --embedded
     std::uint16_t pool = 0;
+    unsigned retries = 0;              // --retry: re-joins and re-runs after a recoverable failure
+    fault::spec fault;                 // --fault (embedded: the virtual switch)
+    unsigned stall_ms = 0;             // --stall-ms (embedded railgated; 0: its default)
+    unsigned peer_timeout_ms = 0;      // --peer-timeout (0: the library's)
+    unsigned join_timeout_ms = 0;      // --join-timeout (0: the library's)
     std::uint64_t seed = 1;
     std::vector<std::uint64_t> counts; // explicit element counts (--count), overrides -b/-e
     int gid_index = -1;                // verbs: -1 automatic
@@ -85,7 +92,18 @@ void usage(std::FILE* f) {
                  "      --port P            railgated's UDP port, also its rdma_cm port (default %u)\n"
                  "      --rank R            this process's rank (udp, verbs)\n"
                  "      --gid-index N       verbs: the local GID index (default: the RoCEv2 IPv4 GID)\n"
-                 "      --job ID --token T  job id and 64-bit token\n"
+                 "      --job ID --token T  job id and its 64-bit secret token (every rank the same; default\n"
+                 "                          $RAILGATE_TOKEN; --embedded makes a random one). Make one with\n"
+                 "                          RAILGATE_TOKEN=$(od -An -N8 -tu8 /dev/urandom)\n"
+                 "      --retry N           after a failure railgate can recover from (railgated restarted, a\n"
+                 "                          rail down, a rank restarted, the job expired), re-join and run the\n"
+                 "                          operation again, up to N times\n"
+                 "      --peer-timeout MS   a rail silent this long is down, every rail silent is railgated\n"
+                 "                          gone (default 1000)\n"
+                 "      --join-timeout MS   how long a JOIN may take (default 5000)\n"
+                 "      --fault SPEC        embedded: the virtual switch drops, duplicates, reorders and\n"
+                 "                          corrupts frames both ways: drop=P,dup=P,reorder=P,corrupt=P,seed=S\n"
+                 "      --stall-ms N        embedded: railgated's stall time (default 1000)\n"
                  "      --seed S            input seed (all ranks must agree)\n"
                  "      --pace RATE         each worker paces its contributions on each rail to RATE\n"
                  "                          (its traffic class's share: a shaped rail's rate / W)\n"
@@ -214,6 +232,18 @@ options parse(int argc, char** argv) {
             o.job = static_cast<std::uint32_t>(parse_uint(a, val(), UINT32_MAX));
         } else if (a == "--token") {
             o.token = parse_uint(a, val(), UINT64_MAX);
+            if (!o.token) die("--token: 0 is not a token");
+        } else if (a == "--retry") {
+            o.retries = static_cast<unsigned>(parse_uint(a, val(), 1000));
+        } else if (a == "--peer-timeout") {
+            o.peer_timeout_ms = static_cast<unsigned>(parse_uint(a, val(), 3600000));
+        } else if (a == "--join-timeout") {
+            o.join_timeout_ms = static_cast<unsigned>(parse_uint(a, val(), 3600000));
+        } else if (a == "--stall-ms") {
+            o.stall_ms = static_cast<unsigned>(parse_uint(a, val(), 3600000));
+            if (o.stall_ms < 10) die("--stall-ms: at least 10");
+        } else if (a == "--fault") {
+            if (std::string e = fault::parse(val(), o.fault); !e.empty()) die("--fault: " + e);
         } else if (a == "--seed") {
             o.seed = parse_uint(a, val(), UINT64_MAX);
         } else {
@@ -222,6 +252,16 @@ options parse(int argc, char** argv) {
         }
     }
     if (o.workers == 0) die("--workers must be at least 1");
+    if (!o.token)
+        if (const char* t = std::getenv("RAILGATE_TOKEN"); t && *t) o.token = parse_uint("RAILGATE_TOKEN", t, UINT64_MAX);
+    if (!o.token) {
+        if (!o.embedded)
+            die("a job token is needed: --token T or RAILGATE_TOKEN (the same random number on every rank, e.g. "
+                "RAILGATE_TOKEN=$(od -An -N8 -tu8 /dev/urandom))");
+        o.token = client::random_token();
+    }
+    if (!o.embedded && (o.fault.any() || o.stall_ms))
+        die("--fault and --stall-ms apply to --embedded (railgated has --fault and --stall-ms of its own)");
     if (o.rails == 0) die("--rails must be at least 1");
     if (o.min_bytes == 0 || o.min_bytes > o.max_bytes) die("need 0 < minbytes <= maxbytes");
     if (o.embedded && o.transport != "dpdk") die("--embedded runs over in-process DPDK rings: use --transport dpdk");
@@ -327,6 +367,9 @@ client::worker_options worker_opts(const options& o, unsigned rank) {
     wo.dt = o.dt;
     wo.pool_size = o.pool;
     wo.pace_bps = o.pace;
+    wo.retries = o.retries;
+    if (o.peer_timeout_ms) wo.peer_timeout = std::chrono::milliseconds(o.peer_timeout_ms);
+    if (o.join_timeout_ms) wo.join_timeout = std::chrono::milliseconds(o.join_timeout_ms);
     std::uint64_t mc = 0;
     for (auto c : counts_of(o)) mc = std::max(mc, c);
     wo.max_count = mc;
@@ -545,9 +588,11 @@ int run_embedded(const options& o) {
     if (o.rail_rate || !o.policy.empty() || o.flows || o.lag_table) return run_lag(o);
     net::eal eal(net::embedded_eal_args("railbench"));
     client::embedded_fabric fabric(o.rails, o.workers, o.mtu);
+    fabric.set_fault(o.fault);
     net::daemon_config dc;
     dc.rails = fabric.daemon_rails();
     dc.mbufs_per_rail = 4096;
+    if (o.stall_ms) dc.stall_ms = o.stall_ms;
     net::daemon d(dc);
     d.print_placement(stdout);
     d.launch();
@@ -576,10 +621,23 @@ int run_embedded(const options& o) {
     std::uint64_t retx = 0;
     for (auto* w : ws) retx += w->retransmits();
     std::printf("# retransmits %" PRIu64 ", virtual switch drops %" PRIu64 "\n", retx, fabric.switch_drops());
+    if (o.fault.any())
+        for (const auto& [dir, t] : {std::pair{"to railgated", fabric.faults_up()}, {"to the workers", fabric.faults_down()}})
+            std::printf("# faults injected %s (%s): dropped %" PRIu64 ", duplicated %" PRIu64 ", reordered %" PRIu64
+                        ", corrupted %" PRIu64 "\n",
+                        dir, fault::format(o.fault).c_str(), t.drops, t.dups, t.reorders, t.corrupts);
     for (auto* w : ws) w->leave();
     d.stop();
     d.print_stats(stdout);
-    return wrong == 0 ? 0 : 1;
+    // Every buffer railgated lent must be back once the workers and the
+    // switch let go of theirs.
+    ws.clear();
+    owners.clear();
+    ts.clear();
+    fabric.drain();
+    const std::vector<std::string> leaks = d.close();
+    for (const std::string& l : leaks) std::fprintf(stderr, "railbench: leak: %s\n", l.c_str());
+    return wrong == 0 && leaks.empty() ? 0 : 1;
 }
 
 // One worker of a multi-process job, over kernel UDP or verbs.

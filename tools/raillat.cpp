@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -52,6 +53,7 @@ struct options {
     bool json = false;
     int gid_index = -1;
     std::uint32_t job = 4242;
+    std::uint64_t token = 0; // --token or RAILGATE_TOKEN; random otherwise (a one-worker job)
     bool events = false; // sleep in the transport between results instead of spinning
 };
 
@@ -78,6 +80,7 @@ void usage(std::FILE* f) {
                  "  --json                results as JSON\n"
                  "  --gid-index N         verbs: the local GID index (default: the RoCEv2 IPv4 GID)\n"
                  "  --job ID              job id to use (default 4242)\n"
+                 "  --token T             the job's token (default $RAILGATE_TOKEN, else a random one)\n"
                  "  -e, --events          sleep on completion events / sockets between results (perftest's -e);\n"
                  "                        default: busy-poll, as perftest does\n"
                  "Latencies are half round trips, as ib_write_lat reports them.\n",
@@ -140,11 +143,17 @@ options parse(int argc, char** argv) {
             o.events = true;
         } else if (a == "--job") {
             o.job = static_cast<std::uint32_t>(parse_num(a, val(), UINT32_MAX));
+        } else if (a == "--token") {
+            o.token = parse_num(a, val(), UINT64_MAX);
+            if (!o.token) die("--token: 0 is not a token");
         } else {
             usage(stderr);
             die("unknown option '" + a + "'");
         }
     }
+    if (!o.token)
+        if (const char* t = std::getenv("RAILGATE_TOKEN"); t && *t) o.token = parse_num("RAILGATE_TOKEN", t, UINT64_MAX);
+    if (!o.token) o.token = client::random_token();
     if (o.bytes == 0 || o.bytes % 4) die("--size must be a positive multiple of 4 (fp32 elements)");
     if (o.bw_bytes % 4) die("--bw-size must be a multiple of 4");
     if (o.iters == 0) die("--iters must be at least 1");
@@ -207,7 +216,7 @@ struct tsc_clock {
 void measure(client::transport& t, const options& o, result& r, std::vector<double>& raw) {
     client::worker_options wo;
     wo.job_id = o.job;
-    wo.job_token = 0x6c6174656e6379ull ^ static_cast<std::uint64_t>(getpid());
+    wo.job_token = o.token;
     wo.world = 1;
     wo.max_count = std::max(o.bytes, o.bw_bytes) / 4;
     wo.chunk_rtt = false;

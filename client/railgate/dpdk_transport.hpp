@@ -11,6 +11,7 @@
 #include "client/railgate/transport.hpp"
 
 struct rte_mempool;
+struct rte_mbuf;
 
 namespace railgate::client {
 
@@ -20,11 +21,19 @@ struct dpdk_port {
     std::uint8_t tos = 0; // IPv4 TOS (DSCP << 2) of its frames: the traffic class
 };
 
+// What the embedded switch does to a worker's outgoing burst before it
+// leaves (its fault injector): may drop, reorder, duplicate into room for
+// `cap` frames; n is updated.
+using burst_hook = std::function<void(unsigned rail, rte_mbuf** frames, unsigned& n, unsigned cap)>;
+
 // Configures and starts every port (1 RX + 1 TX queue, mbufs from `pool`).
 // `pump`, if set, runs at the start of every recv(): the embedded mode's
-// virtual switch. Throws std::runtime_error on port errors.
+// virtual switch, and `tx_hook` on every burst sent. Frames carry UDP
+// checksums; received ones without a right one, or from anyone but
+// railgated's rail, are dropped (dropped()). Throws std::runtime_error on
+// port errors.
 std::unique_ptr<transport> make_dpdk_transport(const std::vector<dpdk_port>& ports, std::uint32_t server_ip,
                                                std::uint16_t server_port, rte_mempool* pool,
-                                               std::function<void()> pump = {});
+                                               std::function<void()> pump = {}, burst_hook tx_hook = {});
 
 } // namespace railgate::client

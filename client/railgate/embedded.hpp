@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "client/railgate/dpdk_transport.hpp"
+#include "dataplane/fault/injector.hpp"
 #include "dataplane/net/daemon.hpp"
+#include "dataplane/net/fault.hpp"
 
 struct rte_ring;
 struct rte_mempool;
@@ -40,6 +42,15 @@ public:
     // Moves railgated's output to the workers; returns frames moved.
     unsigned pump() noexcept;
     std::uint64_t switch_drops() const noexcept { return drops_; }
+    // The switch's fault injector, both ways (railbench --embedded --fault):
+    // frames to railgated as the workers send them, frames to the workers
+    // as it moves them. What it did, per direction.
+    void set_fault(const fault::spec& f) noexcept;
+    const net::fault_tally& faults_up() const noexcept { return up_tally_; }
+    const net::fault_tally& faults_down() const noexcept { return down_tally_; }
+    // Frees every frame still in the switch's rings (before railgated's
+    // pools are checked for leaks).
+    void drain() noexcept;
 
     static std::uint32_t rail_ip(unsigned r) noexcept { return 0xC6120001u | (r << 8); }
     static std::uint32_t worker_ip(unsigned r, unsigned w) noexcept { return 0xC6120000u | (r << 8) | (10 + w); }
@@ -51,6 +62,10 @@ private:
     std::vector<rte_ring*> up_, down_, wdown_; // wdown_[w * rails + r]
     std::vector<std::uint16_t> daemon_ports_, worker_ports_;
     std::uint64_t drops_ = 0;
+    fault::dice up_dice_, down_dice_;
+    bool faulty_ = false;
+    std::vector<rte_mbuf*> late_up_, late_down_; // reordered frames waiting: [w * rails + r], [r]
+    net::fault_tally up_tally_, down_tally_;
 };
 
 } // namespace railgate::client

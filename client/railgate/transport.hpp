@@ -26,14 +26,22 @@ struct tx_msg {
 // One received, validated server message. The payload may be split in up
 // to two fragments (a DPDK chain); both stay valid until the next recv() on
 // the same rail.
+//
+// The UDP checksum of a message whose payload nobody has summed yet (a
+// DPDK port that does not verify it) is checked as the payload is copied
+// out: copy_to() sums what it copies and returns false when the datagram
+// was corrupted. The caller then treats it as never received; what it
+// copied is overwritten when the right message comes.
 struct rx_msg {
     wire::header h;
     const std::uint8_t* frag[2] = {nullptr, nullptr};
     std::uint32_t frag_len[2] = {0, 0};
+    bool unchecked = false;      // the payload's checksum is still to check
+    std::uint16_t head_sum = 0;  // unchecked: the ones' sum of all but the payload
 
     std::uint32_t bytes() const noexcept { return frag_len[0] + frag_len[1]; }
-    // Copies the payload to dst (bytes() long).
-    void copy_to(void* dst) const noexcept;
+    // Copies the payload to dst (bytes() long); false when its checksum is wrong.
+    bool copy_to(void* dst) const noexcept;
 };
 
 class transport {
@@ -59,6 +67,10 @@ public:
     // True when send/recv on different rails may run on different threads
     // at once (each rail's own socket and buffers: UDP).
     virtual bool parallel_rails() const noexcept { return false; }
+    // After a failure (railgated restarted, a rail went down and up): makes
+    // every rail opened so far usable again (verbs: new connections; kernel
+    // and DPDK transports have nothing to redo). "" or why not.
+    virtual std::string reconnect() { return ""; }
     // The transport's name, for reports ("udp", "dpdk", "verbs").
     virtual const char* name() const noexcept = 0;
 };

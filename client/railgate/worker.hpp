@@ -6,11 +6,21 @@
 //   w.allreduce(ptr, count, wire::dtype::fp32);   // blocking
 //
 // The tensor is cut into chunks of the job's chunk size; chunk i goes to
-// rail i % R (rail policy), and the k-th chunk of a rail to slot k % pool,
-// so at most pool chunks are in flight per rail. A chunk's result
-// overwrites it in place. Contributions without a result after `rto` are
-// sent again (railgated answers a retransmit of a completed chunk with its
-// kept result).
+// the (i % R)-th rail the job stripes over (rail policy), and the k-th chunk
+// of a rail to slot k % pool, so at most pool chunks are in flight per rail.
+// A chunk's result overwrites it in place.
+//
+// Loss: a contribution or result lost on the way (or corrupted: it fails
+// its UDP checksum) is sent again when a result of a chunk sent after it has
+// come back (RACK: about a round trip), or at the latest after the
+// retransmit timeout (the smoothed round trip plus four deviations;
+// railgated answers a retransmit of a completed chunk with its kept result). Failures are noticed and named: railgated ends a job
+// whose rank stops and says which; a rail that stops answering (PINGs
+// unanswered for peer_timeout) or that railgated saw go down fails the
+// operation with rail_down; railgated gone fails it with daemon_gone. With
+// options.retries, allreduce() recovers from those by itself: it re-joins
+// (striping around rails that went down) and runs the operation again from
+// its input.
 //
 // Threading: one thread per worker. start()/progress() let one thread drive
 // several workers (railbench --embedded does). With options.engine,
@@ -35,6 +45,9 @@ namespace railgate::client {
 
 struct worker_options {
     std::uint32_t job_id = 1;
+    // The job's secret: every rank of the job has the same one (its
+    // rendezvous shares it); railgated keeps other jobs with the same id out
+    // with it. Make it random (random_token()).
     std::uint64_t job_token = 0;
     std::uint16_t rank = 0;
     std::uint16_t world = 1;
@@ -42,10 +55,18 @@ struct worker_options {
     std::uint64_t max_count = 0;   // largest tensor (elements) this job reduces
     std::uint16_t pool_size = 0;   // 0: railgated's default
     // Retransmit timeout floor; the worker raises it to its smoothed round
-    // trip + 4 deviations and doubles it per retransmit of a chunk.
-    std::chrono::microseconds rto{20000};
+    // trip + 4 deviations and doubles it per retransmit of a chunk, up to a
+    // quarter of railgated's stall time.
+    std::chrono::microseconds rto{500};
     std::chrono::milliseconds join_timeout{5000};
     std::chrono::milliseconds op_timeout{60000};  // no progress for this long fails the op
+    // A rail silent this long while chunks wait on it (its PINGs
+    // unanswered) is down; every rail silent is railgated gone.
+    std::chrono::milliseconds peer_timeout{1000};
+    // Re-joins and re-runs of an operation after a failure it can recover
+    // from (railgated restarted, a rail went down, a rank restarted, the job
+    // expired). Each keeps a copy of the input: a memcpy per operation.
+    unsigned retries = 0;
     // Per-chunk round trips into chunk_rtt() (a clock read per chunk). Off,
     // over a reliable transport (verbs), the worker reads no clock on the
     // latency path: raillat times whole operations itself.
@@ -64,6 +85,23 @@ struct worker_options {
     int numa = -1;
 };
 
+// A random 64-bit job token (from the kernel's random source), never 0.
+std::uint64_t random_token();
+
+// Why an operation or a join failed (error() says it in words).
+enum class failure : std::uint8_t {
+    none,
+    usage,        // a bad argument (dtype, count, not joined)
+    refused,      // railgated refused the JOIN (table full, another job's id, rank taken...)
+    rank_failed,  // a rank of the job stopped, died or restarted (railgated named it)
+    aborted,      // another rank aborted the job
+    rail_down,    // a rail stopped answering or went down
+    daemon_gone,  // railgated stopped answering, or restarted and no longer knows the job
+    expired,      // railgated ended the job: it did not assemble, or went idle
+    timeout,      // no progress for op_timeout, or no JOIN_ACK within join_timeout
+};
+std::string_view failure_name(failure f) noexcept;
+
 class worker {
 public:
     worker(transport& t, const worker_options& o);
@@ -71,15 +109,19 @@ public:
     worker(const worker&) = delete;
     worker& operator=(const worker&) = delete;
 
-    // JOINs the job on rail 0, learns the rails, then JOINs on every other
-    // rail. Returns "" or a clear error (e.g. railgated's ERROR text).
+    // JOINs the job on its first rail, learns the rails, then JOINs on every
+    // other rail it stripes over. Returns "" or a clear error (e.g.
+    // railgated's ERROR text); a JOIN refused part-way leaves the rails
+    // already joined.
     std::string join();
     // Leaves the job on every rail (best effort, short timeout).
     void leave();
-    // Tells railgated to abort the job (the other workers get an ERROR).
-    void abort();
+    // Tells railgated to abort the job (the other workers get an ERROR with
+    // `why`, and with code rail_down/rank_failed the rails or rank in `detail`).
+    void abort(const std::string& why = {}, wire::error_code code = wire::error_code::aborted, std::uint64_t detail = 0);
 
-    // Blocking in-place allreduce; returns "" or the error.
+    // Blocking in-place allreduce; returns "" or the error. With
+    // options.retries, recovers from what recover() can.
     std::string allreduce(void* data, std::size_t count, wire::dtype dt);
 
     // Non-blocking form: start, then call progress() until it returns true.
@@ -91,12 +133,22 @@ public:
     // return at once). complete() does this after a short spin.
     void wait(std::chrono::microseconds max);
     const std::string& error() const noexcept;
+    failure failed_with() const noexcept;
+    // After a failed operation or join: whether re-joining can help, and
+    // the re-join itself (the old job aborted for everyone, the transport
+    // reconnected, rails that went down left out). "" or why not.
+    static bool recoverable(failure f) noexcept;
+    std::string recover();
 
     const wire::join_ack_body& job_info() const noexcept;
     std::uint32_t chunk_elems() const noexcept;
+    // The transport rails the job stripes over, in stripe order.
+    std::span<const unsigned> stripe_rails() const noexcept;
     // Per-chunk round trips (contribution sent -> its result received), ns.
     stats::histogram& chunk_rtt() noexcept;
     std::uint64_t retransmits() const noexcept;
+    // Operations re-run after a recovered failure (allreduce with retries).
+    std::uint64_t recoveries() const noexcept;
     // Results accepted since join (progress is visible as this moving).
     std::uint64_t results() const noexcept;
 
@@ -106,8 +158,11 @@ private:
     void report_rtt();
     void send_pending(unsigned rail);
     bool progress_rail(unsigned rail);
+    bool scan_rail(unsigned rail, std::uint64_t now);
+    void fail(unsigned rail, failure f, std::string text, std::uint32_t down = 0);
     void finish();
     void run_pipelines();
+    std::string join_on(unsigned first, std::uint32_t excluded);
     transport& t_;
     worker_options o_;
     std::unique_ptr<state> s_;

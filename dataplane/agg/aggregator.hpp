@@ -1,7 +1,9 @@
-// The per-rail streaming aggregator: jobs, their slot pools and the
-// contributor bitmaps, in the SwitchML style. Transport-agnostic: a received
-// contribution is a payload pointer plus an opaque owner (an rte_mbuf* in
-// railgated, anything in tests) that is released through `Release`.
+// The per-rail streaming aggregator of railgated's DPDK rails: a job_table
+// (membership, generations, lifecycle) plus the received buffers of each
+// slot and where to send each rank's results, in the SwitchML style.
+// Transport-agnostic: a received contribution is a payload pointer plus an
+// opaque owner (an rte_mbuf* in railgated, anything in tests) that is
+// released through `Release`.
 //
 // Threading: one instance per rail, used only by the lcore that polls that
 // rail (shared-nothing), so nothing here is atomic or locked.
@@ -17,6 +19,7 @@
 #include <memory>
 #include <span>
 
+#include "dataplane/agg/job_table.hpp"
 #include "dataplane/proto/drop_reason.hpp"
 #include "dataplane/proto/frame.hpp"
 #include "dataplane/proto/wire.hpp"
@@ -34,45 +37,22 @@ struct limits {
     unsigned rail_index = 0;
     unsigned n_rails = 1;
     std::uint32_t job_chunk_bytes = 1024;
+    // Buffers the rail can lend to jobs (0: no limit). A job may hold up to
+    // pool * world of them (every rank's contribution to every slot, the
+    // results kept among them), so a JOIN that would let the admitted jobs
+    // hold more is refused (no_buffers) rather than starve the rail.
+    std::uint64_t buffer_budget = 0;
 };
 
-struct slot {
-    std::uint64_t bitmap = 0;     // ranks that contributed to generation `gen`
-    std::uint64_t offset = 0;     // chunk of the generation in progress
-    std::uint32_t gen = 0;        // generation accepting contributions
-    std::uint16_t count = 0;
-    std::uint64_t started = 0;    // caller's clock at the generation's first contribution
-    // The last completed generation's result, kept for retransmission.
-    void* result_owner = nullptr;
-    const void* result_payload = nullptr;
-    std::uint64_t result_offset = 0;
-    std::uint16_t result_count = 0;
-    std::uint16_t result_valid = 0;
-};
-
-struct job {
-    bool used = false;
-    std::uint32_t id = 0;
-    std::uint64_t token = 0;
-    std::uint16_t world = 0;
-    wire::dtype dt = wire::dtype::fp32;
-    std::uint16_t pool = 0;
-    std::uint64_t max_count = 0;
-    std::uint32_t chunk_elems = 0; // elements per chunk, all rails
-    // Striping fixed at the job's creation: its chunk i is on this rail when
-    // i % stripe_n == stripe_index (rail policy: n_rails / rail_index; LAG:
-    // 1 / 0, the whole stream on one member).
-    std::uint32_t stripe_n = 1, stripe_index = 0;
-    bool lag = false;           // created under the LAG policy
-    std::uint64_t joined = 0; // bitmap of ranks joined on this rail
-    frame::endpoint members[wire::max_world];
+// What a DPDK rail keeps per job besides the table's.
+struct rail_job_data {
+    frame::endpoint members[wire::max_world]; // where each rank's results go
     // LAG: the bond member (stripe index) each rank's flow arrives on; the
     // daemon answers there. Unused under the rail policy.
     std::uint8_t via[wire::max_world] = {};
-    slot* slots = nullptr;         // [pool]
-    void** owners = nullptr;       // [pool][max_world]
-    const void** payloads = nullptr; // [pool][max_world]
 };
+
+using job = job_entry<rail_job_data>;
 
 enum class action : std::uint8_t { dropped, stored, completed, resend };
 
@@ -83,34 +63,26 @@ struct outcome {
     slot* s = nullptr;
 };
 
-struct join_outcome {
-    wire::error_code err = wire::error_code::none;
-    job* j = nullptr;
-};
-
 template <class Release>
 class rail_aggregator {
 public:
+    using table = job_table<rail_job_data>;
+
     explicit rail_aggregator(const limits& l)
-        : lim_(l), jobs_(new job[l.max_jobs]),
-          slots_(new slot[std::size_t{l.max_jobs} * l.max_pool]),
+        : lim_(l), t_(l.max_jobs, l.max_pool),
           owners_(new void*[std::size_t{l.max_jobs} * l.max_pool * wire::max_world]()),
-          payloads_(new const void*[std::size_t{l.max_jobs} * l.max_pool * wire::max_world]()) {
-        for (unsigned i = 0; i < l.max_jobs; ++i) {
-            const std::size_t base = std::size_t{i} * l.max_pool;
-            jobs_[i].slots = &slots_[base];
-            jobs_[i].owners = &owners_[base * wire::max_world];
-            jobs_[i].payloads = &payloads_[base * wire::max_world];
-        }
-    }
+          payloads_(new const void*[std::size_t{l.max_jobs} * l.max_pool * wire::max_world]()) {}
     ~rail_aggregator() {
-        for (unsigned i = 0; i < lim_.max_jobs; ++i)
-            if (jobs_[i].used) free_job(jobs_[i]);
+        for (job& j : t_.all())
+            if (j.st == job_state::active) release(j);
     }
     rail_aggregator(const rail_aggregator&) = delete;
     rail_aggregator& operator=(const rail_aggregator&) = delete;
 
     const limits& lim() const noexcept { return lim_; }
+    table& jobs_table() noexcept { return t_; }
+    const table& jobs_table() const noexcept { return t_; }
+    void set_lifecycle(const lifecycle& l) noexcept { t_.set_lifecycle(l); }
     // With keep_spares, a completing slot hands ranks 1..W-1's buffers to
     // the caller (spares(), valid until the next contribute()) instead of
     // releasing them: railgated sends results in them. The caller then
@@ -128,106 +100,107 @@ public:
     // The largest chunk, in bytes, of any job in the table (0: none).
     std::uint32_t max_job_chunk_bytes() const noexcept {
         std::uint32_t m = 0;
-        for (unsigned i = 0; i < lim_.max_jobs; ++i)
-            if (jobs_[i].used)
-                m = std::max(m, jobs_[i].chunk_elems * static_cast<std::uint32_t>(wire::dtype_size(jobs_[i].dt)));
+        for (const job& j : t_.all())
+            if (j.st == job_state::active)
+                m = std::max(m, j.chunk_elems * static_cast<std::uint32_t>(wire::dtype_size(j.dt)));
         return m;
     }
     // Jobs in the table created under LAG (their flows may arrive on
     // other members of the bond).
     unsigned lag_jobs() const noexcept { return lag_jobs_; }
-    unsigned active_jobs() const noexcept {
-        unsigned n = 0;
-        for (unsigned i = 0; i < lim_.max_jobs; ++i) n += jobs_[i].used;
-        return n;
-    }
-    job* find(std::uint32_t id) noexcept {
-        for (unsigned i = 0; i < lim_.max_jobs; ++i)
-            if (jobs_[i].used && jobs_[i].id == id) return &jobs_[i];
-        return nullptr;
-    }
+    unsigned active_jobs() const noexcept { return t_.active(); }
+    job* find(std::uint32_t id) noexcept { return t_.find(id); }
+    const job* find(std::uint32_t id) const noexcept { return t_.find(id); }
+    std::span<const job> jobs() const noexcept { return t_.all(); }
+    // Buffers the admitted jobs may hold at most.
+    std::uint64_t buffers_admitted() const noexcept { return admitted_; }
 
-    std::span<const job> jobs() const noexcept { return {jobs_.get(), lim_.max_jobs}; }
-
-    // A worker joins (or re-joins, e.g. after a restart) job h.job_id on this
-    // rail. The first JOIN fixes the token, world, dtype, max_count and pool;
-    // later ones must agree. `from` is where results for this rank go.
-    // `lag`: the job is created striped as one LAG member's whole stream.
-    join_outcome join(const wire::header& h, const wire::join_body& b, const frame::endpoint& from,
-                      bool lag = false) noexcept {
+    // A worker joins job h.job_id on this rail (table rules). `from` is
+    // where results for this rank go, `who` who it is. `lag`: a new job is
+    // striped as one LAG member's whole stream. On join_status::takeover
+    // the caller ends the old job (abort()) and joins again.
+    join_result join(const wire::header& h, const wire::join_body& b, const frame::endpoint& from, const peer& who,
+                     std::uint64_t now, bool lag = false, std::uint32_t rails_down = 0) noexcept {
         const std::uint16_t pool = b.pool_size ? b.pool_size : static_cast<std::uint16_t>(lim_.default_pool);
-        if (b.max_count == 0 || b.max_count > wire::max_tensor_elems || pool > lim_.max_pool)
-            return {wire::error_code::bad_request, nullptr};
-        job* j = find(h.job_id);
-        if (j) {
-            if (j->token != h.job_token) return {wire::error_code::bad_token, nullptr};
-            if (j->world != h.world_size) return {wire::error_code::world_mismatch, nullptr};
-            if (j->dt != h.dt) return {wire::error_code::dtype_mismatch, nullptr};
-            if (j->max_count != b.max_count) return {wire::error_code::max_count_mismatch, nullptr};
-            if (j->pool != pool) return {wire::error_code::pool_mismatch, nullptr};
+        job_shape shape;
+        shape.chunk_elems = lim_.job_chunk_bytes / static_cast<std::uint32_t>(wire::dtype_size(h.dt));
+        shape.lag = lag;
+        if (lag) {
+            shape.stripe_n = 1;
+            shape.stripe_index = 0;
         } else {
-            j = alloc_job();
-            if (!j) return {wire::error_code::job_table_full, nullptr};
-            j->used = true;
-            j->id = h.job_id;
-            j->token = h.job_token;
-            j->world = h.world_size;
-            j->dt = h.dt;
-            j->max_count = b.max_count;
-            j->pool = pool;
-            j->chunk_elems = lim_.job_chunk_bytes / static_cast<std::uint32_t>(wire::dtype_size(h.dt));
-            j->lag = lag;
-            lag_jobs_ += lag;
-            j->stripe_n = lag ? 1 : lim_.n_rails;
-            j->stripe_index = lag ? 0 : lim_.rail_index;
-            j->joined = 0;
-            for (unsigned s = 0; s < pool; ++s) j->slots[s] = slot{};
+            // Striped over the rails the job does not exclude.
+            const wire::stripe_pos p = wire::stripe_of(lim_.rail_index, lim_.n_rails, b.excluded_rails | rails_down);
+            if (p.index < 0) {
+                join_result r;
+                r.err = wire::error_code::rails_mismatch;
+                r.detail = b.excluded_rails | rails_down;
+                return r;
+            }
+            shape.stripe_n = p.count;
+            shape.stripe_index = static_cast<std::uint32_t>(p.index);
         }
-        j->joined |= std::uint64_t{1} << h.rank;
-        j->members[h.rank] = from;
-        return {wire::error_code::none, j};
+        auto admit = [this](std::uint16_t p, std::uint16_t world, wire::dtype) {
+            const std::uint64_t need = std::uint64_t{p} * world;
+            return !lim_.buffer_budget || admitted_ + need <= lim_.buffer_budget;
+        };
+        join_result r = t_.join(h, b, pool, who, now, shape, rails_down, admit);
+        if (r.st != join_status::joined) return r;
+        job& j = table::as(r.j);
+        if (r.created) {
+            lag_jobs_ += j.lag;
+            admitted_ += std::uint64_t{j.pool} * j.world;
+        }
+        j.x.members[h.rank] = from;
+        return r;
     }
 
     // A rank leaves; the job is freed when its last rank has left. Returns
-    // false when the job or rank is unknown (or the token is wrong).
-    bool leave(const wire::header& h) noexcept {
+    // the drop reason (none: left).
+    drop_reason leave(const wire::header& h, std::uint64_t addr) noexcept {
         job* j = find(h.job_id);
-        if (!j || j->token != h.job_token || h.rank >= j->world) return false;
-        j->joined &= ~(std::uint64_t{1} << h.rank);
-        if (j->joined == 0) free_job(*j);
-        return true;
+        if (!j) return drop_reason::leave_unknown;
+        if (const drop_reason r = t_.check_sender(*j, h, addr); r != drop_reason::none) return r;
+        const bool last = t_.leave(*j, h.rank, [&](unsigned si, unsigned rank) {
+            Release{}(owners_[base(*j, si) + rank]);
+        });
+        if (last) release(*j);
+        return drop_reason::none;
     }
 
-    // Frees the whole job now (a worker aborted it). Copies the members that
-    // had joined into `notify` (bitmap returned) so the caller can tell them.
-    std::uint64_t abort(const wire::header& h, frame::endpoint* notify) noexcept {
-        job* j = find(h.job_id);
-        if (!j || j->token != h.job_token) return 0;
-        const std::uint64_t who = j->joined;
-        for (unsigned r = 0; r < j->world; ++r) notify[r] = j->members[r];
-        free_job(*j);
-        return who;
+    // Ends the whole job now (an abort, a stall, an expiry), releasing its
+    // buffers. The caller tells the members first (j.x.members, j.joined).
+    void release(job& j) noexcept {
+        for (unsigned si = 0; si < j.pool; ++si) {
+            slot& s = j.slots[si];
+            const std::size_t b = base(j, si);
+            for (unsigned r = 0; r < j.world; ++r)
+                if (s.bitmap & (std::uint64_t{1} << r)) Release{}(owners_[b + r]);
+            if (s.result_valid) Release{}(s.result_owner);
+            s = slot{};
+        }
+        lag_jobs_ -= j.lag;
+        admitted_ -= std::uint64_t{j.pool} * j.world;
+        t_.end(j);
     }
 
-    // Accepts one contribution. On action::completed the slot's result has
-    // been reduced in rank order into rank 0's payload (s->result_payload,
-    // owned by s->result_owner) and every other contribution released.
-    // On action::resend the rank retransmitted a contribution whose result
-    // is kept in s: send it again to that rank.
-    // `now` (any clock of the caller's) is kept in s.started by the first
-    // contribution of a generation, for aggregation latency.
-    outcome contribute(const wire::header& h, const void* payload, void* owner,
-                       const reduce::kernels& k, std::uint64_t now = 0) noexcept {
+    // Accepts one contribution from `addr` (0: the caller checked who sent
+    // it). On action::completed the slot's result has been reduced in rank
+    // order into rank 0's payload (s->result_payload, owned by
+    // s->result_owner) and every other contribution released (or handed
+    // out as spares). On action::resend the rank retransmitted a
+    // contribution whose result is kept in s: send it again to that rank.
+    // `now` is kept in s.started by the first contribution of a generation
+    // (aggregation latency, stall detection).
+    outcome contribute(const wire::header& h, const void* payload, void* owner, const reduce::kernels& k,
+                       std::uint64_t now = 0, std::uint64_t addr = 0) noexcept {
         outcome o;
         nspare_ = 0;
         job* j = find(h.job_id);
         if (!j) return drop(o, drop_reason::unknown_job);
         o.j = j;
-        if (j->token != h.job_token) return drop(o, drop_reason::bad_token);
-        if (j->world != h.world_size) return drop(o, drop_reason::world_mismatch);
+        if (const drop_reason r = t_.check_sender(*j, h, addr); r != drop_reason::none) return drop(o, r);
         if (j->dt != h.dt) return drop(o, drop_reason::dtype_mismatch);
-        const std::uint64_t bit = std::uint64_t{1} << h.rank;
-        if (!(j->joined & bit)) return drop(o, drop_reason::rank_not_joined);
         if (h.slot >= j->pool) return drop(o, drop_reason::slot_range);
         if (h.count > j->chunk_elems) return drop(o, drop_reason::count_range);
         if (h.offset + h.count > j->max_count) return drop(o, drop_reason::job_offset_range);
@@ -237,38 +210,35 @@ public:
         const std::uint64_t chunk = h.offset / j->chunk_elems;
         if (chunk % j->stripe_n != j->stripe_index || (chunk / j->stripe_n) % j->pool != h.slot)
             return drop(o, drop_reason::wrong_rail_or_slot);
+        table::heard(*j, h.rank, now);
 
         slot& s = j->slots[h.slot];
         o.s = &s;
         if (h.gen != s.gen) {
-            // The previous generation: the rank missed the result.
-            if (h.gen == s.gen - 1 && s.result_valid && h.offset == s.result_offset &&
-                h.count == s.result_count) {
+            // The previous generation, sent again: the rank missed the
+            // result. A copy that was not sent again (a duplicate on the
+            // wire) gets nothing: the result is on its way.
+            if (h.gen == s.gen - 1 && s.result_valid && h.offset == s.result_offset && h.count == s.result_count) {
+                if (!(h.flags & wire::flag_retransmit)) return drop(o, drop_reason::duplicate);
                 o.act = action::resend;
                 return o;
             }
-            return drop(o, h.gen == s.gen - 1 ? drop_reason::stale_no_result
-                                               : drop_reason::bad_generation);
+            return drop(o, h.gen == s.gen - 1 ? drop_reason::stale_no_result : drop_reason::bad_generation);
         }
+        if (s.bitmap != 0 && (s.offset != h.offset || s.count != h.count)) return drop(o, drop_reason::chunk_mismatch);
+        if (s.bitmap >> h.rank & 1) return drop(o, drop_reason::duplicate);
         if (s.bitmap == 0) {
             s.offset = h.offset;
             s.count = h.count;
-            s.started = now;
-        } else if (s.offset != h.offset || s.count != h.count) {
-            return drop(o, drop_reason::chunk_mismatch);
         }
-        if (s.bitmap & bit) return drop(o, drop_reason::duplicate);
-
-        const std::size_t base = std::size_t{h.slot} * wire::max_world;
-        j->owners[base + h.rank] = owner;
-        j->payloads[base + h.rank] = payload;
-        s.bitmap |= bit;
-        const std::uint64_t all = j->world == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << j->world) - 1;
-        if (s.bitmap != all) {
+        const std::size_t b = base(*j, h.slot);
+        owners_[b + h.rank] = owner;
+        payloads_[b + h.rank] = payload;
+        if (!table::mark(*j, s, h.rank, now)) {
             o.act = action::stored;
             return o;
         }
-        complete(*j, s, base, k);
+        complete(*j, s, b, k);
         o.act = action::completed;
         return o;
     }
@@ -280,11 +250,15 @@ private:
         return o;
     }
 
+    std::size_t base(const job& j, unsigned si) const noexcept {
+        return (std::size_t{t_.index_of(j)} * lim_.max_pool + si) * wire::max_world;
+    }
+
     // Reduce into rank 0's buffer, in rank order; release ranks 1..W-1 and the
     // previous result; keep rank 0's buffer as the new result.
-    void complete(job& j, slot& s, std::size_t base, const reduce::kernels& k) noexcept {
-        void** owners = &j.owners[base];
-        const void** payloads = &j.payloads[base];
+    void complete(job& j, slot& s, std::size_t b, const reduce::kernels& k) noexcept {
+        void** owners = &owners_[b];
+        const void** payloads = &payloads_[b];
         void* dst = const_cast<void*>(payloads[0]);
         k[j.dt](dst, payloads, j.world, s.count);
         for (unsigned r = 1; r < j.world; ++r) {
@@ -297,37 +271,16 @@ private:
         s.result_offset = s.offset;
         s.result_count = s.count;
         s.result_valid = 1;
-        s.bitmap = 0;
-        ++s.gen;
-    }
-
-    job* alloc_job() noexcept {
-        for (unsigned i = 0; i < lim_.max_jobs; ++i)
-            if (!jobs_[i].used) return &jobs_[i];
-        return nullptr;
-    }
-
-    void free_job(job& j) noexcept {
-        for (unsigned si = 0; si < j.pool; ++si) {
-            slot& s = j.slots[si];
-            const std::size_t base = std::size_t{si} * wire::max_world;
-            for (unsigned r = 0; r < j.world; ++r)
-                if (s.bitmap & (std::uint64_t{1} << r)) Release{}(j.owners[base + r]);
-            if (s.result_valid) Release{}(s.result_owner);
-            s = slot{};
-        }
-        lag_jobs_ -= j.lag;
-        j.used = false;
-        j.joined = 0;
+        table::completed(j, s);
     }
 
     limits lim_;
+    table t_;
     unsigned lag_jobs_ = 0;
+    std::uint64_t admitted_ = 0;
     bool keep_spares_ = false;
     unsigned nspare_ = 0;
     void* spare_[wire::max_world];
-    std::unique_ptr<job[]> jobs_;
-    std::unique_ptr<slot[]> slots_;
     std::unique_ptr<void*[]> owners_;
     std::unique_ptr<const void*[]> payloads_;
 };

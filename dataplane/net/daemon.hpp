@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "dataplane/bpf/xdp_steer.hpp"
+#include "dataplane/fault/injector.hpp"
 #include "dataplane/net/rail_counters.hpp"
 #include "dataplane/proto/wire.hpp"
 #include "dataplane/proto/ipv4.hpp"
@@ -50,6 +51,7 @@ struct rail_config {
 
 // A rail as the control plane sees it.
 struct rail_status {
+    std::size_t index = 0;   // the rail's index (daemon::rail, counters; stable while it lives)
     std::string name, port_name, driver, ifname;
     std::uint16_t port = 0;
     int numa = -1;
@@ -64,6 +66,8 @@ struct rail_status {
     unsigned traffic_class = 0;
     unsigned active_jobs = 0;
     bool xdp_steering = false;
+    bool link_up = true;
+    fault::spec fault;       // the fault injector's (all zero: off)
 };
 
 // What a rail lcore does when a pass over its rails found nothing. Spinning
@@ -101,6 +105,17 @@ struct daemon_config {
     // Gateway: how long a next hop's MAC is trusted without word from ARP
     // before it is confirmed again (Linux's base_reachable_time is 30 s).
     unsigned neighbour_reachable_ms = 30000;
+    // Job lifecycle (agg::job_table): a slot some ranks contributed to
+    // waits this long for the others before the job ends naming them; a job
+    // must assemble (every rank joined) this soon after its first JOIN; a
+    // job nobody speaks in this long expires (0: never); an address may
+    // have this many jobs assembling (0: no limit).
+    unsigned stall_ms = 1000;
+    unsigned assemble_ms = 30000;
+    unsigned idle_ms = 600000;
+    unsigned max_pending_joins = 4;
+    // Every rail's fault injector at start (railgated --fault).
+    fault::spec fault;
 };
 
 class daemon {
@@ -118,7 +133,13 @@ public:
     void launch();
     // Asks the loops to stop and waits for them. Idempotent.
     void stop();
+    // Stops the loops, closes every port, and checks that every mbuf of
+    // every rail's pools came back: returns one line per pool that still
+    // lends some (a leak), empty when none. The daemon is done after it.
+    std::vector<std::string> close();
 
+    // Rails by index, removed ones included (status() skips them). A rail's
+    // config and counters stay where they are while the daemon lives.
     std::size_t rail_count() const noexcept;
     const rail_config& rail(std::size_t i) const noexcept;
     const rail_counters& counters(std::size_t i) const noexcept;
@@ -166,6 +187,9 @@ public:
     bool rail_active(std::size_t rail) const noexcept;
     // The XDP program's counters on an af_xdp rail with steering.
     std::optional<xdp::counters> xdp_counters(std::size_t rail) const;
+    // The rail's fault injector (railctl fault set/clear): applied by its
+    // lcore between bursts, on receive and transmit. "" or the error.
+    std::string set_fault(std::size_t rail, const fault::spec& f);
 
     struct impl;
 

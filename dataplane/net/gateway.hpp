@@ -6,7 +6,7 @@
 // that serves `rs`.
 #pragma once
 
-#include "dataplane/net/rail_state.hpp"
+#include "dataplane/net/tx.hpp"
 
 namespace railgate::net::detail {
 

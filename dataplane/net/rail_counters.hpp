@@ -24,6 +24,13 @@ struct alignas(64) rail_counters {
     counter results_sent{0};
     counter results_resent{0};  // answered a retransmitted contribution
     counter joins{0}, join_errors{0}, leaves{0}, aborts{0};
+    // Job lifecycle: jobs ended because a slot waited for a rank too long,
+    // because they did not assemble or went idle, and replaced by a rank's
+    // restarted process; PINGs answered.
+    counter stalls{0}, expirations{0}, takeovers{0}, pongs{0};
+    // The fault injector: frames it duplicated, reordered and corrupted
+    // (the ones it dropped are drops, fault_injected).
+    counter fault_dups{0}, fault_reorders{0}, fault_corrupts{0};
     counter arp_replies{0}, icmp_replies{0};
     counter rtt_reports{0};     // RTT_REPORT messages merged
     // Gateway: datagrams routed out of this rail, ARP requests it sent for

@@ -1,6 +1,7 @@
 // A rail's state inside railgated's data plane (internal to dataplane/net):
-// what every lcore touches per packet, shared by the rail loop (daemon.cpp)
-// and the gateway (gateway.cpp), and the transmit helpers both use.
+// what every lcore touches per packet, shared by the packet handlers
+// (handlers.cpp), the rail loop (rail_loop.cpp) and the gateway
+// (gateway.cpp). The transmit helpers they share are in tx.hpp.
 #pragma once
 
 #include <array>
@@ -18,6 +19,7 @@
 
 #include "dataplane/agg/aggregator.hpp"
 #include "dataplane/bpf/xdp_steer.hpp"
+#include "dataplane/fault/injector.hpp"
 #include "dataplane/net/daemon.hpp"
 #include "dataplane/net/fib.hpp"
 #include "dataplane/net/rail_counters.hpp"
@@ -70,34 +72,41 @@ struct rail_static {
     std::atomic<std::uint16_t> mtu_now{0};   // the port's MTU
     std::atomic<std::uint16_t> mtu_target{0};
     std::atomic<unsigned> active_jobs{0};
+    std::atomic<bool> link_up{true};           // written by the link monitor
+    // The fault injector's spec as set (shown by the control plane).
+    fault::spec fault_spec;
+    // Offloads the port does: it verifies received UDP checksums (mbuf
+    // flags say good or bad), it fills transmitted ones.
+    bool rx_udp_cksum = false, tx_udp_cksum = false;
+    // Mbufs of `pool` the port held right after it started (its receive
+    // descriptors; af_xdp's fill ring): a port holds as many at the end.
+    unsigned pool_baseline = 0;
 };
 
 // Recent jobs' aggregation latency, per rail: a small table reused
-// least-recently-joined first. Allocates on a new job's first JOIN only.
+// least-recently-joined first. Its histograms are allocated with the rail's
+// state, so that a JOIN on the lcore allocates nothing.
 struct job_latency {
     static constexpr unsigned slots = 8;
     struct entry {
         std::uint32_t job = 0;
-        std::uint64_t joined = 0; // order of first JOIN
-        std::unique_ptr<stats::histogram> h[2]; // aggregation, worker round trip
+        std::uint64_t joined = 0; // order of first JOIN; 0: unused
+        stats::histogram h[2];    // aggregation, worker round trip
     };
-    entry e[slots];
+    std::unique_ptr<entry[]> e{new entry[slots]};
     std::uint64_t clock = 0;
 
     stats::histogram* find(std::uint32_t job, bool worker = false) noexcept {
-        for (entry& x : e)
-            if (x.h[0] && x.job == job) return x.h[worker].get();
+        for (unsigned i = 0; i < slots; ++i)
+            if (e[i].joined && e[i].job == job) return &e[i].h[worker];
         return nullptr;
     }
-    void open(std::uint32_t job) {
+    void open(std::uint32_t job) noexcept {
         if (find(job)) return;
         entry* victim = &e[0];
-        for (entry& x : e)
-            if (!x.h[0] || x.joined < victim->joined) victim = &x;
-        for (auto& h : victim->h) {
-            if (!h) h = std::make_unique<stats::histogram>();
-            else h->reset();
-        }
+        for (unsigned i = 0; i < slots; ++i)
+            if (e[i].joined < victim->joined) victim = &e[i];
+        for (auto& h : victim->h) h.reset();
         victim->job = job;
         victim->joined = ++clock;
     }
@@ -221,13 +230,20 @@ struct rail_state {
     rail_state(rail_static& st, const agg::limits& lim, const wire::join_ack_body& ack_body,
                wire::rail_policy pol)
         : s(st), ctr(st.ctr), agg(lim), k(reduce::best()), ack(ack_body), policy(pol),
-          ns_per_tsc(1e9 / static_cast<double>(rte_get_tsc_hz())) {
+          ns_per_tsc(1e9 / static_cast<double>(rte_get_tsc_hz())), ms_tsc(rte_get_tsc_hz() / 1000) {
         agg.keep_spares(true);
         if (tx_scheduler::shapes(scheduler_options(st))) make_scheduler(scheduler_options(st));
+        set_fault(st.fault_spec);
     }
     ~rail_state() {
         if (sched) sched->clear([](const tx_item& i) { rte_pktmbuf_free(i.m); });
         drop_held();
+        for (rte_mbuf*& m : late)
+            if (m) rte_pktmbuf_free(m);
+    }
+    void set_fault(const fault::spec& f) noexcept {
+        dice.reset(f);
+        faulty = dice.active();
     }
     // Frames waiting for ARP (when the gateway stops, and at the end).
     void drop_held() noexcept {
@@ -284,64 +300,20 @@ struct rail_state {
     unsigned nrouted = 0;
     routed out[rx_burst];
     std::uint64_t icmp_tsc = 0;
+    // Job lifecycle: when the next expiry scan is due, when railgated last
+    // answered an unknown job (at most one ERROR per millisecond), the stall
+    // time JOIN_ACKs advertise, and the advertised rails that are down
+    // (the daemon's, read at JOIN).
+    std::uint64_t ms_tsc;
+    std::uint64_t expire_tsc = 0;
+    std::uint64_t unknown_tsc = 0;
+    std::uint16_t stall_ms = 0;
+    const std::atomic<std::uint32_t>* rails_down = nullptr;
+    // The fault injector (--fault, railctl fault): off costs one branch per
+    // burst. A reordered frame waits in `late` for the next burst (rx, tx).
+    bool faulty = false;
+    fault::dice dice;
+    rte_mbuf* late[2] = {nullptr, nullptr};
 };
-
-// The traffic class of a frame railgated sends: a tagged frame's VLAN PCP,
-// else its IPv4 DSCP, through the rail's tables; anything else (ARP) is TC 0.
-inline unsigned tc_of(const rail_state& rs, const rte_mbuf* m) noexcept {
-    const auto* p = rte_pktmbuf_mtod(m, const std::uint8_t*);
-    if (m->data_len < 16) return 0;
-    if (p[12] == 0x81 && p[13] == 0x00) return rs.s.cfg.tc_map.from_pcp(static_cast<std::uint8_t>(p[14] >> 5));
-    if (p[12] != 0x08 || p[13] != 0x00) return 0;
-    return rs.s.cfg.tc_map.from_tos(p[15]);
-}
-
-// Moves what the shaper lets go now from the TC queues to the burst.
-inline void drain(rail_state& rs) noexcept {
-    const std::uint64_t tsc = rte_rdtsc();
-    const auto now = rs.tx_time(tsc);
-    while (rs.ntx < tx_cap) {
-        const auto o = rs.sched->dequeue(now);
-        if (!o) break;
-        bump(rs.ctr.tx_bytes, o->item.m->pkt_len);
-        bump(rs.ctr.tc_packets[o->tc]);
-        bump(rs.ctr.tc_bytes[o->tc], o->bytes);
-        (*rs.tc_wait)[o->tc].record(static_cast<std::uint64_t>(static_cast<double>(tsc - o->item.enq_tsc) * rs.ns_per_tsc));
-        rs.tx[rs.ntx++] = o->item.m;
-    }
-}
-
-inline void flush(rail_state& rs) noexcept {
-    unsigned sent = 0;
-    for (unsigned tries = 0; sent < rs.ntx && tries < tx_retries; ++tries)
-        sent += rte_eth_tx_burst(rs.s.port, 0, rs.tx + sent, static_cast<std::uint16_t>(rs.ntx - sent));
-    for (unsigned i = sent; i < rs.ntx; ++i) {
-        rs.ctr.drop(drop_reason::tx_full);
-        rte_pktmbuf_free(rs.tx[i]);
-    }
-    bump(rs.ctr.tx_packets, sent);
-    rs.ntx = 0;
-}
-
-inline void queue_tx(rail_state& rs, rte_mbuf* m) noexcept {
-    if (rs.sched) {
-        // Ethernet preamble, FCS and gap count against the rate (24 bytes).
-        const unsigned tc = tc_of(rs, m);
-        if (!rs.sched->enqueue(tc, {m, rte_rdtsc()}, m->pkt_len + 24)) {
-            rs.ctr.drop(drop_reason::tc_queue_full);
-            bump(rs.ctr.tc_drops[tc]);
-            rte_pktmbuf_free(m);
-        }
-        return;
-    }
-    if (rs.ntx == tx_cap) flush(rs);
-    bump(rs.ctr.tx_bytes, m->pkt_len);
-    rs.tx[rs.ntx++] = m;
-}
-
-inline void free_drop(rail_state& rs, rte_mbuf* m, drop_reason r) noexcept {
-    rs.ctr.drop(r);
-    rte_pktmbuf_free(m);
-}
 
 } // namespace railgate::net::detail

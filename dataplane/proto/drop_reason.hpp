@@ -34,6 +34,7 @@ namespace railgate {
     X(rg_payload_trailing, "payload longer than the element count")           \
     X(rg_offset_range, "offset + count beyond the tensor bound")              \
     X(rg_body, "JOIN or REGION body malformed")                               \
+    X(udp_checksum, "UDP checksum missing or wrong")                          \
     X(rg_rtt_body, "RTT report empty or body not count entries long")         \
     X(rtt_bucket, "RTT report names a histogram bucket out of range")        \
     X(unknown_job, "no such job on this rail")                                \
@@ -41,6 +42,7 @@ namespace railgate {
     X(world_mismatch, "world size differs from the job's")                    \
     X(dtype_mismatch, "dtype differs from the job's")                         \
     X(rank_not_joined, "rank has not joined this job on this rail")           \
+    X(not_member, "sender is not where the rank joined from")                \
     X(slot_range, "slot index not below the pool size")                       \
     X(count_range, "count larger than the rail's chunk")                      \
     X(job_offset_range, "offset + count beyond the job's max_count")          \
@@ -63,7 +65,8 @@ namespace railgate {
     X(ttl_expired, "gateway: TTL ran out (ICMP time exceeded sent)")          \
     X(fwd_too_big, "gateway: datagram larger than the out rail's MTU")       \
     X(fwd_queue_full, "gateway: the out rail's forward queue is full")        \
-    X(neighbour_unresolved, "gateway: next hop unanswered or too many waiting")
+    X(neighbour_unresolved, "gateway: next hop unanswered or too many waiting") \
+    X(fault_injected, "dropped by the fault injector (--fault, railctl fault)")
 
 enum class drop_reason : std::uint8_t {
 #define RAILGATE_X(name, text) name,

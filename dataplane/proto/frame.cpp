@@ -27,33 +27,28 @@ inline void wr32(std::uint8_t* p, std::uint32_t v) noexcept {
     wr16(p + 2, static_cast<std::uint16_t>(v));
 }
 
-// The one's-complement sum of RFC 1071, 8 bytes at a time in the CPU's own
-// (little-endian) order with end-around carries; the folded sum comes out
-// byte-swapped (RFC 1071 sec. 2B) and is swapped back once.
+// The one's-complement sum of RFC 1071: 32-bit words in the CPU's own
+// (little-endian) order added into a 64-bit accumulator (2^32 words before
+// it could overflow; no carry to chase, so the loop vectorises), folded
+// with end-around carries at the end, and the folded sum, which comes out
+// byte-swapped (RFC 1071 sec. 2B), swapped back once.
 std::uint16_t ones_sum(const std::uint8_t* p, std::size_t len) noexcept {
     std::uint64_t sum = 0;
-    auto add = [&sum](std::uint64_t w) {
-        sum += w;
-        sum += sum < w;
-    };
-    for (; len >= 8; p += 8, len -= 8) {
-        std::uint64_t w;
-        std::memcpy(&w, p, 8);
-        add(w);
-    }
-    if (len >= 4) {
+    const std::size_t words = len / 4;
+    for (std::size_t i = 0; i < words; ++i) {
         std::uint32_t w;
-        std::memcpy(&w, p, 4);
-        add(w);
-        p += 4, len -= 4;
+        std::memcpy(&w, p + 4 * i, 4);
+        sum += w;
     }
+    p += 4 * words;
+    len -= 4 * words;
     if (len >= 2) {
         std::uint16_t w;
         std::memcpy(&w, p, 2);
-        add(w);
+        sum += w;
         p += 2, len -= 2;
     }
-    if (len) add(p[0]); // the high byte of a big-endian word: low in ours
+    if (len) sum += p[0]; // the high byte of a big-endian word: low in ours
     sum = (sum & 0xffffffffu) + (sum >> 32);
     sum = (sum & 0xffffffffu) + (sum >> 32);
     sum = (sum & 0xffffu) + (sum >> 16);
@@ -90,6 +85,95 @@ void classify_arp(info& fi, const std::uint8_t* p, std::size_t len, const endpoi
 
 std::uint16_t inet_checksum(const void* data, std::size_t len) noexcept {
     return static_cast<std::uint16_t>(~ones_sum(static_cast<const std::uint8_t*>(data), len));
+}
+
+// Payload-sized sums (every railgate chunk, twice or more per hop) in the
+// widest vectors the CPU has: 1 KiB in 17 ns with AVX2 against 32 ns with
+// SSE2 (cache-hot, this machine's Xeon).
+__attribute__((target_clones("arch=skylake-avx512", "avx2", "default"))) std::uint16_t
+ones_sum_wide(const std::uint8_t* p, std::size_t len) noexcept {
+    // ones_sum's loop, here so that each clone compiles it for its ISA.
+    std::uint64_t sum = 0;
+    const std::size_t words = len / 4;
+    for (std::size_t i = 0; i < words; ++i) {
+        std::uint32_t w;
+        std::memcpy(&w, p + 4 * i, 4);
+        sum += w;
+    }
+    sum = (sum & 0xffffffffu) + (sum >> 32);
+    sum = (sum & 0xffffffffu) + (sum >> 32);
+    sum = (sum & 0xffffu) + (sum >> 16);
+    sum = (sum & 0xffffu) + (sum >> 16);
+    return add_sums(__builtin_bswap16(static_cast<std::uint16_t>(sum)), ones_sum(p + 4 * words, len - 4 * words));
+}
+
+std::uint16_t ones_sum16(const void* data, std::size_t len) noexcept {
+    const auto* p = static_cast<const std::uint8_t*>(data);
+    return len >= 256 ? ones_sum_wide(p, len) : ones_sum(p, len);
+}
+
+__attribute__((target_clones("arch=skylake-avx512", "avx2", "default"))) std::uint16_t
+copy_and_sum(void* dst, const void* src, std::size_t len) noexcept {
+    auto* d = static_cast<std::uint8_t*>(dst);
+    const auto* s = static_cast<const std::uint8_t*>(src);
+    std::uint64_t sum = 0;
+    const std::size_t words = len / 4;
+    for (std::size_t i = 0; i < words; ++i) {
+        std::uint32_t w;
+        std::memcpy(&w, s + 4 * i, 4);
+        std::memcpy(d + 4 * i, &w, 4);
+        sum += w;
+    }
+    const std::size_t done = 4 * words;
+    std::memcpy(d + done, s + done, len - done);
+    // The tail (and the fold) as ones_sum does it.
+    const std::uint16_t tail = ones_sum(s + done, len - done);
+    sum = (sum & 0xffffffffu) + (sum >> 32);
+    sum = (sum & 0xffffffffu) + (sum >> 32);
+    sum = (sum & 0xffffu) + (sum >> 16);
+    sum = (sum & 0xffffu) + (sum >> 16);
+    return add_sums(__builtin_bswap16(static_cast<std::uint16_t>(sum)), tail);
+}
+
+// The pseudo-header (RFC 768) and the UDP header of an untagged frame.
+std::uint16_t udp_header_sum(const std::uint8_t* frame) noexcept {
+    const std::uint8_t* ip = frame + eth_bytes;
+    std::uint8_t pseudo[12];
+    std::memcpy(pseudo, ip + 12, 8); // source, destination
+    pseudo[8] = 0;
+    pseudo[9] = proto_udp;
+    std::memcpy(pseudo + 10, ip + ipv4_bytes + 4, 2); // UDP length
+    return add_sums(ones_sum(pseudo, sizeof pseudo), ones_sum(ip + ipv4_bytes, udp_bytes));
+}
+
+void fill_udp_checksum(std::uint8_t* frame, std::uint16_t payload_sum) noexcept {
+    std::uint8_t* u = frame + eth_bytes + ipv4_bytes;
+    wr16(u + 6, 0);
+    const std::uint16_t c = static_cast<std::uint16_t>(~add_sums(udp_header_sum(frame), payload_sum));
+    wr16(u + 6, c ? c : 0xffff); // 0 means "none" in IPv4: all ones stands for it
+}
+
+void fill_udp_checksum(std::uint8_t* frame) noexcept {
+    const std::uint8_t* u = frame + eth_bytes + ipv4_bytes;
+    fill_udp_checksum(frame, ones_sum16(u + udp_bytes, rd16(u + 4) - udp_bytes));
+}
+
+bool udp_checksum_ok(const std::uint8_t* frame, std::size_t contig, const info& fi, const std::uint8_t* more,
+                     std::size_t more_len) noexcept {
+    if (fi.l4_offset != eth_bytes + ipv4_bytes || fi.msg_offset > contig) return false; // options: not ours
+    const std::uint8_t* u = frame + fi.l4_offset;
+    if (rd16(u + 6) == 0) return false;
+    const std::size_t body = fi.l4_len;
+    const std::size_t here = std::min<std::size_t>(body, contig - fi.msg_offset);
+    if (here + more_len < body) return false;
+    std::uint16_t sum = add_sums(udp_header_sum(frame), ones_sum16(frame + fi.msg_offset, here));
+    if (here < body) {
+        std::uint16_t rest = ones_sum16(more, body - here);
+        // A piece that starts at an odd offset sums byte-swapped (RFC 1071 2B).
+        if (here & 1) rest = __builtin_bswap16(rest);
+        sum = add_sums(sum, rest);
+    }
+    return sum == 0xffff;
 }
 
 static void classify_into(info& fi, const std::uint8_t* p, std::size_t len, const endpoint& self,

@@ -60,10 +60,36 @@ info classify(const std::uint8_t* p, std::size_t len, const endpoint& self,
 
 // Internet checksum (RFC 1071) of `len` bytes, folded and complemented.
 std::uint16_t inet_checksum(const void* data, std::size_t len) noexcept;
+// The ones'-complement sum of `len` bytes folded to 16 bits, not
+// complemented, as a big-endian number: the sums of even-length pieces
+// add (add_sums) to the sum of the pieces joined.
+std::uint16_t ones_sum16(const void* data, std::size_t len) noexcept;
+constexpr std::uint16_t add_sums(std::uint16_t a, std::uint16_t b) noexcept {
+    const std::uint32_t s = std::uint32_t{a} + b;
+    return static_cast<std::uint16_t>((s & 0xffffu) + (s >> 16));
+}
+// Copies len bytes and returns their ones_sum16, in one pass.
+std::uint16_t copy_and_sum(void* dst, const void* src, std::size_t len) noexcept;
+
+// UDP checksums (RFC 768) of railgate datagrams: railgated and the DPDK
+// worker carry one in every datagram and drop what arrives without a right
+// one, so that a corrupted chunk is never summed.
+// Fills the checksum of the untagged IPv4/UDP frame at `frame` whose UDP
+// payload sums (ones_sum16) to payload_sum.
+void fill_udp_checksum(std::uint8_t* frame, std::uint16_t payload_sum) noexcept;
+// The same, summing the payload (contiguous after the headers) itself.
+void fill_udp_checksum(std::uint8_t* frame) noexcept;
+// The pseudo-header's and UDP header's part of an untagged frame's checksum.
+std::uint16_t udp_header_sum(const std::uint8_t* frame) noexcept;
+// Whether a frame classified `udp` carries a UDP checksum, and a right one.
+// The UDP payload is the frame's bytes from fi.msg_offset up to `contig`,
+// then `more` (`more_len` bytes: a chained mbuf's next segment).
+bool udp_checksum_ok(const std::uint8_t* frame, std::size_t contig, const info& fi, const std::uint8_t* more = nullptr,
+                     std::size_t more_len = 0) noexcept;
 
 // Writes Ethernet + IPv4 + UDP headers for a datagram of `payload_len` bytes
-// into `out` (udp_frame_overhead bytes). UDP checksum 0 (allowed in IPv4),
-// IPv4 checksum filled, DF set, TTL 64.
+// into `out` (udp_frame_overhead bytes). UDP checksum 0 (fill_udp_checksum
+// sets it once the payload is in), IPv4 checksum filled, DF set, TTL 64.
 void write_udp_headers(std::uint8_t* out, const endpoint& src, const endpoint& dst,
                        std::size_t payload_len) noexcept;
 

@@ -16,6 +16,15 @@ inline bool parse_ipv4(const std::string& s, std::uint32_t& out) noexcept {
     return true;
 }
 
+// Into a caller's buffer (no allocation: the lcores' error texts).
+struct ipv4_text {
+    char s[INET_ADDRSTRLEN];
+    explicit ipv4_text(std::uint32_t ip) noexcept {
+        in_addr a{htonl(ip)};
+        inet_ntop(AF_INET, &a, s, sizeof s);
+    }
+};
+
 inline std::string format_ipv4(std::uint32_t ip) {
     char buf[INET_ADDRSTRLEN];
     in_addr a{htonl(ip)};

@@ -55,6 +55,15 @@ std::string_view error_name(error_code c) noexcept {
     case error_code::bad_request: return "bad request";
     case error_code::aborted: return "job aborted by a worker";
     case error_code::pool_mismatch: return "pool size differs from the job's";
+    case error_code::job_in_use: return "the job id is in use by another job (its token differs)";
+    case error_code::rank_taken: return "the rank is joined from another address or process";
+    case error_code::rails_mismatch: return "excluded rails differ from the job's";
+    case error_code::too_many_pending: return "too many jobs still assembling from this address";
+    case error_code::no_buffers: return "the rail's buffers cannot carry the job";
+    case error_code::rank_failed: return "a rank failed";
+    case error_code::unknown_job: return "railgated does not know the job (restarted, or the job expired)";
+    case error_code::expired: return "the job expired";
+    case error_code::rail_down: return "a rail of the job went down";
     }
     return "unknown error";
 }

@@ -38,10 +38,12 @@ drop_reason parse_common(const std::uint8_t* msg, std::size_t len, header& h,
     bool type_ok;
     if (from_worker)
         type_ok = h.type == msg_type::join || h.type == msg_type::contrib || h.type == msg_type::rtt_report ||
-                  h.type == msg_type::leave || h.type == msg_type::error || h.type == msg_type::region;
+                  h.type == msg_type::leave || h.type == msg_type::error || h.type == msg_type::region ||
+                  h.type == msg_type::ping;
     else
         type_ok = h.type == msg_type::join_ack || h.type == msg_type::result ||
-                  h.type == msg_type::leave_ack || h.type == msg_type::error || h.type == msg_type::region;
+                  h.type == msg_type::leave_ack || h.type == msg_type::error || h.type == msg_type::region ||
+                  h.type == msg_type::pong;
     if (!type_ok || t == 0) return drop_reason::rg_type;
     if (h.flags & ~flags_known) return drop_reason::rg_flags;
     if (!dtype_valid(static_cast<std::uint8_t>(h.dt))) return drop_reason::rg_dtype;
@@ -129,12 +131,16 @@ void encode_join_body(const join_body& b, std::uint8_t* o) noexcept {
     std::memset(o, 0, join_body_bytes);
     put64(o, b.max_count);
     put16(o + 8, b.pool_size);
+    put32(o + 12, b.excluded_rails);
+    put64(o + 16, b.nonce);
 }
 
 join_body decode_join_body(const std::uint8_t* i) noexcept {
     join_body b;
     b.max_count = get64(i);
     b.pool_size = get16(i + 8);
+    b.excluded_rails = get32(i + 12);
+    b.nonce = get64(i + 16);
     return b;
 }
 
@@ -156,6 +162,8 @@ std::size_t encode_join_ack_body(const join_ack_body& b, std::uint8_t* o) noexce
     o[3] = b.n_rails;
     put16(o + 4, static_cast<std::uint16_t>(b.chunk_bytes <= 0xffff ? b.chunk_bytes : 0));
     o[7] = static_cast<std::uint8_t>(std::has_single_bit(b.chunk_bytes) ? std::countr_zero(b.chunk_bytes) : 0);
+    put16(o + 8, b.stall_ms);
+    put32(o + 12, b.excluded_rails);
     std::uint8_t* e = o + join_ack_fixed_bytes;
     for (unsigned r = 0; r < b.n_rails && r < max_rails; ++r, e += rail_entry_bytes) {
         const rail_entry& re = b.rails[r];
@@ -185,6 +193,11 @@ bool decode_join_ack_body(std::span<const std::uint8_t> in, join_ack_body& b) no
     if (b.chunk_bytes == 0 && log2 >= 16) b.chunk_bytes = pow;
     if (b.chunk_bytes == 0 || b.chunk_bytes > max_chunk_bytes || (log2 && b.chunk_bytes != pow)) return false;
     if (b.n_rails == 0 || b.n_rails > max_rails) return false;
+    b.stall_ms = get16(i + 8);
+    b.excluded_rails = get32(i + 12);
+    // Every rail excluded, or one beyond the list: nothing to stripe over.
+    if (b.n_rails < 32 && (b.excluded_rails >> b.n_rails)) return false;
+    if (stripe_of(0, b.n_rails, b.excluded_rails).count == 0) return false;
     if (in.size() != join_ack_fixed_bytes + std::size_t{b.n_rails} * rail_entry_bytes) return false;
     const std::uint8_t* e = i + join_ack_fixed_bytes;
     for (unsigned r = 0; r < b.n_rails; ++r, e += rail_entry_bytes) {

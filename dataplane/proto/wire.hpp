@@ -9,7 +9,9 @@
 
 namespace railgate::wire {
 
-inline constexpr std::uint8_t protocol_version = 1;
+// 2: JOIN carries the worker's nonce and the rails it stripes around;
+// JOIN_ACK the stall timeout and the job's excluded rails; PING/PONG.
+inline constexpr std::uint8_t protocol_version = 2;
 // Default UDP port of railgated. Deliberately not 4791 (RoCEv2), so that a
 // rail can share a fabric with RoCE traffic without being mistaken for it.
 inline constexpr std::uint16_t default_udp_port = 47000;
@@ -35,6 +37,8 @@ enum class msg_type : std::uint8_t {
     leave_ack = 7, // railgated -> worker
     rtt_report = 8, // worker -> railgated: its per-chunk round-trip histogram (count entries)
     region = 9,    // verbs rails, both ways: where the peer may RDMA WRITE (region_body)
+    ping = 10,     // worker -> railgated: are you (and my job) there?
+    pong = 11,     // railgated -> worker: the answer to a PING
 };
 
 enum class dtype : std::uint8_t { fp32 = 0, bf16 = 1, fp16 = 2, int32 = 3 };
@@ -61,7 +65,17 @@ enum class error_code : std::uint32_t {
     bad_request = 6,
     aborted = 7,       // another worker aborted the job
     pool_mismatch = 8,
+    job_in_use = 9,       // JOIN: the job id belongs to another member set (token differs)
+    rank_taken = 10,      // JOIN: the rank is joined from another address or process
+    rails_mismatch = 11,  // JOIN: excluded rails differ from the job's (offset: the job's)
+    too_many_pending = 12, // JOIN: this address has too many jobs still assembling
+    no_buffers = 13,      // JOIN: the rail's buffers cannot carry the job next to the others
+    rank_failed = 14,     // a rank stopped, died or restarted (offset: the rank)
+    unknown_job = 15,     // railgated does not know the job (restarted, or expired it)
+    expired = 16,         // the job did not assemble, or went idle, in time
+    rail_down = 17,       // a rail of the job went down (offset: bitmap of rails)
 };
+inline constexpr std::uint32_t error_code_max = 17;
 
 // Host-order view of the 40-byte header.
 struct header {
@@ -82,12 +96,19 @@ struct header {
     std::uint32_t aux = 0;    // ERROR: error_code; JOIN_ACK: rail index
 };
 
-// JOIN body (16 bytes after the header).
+// JOIN body (24 bytes after the header).
 struct join_body {
     std::uint64_t max_count = 0;   // largest tensor (elements) the job reduces
     std::uint16_t pool_size = 0;   // slots per rail the worker wants; 0 = server's
+    // Rails (bit = index in JOIN_ACK) the job stripes around: a rail that
+    // went down. The job's first JOIN fixes it (with the rails railgated
+    // knows are down); later JOINs must name a subset.
+    std::uint32_t excluded_rails = 0;
+    // Random per worker process and join: a JOIN for a joined rank from
+    // another nonce is another process (a restart), never a repeat.
+    std::uint64_t nonce = 0;
 };
-inline constexpr std::size_t join_body_bytes = 16;
+inline constexpr std::size_t join_body_bytes = 24;
 // RTT_REPORT body: `count` entries of (u16 histogram bucket index, u32
 // samples), big-endian; stats::histogram's buckets, in ns. At most
 // rtt_entries_per_msg per message so that it fits the minimum MTU.
@@ -137,7 +158,7 @@ struct rail_entry {
 inline constexpr std::size_t rail_entry_bytes = 16;
 inline constexpr unsigned max_rails = 32;
 
-// JOIN_ACK body: 8 bytes then n_rails entries.
+// JOIN_ACK body: 16 bytes then n_rails entries.
 struct join_ack_body {
     std::uint16_t pool_size = 0;
     rail_policy policy = rail_policy::rail;
@@ -146,9 +167,15 @@ struct join_ack_body {
     // The job's chunk: the smallest rail chunk. A power of two; on the wire
     // its log2 (byte 7) and, when it fits, the u16 at byte 4 (0 otherwise).
     std::uint32_t chunk_bytes = 0;
+    // railgated ends a job whose slot waits this long for a rank (0: never);
+    // a worker keeps its retransmit timeout well below it.
+    std::uint16_t stall_ms = 0;
+    // The rails the job stripes around (its first JOIN's, and rails that
+    // were down when it was created).
+    std::uint32_t excluded_rails = 0;
     rail_entry rails[max_rails];
 };
-inline constexpr std::size_t join_ack_fixed_bytes = 8;
+inline constexpr std::size_t join_ack_fixed_bytes = 16;
 
 constexpr std::size_t dtype_size(dtype d) noexcept {
     return d == dtype::bf16 || d == dtype::fp16 ? 2 : 4;
@@ -160,6 +187,33 @@ std::string_view dtype_name(dtype d) noexcept;
 // Parses "fp32", "bf16", "fp16", "int32"; returns false on anything else.
 bool dtype_from_name(std::string_view s, dtype& out) noexcept;
 std::string_view error_name(error_code c) noexcept;
+
+// Constant-time equality of two tokens: how long it takes says nothing
+// about how many bits matched.
+constexpr bool token_equal(std::uint64_t a, std::uint64_t b) noexcept {
+    std::uint64_t d = a ^ b;
+    d |= d >> 32;
+    d |= d >> 16;
+    d |= d >> 8;
+    return (d & 0xff) == 0;
+}
+
+// The stripe of rail `rail` among the rails not in `excluded` (bit per
+// rail index, n rails), and how many there are: chunk i of a job goes to
+// the (i % count)-th rail not excluded. -1 when the rail is excluded.
+struct stripe_pos {
+    int index = -1;
+    unsigned count = 0;
+};
+constexpr stripe_pos stripe_of(unsigned rail, unsigned n, std::uint32_t excluded) noexcept {
+    stripe_pos p;
+    for (unsigned r = 0; r < n; ++r) {
+        if (excluded >> r & 1) continue;
+        if (r == rail) p.index = static_cast<int>(p.count);
+        ++p.count;
+    }
+    return p;
+}
 
 // Payload bytes per chunk for a rail MTU: the largest power of two that fits
 // in MTU - IPv4 - UDP - railgate header (1024 at 1500, 8192 at 9000).

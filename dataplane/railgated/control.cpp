@@ -33,6 +33,17 @@ const char* policy_name(wire::rail_policy p) { return p == wire::rail_policy::ra
 control_plane::control_plane(net::daemon& d, const config::appliance& cfg)
     : d_(d), cfg_(cfg), hash_(cfg.hash), started_(std::chrono::steady_clock::now()) {}
 
+void control_plane::log_change(const control::request& r, const std::string& what) {
+    std::fprintf(stderr, "railgated: control: uid %ld pid %ld: %s\n", r.peer_uid, r.peer_pid, what.c_str());
+}
+
+// A rail's entry in a status list (which skips removed rails), by index.
+const net::rail_status* control_plane::status_of(const std::vector<net::rail_status>& st, std::size_t index) {
+    for (const net::rail_status& s : st)
+        if (s.index == index) return &s;
+    return nullptr;
+}
+
 std::string control_plane::find_rail(const json& args, int& index, bool required) const {
     std::optional<std::string> name;
     if (std::string e = control::get_string(args, "rail", name); !e.empty()) return e;
@@ -68,7 +79,9 @@ json control_plane::rail_json(const net::rail_status& r) const {
               {"chunk_bytes", r.chunk_bytes},
               {"traffic_class", r.traffic_class},
               {"active_jobs", r.active_jobs},
-              {"xdp_steering", r.xdp_steering}};
+              {"xdp_steering", r.xdp_steering},
+              {"link", r.link_up ? "up" : "down"},
+              {"fault", fault::format(r.fault)}};
     for (const config::rail& c : cfg_.rails) {
         if (c.name != r.name) continue;
         if (c.gid_index) j["gid_index"] = *c.gid_index;
@@ -128,6 +141,13 @@ json control_plane::counters_json(std::size_t i) const {
               {"join_errors", v(c.join_errors)},
               {"leaves", v(c.leaves)},
               {"aborts", v(c.aborts)},
+              {"stalls", v(c.stalls)},
+              {"expirations", v(c.expirations)},
+              {"takeovers", v(c.takeovers)},
+              {"pongs", v(c.pongs)},
+              {"fault_duplicated", v(c.fault_dups)},
+              {"fault_reordered", v(c.fault_reorders)},
+              {"fault_corrupted", v(c.fault_corrupts)},
               {"arp_replies", v(c.arp_replies)},
               {"icmp_replies", v(c.icmp_replies)},
               {"rtt_reports", v(c.rtt_reports)},
@@ -187,7 +207,9 @@ json control_plane::handle(const control::request& r) {
             for (const auto& s : st) rails.push_back(rail_json(s));
             return ok({{"rails", rails}});
         }
-        json j = rail_json(st[static_cast<std::size_t>(idx)]);
+        const net::rail_status* s = status_of(st, static_cast<std::size_t>(idx));
+        if (!s) return fail("rail was removed meanwhile");
+        json j = rail_json(*s);
         j["counters"] = counters_json(static_cast<std::size_t>(idx));
         return ok(j);
     }
@@ -207,7 +229,11 @@ json control_plane::handle(const control::request& r) {
         if (!(e = config::check_mtu(static_cast<long long>(*mtu), config::mtu_max)).empty()) return fail(e);
         std::string state;
         if (!(e = d_.set_mtu(static_cast<std::size_t>(idx), static_cast<unsigned>(*mtu), state)).empty()) return fail(e);
-        json j = rail_json(d_.status()[static_cast<std::size_t>(idx)]);
+        log_change(r, "rail.set " + name + " mtu " + std::to_string(*mtu));
+        const auto st = d_.status();
+        const net::rail_status* s = status_of(st, static_cast<std::size_t>(idx));
+        if (!s) return fail("rail was removed meanwhile");
+        json j = rail_json(*s);
         j["state"] = state;
         return ok(j);
     }
@@ -243,6 +269,7 @@ json control_plane::handle(const control::request& r) {
         rc.lcore = lcore ? static_cast<int>(*lcore) : -1;
         std::size_t idx = 0;
         if (!(e = d_.add_rail(rc, *devargs, idx)).empty()) return fail("rail.add " + *name + ": " + e);
+        log_change(r, "rail.add " + *name + " " + *devargs + " " + *ip);
         for (const net::rail_status& st : d_.status())
             if (st.name == *name) return ok(rail_json(st));
         return fail("rail.add: the new rail is not listed");
@@ -253,6 +280,7 @@ json control_plane::handle(const control::request& r) {
         if (!(e = find_rail(a, idx, true)).empty()) return fail(e);
         const std::string name = d_.rail(static_cast<std::size_t>(idx)).name;
         if (!(e = d_.remove_rail(static_cast<std::size_t>(idx))).empty()) return fail("rail.remove: " + e);
+        log_change(r, "rail.remove " + name);
         return ok({{"removed", name}});
     }
     if (r.command == "policy.show") {
@@ -274,6 +302,7 @@ json control_plane::handle(const control::request& r) {
         if (!(e = d_.set_policy(p, h == config::lag_hash::l2 ? wire::lag_hash::l2 : wire::lag_hash::l3l4)).empty())
             return fail(e);
         hash_ = h;
+        log_change(r, std::string("policy.set ") + policy_name(p));
         return ok({{"mode", policy_name(p)}, {"hash", std::string(config::name(hash_))}, {"applies", "to jobs that join from now on"}});
     }
     if (r.command == "tc.list") {
@@ -321,7 +350,38 @@ json control_plane::handle(const control::request& r) {
             if (strict) t.strict = true;
         }
         if (!(e = d_.set_shaping(i, rail_rate, rail_burst, tcs)).empty()) return fail(e);
+        log_change(r, "tc.set " + rc.name + " " + a.dump());
         return ok(tc_json(i));
+    }
+    if (r.command == "fault.show" || r.command == "fault.set") {
+        const bool set = r.command == "fault.set";
+        if (!(e = control::check_keys(a, set ? std::initializer_list<std::string_view>{"rail", "spec"}
+                                              : std::initializer_list<std::string_view>{"rail"}))
+                 .empty())
+            return fail(e);
+        int idx = -1;
+        if (!(e = find_rail(a, idx, set)).empty()) return fail(e);
+        if (set) {
+            std::optional<std::string> text;
+            if (!(e = control::get_string(a, "spec", text)).empty()) return fail(e);
+            if (!text) return fail("argument 'spec' missing");
+            fault::spec f;
+            if (!(e = fault::parse(*text, f)).empty()) return fail(e);
+            if (!(e = d_.set_fault(static_cast<std::size_t>(idx), f)).empty()) return fail(e);
+            log_change(r, "fault.set rail " + d_.rail(static_cast<std::size_t>(idx)).name + " " + fault::format(f));
+        }
+        json rails = json::array();
+        for (const net::rail_status& s : d_.status()) {
+            if (idx >= 0 && s.index != static_cast<std::size_t>(idx)) continue;
+            const net::rail_counters& c = d_.counters(s.index);
+            rails.push_back({{"rail", s.name},
+                             {"spec", fault::format(s.fault)},
+                             {"dropped", c.drops[static_cast<unsigned>(drop_reason::fault_injected)].load()},
+                             {"duplicated", c.fault_dups.load()},
+                             {"reordered", c.fault_reorders.load()},
+                             {"corrupted", c.fault_corrupts.load()}});
+        }
+        return ok({{"rails", rails}});
     }
     if (r.command == "route.list") {
         if (!(e = control::check_keys(a, {})).empty()) return fail(e);
@@ -345,6 +405,7 @@ json control_plane::handle(const control::request& r) {
         if (!(e = net::parse_prefix(*prefix, rt.prefix, rt.len)).empty()) return fail(e);
         if (!add) {
             if (!(e = d_.remove_route(rt.prefix, rt.len)).empty()) return fail(e);
+            log_change(r, "route.del " + *prefix);
             return ok({{"deleted", *prefix}});
         }
         int idx = -1;
@@ -353,6 +414,7 @@ json control_plane::handle(const control::request& r) {
         if (!(e = control::get_string(a, "via", via)).empty()) return fail(e);
         if (via && !net::parse_ipv4(*via, rt.via)) return fail("via '" + *via + "' is not an IPv4 address");
         if (!(e = d_.add_route(rt)).empty()) return fail(e);
+        log_change(r, "route.add " + *prefix + " " + rt.rail);
         return ok({{"added", *prefix}, {"rail", rt.rail}, {"via", rt.via ? net::format_ipv4(rt.via) : "on-link"}});
     }
     if (r.command == "stats") {
@@ -408,8 +470,8 @@ json control_plane::handle(const control::request& r) {
         return ok(out);
     }
     return fail("unknown command '" + r.command +
-                "' (status, rail.list, rail.show, rail.set, rail.add, rail.remove, policy.show, policy.set, stats, "
-                "latency)");
+                "' (status, rail.list, rail.show, rail.set, rail.add, rail.remove, policy.show, policy.set, tc.list, "
+                "tc.set, route.list, route.add, route.del, fault.show, fault.set, stats, latency)");
 }
 
 std::string control_plane::prometheus() {
@@ -433,6 +495,14 @@ std::string control_plane::prometheus() {
         {"railgate_aggregations_total", "Slots completed and reduced.", &net::rail_counters::aggregations},
         {"railgate_results_sent_total", "RESULT messages sent.", &net::rail_counters::results_sent},
         {"railgate_joins_total", "JOINs accepted.", &net::rail_counters::joins},
+        {"railgate_join_errors_total", "JOINs refused.", &net::rail_counters::join_errors},
+        {"railgate_results_resent_total", "RESULTs sent again for a retransmitted contribution.",
+         &net::rail_counters::results_resent},
+        {"railgate_aborts_total", "Jobs a worker aborted.", &net::rail_counters::aborts},
+        {"railgate_job_stalls_total", "Jobs ended because a slot waited for a rank past the stall time.",
+         &net::rail_counters::stalls},
+        {"railgate_job_expirations_total", "Jobs that did not assemble, or went idle, in time.",
+         &net::rail_counters::expirations},
         {"railgate_forwarded_packets_total", "Datagrams the gateway routed out of the rail.", &net::rail_counters::fwd_packets},
         {"railgate_forwarded_bytes_total", "Bytes the gateway routed out of the rail.", &net::rail_counters::fwd_bytes},
     };

@@ -37,6 +37,9 @@ private:
     control::json tc_json(std::size_t rail) const;
     // Resolves args.rail; returns "" or the error naming the known rails.
     std::string find_rail(const control::json& args, int& index, bool required) const;
+    static const net::rail_status* status_of(const std::vector<net::rail_status>& st, std::size_t index);
+    // One log line per change a client made, naming it (uid, pid).
+    static void log_change(const control::request& r, const std::string& what);
 
     net::daemon& d_;
     const verbs::plane* verbs_ = nullptr;

@@ -26,6 +26,7 @@
 #include "control/server.hpp"
 #include "dataplane/bpf/xdp_steer.hpp"
 #include "dataplane/engine/engine.hpp"
+#include "dataplane/fault/injector.hpp"
 #include "dataplane/net/daemon.hpp"
 #include "dataplane/net/eal.hpp"
 #include "dataplane/net/topology.hpp"
@@ -66,7 +67,14 @@ void usage(std::FILE* f) {
                  "                      the kernel (default for af_xdp/af_packet/tap rails, whose packets\n"
                  "                      the kernel moves on the same cores)\n"
                  "  --no-xdp-steer      af_xdp rails take every packet of their interface (the PMD's own\n"
-                 "                      XDP program) instead of only railgate's (railgate_xdp.o)\n",
+                 "                      XDP program) instead of only railgate's (railgate_xdp.o)\n"
+                 "  --fault SPEC        inject faults on every rail, received and sent frames alike:\n"
+                 "                      drop=P,dup=P,reorder=P,corrupt=P,seed=S (P a fraction; railctl fault\n"
+                 "                      set/clear changes it live)\n"
+                 "  --stall-ms N        a slot waits N ms for its missing ranks before the job ends naming\n"
+                 "                      them (default: the config's [jobs] stall_ms, 1000)\n"
+                 "At exit railgated checks that every buffer of every rail's pools came back; a leak is\n"
+                 "reported and the exit status is 3.\n",
                  wire::min_mtu, wire::max_mtu, wire::default_udp_port, control::default_socket);
 }
 
@@ -122,6 +130,9 @@ void print_config(const config::appliance& a) {
     std::printf("railgated: configuration %s is valid: %zu rail(s), policy %s, control socket %s, metrics %s\n",
                 a.source.c_str(), a.rails.size(), std::string(config::name(a.policy)).c_str(),
                 a.control_socket.c_str(), a.metrics.empty() ? "off" : a.metrics.c_str());
+    std::printf("  jobs: stall %u ms, assembly %u ms, idle %s, %u assembling per address, faults %s\n", a.stall_ms,
+                a.assemble_ms, a.idle_ms ? (std::to_string(a.idle_ms) + " ms").c_str() : "never", a.max_pending_joins,
+                a.fault.c_str());
     for (const config::rail& r : a.rails)
         std::printf("  rail %-8s %-5s %-40s ip %s mtu %u\n", r.name.c_str(), std::string(config::name(r.transport)).c_str(),
                     r.transport == config::transport::dpdk ? r.devargs.c_str()
@@ -154,7 +165,8 @@ int main(int argc, char** argv) {
         eal_args.push_back(argv[i]);
     }
     config::appliance app;
-    std::string config_file, socket_override, metrics_override;
+    std::string config_file, socket_override, metrics_override, fault_override;
+    unsigned stall_override = 0;
     bool check_only = false, xdp_steer = true, idle_set = false, cli_rails = false;
     net::idle_policy idle = net::idle_policy::spin;
     std::uint16_t udp_port = wire::default_udp_port;
@@ -214,6 +226,12 @@ int main(int argc, char** argv) {
             idle_set = true;
         } else if (a == "--no-xdp-steer") {
             xdp_steer = false;
+        } else if (a == "--fault") {
+            fault_override = val();
+            fault::spec f;
+            if (std::string e = fault::parse(fault_override, f); !e.empty()) die("--fault: " + e);
+        } else if (a == "--stall-ms") {
+            stall_override = static_cast<unsigned>(num(a, val(), 10, 3600000));
         } else {
             usage(stderr);
             die("unknown option '" + a + "'");
@@ -237,7 +255,13 @@ int main(int argc, char** argv) {
         app = config::embedded_default();
     }
     if (!socket_override.empty()) app.control_socket = socket_override == "off" ? "" : socket_override;
-    if (!metrics_override.empty()) app.metrics = metrics_override == "off" ? "" : metrics_override;
+    if (!metrics_override.empty()) {
+        app.metrics = metrics_override == "off" ? "" : metrics_override;
+        if (!app.metrics.empty())
+            if (std::string e = config::check_metrics(app.metrics); !e.empty()) die("--metrics: " + e);
+    }
+    if (!fault_override.empty()) app.fault = fault_override;
+    if (stall_override) app.stall_ms = stall_override;
     if (check_only) {
         print_config(app);
         return 0;
@@ -248,6 +272,10 @@ int main(int argc, char** argv) {
     vcfg.max_jobs = app.max_jobs;
     vcfg.default_pool = std::min(app.default_slots, wire::verbs_max_pool);
     vcfg.max_pool = std::min(app.max_slots, wire::verbs_max_pool);
+    vcfg.stall_ms = app.stall_ms;
+    vcfg.assemble_ms = app.assemble_ms;
+    vcfg.idle_ms = app.idle_ms;
+    vcfg.max_pending_joins = app.max_pending_joins;
     vcfg.spin_passes = (idle_set ? idle : app.idle == config::idle_mode::spin ? net::idle_policy::spin
                                                                               : net::idle_policy::yield) ==
                                net::idle_policy::spin
@@ -288,6 +316,11 @@ int main(int argc, char** argv) {
     cfg.default_pool = app.default_slots;
     cfg.mbufs_per_rail = app.mbufs_per_rail;
     cfg.neighbour_reachable_ms = app.neighbour_reachable * 1000;
+    cfg.stall_ms = app.stall_ms;
+    cfg.assemble_ms = app.assemble_ms;
+    cfg.idle_ms = app.idle_ms;
+    cfg.max_pending_joins = app.max_pending_joins;
+    fault::parse(app.fault, cfg.fault); // checked by config::parse and --fault
     cfg.policy = app.policy == config::policy_mode::lag ? wire::rail_policy::lag : wire::rail_policy::rail;
     cfg.hash = app.hash == config::lag_hash::l2 ? wire::lag_hash::l2 : wire::lag_hash::l3l4;
     if (app.idle == config::idle_mode::spin) cfg.idle = net::idle_policy::spin;
@@ -390,6 +423,13 @@ int main(int argc, char** argv) {
         if (d) d->stop();
         if (vp) vp->stop();
         print_stats();
+        // Every buffer a port, a ring or a job held must be back.
+        if (d) {
+            const std::vector<std::string> leaks = d->close();
+            for (const std::string& l : leaks) std::fprintf(stderr, "railgated: leak: %s\n", l.c_str());
+            if (!leaks.empty()) return 3;
+            std::printf("railgated: every rail's buffers came back\n");
+        }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "railgated: %s\n", e.what());
         return 1;

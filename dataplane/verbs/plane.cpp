@@ -4,12 +4,14 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <deque>
 #include <stdexcept>
 
+#include "dataplane/agg/job_table.hpp"
 #include "dataplane/proto/ipv4.hpp"
 #include "dataplane/proto/parse.hpp"
 #include "dataplane/reduce/reduce.hpp"
@@ -50,6 +52,8 @@ struct conn {
 
     state st = state::accepting;
     clock::time_point since = clock::now();
+    std::uint64_t conn_id = 0; // the job table's address of this worker: unique per rail
+    std::uint32_t host = 0;    // the worker's IPv4 address (admission limits)
     bool ever_joined = false;
     int job = -1;              // index in the rail's job table
     std::uint16_t rank = 0;
@@ -63,27 +67,16 @@ struct conn {
     std::uint8_t* send_buf(std::size_t i) const noexcept { return recv_buf(rq_depth + i); }
 };
 
-struct vjob {
-    enum class state : std::uint8_t { free, active, draining };
-    struct vslot {
-        std::uint64_t bitmap = 0;
-        std::uint32_t gen = 0;
-        std::uint32_t bytes = 0;
-    };
-    state st = state::free;
-    std::uint32_t id = 0;
-    std::uint64_t token = 0;
-    std::uint16_t world = 0;
-    wire::dtype dt = wire::dtype::fp32;
-    std::uint16_t pool = 0;
-    std::uint64_t max_count = 0;
-    std::uint64_t joined = 0;
+// What a verbs rail keeps per job besides the job table's (agg::job_table:
+// membership, generations, lifecycle). A slot's `count` is its chunk's bytes.
+struct vjob_data {
     conn* members[wire::max_world] = {};
     region_memory results; // the reduced chunks, pool slots
     mr_ptr results_mr;
-    std::vector<vslot> slots;
     unsigned outstanding = 0; // result WRITEs in flight from `results`
 };
+using vtable = agg::job_table<vjob_data>;
+using vjob = vtable::job_t;
 
 struct plane::rail_state {
     rail_config cfg;
@@ -102,13 +95,28 @@ struct plane::rail_state {
     const reduce::kernels* k = &reduce::best();
     rail_counters ctr;
     std::atomic<unsigned> n_conns{0}, n_jobs{0};
-    std::vector<vjob> jobs;
+    vtable jobs;
     std::vector<std::unique_ptr<conn>> conns;
     unsigned pass = 0;
+    std::uint64_t next_conn_id = 1;
+    clock::time_point next_expire = clock::now();
 
     // Members above are declared in creation order: the connections (their
     // QPs, CQs and MRs) go first, then the jobs' MRs, the PD, the channels.
-    rail_state(const rail_config& c, const plane_config& l, unsigned i) : cfg(c), lim(l), index(i), jobs(l.max_jobs) {}
+    rail_state(const rail_config& c, const plane_config& l, unsigned i)
+        : cfg(c), lim(l), index(i), jobs(l.max_jobs, std::min(l.max_pool, wire::verbs_max_pool)) {
+        agg::lifecycle life;
+        life.stall = std::uint64_t{l.stall_ms} * 1000000;
+        life.assemble = std::uint64_t{l.assemble_ms} * 1000000;
+        life.idle = std::uint64_t{l.idle_ms} * 1000000;
+        life.max_pending = l.max_pending_joins;
+        jobs.set_lifecycle(life);
+    }
+    static std::uint64_t now_ns() noexcept {
+        return static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now().time_since_epoch()).count());
+    }
+    vjob& job_at(int j) noexcept { return jobs.all()[static_cast<std::size_t>(j)]; }
 
     void run(const std::atomic<bool>& stop);
 
@@ -132,14 +140,17 @@ struct plane::rail_state {
     void on_join(conn& c, const wire::header& h, std::span<const std::uint8_t> body);
     void on_region(conn& c, const wire::header& h, std::span<const std::uint8_t> body);
     void on_leave(conn& c, const wire::header& h);
-    void on_chunk(conn& c, std::uint32_t imm, std::uint32_t len);
-    void complete_slot(unsigned j, unsigned slot);
+    void on_ping(conn& c, const wire::header& h);
+    void on_chunk(conn& c, std::uint32_t imm, std::uint32_t len, std::uint64_t now);
+    void complete_slot(vjob& x, unsigned slot);
     void send_ctl(conn& c, const wire::header& h, const void* body, std::size_t len);
-    void send_error(conn& c, const wire::header& req, wire::error_code code, const std::string& text);
+    void send_error(conn& c, const wire::header& req, wire::error_code code, const std::string& text,
+                    std::uint64_t detail = 0);
     void detach(conn& c);
-    void abort_job(unsigned j, const std::string& why, const conn* skip);
-    void release_job(unsigned j);
-    void maybe_free(unsigned j);
+    void abort_job(vjob& x, wire::error_code code, std::uint64_t detail, const std::string& why, const conn* skip);
+    void release_job(vjob& x);
+    void maybe_free(vjob& x);
+    void expire();
 };
 
 // ---------------------------------------------------------------- set-up
@@ -307,6 +318,7 @@ void plane::rail_state::run(const std::atomic<bool>& stop) {
             reap();
         }
         for (std::size_t i = 0; i < conns.size(); ++i) work |= poll_conn(*conns[i]);
+        if (pass % cm_poll_passes == 0) expire();
         if (work) {
             idle = 0;
         } else if (lim.spin_passes && ++idle >= lim.spin_passes) {
@@ -327,6 +339,7 @@ void plane::rail_state::sleep() {
         poll(fds, 2, 100);
         poll_cm();
         reap();
+        expire();
     }
     ibv_cq* cq;
     void* ctx;
@@ -411,6 +424,9 @@ void plane::rail_state::on_connect_request(rdma_cm_id* id, const rdma_conn_param
         return;
     }
     c->id.reset(id);
+    c->conn_id = next_conn_id++;
+    if (const sockaddr* pa = rdma_get_peer_addr(id); pa && pa->sa_family == AF_INET)
+        c->host = ntohl(reinterpret_cast<const sockaddr_in*>(pa)->sin_addr.s_addr);
     id->context = c.get();
     bump(ctr.connects);
     conns.push_back(std::move(c));
@@ -468,8 +484,9 @@ void plane::rail_state::send_done(conn& c, std::uint64_t wr_id) {
     if (kind_of(wr_id) == wr_kind::ctl_send) {
         --c.ctl_busy;
     } else if (kind_of(wr_id) == wr_kind::data) {
-        --jobs[idx].outstanding;
-        maybe_free(static_cast<unsigned>(idx));
+        vjob& x = job_at(static_cast<int>(idx));
+        --x.x.outstanding;
+        maybe_free(x);
     }
 }
 
@@ -502,7 +519,7 @@ void plane::rail_state::handle_wc(conn& c, const ibv_wc& wc) {
         return;
     }
     if (kind != wr_kind::recv || c.st == conn::state::closing) return;
-    if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) on_chunk(c, ntohl(wc.imm_data), wc.byte_len);
+    if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) on_chunk(c, ntohl(wc.imm_data), wc.byte_len, now_ns());
     else on_control(c, c.recv_buf(idx), wc.byte_len);
     if (c.st != conn::state::closing) post_recv(c, idx);
 }
@@ -515,12 +532,12 @@ void plane::rail_state::fail_conn(conn& c, const std::string& why) {
     c.since = clock::now();
     bump(ctr.disconnects);
     if (c.job >= 0) {
-        const unsigned j = static_cast<unsigned>(c.job);
-        const std::string text = "rank " + std::to_string(c.rank) + " failed on rail " + cfg.name + ": " + why;
-        std::fprintf(stderr, "railgated: job %u aborted: %s\n", jobs[j].id, text.c_str());
+        vjob& x = job_at(c.job);
+        const unsigned rank = c.rank;
+        const std::string text = "rank " + std::to_string(rank) + " failed on rail " + cfg.name + ": " + why;
         bump(ctr.aborts);
         detach(c);
-        abort_job(j, text, &c);
+        abort_job(x, wire::error_code::rank_failed, rank, text, &c);
     }
     for (const pending_send& s : c.backlog) send_done(c, s.wr_id);
     c.backlog.clear();
@@ -579,35 +596,53 @@ void plane::rail_state::send_ctl(conn& c, const wire::header& h, const void* bod
                   static_cast<std::uint32_t>(wire::header_bytes + len), c.ctl_mr->lkey, 0, 0, 0});
 }
 
-void plane::rail_state::send_error(conn& c, const wire::header& req, wire::error_code code, const std::string& text) {
+void plane::rail_state::send_error(conn& c, const wire::header& req, wire::error_code code, const std::string& text,
+                                   std::uint64_t detail) {
     wire::header h = req;
     h.type = wire::msg_type::error;
     h.flags = 0;
     h.count = 0;
+    h.slot = 0;
+    h.gen = 0;
+    h.offset = detail;
     h.aux = static_cast<std::uint32_t>(code);
     const std::string t = text.substr(0, wire::max_error_text);
     send_ctl(c, h, t.data(), t.size());
 }
 
+// A control message on c is its rank's when c joined the job as that rank:
+// a connection speaks only for itself.
 void plane::rail_state::on_control(conn& c, const std::uint8_t* msg, std::size_t len) {
     wire::header h;
     std::span<const std::uint8_t> body;
     const drop_reason r = wire::parse_worker_message(msg, len, h, body);
     if (r != drop_reason::none) return ctr.drop(r);
+    if (h.type == wire::msg_type::join) return on_join(c, h, body);
+    if (h.type == wire::msg_type::ping && c.job < 0) {
+        send_error(c, h, wire::error_code::unknown_job,
+                   "railgated has no job " + std::to_string(h.job_id) + " on this connection (rail " + cfg.name + ")");
+        return ctr.drop(drop_reason::unknown_job);
+    }
+    if (c.job < 0 || job_at(c.job).id != h.job_id || c.rank != h.rank)
+        return ctr.drop(h.type == wire::msg_type::region ? drop_reason::rank_not_joined : drop_reason::leave_unknown);
+    vjob& x = job_at(c.job);
+    if (const drop_reason why = jobs.check_sender(x, h, c.conn_id); why != drop_reason::none) return ctr.drop(why);
+    vtable::heard(x, h.rank, now_ns());
     switch (h.type) {
-    case wire::msg_type::join: return on_join(c, h, body);
     case wire::msg_type::region: return on_region(c, h, body);
     case wire::msg_type::leave: return on_leave(c, h);
-    case wire::msg_type::error:
-        if (c.job < 0 || jobs[c.job].id != h.job_id || jobs[c.job].token != h.job_token)
-            return ctr.drop(drop_reason::leave_unknown);
-        {
-            const unsigned j = static_cast<unsigned>(c.job);
-            bump(ctr.aborts);
-            detach(c);
-            abort_job(j, "rank " + std::to_string(h.rank) + " aborted the job", &c);
-        }
+    case wire::msg_type::ping: return on_ping(c, h);
+    case wire::msg_type::error: {
+        bump(ctr.aborts);
+        std::string why;
+        for (std::uint8_t ch : body) why += ch >= 0x20 && ch < 0x7f ? static_cast<char>(ch) : '?';
+        const auto code = static_cast<wire::error_code>(h.aux);
+        const bool relay = code == wire::error_code::rank_failed || code == wire::error_code::rail_down;
+        detach(c);
+        abort_job(x, relay ? code : wire::error_code::aborted, relay ? h.offset : h.rank,
+                  "rank " + std::to_string(h.rank) + " aborted the job" + (why.empty() ? "" : ": " + why), &c);
         return;
+    }
     case wire::msg_type::rtt_report: bump(ctr.rtt_reports); return;
     default: return ctr.drop(drop_reason::rg_type); // chunks travel as WRITE_WITH_IMM only
     }
@@ -616,93 +651,94 @@ void plane::rail_state::on_control(conn& c, const std::uint8_t* msg, std::size_t
 void plane::rail_state::on_join(conn& c, const wire::header& h, std::span<const std::uint8_t> body) {
     const wire::join_body b = wire::decode_join_body(body.data());
     const unsigned pool = b.pool_size ? b.pool_size : std::min(lim.default_pool, wire::verbs_max_pool);
-    auto refuse = [&](wire::error_code code, drop_reason why, const std::string& text) {
+    auto refuse = [&](wire::error_code code, drop_reason why, const std::string& text, std::uint64_t detail = 0) {
         bump(ctr.join_errors);
         ctr.drop(why);
-        send_error(c, h, code, text);
+        send_error(c, h, code, text, detail);
     };
-    if (b.max_count == 0 || b.max_count > wire::max_tensor_elems)
-        return refuse(wire::error_code::bad_request, drop_reason::join_refused, "max_count out of range");
     if (pool > std::min(lim.max_pool, wire::verbs_max_pool))
         return refuse(wire::error_code::bad_request, drop_reason::join_refused,
                       "pool " + std::to_string(pool) + " above this rail's " +
                           std::to_string(std::min(lim.max_pool, wire::verbs_max_pool)));
-    const std::size_t region_bytes = std::size_t{pool} * job_chunk;
-    int j = -1;
-    for (unsigned i = 0; i < jobs.size(); ++i)
-        if (jobs[i].st == vjob::state::active && jobs[i].id == h.job_id) j = static_cast<int>(i);
-    if (c.job >= 0 && (c.job != j || c.rank != h.rank))
+    if (c.job >= 0 && (job_at(c.job).id != h.job_id || c.rank != h.rank))
         return refuse(wire::error_code::bad_request, drop_reason::join_refused,
                       "this connection has joined as another job or rank");
-    if (j >= 0) {
-        const vjob& x = jobs[j];
-        wire::error_code e = wire::error_code::none;
-        if (x.token != h.job_token) e = wire::error_code::bad_token;
-        else if (x.world != h.world_size) e = wire::error_code::world_mismatch;
-        else if (x.dt != h.dt) e = wire::error_code::dtype_mismatch;
-        else if (x.max_count != b.max_count) e = wire::error_code::max_count_mismatch;
-        else if (x.pool != pool) e = wire::error_code::pool_mismatch;
-        if (e != wire::error_code::none)
-            return refuse(e, drop_reason::join_refused, std::string(wire::error_name(e)));
-        if (x.members[h.rank] && x.members[h.rank] != &c)
-            return refuse(wire::error_code::bad_request, drop_reason::join_refused,
-                          "rank " + std::to_string(h.rank) + " is joined on another connection");
-    } else {
-        for (unsigned i = 0; i < jobs.size() && j < 0; ++i)
-            if (jobs[i].st == vjob::state::free) j = static_cast<int>(i);
-        if (j < 0) return refuse(wire::error_code::job_table_full, drop_reason::job_table_full, "job table full");
-        vjob& x = jobs[j];
+    const std::size_t region_bytes = std::size_t{pool} * job_chunk;
+    const agg::peer who{c.conn_id, c.host, b.nonce};
+    const std::uint64_t now = now_ns();
+    agg::job_shape shape;
+    shape.chunk_elems = job_chunk / static_cast<std::uint32_t>(wire::dtype_size(h.dt));
+    // A job's result memory is registered before it is admitted: a JOIN
+    // that cannot get it is refused and leaves nothing behind.
+    region_memory results;
+    mr_ptr results_mr;
+    std::string no_memory;
+    auto admit = [&](std::uint16_t, std::uint16_t, wire::dtype) {
         try {
-            x.results = region_memory(region_bytes, numa);
+            results = region_memory(region_bytes, numa);
+            results_mr.reset(ibv_reg_mr(pd.get(), results.p, region_bytes, IBV_ACCESS_LOCAL_WRITE));
+            if (!results_mr) no_memory = "cannot register " + std::to_string(region_bytes) + " bytes of result memory";
         } catch (const std::exception& ex) {
-            return refuse(wire::error_code::bad_request, drop_reason::join_refused, ex.what());
+            no_memory = ex.what();
         }
-        x.results_mr.reset(ibv_reg_mr(pd.get(), x.results.p, region_bytes, IBV_ACCESS_LOCAL_WRITE));
-        if (!x.results_mr) {
-            x.results = {};
-            return refuse(wire::error_code::bad_request, drop_reason::join_refused, "cannot register result memory");
-        }
-        x.st = vjob::state::active;
-        x.id = h.job_id;
-        x.token = h.job_token;
-        x.world = h.world_size;
-        x.dt = h.dt;
-        x.pool = static_cast<std::uint16_t>(pool);
-        x.max_count = b.max_count;
-        x.joined = 0;
-        x.outstanding = 0;
-        x.slots.assign(pool, {});
-        std::fill(std::begin(x.members), std::end(x.members), nullptr);
+        return no_memory.empty();
+    };
+    agg::join_result jr = jobs.join(h, b, static_cast<std::uint16_t>(pool), who, now, shape, 0, admit);
+    if (jr.st == agg::join_status::takeover) {
+        bump(ctr.takeovers);
+        abort_job(vtable::as(jr.j), wire::error_code::rank_failed, h.rank,
+                  "rank " + std::to_string(h.rank) + " re-joined job " + std::to_string(h.job_id) + " on rail " +
+                      cfg.name + " as a new process; the job restarts",
+                  &c);
+        jr = jobs.join(h, b, static_cast<std::uint16_t>(pool), who, now, shape, 0, admit);
+    }
+    if (jr.st != agg::join_status::joined && jr.st != agg::join_status::again) {
+        std::string text(wire::error_name(jr.err));
+        if (jr.err == wire::error_code::no_buffers && !no_memory.empty()) text = no_memory;
+        if (jr.err == wire::error_code::rank_taken)
+            text = "rank " + std::to_string(h.rank) + " of job " + std::to_string(h.job_id) +
+                   " is joined on another connection (heard " + std::to_string(jr.detail / 1000000) + " ms ago)";
+        if (jr.err == wire::error_code::job_in_use)
+            text = "job " + std::to_string(h.job_id) + " is in use by another job (its token differs): choose another job id";
+        return refuse(jr.err, jr.err == wire::error_code::job_table_full ? drop_reason::job_table_full
+                                                                          : drop_reason::join_refused,
+                      text, jr.detail);
+    }
+    vjob& x = vtable::as(jr.j);
+    if (jr.created) {
+        x.x.results = std::move(results);
+        x.x.results_mr = std::move(results_mr);
         n_jobs.fetch_add(1, std::memory_order_relaxed);
     }
-    vjob& x = jobs[j];
     if (c.job < 0) {
         if (c.contrib.bytes != region_bytes) {
             c.contrib_mr.reset();
             try {
                 c.contrib = region_memory(region_bytes, numa);
             } catch (const std::exception& ex) {
-                return refuse(wire::error_code::bad_request, drop_reason::join_refused, ex.what());
+                c.contrib = {};
             }
-            c.contrib_mr.reset(ibv_reg_mr(pd.get(), c.contrib.p, region_bytes,
-                                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+            if (c.contrib.p)
+                c.contrib_mr.reset(ibv_reg_mr(pd.get(), c.contrib.p, region_bytes,
+                                              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
         }
         if (!c.contrib_mr) {
-            if (x.joined == 0) release_job(static_cast<unsigned>(j));
-            return refuse(wire::error_code::bad_request, drop_reason::join_refused,
-                          "cannot register contribution memory");
+            jobs.leave(x, h.rank, [](unsigned, unsigned) {});
+            if (x.joined == 0) release_job(x);
+            return refuse(wire::error_code::no_buffers, drop_reason::join_refused, "cannot register contribution memory");
         }
-        c.job = j;
+        c.job = static_cast<int>(jobs.index_of(x));
         c.rank = h.rank;
         c.have_region = false;
         c.ever_joined = true;
-        x.members[h.rank] = &c;
-        x.joined |= std::uint64_t{1} << h.rank;
+        x.x.members[h.rank] = &c;
         bump(ctr.joins);
     }
     // JOIN_ACK then REGION (a repeated JOIN gets both again).
     wire::join_ack_body ab = ack;
     ab.pool_size = x.pool;
+    ab.stall_ms = static_cast<std::uint16_t>(std::min(lim.stall_ms, 65535u));
+    ab.excluded_rails = x.excluded;
     std::uint8_t buf[wire::join_ack_fixed_bytes + wire::max_rails * wire::rail_entry_bytes];
     const std::size_t n = wire::encode_join_ack_body(ab, buf);
     wire::header a = h;
@@ -720,10 +756,8 @@ void plane::rail_state::on_join(conn& c, const wire::header& h, std::span<const 
 }
 
 void plane::rail_state::on_region(conn& c, const wire::header& h, std::span<const std::uint8_t> body) {
-    if (c.job < 0 || jobs[c.job].id != h.job_id || jobs[c.job].token != h.job_token || c.rank != h.rank)
-        return ctr.drop(drop_reason::rank_not_joined);
     const wire::region_body rb = wire::decode_region_body(body.data());
-    if (rb.bytes < std::uint64_t{jobs[c.job].pool} * job_chunk) {
+    if (rb.bytes < std::uint64_t{job_at(c.job).pool} * job_chunk) {
         send_error(c, h, wire::error_code::bad_request, "REGION smaller than pool * chunk");
         return ctr.drop(drop_reason::region_small);
     }
@@ -732,8 +766,6 @@ void plane::rail_state::on_region(conn& c, const wire::header& h, std::span<cons
 }
 
 void plane::rail_state::on_leave(conn& c, const wire::header& h) {
-    if (c.job < 0 || jobs[c.job].id != h.job_id || jobs[c.job].token != h.job_token || c.rank != h.rank)
-        return ctr.drop(drop_reason::leave_unknown);
     detach(c);
     bump(ctr.leaves);
     wire::header a = h;
@@ -743,107 +775,146 @@ void plane::rail_state::on_leave(conn& c, const wire::header& h) {
     send_ctl(c, a, nullptr, 0);
 }
 
+void plane::rail_state::on_ping(conn& c, const wire::header& h) {
+    wire::header a = h;
+    a.type = wire::msg_type::pong;
+    a.flags = 0;
+    a.count = 0;
+    a.aux = 0;
+    bump(ctr.pongs);
+    send_ctl(c, a, nullptr, 0);
+}
+
 // The rank leaves its job: its partial contributions are discarded (their
 // memory goes with the connection), and the job is freed with its last rank.
 void plane::rail_state::detach(conn& c) {
-    const unsigned j = static_cast<unsigned>(c.job);
-    vjob& x = jobs[j];
-    const std::uint64_t bit = std::uint64_t{1} << c.rank;
-    x.members[c.rank] = nullptr;
-    x.joined &= ~bit;
-    for (vjob::vslot& s : x.slots) s.bitmap &= ~bit;
+    vjob& x = job_at(c.job);
+    x.x.members[c.rank] = nullptr;
+    const bool last = jobs.leave(x, c.rank, [](unsigned, unsigned) {});
     c.job = -1;
     c.have_region = false;
-    if (x.joined == 0) release_job(j);
+    if (last) release_job(x);
 }
 
-void plane::rail_state::abort_job(unsigned j, const std::string& why, const conn* skip) {
-    vjob& x = jobs[j];
-    if (x.st != vjob::state::active) return;
+// Ends the job for everyone still in it (but `skip`), telling them why.
+void plane::rail_state::abort_job(vjob& x, wire::error_code code, std::uint64_t detail, const std::string& why,
+                                  const conn* skip) {
+    if (x.st != agg::job_state::active) return;
+    std::fprintf(stderr, "railgated: verbs rail %s: job %u ends: %s\n", cfg.name.c_str(), x.id, why.c_str());
     for (unsigned r = 0; r < x.world; ++r) {
-        conn* m = x.members[r];
-        if (!m || m == skip) continue;
-        wire::header h;
-        h.job_id = x.id;
-        h.job_token = x.token;
-        h.rank = static_cast<std::uint16_t>(r);
-        h.world_size = x.world;
-        h.dt = x.dt;
-        send_error(*m, h, wire::error_code::aborted, why);
+        conn* m = x.x.members[r];
+        if (!m) continue;
+        if (m != skip) {
+            wire::header h;
+            h.job_id = x.id;
+            h.job_token = x.token;
+            h.rank = static_cast<std::uint16_t>(r);
+            h.world_size = x.world;
+            h.dt = x.dt;
+            send_error(*m, h, code, why, detail);
+        }
         m->job = -1;
         m->have_region = false;
-        x.members[r] = nullptr;
+        x.x.members[r] = nullptr;
     }
-    x.joined = 0;
-    release_job(j);
+    release_job(x);
 }
 
-void plane::rail_state::release_job(unsigned j) {
-    vjob& x = jobs[j];
-    if (x.st != vjob::state::active) return;
-    x.st = vjob::state::draining;
+void plane::rail_state::release_job(vjob& x) {
+    if (x.st != agg::job_state::active) return;
+    jobs.end(x, true);
     n_jobs.fetch_sub(1, std::memory_order_relaxed);
-    maybe_free(j);
+    maybe_free(x);
 }
 
 // A released job's result memory is deregistered once no WRITE from it is
-// in flight on any QP.
-void plane::rail_state::maybe_free(unsigned j) {
-    vjob& x = jobs[j];
-    if (x.st != vjob::state::draining || x.outstanding) return;
-    x.results_mr.reset();
-    x.results = {};
-    x.slots.clear();
-    x.st = vjob::state::free;
+// in flight on any QP; then its entry is free for another job.
+void plane::rail_state::maybe_free(vjob& x) {
+    if (x.st != agg::job_state::draining || x.x.outstanding) return;
+    x.x.results_mr.reset();
+    x.x.results = {};
+    jobs.reclaim(x);
 }
 
-void plane::rail_state::on_chunk(conn& c, std::uint32_t imm, std::uint32_t len) {
+// The lifecycle's clock: jobs that stalled, did not assemble or went idle.
+void plane::rail_state::expire() {
+    const auto t = clock::now();
+    if (t < next_expire) return;
+    next_expire = t + std::chrono::milliseconds(10);
+    jobs.expire(now_ns(), [&](vjob& x, const agg::end_event& e) {
+        std::string who;
+        for (unsigned r = 0; r < 64; ++r)
+            if (e.missing >> r & 1) who += (who.empty() ? "" : ",") + std::to_string(r);
+        const std::string ms = std::to_string(e.waited / 1000000);
+        switch (e.why) {
+        case agg::end_reason::stalled:
+            bump(ctr.stalls);
+            return abort_job(x, wire::error_code::rank_failed, static_cast<std::uint64_t>(std::countr_zero(e.missing)),
+                             "rank" + std::string(std::popcount(e.missing) > 1 ? "s " : " ") + who +
+                                 " sent nothing to slot " + std::to_string(e.slot) + " of job " + std::to_string(x.id) +
+                                 " on rail " + cfg.name + " for " + ms +
+                                 " ms while the other ranks did (stopped, dead or cut off)",
+                             nullptr);
+        case agg::end_reason::assemble_timeout:
+            bump(ctr.expirations);
+            return abort_job(x, wire::error_code::expired, 0,
+                             "job " + std::to_string(x.id) + " expired on rail " + cfg.name + ": rank(s) " + who +
+                                 " did not join within " + ms + " ms",
+                             nullptr);
+        case agg::end_reason::idle_timeout:
+            bump(ctr.expirations);
+            return abort_job(x, wire::error_code::expired, 0,
+                             "job " + std::to_string(x.id) + " expired on rail " + cfg.name + ": no rank spoke for " + ms +
+                                 " ms",
+                             nullptr);
+        }
+    });
+}
+
+void plane::rail_state::on_chunk(conn& c, std::uint32_t imm, std::uint32_t len, std::uint64_t now) {
     bump(ctr.contributions);
     if (c.job < 0) return ctr.drop(drop_reason::rank_not_joined);
-    const unsigned j = static_cast<unsigned>(c.job);
-    vjob& x = jobs[j];
+    vjob& x = job_at(c.job);
     const unsigned slot = wire::verbs_imm_slot(imm);
     if (slot >= x.pool) return ctr.drop(drop_reason::slot_range);
     if (!c.have_region) return ctr.drop(drop_reason::region_missing);
-    vjob::vslot& s = x.slots[slot];
+    agg::slot& s = x.slots[slot];
     if (wire::verbs_imm_gen(imm) != (s.gen & 0xffffu)) return ctr.drop(drop_reason::bad_generation);
     const std::size_t esize = wire::dtype_size(x.dt);
     if (len == 0 || len % esize || len > job_chunk) return ctr.drop(drop_reason::verbs_length);
-    const std::uint64_t bit = std::uint64_t{1} << c.rank;
-    if (s.bitmap & bit) return ctr.drop(drop_reason::duplicate);
-    if (s.bitmap == 0) s.bytes = len;
-    else if (s.bytes != len) return ctr.drop(drop_reason::chunk_mismatch);
-    s.bitmap |= bit;
-    const std::uint64_t all = x.world == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << x.world) - 1;
-    if (s.bitmap == all) complete_slot(j, slot);
+    if (s.bitmap >> c.rank & 1) return ctr.drop(drop_reason::duplicate);
+    if (s.bitmap != 0 && s.count != len) return ctr.drop(drop_reason::chunk_mismatch);
+    if (s.bitmap == 0) s.count = len;
+    vtable::heard(x, c.rank, now);
+    if (vtable::mark(x, s, c.rank, now)) complete_slot(x, slot);
 }
 
 // All W contributions are in: reduce them in rank order into the slot's
 // result buffer, then WRITE it to every rank's region.
-void plane::rail_state::complete_slot(unsigned j, unsigned slot) {
-    vjob& x = jobs[j];
-    vjob::vslot& s = x.slots[slot];
+void plane::rail_state::complete_slot(vjob& x, unsigned slot) {
+    agg::slot& s = x.slots[slot];
     const std::size_t off = std::size_t{slot} * job_chunk;
     const void* src[wire::max_world];
-    for (unsigned r = 0; r < x.world; ++r) src[r] = static_cast<const std::uint8_t*>(x.members[r]->contrib.p) + off;
-    auto* dst = static_cast<std::uint8_t*>(x.results.p) + off;
-    const std::size_t count = s.bytes / wire::dtype_size(x.dt);
+    for (unsigned r = 0; r < x.world; ++r) src[r] = static_cast<const std::uint8_t*>(x.x.members[r]->contrib.p) + off;
+    auto* dst = static_cast<std::uint8_t*>(x.x.results.p) + off;
+    const std::uint32_t bytes = s.count;
+    const std::size_t count = bytes / wire::dtype_size(x.dt);
     if (lim.eng) {
         // Above the engine's threshold the block is split over the arena.
-        if (s.bytes >= lim.eng->threshold_bytes()) bump(ctr.engine_reductions);
+        if (bytes >= lim.eng->threshold_bytes()) bump(ctr.engine_reductions);
         lim.eng->reduce(*k, x.dt, dst, src, x.world, count, numa);
     } else {
         (*k)[x.dt](dst, src, x.world, count);
     }
     const std::uint32_t imm = wire::verbs_imm(static_cast<std::uint16_t>(slot), s.gen);
-    s.bitmap = 0;
-    ++s.gen;
+    vtable::completed(x, s);
     bump(ctr.results);
+    const unsigned j = jobs.index_of(x);
     for (unsigned r = 0; r < x.world; ++r) {
-        conn& m = *x.members[r];
-        ++x.outstanding;
+        conn& m = *x.x.members[r];
+        ++x.x.outstanding;
         post_send(m, {make_wr_id(wr_kind::data, j), IBV_WR_RDMA_WRITE_WITH_IMM, reinterpret_cast<std::uintptr_t>(dst),
-                      s.bytes, x.results_mr->lkey, m.peer.addr + off, m.peer.rkey, imm});
+                      bytes, x.x.results_mr->lkey, m.peer.addr + off, m.peer.rkey, imm});
     }
 }
 

@@ -62,12 +62,15 @@ struct plane_config {
     unsigned spin_passes = 2000;
     // Large slots are reduced across the rail's NUMA arena (null: inline).
     const engine::engine* eng = nullptr;
+    // Job lifecycle (agg::job_table), as net::daemon_config has it.
+    unsigned stall_ms = 1000, assemble_ms = 30000, idle_ms = 600000, max_pending_joins = 4;
 };
 
 struct rail_counters {
     std::atomic<std::uint64_t> connects{0}, disconnects{0}, rejected{0}, joins{0}, join_errors{0}, leaves{0},
         aborts{0}, contributions{0}, results{0}, qp_errors{0}, rtt_reports{0}, backlogged{0},
-        engine_reductions{0}; // slots reduced across the NUMA arena (large chunks)
+        engine_reductions{0}, // slots reduced across the NUMA arena (large chunks)
+        stalls{0}, expirations{0}, takeovers{0}, pongs{0}; // job lifecycle, as on DPDK rails
     std::atomic<std::uint64_t> drops[drop_reason_count]{};
     void drop(drop_reason r) noexcept { drops[static_cast<unsigned>(r)].fetch_add(1, std::memory_order_relaxed); }
 };

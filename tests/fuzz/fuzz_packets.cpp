@@ -60,19 +60,30 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     {
         agg::rail_aggregator<release> a(lim);
         a.keep_spares(size && (data[0] & 1));
+        agg::lifecycle life;
+        life.stall = 1000;
+        life.assemble = 5000;
+        life.idle = 20000;
+        life.max_pending = 2;
+        a.set_lifecycle(life);
+        std::uint64_t now = 0; // the lifecycle's clock: moved by the input
         std::size_t i = 0;
         while (i + 2 <= size && accepted.size() < 4000) {
             const std::uint8_t kind = data[i];
             const std::size_t len = std::min<std::size_t>(data[i + 1] * 8u + (kind & 7u), size - i - 2);
             const std::uint8_t* rec = data + i + 2;
             i += 2 + len;
+            now += kind & 0x30u ? 100 : 1;
+            a.jobs_table().expire(now, [&](agg::job& j, const agg::end_event&) { a.release(j); });
+            // Four senders (the top bits of the record kind).
+            frame::endpoint src;
+            src.ip = 0xC612000A + (kind >> 6);
+            src.udp_port = 4000;
+            const std::uint64_t addr = std::uint64_t{src.ip} << 16 | src.udp_port;
             std::vector<std::uint8_t> f;
             if (kind == 0) {
                 f.assign(rec, rec + len);
             } else {
-                frame::endpoint src;
-                src.ip = 0xC612000A;
-                src.udp_port = 4000;
                 f.resize(frame::udp_frame_overhead + len);
                 frame::write_udp_headers(f.data(), src, self, len);
                 std::memcpy(f.data() + frame::udp_frame_overhead, rec, len);
@@ -97,16 +108,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             if (wire::parse_worker_message(f.data() + fi.msg_offset, fi.l4_len, h, payload) != drop_reason::none)
                 continue;
             if (h.type == wire::msg_type::join) {
-                a.join(h, wire::decode_join_body(payload.data()), fi.src);
+                const wire::join_body b = wire::decode_join_body(payload.data());
+                const agg::peer who{addr, src.ip, b.nonce};
+                agg::join_result r = a.join(h, b, fi.src, who, now);
+                if (r.st == agg::join_status::takeover) {
+                    a.release(agg::rail_aggregator<release>::table::as(r.j));
+                    r = a.join(h, b, fi.src, who, now);
+                    if (r.st == agg::join_status::takeover) std::abort(); // the old job is gone
+                }
             } else if (h.type == wire::msg_type::leave) {
-                a.leave(h);
+                a.leave(h, addr);
             } else if (h.type == wire::msg_type::error) {
-                frame::endpoint who[wire::max_world];
-                a.abort(h, who);
+                if (agg::job* j = a.find(h.job_id); j && a.jobs_table().check_sender(*j, h, addr) == drop_reason::none)
+                    a.release(*j);
             } else if (h.type == wire::msg_type::contrib) {
                 accepted.emplace_back(payload.begin(), payload.end());
                 auto& buf = accepted.back();
-                const agg::outcome o = a.contribute(h, buf.data(), &buf, scalar);
+                const agg::outcome o = a.contribute(h, buf.data(), &buf, scalar, now, addr);
                 if (o.act == agg::action::stored || o.act == agg::action::completed) ++accepted_count;
                 for (void* sp : a.spares()) release{}(sp); // railgated sends results in them
                 if (o.act != agg::action::completed && !a.spares().empty()) std::abort();

@@ -171,17 +171,19 @@ ok "rail add (live, next job stripes over 3 rails), remove refused while a job u
 
 # --- policy. Under LAG each worker's flow uses one member (l3l4: hashed
 # per rank; l2: all on the job's home member) and the home member aggregates.
-# Jobs 16 and 17 with 4 workers on 2 rails: by wire::lag_member, job 16's
-# flows land on both members (home r0), job 17's home is r1.
+# Jobs 16 and 17 with 4 workers on 2 rails: by wire::lag_member, with this
+# token (the hash takes it in), job 16's flows land on both members (home
+# r0), job 17's home is r1.
+lag_token=8241984707376542821 # 0x7261696c67617465
 contribs() { ctl --json stats | python3 -c 'import json,sys; print(" ".join(str(r["contributions"]) for r in json.load(sys.stdin)["rails"]))'; }
 ctl policy set lag --hash l3l4 | grep -q "policy lag (hash l3l4)" || fail "policy set lag"
 [ "$(policy_now)" = "lag l3l4" ] || fail "policy show after set lag"
 read -r a0 a1 <<< "$(contribs)"
-run_bench 16 4 || fail "railbench under lag l3l4"
+RAILGATE_TOKEN=$lag_token run_bench 16 4 || fail "railbench under lag l3l4"
 read -r b0 b1 <<< "$(contribs)"
 [ $((b0 - a0)) -gt 0 ] && [ $((b1 - a1)) -gt 0 ] || fail "lag l3l4: flows did not use both members ($a0/$a1 -> $b0/$b1)"
 ctl policy set lag --hash l2 | grep -q "policy lag (hash l2)" || fail "policy set lag l2"
-run_bench 17 4 || fail "railbench under lag l2"
+RAILGATE_TOKEN=$lag_token run_bench 17 4 || fail "railbench under lag l2"
 read -r c0 c1 <<< "$(contribs)"
 [ $((c0 - b0)) -eq 0 ] && [ $((c1 - b1)) -gt 0 ] || fail "lag l2: flows not all on member r1 ($b0/$b1 -> $c0/$c1)"
 ctl policy set rail | grep -q "policy rail" || fail "policy set rail"

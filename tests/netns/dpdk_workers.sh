@@ -26,6 +26,7 @@ for r in 0 1; do
     ip -n "$w" link set "wk$k$r" up
   done
   ip -n "$w" addr add "198.18.$r.12/24" dev "wk2$r" # the UDP worker's kernel address
+  csum_in_software "$w" "wk2$r"
 done
 
 ip netns exec "$d" "$railgated" --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 \

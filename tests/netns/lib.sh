@@ -1,5 +1,8 @@
 # Shared by the netns tests (sourced). The caller sets $log (a directory of
 # logs shown on failure) and keeps railgated's pid in $gated_pid.
+# The job token every worker of a job shares (railbench and raillat take it
+# from here): random, as a training job's rendezvous makes it.
+export RAILGATE_TOKEN=${RAILGATE_TOKEN:-$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')}
 
 # Skips (exit 77) where network namespaces cannot be made.
 require_netns() {
@@ -47,4 +50,14 @@ cleanup_netns() { # "NAMESPACES" "PATHS"
   for n in $1; do ip netns del "$n" 2>/dev/null; done
   # shellcheck disable=SC2086
   rm -rf $2
+}
+
+# A kernel sender on a veth leaves UDP checksums for a NIC to finish
+# (CHECKSUM_PARTIAL), and af_packet and af_xdp hand railgated the frame as
+# it is; railgated drops datagrams without a right UDP checksum
+# (udp_checksum). Kernel workers on veths compute them themselves.
+csum_in_software() { # NS IF...
+  local ns=$1 i
+  shift
+  for i in "$@"; do ip netns exec "$ns" ethtool -K "$i" tx off > /dev/null || fail "ethtool -K $i tx off in $ns"; done
 }

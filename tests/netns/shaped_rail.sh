@@ -18,6 +18,7 @@ ip netns add "$d" && ip netns add "$w" || fail "netns"
 ip link add rgs0 netns "$d" type veth peer name rgs1 netns "$w" || fail "veth"
 ip -n "$w" addr add 198.18.0.10/24 dev rgs1
 ip -n "$d" link set rgs0 up && ip -n "$w" link set rgs1 up && ip -n "$w" link set lo up && ip -n "$d" link set lo up
+csum_in_software "$w" rgs1
 
 cat > "$log/shaped.toml" <<TOML
 [daemon]

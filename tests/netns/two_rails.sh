@@ -26,6 +26,7 @@ for r in 0 1; do
   ip -n "$w" addr add "198.18.$r.10/24" dev "rgw$r"
   ip -n "$d" link set "rgd$r" up
   ip -n "$w" link set "rgw$r" up
+  csum_in_software "$w" "rgw$r"
 done
 ip -n "$w" link set lo up
 

@@ -32,6 +32,7 @@ ip -n "$w" addr add 198.18.0.10/24 dev rgw0
 for ns in "$d" "$w"; do ip -n "$ns" link set lo up; done
 ip -n "$d" link set rgx0 up
 ip -n "$w" link set rgw0 up
+csum_in_software "$w" rgw0
 
 xdp_attached() { ip -n "$d" -d link show rgx0 | grep -q "prog/xdp"; }
 

@@ -25,6 +25,9 @@ struct test_release {
 
 using aggregator = agg::rail_aggregator<test_release>;
 
+// Rank r joins from address 100 + r.
+agg::peer peer_of(unsigned r) { return {100 + r, 100 + r, 7}; }
+
 wire::header hdr(wire::msg_type t, std::uint16_t rank, std::uint16_t world = 3) {
     wire::header h;
     h.type = t;
@@ -42,8 +45,9 @@ void join_all(aggregator& a, unsigned world, std::uint64_t max_count = 1 << 20, 
         b.pool_size = pool;
         frame::endpoint e;
         e.ip = 100 + r;
-        BOOST_REQUIRE(a.join(hdr(wire::msg_type::join, static_cast<std::uint16_t>(r), static_cast<std::uint16_t>(world)), b, e).err ==
-                      wire::error_code::none);
+        BOOST_REQUIRE(a.join(hdr(wire::msg_type::join, static_cast<std::uint16_t>(r), static_cast<std::uint16_t>(world)), b, e,
+                             peer_of(r), 0)
+                          .st == agg::join_status::joined);
     }
 }
 
@@ -130,9 +134,24 @@ BOOST_AUTO_TEST_CASE(each_bad_contribution_is_dropped_with_its_reason) {
     // A rank that left cannot contribute.
     aggregator b(small());
     join_all(b, 3);
-    b.leave(hdr(wire::msg_type::leave, 2));
+    BOOST_TEST(drop_reason_name(b.leave(hdr(wire::msg_type::leave, 2), 102)) == "none");
     const agg::outcome o = b.contribute(contrib(2, 0, 0, 16), data, data, k());
     BOOST_TEST(drop_reason_name(o.reason) == "rank_not_joined");
+}
+
+BOOST_AUTO_TEST_CASE(only_the_address_a_rank_joined_from_speaks_for_it) {
+    released().clear();
+    aggregator a(small());
+    join_all(a, 3);
+    float data[16] = {};
+    // Rank 1's contribution, LEAVE from rank 0's address (or any other).
+    BOOST_TEST(drop_reason_name(a.contribute(contrib(1, 0, 0, 16), data, data, k(), 0, 100).reason) == "not_member");
+    BOOST_TEST(drop_reason_name(a.contribute(contrib(1, 0, 0, 16), data, data, k(), 0, 999).reason) == "not_member");
+    BOOST_TEST(drop_reason_name(a.leave(hdr(wire::msg_type::leave, 1), 100)) == "not_member");
+    BOOST_TEST(a.find(1)->joined == 7u);
+    BOOST_TEST(static_cast<int>(a.contribute(contrib(1, 0, 0, 16), data, data, k(), 0, 101).act) ==
+               static_cast<int>(agg::action::stored));
+    BOOST_TEST(released().empty());
 }
 
 BOOST_AUTO_TEST_CASE(retransmit_of_completed_generation_resends_result) {
@@ -144,11 +163,17 @@ BOOST_AUTO_TEST_CASE(retransmit_of_completed_generation_resends_result) {
     BOOST_TEST(static_cast<int>(a.contribute(contrib(1, 1, 16, 16, 0, 2), x[1], x[1], k()).act) ==
                static_cast<int>(agg::action::completed));
     float again[16] = {};
-    const agg::outcome o = a.contribute(contrib(1, 1, 16, 16, 0, 2), again, again, k());
+    // A copy the wire duplicated (no RETRANSMIT flag): the result is on its way.
+    const agg::outcome d = a.contribute(contrib(1, 1, 16, 16, 0, 2), again, again, k());
+    BOOST_TEST(drop_reason_name(d.reason) == "duplicate");
+    auto re = contrib(1, 1, 16, 16, 0, 2);
+    re.flags = wire::flag_retransmit;
+    const agg::outcome o = a.contribute(re, again, again, k());
     BOOST_TEST(static_cast<int>(o.act) == static_cast<int>(agg::action::resend));
     BOOST_TEST(o.s->result_payload == x[0]);
     // Different chunk under the old generation: not a retransmit.
-    const agg::outcome p = a.contribute(contrib(1, 1, 80, 16, 0, 2), again, again, k());
+    re.offset = 80;
+    const agg::outcome p = a.contribute(re, again, again, k());
     BOOST_TEST(drop_reason_name(p.reason) == "stale_no_result");
 }
 
@@ -195,25 +220,45 @@ BOOST_AUTO_TEST_CASE(join_rules) {
     wire::join_body b;
     b.max_count = 1 << 20;
     b.pool_size = 4;
+    auto err = [&](const wire::header& h) { return static_cast<int>(a.join(h, b, {}, peer_of(h.rank), 0).err); };
     auto h = hdr(wire::msg_type::join, 0);
     h.job_token = 1;
-    BOOST_TEST(static_cast<int>(a.join(h, b, {}).err) == static_cast<int>(wire::error_code::bad_token));
+    BOOST_TEST(err(h) == static_cast<int>(wire::error_code::job_in_use));
     h = hdr(wire::msg_type::join, 0, 4);
-    BOOST_TEST(static_cast<int>(a.join(h, b, {}).err) == static_cast<int>(wire::error_code::world_mismatch));
+    BOOST_TEST(err(h) == static_cast<int>(wire::error_code::world_mismatch));
     h = hdr(wire::msg_type::join, 0);
     h.dt = wire::dtype::fp16;
-    BOOST_TEST(static_cast<int>(a.join(h, b, {}).err) == static_cast<int>(wire::error_code::dtype_mismatch));
+    BOOST_TEST(err(h) == static_cast<int>(wire::error_code::dtype_mismatch));
     b.pool_size = 8;
-    BOOST_TEST(static_cast<int>(a.join(hdr(wire::msg_type::join, 0), b, {}).err) ==
-               static_cast<int>(wire::error_code::pool_mismatch));
+    BOOST_TEST(err(hdr(wire::msg_type::join, 0)) == static_cast<int>(wire::error_code::pool_mismatch));
     b.pool_size = 9; // above max_pool
     auto h2 = hdr(wire::msg_type::join, 0);
     h2.job_id = 5;
-    BOOST_TEST(static_cast<int>(a.join(h2, b, {}).err) == static_cast<int>(wire::error_code::bad_request));
+    BOOST_TEST(err(h2) == static_cast<int>(wire::error_code::bad_request));
     b.pool_size = 4;
-    BOOST_TEST(static_cast<int>(a.join(h2, b, {}).err) == static_cast<int>(wire::error_code::none));
+    BOOST_TEST(err(h2) == static_cast<int>(wire::error_code::none));
     h2.job_id = 6;
-    BOOST_TEST(static_cast<int>(a.join(h2, b, {}).err) == static_cast<int>(wire::error_code::job_table_full));
+    BOOST_TEST(err(h2) == static_cast<int>(wire::error_code::job_table_full));
+}
+
+BOOST_AUTO_TEST_CASE(jobs_are_admitted_while_the_rail_can_lend_their_buffers) {
+    agg::limits l = small();
+    l.max_jobs = 4;
+    l.buffer_budget = 20; // pool 4 x world 3 = 12 per job
+    aggregator a(l);
+    wire::join_body b;
+    b.max_count = 1000;
+    b.pool_size = 4;
+    auto h = hdr(wire::msg_type::join, 0);
+    BOOST_TEST((a.join(h, b, {}, peer_of(0), 0).st == agg::join_status::joined));
+    BOOST_TEST(a.buffers_admitted() == 12u);
+    h.job_id = 2;
+    const agg::join_result r = a.join(h, b, {}, peer_of(0), 0);
+    BOOST_TEST(static_cast<int>(r.err) == static_cast<int>(wire::error_code::no_buffers));
+    b.pool_size = 2; // 6 more: fits
+    BOOST_TEST((a.join(h, b, {}, peer_of(0), 0).st == agg::join_status::joined));
+    a.release(*a.find(1));
+    BOOST_TEST(a.buffers_admitted() == 6u);
 }
 
 BOOST_AUTO_TEST_CASE(abort_and_leave_release_every_held_buffer) {
@@ -228,11 +273,10 @@ BOOST_AUTO_TEST_CASE(abort_and_leave_release_every_held_buffer) {
         a.contribute(contrib(1, 1, 16, 16), bufs[2], bufs[2], k());
         for (int r = 0; r < 3; ++r)
             a.contribute(contrib(static_cast<std::uint16_t>(r), 2, 32, 16), bufs[3 + r], bufs[3 + r], k());
-        frame::endpoint who[wire::max_world];
-        BOOST_TEST(a.abort(hdr(wire::msg_type::error, 0), who) == 7u);
+        BOOST_TEST(a.find(1)->x.members[2].ip == 102u);
+        a.release(*a.find(1));
         BOOST_TEST(a.find(1) == nullptr);
         for (int i = 0; i < 6; ++i) BOOST_TEST(released()[bufs[i]] == 1, "buffer " << i);
-        BOOST_TEST(who[2].ip == 102u);
     }
     released().clear();
     {
@@ -240,13 +284,16 @@ BOOST_AUTO_TEST_CASE(abort_and_leave_release_every_held_buffer) {
         join_all(a, 3);
         static float b2[16];
         a.contribute(contrib(1, 3, 48, 16), b2, b2, k());
-        a.leave(hdr(wire::msg_type::leave, 0));
-        a.leave(hdr(wire::msg_type::leave, 1));
+        a.leave(hdr(wire::msg_type::leave, 0), 0);
         BOOST_TEST(a.find(1) != nullptr);
         BOOST_TEST(released().empty());
-        a.leave(hdr(wire::msg_type::leave, 2));
+        a.leave(hdr(wire::msg_type::leave, 1), 0); // its partial contribution goes with it
+        BOOST_TEST(released()[b2] == 1);
+        BOOST_TEST(a.find(1) != nullptr);
+        a.leave(hdr(wire::msg_type::leave, 2), 0);
         BOOST_TEST(a.find(1) == nullptr);
         BOOST_TEST(released()[b2] == 1);
+        BOOST_TEST(released().size() == 1u);
     }
 }
 
@@ -276,7 +323,7 @@ BOOST_AUTO_TEST_CASE(random_interleaving_with_garbage_is_exact_and_leak_free) {
             wire::join_body b;
             b.max_count = chunks * elems;
             b.pool_size = pool;
-            a.join(hdr(wire::msg_type::join, static_cast<std::uint16_t>(r), W), b, {});
+            a.join(hdr(wire::msg_type::join, static_cast<std::uint16_t>(r), W), b, {}, peer_of(r), 0);
         }
         std::vector<unsigned> next(W, 0); // next chunk per rank
         std::vector<unsigned> done_gen(pool, 0);

@@ -96,7 +96,8 @@ BOOST_AUTO_TEST_CASE(every_invalid_field_has_its_reason) {
     for (std::size_t len = 0; len < header_bytes; ++len)
         expect(std::vector<std::uint8_t>(base.begin(), base.begin() + static_cast<long>(len)),
                drop_reason::rg_truncated);
-    auto m = base; m[0] = 2; expect(m, drop_reason::rg_version);
+    auto m = base; m[0] = protocol_version + 1; expect(m, drop_reason::rg_version);
+    m = base; m[0] = 1; expect(m, drop_reason::rg_version);
     m = base; m[1] = 0; expect(m, drop_reason::rg_type);
     m = base; m[1] = 99; expect(m, drop_reason::rg_type);
     m = base; m[1] = static_cast<std::uint8_t>(msg_type::result); expect(m, drop_reason::rg_type);
@@ -352,4 +353,72 @@ BOOST_AUTO_TEST_CASE(checksum_matches_rfc1071_reference) {
     std::vector<std::uint8_t> ff(1501, 0xff);
     for (std::size_t n : {0u, 1u, 2u, 7u, 8u, 9u, 1500u, 1501u})
         BOOST_TEST(frame::inet_checksum(ff.data(), n) == reference(ff.data(), n), "n " << n);
+}
+
+BOOST_AUTO_TEST_CASE(join_and_join_ack_carry_nonce_stall_and_excluded_rails) {
+    join_body b;
+    b.max_count = 123456789;
+    b.pool_size = 77;
+    b.excluded_rails = 0x80000005u;
+    b.nonce = 0x0123456789abcdefull;
+    std::uint8_t jb[join_body_bytes];
+    encode_join_body(b, jb);
+    const join_body d = decode_join_body(jb);
+    BOOST_TEST(d.max_count == b.max_count);
+    BOOST_TEST(d.pool_size == 77u);
+    BOOST_TEST(d.excluded_rails == 0x80000005u);
+    BOOST_TEST(d.nonce == b.nonce);
+
+    join_ack_body a;
+    a.pool_size = 8;
+    a.n_rails = 3;
+    a.chunk_bytes = 1024;
+    a.stall_ms = 1500;
+    a.excluded_rails = 0b010;
+    for (unsigned r = 0; r < 3; ++r) a.rails[r].ip = 0xC6120001 + (r << 8);
+    std::uint8_t buf[join_ack_fixed_bytes + max_rails * rail_entry_bytes];
+    std::size_t n = encode_join_ack_body(a, buf);
+    join_ack_body got;
+    BOOST_REQUIRE(decode_join_ack_body({buf, n}, got));
+    BOOST_TEST(got.stall_ms == 1500u);
+    BOOST_TEST(got.excluded_rails == 0b010u);
+    // Every rail excluded, or a rail beyond the list: nothing to stripe over.
+    a.excluded_rails = 0b111;
+    n = encode_join_ack_body(a, buf);
+    BOOST_TEST(!decode_join_ack_body({buf, n}, got));
+    a.excluded_rails = 0b1000;
+    n = encode_join_ack_body(a, buf);
+    BOOST_TEST(!decode_join_ack_body({buf, n}, got));
+}
+
+BOOST_AUTO_TEST_CASE(udp_checksums_catch_every_flipped_bit) {
+    const auto msg = message(contrib_header(32), 128);
+    auto f = udp_frame(msg);
+    frame::fill_udp_checksum(f.data());
+    frame::info fi = frame::classify(f.data(), f.size(), rail());
+    BOOST_REQUIRE(static_cast<int>(fi.k) == static_cast<int>(frame::kind::udp));
+    BOOST_TEST(frame::udp_checksum_ok(f.data(), f.size(), fi));
+    // The payload's sum, given apart (railgated sums a result once for all
+    // its copies), gives the same checksum.
+    auto g = f;
+    frame::fill_udp_checksum(g.data(), frame::ones_sum16(g.data() + frame::udp_frame_overhead, msg.size()));
+    BOOST_TEST((g == f));
+    // Any single bit flipped in the UDP header or payload is caught.
+    for (std::size_t byte = frame::eth_bytes + frame::ipv4_bytes; byte < f.size(); ++byte)
+        for (int bit = 0; bit < 8; ++bit) {
+            auto c = f;
+            c[byte] ^= static_cast<std::uint8_t>(1 << bit);
+            const frame::info ci = frame::classify(c.data(), c.size(), rail());
+            if (ci.k != frame::kind::udp) continue; // a flip in the ports or length is caught there
+            BOOST_REQUIRE_MESSAGE(!frame::udp_checksum_ok(c.data(), c.size(), ci), "byte " << byte << " bit " << bit);
+        }
+    // No checksum (0) is not accepted.
+    auto z = f;
+    z[frame::eth_bytes + frame::ipv4_bytes + 6] = 0;
+    z[frame::eth_bytes + frame::ipv4_bytes + 7] = 0;
+    BOOST_TEST(!frame::udp_checksum_ok(z.data(), z.size(), fi));
+    // Split in two pieces anywhere (a chained mbuf), odd offsets included.
+    for (std::size_t cut = fi.msg_offset; cut <= f.size(); ++cut)
+        BOOST_REQUIRE_MESSAGE(frame::udp_checksum_ok(f.data(), cut, fi, f.data() + cut, f.size() - cut), "cut " << cut);
+    BOOST_TEST(!frame::udp_checksum_ok(f.data(), f.size() - 2, fi)); // short
 }

@@ -78,6 +78,7 @@ struct rail_fixture {
         frame::write_udp_headers(f.data(), src, self, wire::header_bytes + len);
         wire::encode_header(h, f.data() + frame::udp_frame_overhead);
         if (len) std::memcpy(f.data() + frame::udp_frame_overhead + wire::header_bytes, body, len);
+        frame::fill_udp_checksum(f.data());
         return f;
     }
     // Waits until the loop consumed the RX ring, then returns what it sent
@@ -173,6 +174,7 @@ BOOST_AUTO_TEST_CASE(bursts_of_every_size_with_garbage_are_exact) {
             if (made % 4 == 1) { // garbage after some: bad version, wrong token, truncated
                 auto g = frames.back();
                 g[frame::udp_frame_overhead] = 9;
+                frame::fill_udp_checksum(g.data());
                 frames.push_back(g);
                 wire::header t = h;
                 t.job_token = 1;

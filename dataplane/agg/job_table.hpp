@@ -1,0 +1,390 @@
+// One job lifecycle for every transport: who is in a job, what its slots'
+// generations are, when it has stalled or expired, and how it ends.
+//
+// railgated's DPDK rails (agg::rail_aggregator) and its verbs rails
+// (verbs::plane) each keep a job_table per rail and add only their own
+// transport data (`Extra`: mbuf owners and member endpoints; registered
+// regions and connections). Every rule about membership and time lives here:
+//
+//   - The first JOIN creates the job and fixes its token, world size, dtype,
+//     max_count, pool and excluded rails; later JOINs must agree.
+//   - A rank is bound to who joined it (a `peer`: the transport's address
+//     of the sender and the worker's per-process nonce). Messages for the
+//     rank from anyone else are not the rank's (check_sender). A JOIN for a
+//     bound rank from the same peer is a repeat; from another peer it is
+//     refused (rank_taken) while the binding is live, and replaces the old
+//     job (takeover: the old one is ended first) when the old peer has been
+//     silent for the stall time or is the same address with a new nonce (a
+//     restarted process).
+//   - A job ends by LEAVE of its last rank, by an abort, or by expire():
+//     a slot that some ranks have contributed to and others not for the
+//     stall time (the missing ranks are named), a job whose ranks have not
+//     all joined within the assembly time, or one no rank has spoken in for
+//     the idle time.
+//   - Admission: the table size is fixed at construction; a source host may
+//     have at most max_pending jobs assembling.
+//
+// Times are in the caller's ticks (the TSC on an lcore, nanoseconds in the
+// unit tests' manual clock); every timeout 0 is off.
+//
+// Threading: one table per rail, used by the thread that serves the rail
+// only. Nothing allocates after construction; every call is noexcept.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "dataplane/proto/drop_reason.hpp"
+#include "dataplane/proto/wire.hpp"
+
+namespace railgate::agg {
+
+// Who sent a message, as far as the job table can tell.
+struct peer {
+    std::uint64_t addr = 0;  // the transport's identity of the sender (UDP: ip << 16 | port)
+    std::uint32_t host = 0;  // the sending host (per-host admission limits)
+    std::uint64_t nonce = 0; // the worker process's JOIN nonce
+};
+
+struct lifecycle {
+    std::uint64_t stall = 0;    // ticks a partly contributed slot may wait for the other ranks
+    std::uint64_t assemble = 0; // ticks from a job's first JOIN until every rank has joined
+    std::uint64_t idle = 0;     // ticks without a message from any rank
+    unsigned max_pending = 0;   // jobs still assembling one host may have created (0: no limit)
+};
+
+struct slot {
+    std::uint64_t bitmap = 0;     // ranks that contributed to generation `gen`
+    std::uint64_t offset = 0;     // chunk of the generation in progress
+    std::uint32_t gen = 0;        // generation accepting contributions
+    std::uint32_t count = 0;      // elements (DPDK) or bytes (verbs) of the generation in progress
+    std::uint64_t started = 0;    // tick of the generation's first contribution
+    // The last completed generation's result, kept for retransmission
+    // (DPDK rails; verbs rails keep results in the job's region).
+    void* result_owner = nullptr;
+    const void* result_payload = nullptr;
+    std::uint64_t result_offset = 0;
+    std::uint32_t result_count = 0;
+    std::uint16_t result_valid = 0;
+};
+
+enum class job_state : std::uint8_t {
+    free,
+    active,
+    draining, // ended, but its transport still holds memory in flight (verbs)
+};
+
+// What the rail gives a job when it is created.
+struct job_shape {
+    std::uint32_t chunk_elems = 0;          // elements per chunk (all rails), for the dtype
+    std::uint32_t stripe_n = 1, stripe_index = 0;
+    bool lag = false;
+};
+
+template <class Extra>
+struct job_entry {
+    job_state st = job_state::free;
+    std::uint32_t id = 0;
+    std::uint64_t token = 0;
+    std::uint16_t world = 0;
+    wire::dtype dt = wire::dtype::fp32;
+    std::uint16_t pool = 0;
+    std::uint64_t max_count = 0;
+    std::uint32_t excluded = 0;     // rails the job stripes around
+    std::uint32_t chunk_elems = 0;  // elements per chunk, all rails
+    // Striping fixed at creation: chunk i is on this rail when
+    // i % stripe_n == stripe_index (LAG: 1 / 0, the whole stream on one member).
+    std::uint32_t stripe_n = 1, stripe_index = 0;
+    bool lag = false;
+    std::uint64_t joined = 0;       // ranks joined on this rail
+    std::uint64_t created = 0;      // tick of the first JOIN
+    std::uint64_t assembled = 0;    // tick every rank had joined (0: not yet)
+    std::uint32_t creator_host = 0; // who created it (admission)
+    unsigned partial = 0;           // slots with some but not all contributions
+    peer peers[wire::max_world];
+    std::uint64_t heard[wire::max_world] = {}; // per rank: tick of its last message
+    slot* slots = nullptr;          // [pool]
+    Extra x{};
+
+    std::uint64_t all_ranks() const noexcept {
+        return world == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << world) - 1;
+    }
+    bool assembling() const noexcept { return joined != all_ranks() && !assembled; }
+};
+
+enum class join_status : std::uint8_t {
+    joined,   // a new member (or a new job)
+    again,    // the same peer joined the same rank again (a repeated JOIN)
+    refused,  // err says why
+    takeover, // the JOIN replaces the job: end `j` (its members are told), then join again
+};
+
+struct join_result {
+    join_status st = join_status::refused;
+    wire::error_code err = wire::error_code::none;
+    std::uint64_t detail = 0; // rank_taken: the rank's silence in ticks; rails_mismatch: the job's rails
+    bool created = false;
+    void* j = nullptr;        // the job (typed by job_table::as)
+};
+
+enum class end_reason : std::uint8_t { stalled, assemble_timeout, idle_timeout };
+
+// Why expire() ends a job: for a stall, the slot that waited and the ranks
+// it waited for.
+struct end_event {
+    end_reason why = end_reason::stalled;
+    unsigned slot = 0;
+    std::uint64_t missing = 0; // ranks (stalled: that had not contributed; assembly: not joined)
+    std::uint64_t waited = 0;  // ticks
+};
+
+template <class Extra>
+class job_table {
+public:
+    using job_t = job_entry<Extra>;
+
+    job_table(unsigned max_jobs, unsigned max_pool)
+        : max_jobs_(max_jobs), max_pool_(max_pool), jobs_(new job_t[max_jobs]),
+          slots_(new slot[std::size_t{max_jobs} * max_pool]) {
+        for (unsigned i = 0; i < max_jobs; ++i) jobs_[i].slots = &slots_[std::size_t{i} * max_pool];
+    }
+    job_table(const job_table&) = delete;
+    job_table& operator=(const job_table&) = delete;
+
+    void set_lifecycle(const lifecycle& l) noexcept { life_ = l; }
+    const lifecycle& life() const noexcept { return life_; }
+    unsigned capacity() const noexcept { return max_jobs_; }
+    unsigned max_pool() const noexcept { return max_pool_; }
+    std::span<job_t> all() noexcept { return {jobs_.get(), max_jobs_}; }
+    std::span<const job_t> all() const noexcept { return {jobs_.get(), max_jobs_}; }
+    unsigned index_of(const job_t& j) const noexcept { return static_cast<unsigned>(&j - jobs_.get()); }
+    static job_t& as(void* p) noexcept { return *static_cast<job_t*>(p); }
+
+    unsigned active() const noexcept {
+        unsigned n = 0;
+        for (unsigned i = 0; i < max_jobs_; ++i) n += jobs_[i].st == job_state::active;
+        return n;
+    }
+    job_t* find(std::uint32_t id) noexcept {
+        for (unsigned i = 0; i < max_jobs_; ++i)
+            if (jobs_[i].st == job_state::active && jobs_[i].id == id) return &jobs_[i];
+        return nullptr;
+    }
+    const job_t* find(std::uint32_t id) const noexcept { return const_cast<job_table*>(this)->find(id); }
+
+    // A JOIN for rank h.rank of job h.job_id from `who`. `shape` is what a
+    // new job gets; `pool` the slots it asks for (already defaulted) and
+    // `rails_down` the rails the rail knows are down now. `admit` is asked
+    // before a job is created (false: no_buffers).
+    template <class Admit>
+    join_result join(const wire::header& h, const wire::join_body& b, std::uint16_t pool, const peer& who,
+                     std::uint64_t now, const job_shape& shape, std::uint32_t rails_down, Admit&& admit) noexcept {
+        join_result r;
+        if (b.max_count == 0 || b.max_count > wire::max_tensor_elems || pool == 0 || pool > max_pool_ ||
+            h.rank >= h.world_size)
+            return refuse(r, wire::error_code::bad_request);
+        job_t* j = find(h.job_id);
+        if (j) {
+            if (!wire::token_equal(j->token, h.job_token)) return refuse(r, wire::error_code::job_in_use);
+            if (j->world != h.world_size) return refuse(r, wire::error_code::world_mismatch);
+            if (j->dt != h.dt) return refuse(r, wire::error_code::dtype_mismatch);
+            if (j->max_count != b.max_count) return refuse(r, wire::error_code::max_count_mismatch);
+            if (j->pool != pool) return refuse(r, wire::error_code::pool_mismatch);
+            if (b.excluded_rails & ~j->excluded) {
+                r.detail = j->excluded;
+                return refuse(r, wire::error_code::rails_mismatch);
+            }
+            const std::uint64_t bit = std::uint64_t{1} << h.rank;
+            if (j->joined & bit) {
+                const peer& p = j->peers[h.rank];
+                if (p.addr == who.addr && p.nonce == who.nonce) {
+                    j->heard[h.rank] = now;
+                    r.st = join_status::again;
+                    r.j = j;
+                    return r;
+                }
+                const std::uint64_t silent = now - j->heard[h.rank];
+                // The same address with a new nonce is a restarted process
+                // (one socket cannot serve two); a binding silent past the
+                // stall time is a dead one.
+                if (p.addr == who.addr || (life_.stall && silent >= life_.stall)) {
+                    r.st = join_status::takeover;
+                    r.j = j;
+                    return r;
+                }
+                r.detail = silent;
+                return refuse(r, wire::error_code::rank_taken);
+            }
+        } else {
+            if (life_.max_pending && pending_from(who.host) >= life_.max_pending)
+                return refuse(r, wire::error_code::too_many_pending);
+            j = alloc();
+            if (!j) return refuse(r, wire::error_code::job_table_full);
+            if (!admit(pool, h.world_size, h.dt)) return refuse(r, wire::error_code::no_buffers);
+            const std::uint32_t excluded = b.excluded_rails | rails_down;
+            j->st = job_state::active;
+            j->id = h.job_id;
+            j->token = h.job_token;
+            j->world = h.world_size;
+            j->dt = h.dt;
+            j->max_count = b.max_count;
+            j->pool = pool;
+            j->excluded = excluded;
+            j->chunk_elems = shape.chunk_elems;
+            j->stripe_n = shape.stripe_n;
+            j->stripe_index = shape.stripe_index;
+            j->lag = shape.lag;
+            j->joined = 0;
+            j->created = now;
+            j->assembled = 0;
+            j->creator_host = who.host;
+            j->partial = 0;
+            j->x = Extra{};
+            for (unsigned s = 0; s < pool; ++s) j->slots[s] = slot{};
+            r.created = true;
+        }
+        j->joined |= std::uint64_t{1} << h.rank;
+        j->peers[h.rank] = who;
+        j->heard[h.rank] = now;
+        if (!j->assembled && j->joined == j->all_ranks()) j->assembled = now;
+        r.st = join_status::joined;
+        r.j = j;
+        return r;
+    }
+
+    // Whether `h` (any message but JOIN) is rank h.rank's of job j, sent by
+    // its peer (`addr`; 0: the caller has checked where it came from).
+    drop_reason check_sender(const job_t& j, const wire::header& h, std::uint64_t addr) const noexcept {
+        if (!wire::token_equal(j.token, h.job_token)) return drop_reason::bad_token;
+        if (j.world != h.world_size) return drop_reason::world_mismatch;
+        if (h.rank >= j.world || !(j.joined >> h.rank & 1)) return drop_reason::rank_not_joined;
+        if (addr && j.peers[h.rank].addr != addr) return drop_reason::not_member;
+        return drop_reason::none;
+    }
+    static void heard(job_t& j, unsigned rank, std::uint64_t now) noexcept { j.heard[rank] = now; }
+
+    // Slot bookkeeping shared by the transports: a contribution of `rank`
+    // to s (already checked), and a slot's completion.
+    // mark() returns true when every rank has contributed.
+    static bool mark(job_t& j, slot& s, unsigned rank, std::uint64_t now) noexcept {
+        if (s.bitmap == 0) {
+            s.started = now;
+            ++j.partial;
+        }
+        s.bitmap |= std::uint64_t{1} << rank;
+        return s.bitmap == j.all_ranks();
+    }
+    static void completed(job_t& j, slot& s) noexcept {
+        s.bitmap = 0;
+        ++s.gen;
+        --j.partial;
+    }
+
+    // A rank leaves: it is unbound and its partial contributions forgotten
+    // (`forget(slot index, rank)` lets the transport release what it held).
+    // Returns true when it was the last rank: the caller then ends the job.
+    template <class Forget>
+    bool leave(job_t& j, unsigned rank, Forget&& forget) noexcept {
+        const std::uint64_t bit = std::uint64_t{1} << rank;
+        for (unsigned si = 0; si < j.pool; ++si) {
+            slot& s = j.slots[si];
+            if (!(s.bitmap & bit)) continue;
+            forget(si, rank);
+            s.bitmap &= ~bit;
+            if (!s.bitmap) --j.partial;
+        }
+        j.joined &= ~bit;
+        j.peers[rank] = peer{};
+        return j.joined == 0;
+    }
+
+    // Ends a job: its entry is free again (or draining, until reclaim(),
+    // when the transport still has its memory in flight).
+    void end(job_t& j, bool drain = false) noexcept {
+        j.st = drain ? job_state::draining : job_state::free;
+        j.joined = 0;
+        j.partial = 0;
+    }
+    void reclaim(job_t& j) noexcept {
+        if (j.st == job_state::draining) j.st = job_state::free;
+    }
+
+    // The jobs that must end now, one call of on_end(job, event) each; the
+    // callback ends them (tells the members, releases, end()).
+    template <class OnEnd>
+    void expire(std::uint64_t now, OnEnd&& on_end) noexcept {
+        for (unsigned i = 0; i < max_jobs_; ++i) {
+            job_t& j = jobs_[i];
+            if (j.st != job_state::active) continue;
+            end_event e;
+            if (j.assembling()) {
+                if (life_.assemble && now - j.created >= life_.assemble) {
+                    e.why = end_reason::assemble_timeout;
+                    e.missing = j.all_ranks() & ~j.joined;
+                    e.waited = now - j.created;
+                    on_end(j, e);
+                }
+                continue;
+            }
+            if (life_.stall && j.partial && stalled(j, now, e)) {
+                on_end(j, e);
+                continue;
+            }
+            if (life_.idle) {
+                std::uint64_t last = j.assembled;
+                for (unsigned r = 0; r < j.world; ++r) last = std::max(last, j.heard[r]);
+                if (now - last >= life_.idle) {
+                    e.why = end_reason::idle_timeout;
+                    e.waited = now - last;
+                    on_end(j, e);
+                }
+            }
+        }
+    }
+
+private:
+    // The oldest slot waiting for ranks past the stall time. A slot that
+    // began before the job assembled waits from the assembly: a rank that
+    // starts late has not stalled.
+    bool stalled(const job_t& j, std::uint64_t now, end_event& e) const noexcept {
+        for (unsigned si = 0; si < j.pool; ++si) {
+            const slot& s = j.slots[si];
+            if (!s.bitmap) continue;
+            const std::uint64_t since = std::max(s.started, j.assembled);
+            if (now - since < life_.stall || now - since <= e.waited) continue;
+            e.why = end_reason::stalled;
+            e.slot = si;
+            e.missing = j.all_ranks() & ~s.bitmap;
+            e.waited = now - since;
+        }
+        return e.waited != 0;
+    }
+
+    unsigned pending_from(std::uint32_t host) const noexcept {
+        unsigned n = 0;
+        for (unsigned i = 0; i < max_jobs_; ++i)
+            n += jobs_[i].st == job_state::active && jobs_[i].creator_host == host && jobs_[i].assembling();
+        return n;
+    }
+
+    job_t* alloc() noexcept {
+        for (unsigned i = 0; i < max_jobs_; ++i)
+            if (jobs_[i].st == job_state::free) return &jobs_[i];
+        return nullptr;
+    }
+
+    static join_result& refuse(join_result& r, wire::error_code e) noexcept {
+        r.st = join_status::refused;
+        r.err = e;
+        return r;
+    }
+
+    unsigned max_jobs_, max_pool_;
+    lifecycle life_;
+    std::unique_ptr<job_t[]> jobs_;
+    std::unique_ptr<slot[]> slots_;
+};
+
+} // namespace railgate::agg

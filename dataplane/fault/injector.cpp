@@ -1,0 +1,116 @@
+#include "dataplane/fault/injector.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+namespace railgate::fault {
+namespace {
+
+std::uint64_t splitmix(std::uint64_t& x) noexcept {
+    std::uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+std::uint64_t rotl(std::uint64_t x, int k) noexcept { return (x << k) | (x >> (64 - k)); }
+
+bool parse_fraction(std::string_view v, double& out) {
+    const std::string s(v);
+    char* end = nullptr;
+    const double x = std::strtod(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(x) || x < 0 || x > 1) return false;
+    out = x;
+    return true;
+}
+
+} // namespace
+
+std::string parse(std::string_view text, spec& out) {
+    spec s;
+    if (text.empty() || text == "off" || text == "none") {
+        out = s;
+        return {};
+    }
+    while (!text.empty()) {
+        const std::size_t comma = text.find(',');
+        const std::string_view item = text.substr(0, comma);
+        text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+        const std::size_t eq = item.find('=');
+        if (eq == std::string_view::npos)
+            return "fault spec: '" + std::string(item) + "' is not KEY=VALUE (drop, dup, reorder, corrupt, seed)";
+        const std::string_view k = item.substr(0, eq), v = item.substr(eq + 1);
+        double* field = k == "drop" ? &s.drop : k == "dup" ? &s.dup : k == "reorder" ? &s.reorder
+                      : k == "corrupt" ? &s.corrupt : nullptr;
+        if (field) {
+            if (!parse_fraction(v, *field))
+                return "fault spec: " + std::string(k) + "=" + std::string(v) + " is not a fraction in 0..1";
+        } else if (k == "seed") {
+            const std::string sv(v);
+            char* end = nullptr;
+            const unsigned long long x = std::strtoull(sv.c_str(), &end, 0);
+            if (sv.empty() || end != sv.c_str() + sv.size() || sv[0] == '-')
+                return "fault spec: seed=" + sv + " is not an unsigned integer";
+            s.seed = x;
+        } else {
+            return "fault spec: unknown key '" + std::string(k) + "' (drop, dup, reorder, corrupt, seed)";
+        }
+    }
+    out = s;
+    return {};
+}
+
+std::string format(const spec& s) {
+    if (!s.any()) return "off";
+    char b[160];
+    std::snprintf(b, sizeof b, "drop=%g,dup=%g,reorder=%g,corrupt=%g,seed=%llu", s.drop, s.dup, s.reorder, s.corrupt,
+                  static_cast<unsigned long long>(s.seed));
+    return b;
+}
+
+std::uint64_t dice::threshold(double p) noexcept {
+    if (p <= 0) return 0;
+    if (p >= 1) return UINT64_MAX;
+    return static_cast<std::uint64_t>(std::ldexp(p, 64));
+}
+
+void dice::reset(const spec& s) noexcept {
+    s_ = s;
+    active_ = s.any();
+    drop_ = threshold(s.drop);
+    dup_ = threshold(s.dup);
+    reorder_ = threshold(s.reorder);
+    corrupt_ = threshold(s.corrupt);
+    std::uint64_t x = s.seed;
+    for (auto& w : st_) w = splitmix(x);
+}
+
+std::uint64_t dice::next() noexcept {
+    const std::uint64_t r = rotl(st_[1] * 5, 7) * 9;
+    const std::uint64_t t = st_[1] << 17;
+    st_[2] ^= st_[0];
+    st_[3] ^= st_[1];
+    st_[1] ^= st_[2];
+    st_[0] ^= st_[3];
+    st_[2] ^= t;
+    st_[3] = rotl(st_[3], 45);
+    return r;
+}
+
+verdict dice::roll() noexcept {
+    verdict v;
+    // p = 1 must always hit: a draw of UINT64_MAX is below no threshold.
+    auto hit = [this](std::uint64_t th) { return th == UINT64_MAX || (th && next() < th); };
+    if (hit(drop_)) {
+        v.drop = true;
+        return v;
+    }
+    v.dup = hit(dup_);
+    v.reorder = hit(reorder_);
+    v.corrupt = hit(corrupt_);
+    if (v.corrupt) v.bit = static_cast<std::uint32_t>(next());
+    return v;
+}
+
+} // namespace railgate::fault

@@ -1,0 +1,58 @@
+// The fault injector's decisions: a spec (what fraction of packets to drop,
+// duplicate, reorder and corrupt) and a seeded generator that decides, per
+// packet, what happens to it. Pure: the DPDK side (dataplane/net/fault.hpp)
+// applies the decisions to mbufs on a rail's receive and transmit paths,
+// and railbench --embedded's virtual switch to its own.
+//
+//   spec: drop=P,dup=P,reorder=P,corrupt=P,seed=S   (P a fraction 0..1)
+//
+// The decisions for a packet are independent draws, in that order: a
+// dropped packet is neither duplicated, reordered nor corrupted. The same
+// seed gives the same sequence of decisions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace railgate::fault {
+
+struct spec {
+    double drop = 0, dup = 0, reorder = 0, corrupt = 0;
+    std::uint64_t seed = 1;
+    bool any() const noexcept { return drop > 0 || dup > 0 || reorder > 0 || corrupt > 0; }
+    bool operator==(const spec&) const = default;
+};
+
+// Parses "drop=0.01,dup=0.001,reorder=0.01,corrupt=0.001,seed=7" (any
+// subset, any order; "off" or "" is no faults). Returns "" or the error,
+// naming the field.
+std::string parse(std::string_view text, spec& out);
+// The canonical text of a spec ("off" when it injects nothing).
+std::string format(const spec& s);
+
+// What happens to one packet.
+struct verdict {
+    bool drop = false, dup = false, reorder = false, corrupt = false;
+    std::uint32_t bit = 0; // corrupt: which bit of the corruptible bytes flips (modulo their count)
+};
+
+// Seeded decisions (xoshiro256**: fast, and good enough for loss patterns).
+class dice {
+public:
+    explicit dice(const spec& s = {}) noexcept { reset(s); }
+    void reset(const spec& s) noexcept;
+    const spec& current() const noexcept { return s_; }
+    bool active() const noexcept { return active_; }
+    verdict roll() noexcept;
+    std::uint64_t next() noexcept;
+
+private:
+    static std::uint64_t threshold(double p) noexcept;
+    spec s_;
+    bool active_ = false;
+    std::uint64_t drop_ = 0, dup_ = 0, reorder_ = 0, corrupt_ = 0;
+    std::uint64_t st_[4] = {};
+};
+
+} // namespace railgate::fault

@@ -1,0 +1,338 @@
+// railgated's ports and their kernel side: opening, configuring and
+// starting a rail's DPDK port with its pools on the NIC's NUMA node, the
+// lcore placement, XDP steering on af_xdp rails, addresses and MTUs of the
+// kernel interfaces behind tap/af_packet ports, link monitoring, and
+// closing it all.
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+#include <rte_dev.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include "dataplane/engine/placement.hpp"
+#include "dataplane/net/daemon_impl.hpp"
+#include "dataplane/net/eal.hpp"
+#include "dataplane/net/topology.hpp"
+
+namespace railgate::net {
+using namespace detail;
+
+namespace detail {
+
+// The rte_device of a port name, for hot-unplug (before the port closes).
+rte_device* device_of(const std::string& name) {
+    std::uint16_t port;
+    rte_eth_dev_info info;
+    if (rte_eth_dev_get_port_by_name(name.c_str(), &port) == 0 && rte_eth_dev_info_get(port, &info) == 0)
+        return info.device;
+    return nullptr;
+}
+
+namespace {
+
+// An AF_INET socket and an ifreq naming one kernel interface, for its ioctls.
+struct if_ioctl {
+    int fd;
+    ifreq ifr{};
+    explicit if_ioctl(const std::string& ifname) : fd(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) {
+        std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname.c_str());
+    }
+    ~if_ioctl() {
+        if (fd >= 0) close(fd);
+    }
+    if_ioctl(const if_ioctl&) = delete;
+    if_ioctl& operator=(const if_ioctl&) = delete;
+    bool operator()(unsigned long req) noexcept { return fd >= 0 && ioctl(fd, req, &ifr) == 0; }
+};
+
+} // namespace
+
+// The MTU of a kernel interface (a tap's host side, an af_packet veth).
+std::string set_kernel_mtu(const std::string& ifname, unsigned mtu) noexcept {
+    if_ioctl io(ifname);
+    io.ifr.ifr_mtu = static_cast<int>(mtu);
+    if (io(SIOCSIFMTU)) return {};
+    return "cannot set MTU " + std::to_string(mtu) + " on " + ifname + ": " + std::strerror(errno);
+}
+
+// Gives a kernel interface (the host side of a tap rail) an address and
+// brings it up.
+std::string set_kernel_address(const std::string& ifname, std::uint32_t ip, unsigned prefix) {
+    if_ioctl io(ifname);
+    auto set = [&](unsigned long req, std::uint32_t v) {
+        auto* sin = reinterpret_cast<sockaddr_in*>(&io.ifr.ifr_addr);
+        *sin = sockaddr_in{};
+        sin->sin_family = AF_INET;
+        sin->sin_addr.s_addr = htonl(v);
+        return io(req);
+    };
+    std::string what;
+    if (!set(SIOCSIFADDR, ip)) what = "address on ";
+    else if (!set(SIOCSIFNETMASK, prefix ? ~std::uint32_t{0} << (32 - prefix) : 0)) what = "netmask on ";
+    else if (!io(SIOCGIFFLAGS)) what = "flags of ";
+    else {
+        io.ifr.ifr_flags = static_cast<short>(io.ifr.ifr_flags | IFF_UP);
+        if (!io(SIOCSIFFLAGS)) what = "bringing up ";
+    }
+    return what.empty() ? std::string() : "cannot set " + what + ifname + ": " + std::strerror(errno);
+}
+
+// Sets the port's MTU from its own lcore, between bursts.
+std::string apply_port_mtu(rail_static& st, std::uint16_t mtu) noexcept {
+    if (mtu <= st.pmd_max_mtu) {
+        const int rc = rte_eth_dev_set_mtu(st.port, mtu);
+        if (rc < 0 && rc != -ENOTSUP) return std::string("set MTU: ") + rte_strerror(-rc);
+    } else if (st.ifname.empty()) {
+        return st.driver + " takes MTU up to " + std::to_string(st.pmd_max_mtu);
+    } else if (std::string e = set_kernel_mtu(st.ifname, mtu); !e.empty()) {
+        return e;
+    }
+    st.mtu_now.store(mtu, std::memory_order_relaxed);
+    return {};
+}
+
+bool kernel_owns(const std::string& ifname, std::uint32_t ip) {
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) != 0) return false;
+    bool found = false;
+    for (ifaddrs* a = list; a && !found; a = a->ifa_next)
+        if (a->ifa_addr && a->ifa_addr->sa_family == AF_INET && a->ifa_name && ifname == a->ifa_name)
+            found = ntohl(reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr.s_addr) == ip;
+    freeifaddrs(list);
+    return found;
+}
+
+bool link_is_up(const rail_static& rs) noexcept {
+    if (!rs.ifname.empty()) {
+        // The kernel interface behind the port (tap, af_packet, af_xdp):
+        // its carrier, which a peer going down (a veth's other end, a
+        // cable) clears. An interface that is down has no carrier to read.
+        std::ifstream f("/sys/class/net/" + rs.ifname + "/carrier");
+        int carrier = 0;
+        return f && (f >> carrier) && carrier == 1;
+    }
+    rte_eth_link link{};
+    if (rte_eth_link_get_nowait(rs.port, &link) != 0) return true; // cannot tell: assume up
+    return link.link_status == RTE_ETH_LINK_UP;
+}
+
+void drain_ring(rail_static& rs) noexcept {
+    rte_mbuf* m;
+    while (rs.fwd && rte_ring_dequeue(rs.fwd, reinterpret_cast<void**>(&m)) == 0) rte_pktmbuf_free(m);
+}
+
+// A closed rail's ring and pools. Rings hold other rails' mbufs: drain
+// every ring before freeing any pool.
+void free_memory(rail_static& rs) noexcept {
+    drain_ring(rs);
+    rte_ring_free(rs.fwd);
+    rte_mempool_free(rs.pool);
+    rte_mempool_free(rs.hdr_pool);
+    rs.fwd = nullptr;
+    rs.pool = rs.hdr_pool = nullptr;
+}
+
+} // namespace detail
+
+void daemon::impl::open_ports() {
+    rails.reserve(wire::max_rails * 2); // rails added later never move the others
+    for (std::size_t i = 0; i < cfg.rails.size(); ++i) rails.push_back(open_rail(i, cfg.rails[i]));
+    ports_open = true;
+    rebuild_ack();
+}
+
+// Opens, configures and starts one rail's port, with its pools.
+std::unique_ptr<rail_static> daemon::impl::open_rail(std::size_t i, const rail_config& rcfg) {
+    auto rs = std::make_unique<rail_static>();
+    rs->cfg = rcfg;
+    const std::string where = "rail " + rs->cfg.name + ": ";
+    std::uint16_t port;
+    if (rs->cfg.port_id >= 0) {
+        port = static_cast<std::uint16_t>(rs->cfg.port_id);
+        if (!rte_eth_dev_is_valid_port(port)) throw std::runtime_error(where + "invalid port id");
+    } else if (rte_eth_dev_get_port_by_name(rs->cfg.port_name.c_str(), &port) != 0) {
+        throw std::runtime_error(where + "no DPDK port named " + rs->cfg.port_name);
+    }
+    rs->port = port;
+    rte_eth_dev_info info;
+    if (rte_eth_dev_info_get(port, &info) != 0) throw std::runtime_error(where + "cannot read device info");
+    rs->driver = info.driver_name ? info.driver_name : "?";
+    rs->device = info.device;
+    rs->socket = rs->cfg.numa >= 0 ? rs->cfg.numa : port_numa_node(port);
+    // Some vdevs report a fixed 1518-byte max frame (af_packet in 22.11)
+    // although they carry what the kernel interface carries (af_packet
+    // with a large framesz). Others mean it (tap's TX refuses more).
+    const std::uint32_t pmd_mtu = std::min<std::uint32_t>(
+        info.max_mtu, info.max_rx_pktlen > RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN
+                          ? info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN
+                          : rs->cfg.mtu);
+    const std::uint32_t carry_max = rs->driver == "net_af_packet" ? wire::max_mtu : pmd_mtu;
+    if (rs->cfg.mtu > carry_max)
+        throw std::runtime_error(where + "MTU " + std::to_string(rs->cfg.mtu) + " is more than " + rs->driver +
+                                 " carries (" + std::to_string(carry_max) + ")");
+    rs->cfg.mtu_max = static_cast<std::uint16_t>(
+        std::clamp<std::uint32_t>(rs->cfg.mtu_max ? rs->cfg.mtu_max : rs->cfg.mtu, rs->cfg.mtu, carry_max));
+    rs->chunk_bytes = wire::chunk_bytes_for_mtu(rs->cfg.mtu);
+
+    // Jumbo rails get 1 KiB of slack so that kernel-backed PMDs with a
+    // frame size rounded up (af_packet framesz=10240) still fit one mbuf.
+    const unsigned frame = rs->cfg.mtu_max + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+    const unsigned room = RTE_PKTMBUF_HEADROOM + (frame <= 2048 ? 2048 : RTE_ALIGN_CEIL(frame + 1024, 1024));
+    const int sock = rs->socket < 0 ? static_cast<int>(SOCKET_ID_ANY) : rs->socket;
+    // On the NIC's node; where that node has no EAL memory (a --numa
+    // override, a node without hugepages) anywhere, with a warning.
+    auto pool_on_node = [&](const std::string& name, unsigned n, unsigned data_room) {
+        try {
+            return make_pktmbuf_pool(name, n, data_room, sock);
+        } catch (const std::runtime_error& e) {
+            if (sock == static_cast<int>(SOCKET_ID_ANY)) throw;
+            std::fprintf(stderr, "railgated: warning: rail %s: %s on NUMA node %d; allocating on any node\n",
+                         rs->cfg.name.c_str(), e.what(), sock);
+            return make_pktmbuf_pool(name, n, data_room, SOCKET_ID_ANY);
+        }
+    };
+    rs->pool = pool_on_node("rg_pool_" + std::to_string(i), cfg.mbufs_per_rail, room);
+    rs->hdr_pool = pool_on_node("rg_hdr_" + std::to_string(i), cfg.mbufs_per_rail * 2, RTE_PKTMBUF_HEADROOM + 128);
+    static std::atomic<unsigned> rings{0}; // names stay unique across daemons in one process
+    rs->fwd = rte_ring_create(("rg_fwd_" + std::to_string(rings++)).c_str(), 1024, sock, RING_F_SC_DEQ);
+    if (!rs->fwd) throw std::runtime_error(where + "forward ring: " + rte_strerror(rte_errno));
+
+    rte_eth_conf conf{};
+    // Beyond the stated limit (af_packet): configure the ethdev within
+    // it and keep the rail MTU for railgate's own chunking.
+    const bool mtu_beyond_pmd = rs->cfg.mtu > pmd_mtu;
+    rs->pmd_max_mtu = pmd_mtu;
+    conf.rxmode.mtu = mtu_beyond_pmd ? pmd_mtu : rs->cfg.mtu;
+    if (mtu_beyond_pmd)
+        std::fprintf(stderr,
+                     "railgated: warning: rail %s: %s states max MTU %u; using MTU %u as set on the "
+                     "kernel interface\n",
+                     rs->cfg.name.c_str(), rs->driver.c_str(), pmd_mtu, rs->cfg.mtu);
+    // net_ring passes mbuf pointers through untouched, so chains are fine
+    // there even though it does not advertise the offload.
+    rs->multiseg_tx = (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) || rs->driver == "net_ring";
+    if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)
+        conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+    // A port that verifies UDP checksums says so in each mbuf's flags;
+    // elsewhere the rail loop verifies them itself.
+    if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_UDP_CKSUM) {
+        conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
+        rs->rx_udp_cksum = true;
+    }
+    int rc = rte_eth_dev_configure(port, 1, 1, &conf);
+    if (rc < 0) throw std::runtime_error(where + "configure: " + rte_strerror(-rc));
+    std::uint16_t nrx = static_cast<std::uint16_t>(cfg.rx_desc), ntx = static_cast<std::uint16_t>(cfg.tx_desc);
+    rte_eth_dev_adjust_nb_rx_tx_desc(port, &nrx, &ntx);
+    rc = rte_eth_rx_queue_setup(port, 0, nrx, static_cast<unsigned>(sock), nullptr, rs->pool);
+    if (rc < 0) throw std::runtime_error(where + "rx queue: " + rte_strerror(-rc));
+    rte_eth_txconf txc = info.default_txconf;
+    txc.offloads = conf.txmode.offloads;
+    rc = rte_eth_tx_queue_setup(port, 0, ntx, static_cast<unsigned>(sock), &txc);
+    if (rc < 0) throw std::runtime_error(where + "tx queue: " + rte_strerror(-rc));
+    rc = mtu_beyond_pmd ? 0 : rte_eth_dev_set_mtu(port, rs->cfg.mtu);
+    if (rc < 0 && rc != -ENOTSUP)
+        throw std::runtime_error(where + "mtu " + std::to_string(rs->cfg.mtu) + ": " + rte_strerror(-rc));
+    rc = rte_eth_dev_start(port);
+    if (rc < 0) throw std::runtime_error(where + "start: " + rte_strerror(-rc));
+    if (info.if_index) {
+        char name[IF_NAMESIZE] = {};
+        if (if_indextoname(info.if_index, name)) rs->ifname = name;
+    }
+    if (rs->driver == "net_af_xdp" && info.if_index) attach_steering(*rs, info.if_index);
+    if (rs->cfg.host_ip) {
+        if (rs->ifname.empty()) throw std::runtime_error(where + "host_ip needs a port with a kernel interface (tap)");
+        if (const std::string e = set_kernel_address(rs->ifname, rs->cfg.host_ip, rs->cfg.host_prefix); !e.empty())
+            throw std::runtime_error(where + e);
+    }
+    rs->mtu_now.store(rs->cfg.mtu);
+    rs->mtu_target.store(rs->cfg.mtu);
+    rte_ether_addr mac;
+    rte_eth_macaddr_get(port, &mac);
+    std::memcpy(rs->self.mac.b, mac.addr_bytes, 6);
+    rs->self.ip = rs->cfg.ip;
+    rs->self.udp_port = rs->cfg.udp_port;
+    rs->self.tos = static_cast<std::uint8_t>(rs->cfg.traffic_class);
+    rs->fault_spec = cfg.fault;
+    rs->link_up.store(link_is_up(*rs));
+    rs->pool_baseline = rte_mempool_in_use_count(rs->pool);
+    return rs;
+}
+
+// The af_xdp PMD attached an XDP program when the rx queue was set up. If
+// it is railgate's, point it at this rail: from now on only railgate
+// packets reach the socket, and the kernel keeps ARP, ICMP and host traffic
+// for the address, which it must therefore own.
+void daemon::impl::attach_steering(rail_static& rs, unsigned ifindex) {
+    rs.steering = xdp::attached::find(ifindex);
+    if (!rs.steering) return;
+    rs.steering->program_maps().configure(rs.cfg.ip, rs.cfg.udp_port, wire::protocol_version);
+    if (!kernel_owns(rs.ifname, rs.cfg.ip))
+        std::fprintf(stderr,
+                     "railgated: warning: rail %s: XDP steering leaves ARP to the kernel, but %s does not "
+                     "own %s; add it (ip addr add %s/N dev %s) or workers cannot resolve the rail\n",
+                     rs.cfg.name.c_str(), rs.ifname.c_str(), format_ipv4(rs.cfg.ip).c_str(),
+                     format_ipv4(rs.cfg.ip).c_str(), rs.ifname.c_str());
+}
+
+// Chooses the lcore of one rail among `candidates` (engine::place: its
+// override, else the least loaded on its NIC's NUMA node; never another
+// node silently) and counts it in `load`.
+unsigned daemon::impl::place_rail(rail_static& rs, const std::vector<unsigned>& candidates,
+                                  std::vector<unsigned>& load) {
+    std::vector<engine::cpu_slot> slots;
+    for (unsigned l : candidates) slots.push_back({l, static_cast<int>(rte_lcore_to_socket_id(l))});
+    // The loads so far, as rails already placed on those lcores.
+    std::vector<engine::rail_need> needs;
+    for (unsigned l : candidates)
+        for (unsigned i = 0; i < load[l]; ++i) needs.push_back({"(placed)", -1, static_cast<int>(l)});
+    needs.push_back({rs.cfg.name, rs.socket, rs.cfg.lcore});
+    std::vector<engine::rail_place> out;
+    if (rs.cfg.lcore >= 0 &&
+        std::find(candidates.begin(), candidates.end(), static_cast<unsigned>(rs.cfg.lcore)) == candidates.end())
+        throw std::runtime_error("rail " + rs.cfg.name + ": lcore " + std::to_string(rs.cfg.lcore) +
+                                 " is not a worker lcore serving rails");
+    if (std::string e = engine::place(slots, needs, out); !e.empty()) throw std::runtime_error(e);
+    const engine::rail_place& p = out.back();
+    if (!p.warning.empty()) std::fprintf(stderr, "railgated: warning: %s\n", p.warning.c_str());
+    rs.lcore = p.cpu;
+    ++load[rs.lcore];
+    return rs.lcore;
+}
+
+void daemon::impl::place() {
+    std::vector<unsigned> workers;
+    unsigned l;
+    RTE_LCORE_FOREACH_WORKER(l) workers.push_back(l);
+    if (workers.empty()) throw std::runtime_error("no worker lcore: give EAL at least 2 lcores (-l 0-1)");
+    std::vector<unsigned> load(RTE_MAX_LCORE, 0);
+    for (auto& rs : rails) {
+        const unsigned lc = place_rail(*rs, workers, load);
+        if (std::find(lcores.begin(), lcores.end(), lc) == lcores.end()) lcores.push_back(lc);
+    }
+}
+
+void daemon::impl::close_all() noexcept {
+    for (auto& rs : rails)
+        if (!rs->closed) {
+            rte_eth_dev_stop(rs->port);
+            rte_eth_dev_close(rs->port);
+            rs->closed = true;
+        }
+    for (auto& rs : rails) drain_ring(*rs);
+    for (auto& rs : rails) free_memory(*rs);
+}
+
+} // namespace railgate::net

@@ -1,0 +1,230 @@
+// railgated's rail loop: each worker lcore polls its rails in bursts
+// (DPDK l3fwd's loop), runs the job lifecycle's clock, and picks up the
+// control plane's commands between bursts.
+#include <sched.h>
+
+#include <algorithm>
+
+#include <rte_cycles.h>
+#include <rte_prefetch.h>
+#include <rte_ring.h>
+
+#include "dataplane/net/daemon_impl.hpp"
+#include "dataplane/net/gateway.hpp"
+#include "dataplane/net/handlers.hpp"
+#include "dataplane/net/tx.hpp"
+
+namespace railgate::net {
+using namespace detail;
+
+namespace detail {
+
+// Returns whether any packet was received.
+bool poll_rail(rail_state& rs) noexcept {
+    const bool routed = rs.routes && pull_routed(rs);
+    // Room for the fault injector's duplicates.
+    rte_mbuf* pkts[rx_burst * 2];
+    unsigned n = rte_eth_rx_burst(rs.s.port, 0, pkts, rx_burst);
+    if (n == 0) {
+        // A shaped rail keeps sending what its TCs hold while nothing arrives.
+        if (rs.sched && rs.sched->queued()) drain(rs);
+        flush(rs);
+        return routed;
+    }
+    rs.burst_tsc = rte_rdtsc();
+    if (rs.faulty) [[unlikely]]
+        inject_faults(rs, pkts, n, rx_burst * 2, fault_side::rx);
+    // Two stages: every mbuf header of the burst at once (their addresses
+    // are known, so the misses overlap), then each packet's first line a
+    // few packets ahead (its address is in the header).
+    for (unsigned i = 0; i < n; ++i) rte_prefetch0(pkts[i]);
+    // A contribution's railgate header (bytes 42..81) spans two lines.
+    auto lines = [](const rte_mbuf* m) {
+        const auto* p = rte_pktmbuf_mtod(m, const char*);
+        rte_prefetch0(p);
+        rte_prefetch0(p + RTE_CACHE_LINE_SIZE);
+    };
+    for (unsigned i = 0; i < n && i < 4; ++i) lines(pkts[i]);
+    for (unsigned i = 0; i < n; ++i) {
+        if (i + 4 < n) lines(pkts[i + 4]);
+        handle(rs, pkts[i]);
+    }
+    if (rs.nrouted) flush_routed(rs);
+    if (rs.sched) drain(rs);
+    flush(rs);
+    return true;
+}
+
+// A lowered MTU reaches the port once no job's chunk is too big for it.
+void maybe_apply_pending_mtu(rail_state& rs) noexcept {
+    if (rs.agg.max_job_chunk_bytes() > wire::chunk_bytes_for_mtu(rs.pending_mtu)) return;
+    apply_port_mtu(rs.s, rs.pending_mtu);
+    rs.pending_mtu = 0;
+}
+
+void run_command(rail_state& rs, lcore_command& c) {
+    switch (c.k) {
+    case lcore_command::kind::snapshot: {
+        stats::histogram* h = c.tc >= 0 ? (rs.tc_wait ? &(*rs.tc_wait)[static_cast<unsigned>(c.tc)] : nullptr)
+                              : c.job ? rs.job_lat.find(*c.job, c.worker)
+                              : c.worker ? &rs.worker_rtt : &rs.lat;
+        if (!h) return;
+        c.out->merge(*h);
+        if (c.reset) h->reset();
+        return;
+    }
+    case lcore_command::kind::adopt: {
+        rs.ack = c.ack;
+        rs.policy = c.policy;
+        rs.agg.set_job_chunk_bytes(c.job_chunk_bytes);
+        const int stripe = c.stripe[rs.index];
+        rs.stripe = stripe;
+        rs.closing = stripe < 0;
+        if (stripe >= 0) rs.agg.set_stripe(c.ack.n_rails, static_cast<unsigned>(stripe));
+        return;
+    }
+    case lcore_command::kind::attach:
+    case lcore_command::kind::detach: return; // handled by the loop, which owns the rail list
+    case lcore_command::kind::shaping: {
+        tx_scheduler::options o = scheduler_options(rs.s);
+        o.rail_rate_bps = c.rate_bps;
+        o.rail_burst_bytes = c.burst_bytes;
+        o.tcs = c.tcs;
+        // A scheduler, once there, stays (unshaped it passes everything at
+        // once): frames it holds keep their order.
+        if (rs.sched) rs.sched->configure(o, rs.tx_now());
+        else if (tx_scheduler::shapes(o)) rs.make_scheduler(o);
+        return;
+    }
+    case lcore_command::kind::routes:
+        rs.routes = c.routes;
+        if (!rs.routes) { // no longer a gateway: what waits to leave is dropped
+            rs.drop_held();
+            rte_mbuf* m;
+            while (rte_ring_dequeue(rs.s.fwd, reinterpret_cast<void**>(&m)) == 0) free_drop(rs, m, drop_reason::no_route);
+        }
+        return;
+    case lcore_command::kind::port_mtu:
+        if (c.mtu >= rs.s.mtu_now.load(std::memory_order_relaxed)) {
+            rs.pending_mtu = 0;
+            c.err = apply_port_mtu(rs.s, c.mtu);
+        } else {
+            rs.pending_mtu = c.mtu;
+            maybe_apply_pending_mtu(rs);
+        }
+        return;
+    case lcore_command::kind::fault:
+        rs.set_fault(c.fault_spec);
+        if (!rs.faulty) // what waits to be reordered leaves now
+            for (rte_mbuf*& m : rs.late)
+                if (m) {
+                    if (&m == &rs.late[0]) handle(rs, m);
+                    else queue_tx(rs, m);
+                    m = nullptr;
+                }
+        flush(rs);
+        return;
+    case lcore_command::kind::rails_down:
+        end_jobs_on_rails(rs, c.down);
+        flush(rs);
+        return;
+    }
+}
+
+} // namespace detail
+
+// The rail's state, built on its lcore so that it lives on its NUMA node.
+std::unique_ptr<rail_state> daemon::impl::make_rail_state(std::size_t i, unsigned lcore) {
+    rail_static& rs = *rails[i];
+    agg::limits lim;
+    lim.max_jobs = cfg.max_jobs;
+    lim.max_pool = cfg.max_pool;
+    lim.default_pool = cfg.default_pool;
+    lim.rail_index = static_cast<unsigned>(std::max(rs.stripe, 0));
+    lim.n_rails = ack.n_rails;
+    lim.job_chunk_bytes = job_chunk_bytes;
+    // What jobs may hold of the pool: all of it but the receive ring's,
+    // a transmit burst's and the per-lcore caches' share (at least half).
+    const std::uint64_t reserve = std::uint64_t{cfg.rx_desc} + tx_cap + 2 * 256;
+    lim.buffer_budget = std::max<std::uint64_t>(cfg.mbufs_per_rail / 2,
+                                                cfg.mbufs_per_rail > reserve ? cfg.mbufs_per_rail - reserve : 0);
+    auto st = std::make_unique<rail_state>(rs, lim, ack, policy);
+    rs.served_by = st.get();
+    st->neigh.reachable_tsc = std::uint64_t{cfg.neighbour_reachable_ms} * rte_get_tsc_hz() / 1000;
+    st->lcore_slot = static_cast<unsigned>(std::find(lcores.begin(), lcores.end(), lcore) - lcores.begin());
+    st->index = i;
+    st->routes = fib_now.get();
+    st->stripe = rs.stripe;
+    agg::lifecycle life;
+    life.stall = std::uint64_t{cfg.stall_ms} * st->ms_tsc;
+    life.assemble = std::uint64_t{cfg.assemble_ms} * st->ms_tsc;
+    life.idle = std::uint64_t{cfg.idle_ms} * st->ms_tsc;
+    life.max_pending = cfg.max_pending_joins;
+    st->agg.set_lifecycle(life);
+    st->stall_ms = static_cast<std::uint16_t>(std::min<unsigned>(cfg.stall_ms, 65535));
+    st->rails_down = &rails_down;
+    return st;
+}
+
+int daemon::impl::lcore_main(void* arg) {
+    auto* c = static_cast<lcore_ctx*>(arg);
+    impl& d = *c->self;
+    std::vector<std::unique_ptr<rail_state>> mine;
+    std::vector<rail_state*> bond;
+    auto rebond = [&] {
+        bond.assign(wire::max_rails, nullptr);
+        for (auto& r : mine) {
+            r->bond = &bond;
+            if (r->stripe >= 0 && r->stripe < static_cast<int>(bond.size())) bond[static_cast<std::size_t>(r->stripe)] = r.get();
+        }
+    };
+    for (std::size_t i = 0; i < d.rails.size(); ++i)
+        if (d.rails[i]->lcore == c->lcore && d.rails[i]->active) mine.push_back(d.make_rail_state(i, c->lcore));
+    rebond();
+    // The lifecycle's clock runs every 10 ms: stalls are judged in seconds.
+    const std::uint64_t expire_every = rte_get_tsc_hz() / 100;
+    while (!d.stop.load(std::memory_order_relaxed)) {
+        bool busy = false;
+        std::uint64_t t0 = rte_rdtsc(); // one read per rail: its end is the next one's start
+        for (auto& r : mine) {
+            const bool found = poll_rail(*r);
+            const std::uint64_t t1 = rte_rdtsc();
+            bump(r->ctr.poll_cycles, t1 - t0);
+            if (found) bump(r->ctr.busy_cycles, t1 - t0);
+            t0 = t1;
+            busy |= found;
+            if (r->pending_mtu) maybe_apply_pending_mtu(*r);
+            if (t1 >= r->expire_tsc) [[unlikely]] {
+                r->expire_tsc = t1 + expire_every;
+                expire_jobs(*r, t1);
+                flush(*r);
+            }
+        }
+        if (lcore_command* cmd = c->cmd.load(std::memory_order_acquire)) {
+            if (cmd->k == lcore_command::kind::attach) {
+                mine.push_back(d.make_rail_state(static_cast<std::size_t>(cmd->rail), c->lcore));
+            } else if (cmd->k == lcore_command::kind::detach) {
+                for (auto it = mine.begin(); it != mine.end(); ++it)
+                    if ((*it)->index == static_cast<std::size_t>(cmd->rail)) {
+                        flush(**it);
+                        (*it)->s.served_by = nullptr;
+                        mine.erase(it); // releases every mbuf the rail held
+                        break;
+                    }
+            } else {
+                for (auto& r : mine)
+                    if (cmd->rail < 0 || r->index == static_cast<std::size_t>(cmd->rail)) run_command(*r, *cmd);
+            }
+            rebond();
+            c->cmd.store(nullptr, std::memory_order_release);
+        }
+        if (!busy && d.cfg.idle == idle_policy::yield) sched_yield();
+    }
+    for (auto& r : mine) {
+        flush(*r);
+        r->s.served_by = nullptr;
+    }
+    return 0; // rail_state destructors release every held mbuf
+}
+
+} // namespace railgate::net

@@ -1,0 +1,139 @@
+// What railgated's rail loop sends with (internal to dataplane/net): the
+// rail's transmit burst, its traffic-class scheduler, replies built in a
+// received buffer, and the fault injector's transmit side. Shared by the
+// packet handlers, the rail loop and the gateway; all run on the lcore
+// that serves the rail.
+#pragma once
+
+#include <cstring>
+#include <string_view>
+
+#include "dataplane/net/fault.hpp"
+#include "dataplane/net/rail_state.hpp"
+#include "dataplane/proto/parse.hpp"
+
+namespace railgate::net::detail {
+
+// The traffic class of a frame railgated sends: a tagged frame's VLAN PCP,
+// else its IPv4 DSCP, through the rail's tables; anything else (ARP) is TC 0.
+inline unsigned tc_of(const rail_state& rs, const rte_mbuf* m) noexcept {
+    const auto* p = rte_pktmbuf_mtod(m, const std::uint8_t*);
+    if (m->data_len < 16) return 0;
+    if (p[12] == 0x81 && p[13] == 0x00) return rs.s.cfg.tc_map.from_pcp(static_cast<std::uint8_t>(p[14] >> 5));
+    if (p[12] != 0x08 || p[13] != 0x00) return 0;
+    return rs.s.cfg.tc_map.from_tos(p[15]);
+}
+
+// Moves what the shaper lets go now from the TC queues to the burst.
+inline void drain(rail_state& rs) noexcept {
+    const std::uint64_t tsc = rte_rdtsc();
+    const auto now = rs.tx_time(tsc);
+    while (rs.ntx < tx_cap) {
+        const auto o = rs.sched->dequeue(now);
+        if (!o) break;
+        bump(rs.ctr.tx_bytes, o->item.m->pkt_len);
+        bump(rs.ctr.tc_packets[o->tc]);
+        bump(rs.ctr.tc_bytes[o->tc], o->bytes);
+        (*rs.tc_wait)[o->tc].record(static_cast<std::uint64_t>(static_cast<double>(tsc - o->item.enq_tsc) * rs.ns_per_tsc));
+        rs.tx[rs.ntx++] = o->item.m;
+    }
+}
+
+enum class fault_side : std::uint8_t { rx = 0, tx = 1 };
+
+// The rail's fault injector on one of its bursts, counted in its counters.
+inline void inject_faults(rail_state& rs, rte_mbuf** v, unsigned& n, unsigned cap, fault_side side) noexcept {
+    fault_tally t;
+    apply_faults(rs.dice, rs.late[static_cast<unsigned>(side)], t, v, n, cap);
+    if (t.drops) bump(rs.ctr.drops[static_cast<unsigned>(drop_reason::fault_injected)], t.drops);
+    if (t.dups) bump(rs.ctr.fault_dups, t.dups);
+    if (t.reorders) bump(rs.ctr.fault_reorders, t.reorders);
+    if (t.corrupts) bump(rs.ctr.fault_corrupts, t.corrupts);
+}
+
+inline void flush(rail_state& rs) noexcept {
+    if (rs.faulty) [[unlikely]]
+        inject_faults(rs, rs.tx, rs.ntx, tx_cap, fault_side::tx);
+    unsigned sent = 0;
+    for (unsigned tries = 0; sent < rs.ntx && tries < tx_retries; ++tries)
+        sent += rte_eth_tx_burst(rs.s.port, 0, rs.tx + sent, static_cast<std::uint16_t>(rs.ntx - sent));
+    for (unsigned i = sent; i < rs.ntx; ++i) {
+        rs.ctr.drop(drop_reason::tx_full);
+        rte_pktmbuf_free(rs.tx[i]);
+    }
+    bump(rs.ctr.tx_packets, sent);
+    rs.ntx = 0;
+}
+
+inline void queue_tx(rail_state& rs, rte_mbuf* m) noexcept {
+    if (rs.sched) {
+        // Ethernet preamble, FCS and gap count against the rate (24 bytes).
+        const unsigned tc = tc_of(rs, m);
+        if (!rs.sched->enqueue(tc, {m, rte_rdtsc()}, m->pkt_len + 24)) {
+            rs.ctr.drop(drop_reason::tc_queue_full);
+            bump(rs.ctr.tc_drops[tc]);
+            rte_pktmbuf_free(m);
+        }
+        return;
+    }
+    if (rs.ntx == tx_cap) flush(rs);
+    bump(rs.ctr.tx_bytes, m->pkt_len);
+    rs.tx[rs.ntx++] = m;
+}
+
+inline void free_drop(rail_state& rs, rte_mbuf* m, drop_reason r) noexcept {
+    rs.ctr.drop(r);
+    rte_pktmbuf_free(m);
+}
+
+// Resets m to hold one UDP datagram of msg_len bytes to `dst`; returns the
+// message area or nullptr when the buffer is too small. The caller fills
+// the message and then the UDP checksum (send_udp).
+inline std::uint8_t* reuse_as_reply(rail_state& rs, rte_mbuf* m, const frame::endpoint& dst,
+                                    std::size_t msg_len) noexcept {
+    const std::size_t len = frame::udp_frame_overhead + msg_len;
+    if (m->buf_len < RTE_PKTMBUF_HEADROOM + len) return nullptr;
+    if (m->nb_segs > 1) {
+        rte_pktmbuf_free(m->next);
+        m->next = nullptr;
+        m->nb_segs = 1;
+    }
+    m->data_off = RTE_PKTMBUF_HEADROOM;
+    m->data_len = static_cast<std::uint16_t>(len);
+    m->pkt_len = static_cast<std::uint32_t>(len);
+    m->ol_flags = 0;
+    std::uint8_t* p = rte_pktmbuf_mtod(m, std::uint8_t*);
+    frame::write_udp_headers(p, rs.s.self, dst, msg_len);
+    return p + frame::udp_frame_overhead;
+}
+
+// A one-segment datagram built by reuse_as_reply, its message written:
+// checksummed and queued.
+inline void send_udp(rail_state& rs, rte_mbuf* m) noexcept {
+    frame::fill_udp_checksum(rte_pktmbuf_mtod(m, std::uint8_t*));
+    queue_tx(rs, m);
+}
+
+// An ERROR about request `req` to `dst`, built in m (a received buffer, or
+// a new one): `code` in aux, `detail` in offset (a rank, or rails), and
+// `text` as the reason (at most wire::max_error_text bytes).
+inline void send_error(rail_state& rs, rte_mbuf* m, const frame::endpoint& dst, const wire::header& req,
+                       wire::error_code code, std::string_view text, std::uint64_t detail = 0) noexcept {
+    if (text.empty()) text = wire::error_name(code);
+    if (text.size() > wire::max_error_text) text = text.substr(0, wire::max_error_text);
+    std::uint8_t* msg = reuse_as_reply(rs, m, dst, wire::header_bytes + text.size());
+    if (!msg) return free_drop(rs, m, drop_reason::no_mbuf);
+    wire::header h = req;
+    h.type = wire::msg_type::error;
+    h.flags = 0;
+    h.count = 0;
+    h.slot = 0;
+    h.gen = 0;
+    h.offset = detail;
+    h.aux = static_cast<std::uint32_t>(code);
+    wire::encode_header(h, msg);
+    std::memcpy(msg + wire::header_bytes, text.data(), text.size());
+    send_udp(rs, m);
+}
+
+} // namespace railgate::net::detail

@@ -1,0 +1,268 @@
+// The job lifecycle on a manual clock (ticks are milliseconds here): who may
+// join and speak for a rank, when a job has stalled or expired, and what is
+// left of it afterwards.
+#define BOOST_TEST_MODULE job_table
+#include <boost/test/unit_test.hpp>
+
+#include <vector>
+
+#include "dataplane/agg/job_table.hpp"
+
+using namespace railgate;
+
+namespace {
+
+struct none {};
+using table = agg::job_table<none>;
+using job = table::job_t;
+
+agg::lifecycle life() {
+    agg::lifecycle l;
+    l.stall = 1000;
+    l.assemble = 30000;
+    l.idle = 600000;
+    l.max_pending = 2;
+    return l;
+}
+
+wire::header hdr(std::uint16_t rank, std::uint16_t world = 3, std::uint32_t id = 7, std::uint64_t token = 0xfeed) {
+    wire::header h;
+    h.type = wire::msg_type::join;
+    h.job_id = id;
+    h.job_token = token;
+    h.rank = rank;
+    h.world_size = world;
+    return h;
+}
+
+wire::join_body body(std::uint32_t excluded = 0) {
+    wire::join_body b;
+    b.max_count = 4096;
+    b.pool_size = 4;
+    b.excluded_rails = excluded;
+    return b;
+}
+
+// Rank r's process: address 100 + r, host 100 + r, nonce 1.
+agg::peer peer_of(unsigned r, std::uint64_t nonce = 1) { return {100 + r, 100 + r, nonce}; }
+
+agg::join_result join(table& t, const wire::header& h, std::uint64_t now, const agg::peer& p,
+                      const wire::join_body& b = body(), bool admit = true, std::uint32_t down = 0) {
+    agg::job_shape shape;
+    shape.chunk_elems = 256;
+    return t.join(h, b, b.pool_size, p, now, shape, down, [admit](std::uint16_t, std::uint16_t, wire::dtype) {
+        return admit;
+    });
+}
+
+job& join_all(table& t, unsigned world, std::uint64_t now = 0) {
+    agg::join_result r;
+    for (unsigned i = 0; i < world; ++i) {
+        r = join(t, hdr(static_cast<std::uint16_t>(i), static_cast<std::uint16_t>(world)), now, peer_of(i));
+        BOOST_REQUIRE(r.st == agg::join_status::joined);
+    }
+    return table::as(r.j);
+}
+
+std::vector<agg::end_event> expire(table& t, std::uint64_t now) {
+    std::vector<agg::end_event> out;
+    t.expire(now, [&](job& j, const agg::end_event& e) {
+        out.push_back(e);
+        t.end(j);
+    });
+    return out;
+}
+
+int code(const agg::join_result& r) { return static_cast<int>(r.err); }
+constexpr int C(wire::error_code e) { return static_cast<int>(e); }
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_slot_waiting_for_a_rank_past_the_stall_time_names_it) {
+    table t(4, 8);
+    t.set_lifecycle(life());
+    job& j = join_all(t, 3, 0);
+    // Ranks 0 and 2 contribute to slot 1 at t = 100 ms; rank 1 never does.
+    BOOST_TEST(!table::mark(j, j.slots[1], 0, 100));
+    BOOST_TEST(!table::mark(j, j.slots[1], 2, 150));
+    BOOST_TEST(j.partial == 1u);
+    BOOST_TEST(expire(t, 1099).empty());
+    const auto ev = expire(t, 1100);
+    BOOST_REQUIRE(ev.size() == 1u);
+    BOOST_TEST(static_cast<int>(ev[0].why) == static_cast<int>(agg::end_reason::stalled));
+    BOOST_TEST(ev[0].slot == 1u);
+    BOOST_TEST(ev[0].missing == 0b010u);
+    BOOST_TEST(ev[0].waited == 1000u);
+    BOOST_TEST(t.find(7) == nullptr);
+    BOOST_TEST(t.active() == 0u);
+    // The same id works again at once, from fresh.
+    job& again = join_all(t, 3, 1200);
+    BOOST_TEST(again.slots[1].bitmap == 0u);
+    BOOST_TEST(again.slots[1].gen == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(completed_slots_never_stall_and_the_oldest_waiting_slot_is_named) {
+    table t(4, 8);
+    t.set_lifecycle(life());
+    job& j = join_all(t, 2, 0);
+    for (unsigned g = 0; g < 50; ++g) { // slot 0 completes generation after generation
+        table::mark(j, j.slots[0], 0, g * 100);
+        BOOST_TEST(table::mark(j, j.slots[0], 1, g * 100 + 50));
+        table::completed(j, j.slots[0]);
+    }
+    BOOST_TEST(j.slots[0].gen == 50u);
+    BOOST_TEST(j.partial == 0u);
+    BOOST_TEST(expire(t, 10000).empty());
+    table::mark(j, j.slots[3], 1, 10000);
+    table::mark(j, j.slots[2], 0, 10200);
+    const auto ev = expire(t, 11100);
+    BOOST_REQUIRE(ev.size() == 1u);
+    BOOST_TEST(ev[0].slot == 3u);
+    BOOST_TEST(ev[0].missing == 0b01u);
+}
+
+BOOST_AUTO_TEST_CASE(a_rank_that_starts_late_has_not_stalled) {
+    table t(4, 8);
+    t.set_lifecycle(life());
+    auto r = join(t, hdr(0, 2), 0, peer_of(0));
+    job& j = table::as(r.j);
+    table::mark(j, j.slots[0], 0, 10); // rank 0 is already at work
+    BOOST_TEST(expire(t, 5000).empty()); // rank 1 is still starting: the job assembles
+    join(t, hdr(1, 2), 5000, peer_of(1));
+    BOOST_TEST(expire(t, 5999).empty()); // the slot waits from the assembly
+    BOOST_TEST(expire(t, 6000).size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_job_that_does_not_assemble_or_goes_idle_expires) {
+    table t(4, 8);
+    t.set_lifecycle(life());
+    join(t, hdr(0), 0, peer_of(0));
+    join(t, hdr(2), 10, peer_of(2));
+    BOOST_TEST(expire(t, 29999).empty());
+    auto ev = expire(t, 30000);
+    BOOST_REQUIRE(ev.size() == 1u);
+    BOOST_TEST(static_cast<int>(ev[0].why) == static_cast<int>(agg::end_reason::assemble_timeout));
+    BOOST_TEST(ev[0].missing == 0b010u);
+
+    job& j = join_all(t, 2, 40000);
+    table::heard(j, 1, 300000); // rank 1 speaks now and then
+    BOOST_TEST(expire(t, 899999).empty());
+    ev = expire(t, 900000);
+    BOOST_REQUIRE(ev.size() == 1u);
+    BOOST_TEST(static_cast<int>(ev[0].why) == static_cast<int>(agg::end_reason::idle_timeout));
+    BOOST_TEST(ev[0].waited == 600000u);
+}
+
+BOOST_AUTO_TEST_CASE(a_rank_is_its_joiner_and_nobody_else) {
+    table t(4, 8);
+    t.set_lifecycle(life());
+    job& j = join_all(t, 3, 0);
+    wire::header h = hdr(1);
+    h.type = wire::msg_type::contrib;
+    BOOST_TEST(drop_reason_name(t.check_sender(j, h, 101)) == "none");
+    BOOST_TEST(drop_reason_name(t.check_sender(j, h, 0)) == "none"); // checked by the caller
+    BOOST_TEST(drop_reason_name(t.check_sender(j, h, 100)) == "not_member");
+    h.job_token ^= 1;
+    BOOST_TEST(drop_reason_name(t.check_sender(j, h, 101)) == "bad_token");
+    h = hdr(2, 4);
+    BOOST_TEST(drop_reason_name(t.check_sender(j, h, 102)) == "world_mismatch");
+
+    // The same process again: a repeat. Another address while the rank is
+    // alive: refused, with how long it has been silent.
+    BOOST_TEST((join(t, hdr(1), 500, peer_of(1)).st == agg::join_status::again));
+    agg::join_result r = join(t, hdr(1), 900, {555, 555, 9});
+    BOOST_TEST(code(r) == C(wire::error_code::rank_taken));
+    BOOST_TEST(r.detail == 400u);
+    // Silent past the stall time: the old process is gone; the JOIN takes over.
+    r = join(t, hdr(1), 1500, {555, 555, 9});
+    BOOST_TEST((r.st == agg::join_status::takeover));
+    BOOST_TEST(r.j == static_cast<void*>(&j));
+    // The same address with a new nonce is a restarted process: at once.
+    table::heard(j, 2, 1500);
+    r = join(t, hdr(2), 1501, peer_of(2, 2));
+    BOOST_TEST((r.st == agg::join_status::takeover));
+}
+
+BOOST_AUTO_TEST_CASE(another_member_set_is_refused_never_merged) {
+    table t(4, 8);
+    t.set_lifecycle(life());
+    join_all(t, 2, 0);
+    BOOST_TEST(code(join(t, hdr(0, 2, 7, 0xbad), 10, peer_of(5))) == C(wire::error_code::job_in_use));
+    BOOST_TEST(code(join(t, hdr(0, 3), 10, peer_of(5))) == C(wire::error_code::world_mismatch));
+    wire::join_body b = body();
+    b.max_count = 99;
+    BOOST_TEST(code(join(t, hdr(0, 2), 10, peer_of(5), b)) == C(wire::error_code::max_count_mismatch));
+    b = body();
+    b.pool_size = 2;
+    BOOST_TEST(code(join(t, hdr(0, 2), 10, peer_of(5), b)) == C(wire::error_code::pool_mismatch));
+    // A token differing in its last bit only is another job.
+    BOOST_TEST(!wire::token_equal(0x1234567812345678ull, 0x1234567812345679ull));
+    BOOST_TEST(!wire::token_equal(0x8000000000000000ull, 0));
+    BOOST_TEST(wire::token_equal(0xfeed, 0xfeed));
+}
+
+BOOST_AUTO_TEST_CASE(excluded_rails_are_fixed_by_the_first_join) {
+    table t(4, 8);
+    t.set_lifecycle(life());
+    // Rail 3 is down when the job is created: it is excluded too.
+    agg::join_result r = join(t, hdr(0), 0, peer_of(0), body(0b0010), true, 0b1000);
+    BOOST_TEST(table::as(r.j).excluded == 0b1010u);
+    BOOST_TEST((join(t, hdr(1), 0, peer_of(1), body(0b1000)).st == agg::join_status::joined)); // a subset
+    r = join(t, hdr(2), 0, peer_of(2), body(0b0100));
+    BOOST_TEST(code(r) == C(wire::error_code::rails_mismatch));
+    BOOST_TEST(r.detail == 0b1010u);
+    // Chunk placement around excluded rails.
+    BOOST_TEST(wire::stripe_of(2, 4, 0b1010).index == 1);
+    BOOST_TEST(wire::stripe_of(2, 4, 0b1010).count == 2u);
+    BOOST_TEST(wire::stripe_of(1, 4, 0b1010).index == -1);
+    BOOST_TEST(wire::stripe_of(0, 1, 0).count == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(admission_limits_per_host_table_and_buffers) {
+    table t(4, 8);
+    t.set_lifecycle(life());
+    // One host may have two jobs assembling (forged JOINs cannot fill the table).
+    BOOST_TEST((join(t, hdr(0, 2, 1), 0, peer_of(0)).st == agg::join_status::joined));
+    BOOST_TEST((join(t, hdr(0, 2, 2), 0, peer_of(0)).st == agg::join_status::joined));
+    BOOST_TEST(code(join(t, hdr(0, 2, 3), 0, peer_of(0))) == C(wire::error_code::too_many_pending));
+    // Another host is not held back; nor is this one once a job assembled.
+    BOOST_TEST((join(t, hdr(0, 2, 3), 0, peer_of(1)).st == agg::join_status::joined));
+    join(t, hdr(1, 2, 1), 0, peer_of(1));
+    BOOST_TEST((join(t, hdr(0, 2, 4), 0, peer_of(0)).st == agg::join_status::joined));
+    BOOST_TEST(code(join(t, hdr(0, 2, 5), 0, peer_of(3))) == C(wire::error_code::job_table_full));
+    // The pending jobs expire; the table has room again.
+    BOOST_TEST(expire(t, 30000).size() == 3u);
+    BOOST_TEST(code(join(t, hdr(0, 2, 5), 30000, peer_of(3), body(), false)) == C(wire::error_code::no_buffers));
+    BOOST_TEST(t.active() == 1u);
+    BOOST_TEST(code(join(t, hdr(0, 2, 5), 30000, peer_of(3))) == C(wire::error_code::none));
+    wire::join_body b = body();
+    b.max_count = 0;
+    BOOST_TEST(code(join(t, hdr(0, 2, 6), 0, peer_of(3), b)) == C(wire::error_code::bad_request));
+}
+
+BOOST_AUTO_TEST_CASE(leaving_forgets_the_ranks_partial_contributions) {
+    table t(4, 8);
+    t.set_lifecycle(life());
+    job& j = join_all(t, 3, 0);
+    table::mark(j, j.slots[0], 1, 0);
+    table::mark(j, j.slots[2], 1, 0);
+    table::mark(j, j.slots[2], 0, 0);
+    std::vector<unsigned> forgot;
+    BOOST_TEST(!t.leave(j, 1, [&](unsigned s, unsigned r) { forgot.push_back(s * 10 + r); }));
+    BOOST_TEST((forgot == std::vector<unsigned>{1, 21}));
+    BOOST_TEST(j.partial == 1u); // slot 2 still has rank 0's
+    BOOST_TEST(j.slots[2].bitmap == 1u);
+    BOOST_TEST(!t.leave(j, 0, [](unsigned, unsigned) {}));
+    BOOST_TEST(t.leave(j, 2, [](unsigned, unsigned) {}));
+}
+
+BOOST_AUTO_TEST_CASE(a_draining_job_keeps_its_entry_until_reclaimed) {
+    table t(1, 8);
+    t.set_lifecycle(life());
+    job& j = join_all(t, 1, 0);
+    t.end(j, true);
+    BOOST_TEST(t.find(7) == nullptr);
+    BOOST_TEST(code(join(t, hdr(0, 1, 8), 0, peer_of(0))) == C(wire::error_code::job_table_full));
+    t.reclaim(j);
+    BOOST_TEST((join(t, hdr(0, 1, 8), 0, peer_of(0)).st == agg::join_status::joined));
+}
