@@ -214,6 +214,26 @@ std::unique_ptr<verbs_transport::rail> connect_rail(std::uint32_t ip, std::uint1
 
 verbs_transport::verbs_transport(std::uint32_t server_ip, std::uint16_t port, const verbs_options& o) : o_(o) {
     rails_.push_back(connect_rail(server_ip, port, o_));
+    addrs_.push_back({server_ip, port});
+}
+
+std::string verbs_transport::reconnect() {
+    std::string errs;
+    unsigned up = 0;
+    for (std::size_t i = 0; i < rails_.size(); ++i) {
+        const wire::header join = rails_[i]->last_join;
+        rails_[i].reset(); // the old QP first: its MRs with it
+        try {
+            rails_[i] = connect_rail(addrs_[i].ip, addrs_[i].port, o_);
+            ++up;
+        } catch (const std::exception& e) {
+            rails_[i] = std::make_unique<rail>();
+            rails_[i]->failed = e.what();
+            errs += (errs.empty() ? "" : "; ") + std::string(e.what());
+        }
+        rails_[i]->last_join = join;
+    }
+    return up ? std::string() : errs;
 }
 
 verbs_transport::~verbs_transport() = default;
@@ -225,6 +245,7 @@ std::string verbs_transport::open_rails(std::span<const wire::rail_entry> rails)
         for (std::size_t i = rails_.size(); i < rails.size(); ++i) {
             rails_.push_back(connect_rail(rails[i].ip, rails[i].udp_port, o_));
             rails_.back()->last_join = rails_[0]->last_join;
+            addrs_.push_back({rails[i].ip, rails[i].udp_port});
         }
     } catch (const std::exception& e) {
         return e.what();
@@ -275,7 +296,11 @@ unsigned verbs_transport::recv(unsigned ri, rx_msg* out, unsigned max) noexcept 
         m = rx_msg{};
         m.h = r.last_join;
         m.h.type = wire::msg_type::error;
-        m.h.aux = static_cast<std::uint32_t>(wire::error_code::aborted);
+        // The rail is gone for this worker (its QP failed): as railgated
+        // would say it, rail_down naming this rail.
+        m.h.aux = static_cast<std::uint32_t>(wire::error_code::rail_down);
+        m.h.offset = std::uint64_t{1} << ri;
+        m.h.gen = transport_error_gen;
         m.frag[0] = reinterpret_cast<const std::uint8_t*>(r.failed.data());
         m.frag_len[0] = static_cast<std::uint32_t>(r.failed.size());
         return 1;
@@ -361,6 +386,7 @@ std::uint64_t verbs_transport::dropped() const noexcept { return dropped_; }
 void verbs_transport::wait(std::chrono::microseconds max) noexcept {
     std::vector<pollfd> fds;
     for (auto& r : rails_) {
+        if (!r->qp) continue; // a rail that could not be reconnected
         ibv_req_notify_cq(r->qp->cq(), 0);
         ibv_wc wc[16];
         const int n = ibv_poll_cq(r->qp->cq(), 16, wc);
@@ -370,6 +396,7 @@ void verbs_transport::wait(std::chrono::microseconds max) noexcept {
     }
     poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(1, max.count() / 1000)));
     for (auto& r : rails_) {
+        if (!r->comp) continue;
         ibv_cq* cq;
         void* ctx;
         while (ibv_get_cq_event(r->comp.get(), &cq, &ctx) == 0) ibv_ack_cq_events(cq, 1);
@@ -384,7 +411,7 @@ bool verbs_transport::write_raw(unsigned ri, unsigned slot, std::uint32_t imm, s
                   r.data_mr->lkey, r.peer.addr + std::uint64_t{slot} * r.chunk, imm);
 }
 
-int verbs_transport::gid_index() const noexcept { return rails_[0]->qp->gid_index(); }
-unsigned verbs_transport::path_mtu() const noexcept { return rails_[0]->qp->path_mtu(); }
+int verbs_transport::gid_index() const noexcept { return rails_[0]->qp ? rails_[0]->qp->gid_index() : -1; }
+unsigned verbs_transport::path_mtu() const noexcept { return rails_[0]->qp ? rails_[0]->qp->path_mtu() : 0; }
 
 } // namespace railgate::client

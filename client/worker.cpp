@@ -134,6 +134,7 @@ struct worker::state {
         std::string err;
         failure why = failure::none;
         std::uint32_t down = 0;    // rails found down (rail_down)
+        std::uint64_t detail = 0;  // rank_failed: the rank railgated named
         std::uint64_t last_progress_ns = 0, last_scan_ns = 0;
         unsigned polls_since_clock = 0;
         stats::histogram rtt;   // merged into state::rtt when an operation ends
@@ -161,9 +162,13 @@ struct worker::state {
     bool joined = false;
     std::uint32_t excluded = 0; // rails the job stripes around
     std::uint64_t nonce = 0;
+    std::uint64_t ops = 0;      // operations completed in this job (JOIN's op)
     unsigned rails = 1;            // rails the data stripes over
     std::vector<unsigned> tr;      // transport rail of each stripe
     std::vector<unsigned> joined_on; // transport rails joined (LEAVE goes there)
+    // Per transport rail: the job's incarnation there (JOIN_ACK's gen). Only
+    // ERRORs carrying it (or the transport's own, all ones) are this job's.
+    std::vector<std::uint32_t> inst = std::vector<std::uint32_t>(wire::max_rails, 0);
     std::uint16_t pool = 0;
     std::uint32_t chunk_elems = 0;
     std::uint64_t rto_cap_ns = 250'000'000;
@@ -179,6 +184,7 @@ struct worker::state {
     std::string err;
     failure why = failure::none;
     std::uint32_t down = 0;
+    std::uint64_t detail = 0;
     stats::histogram rtt;
     std::uint64_t recoveries = 0;
     std::vector<std::uint8_t> backup; // the input, while an operation with retries runs
@@ -217,10 +223,12 @@ struct worker::state {
 };
 
 namespace {
-// A header-only control message (JOIN, LEAVE, abort, PING) of this worker.
-wire::header control_header(const worker_options& o, wire::msg_type t) noexcept {
+// A header-only control message (JOIN, LEAVE, abort, PING) of this worker;
+// `instance`: the job's incarnation on the rail it goes to.
+wire::header control_header(const worker_options& o, wire::msg_type t, std::uint32_t instance = 0) noexcept {
     wire::header h;
     h.type = t;
+    h.gen = instance;
     h.dt = o.dt;
     h.job_id = o.job_id;
     h.job_token = o.job_token;
@@ -286,6 +294,7 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded) {
     b.pool_size = o_.pool_size;
     b.excluded_rails = excluded;
     b.nonce = s.nonce;
+    b.op = static_cast<std::uint16_t>(s.ops);
     std::uint8_t body[wire::join_body_bytes];
     wire::encode_join_body(b, body);
     tx_msg msg{h, body, wire::join_body_bytes};
@@ -301,9 +310,14 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded) {
         while (std::find(acked.begin(), acked.end(), false) != acked.end()) {
             if (clock::now() > deadline) {
                 s.why = last_refusal.empty() ? failure::timeout : failure::refused;
-                return last_refusal.empty() ? "join timed out after " + std::to_string(o_.join_timeout.count()) +
-                                                  " ms: no JOIN_ACK from railgated"
-                                            : last_refusal;
+                if (!last_refusal.empty()) return last_refusal;
+                std::string silent;
+                for (std::size_t i = 0; i < want.size(); ++i)
+                    if (!acked[i])
+                        silent += (silent.empty() ? "" : ", ") + std::to_string(want[i]) +
+                                  (s.joined ? " (" + net::format_ipv4(s.ack.rails[want[i]].ip) + ")" : "");
+                return "join timed out after " + std::to_string(o_.join_timeout.count()) +
+                       " ms: no JOIN_ACK from railgated on rail " + silent;
             }
             if (clock::now() >= next_send) {
                 for (std::size_t i = 0; i < want.size(); ++i)
@@ -321,6 +335,9 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded) {
                         m.h.rank != o_.rank)
                         continue;
                     if (m.h.type == wire::msg_type::error) {
+                        // A refusal answers this JOIN (gen: its nonce); any
+                        // other ERROR is about a job this worker has left.
+                        if (m.h.gen != static_cast<std::uint32_t>(s.nonce)) continue;
                         const auto code = static_cast<wire::error_code>(m.h.aux);
                         std::string why;
                         if (!text_of(m, why)) continue;
@@ -354,6 +371,7 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded) {
                     }
                     if (!acked[i]) s.joined_on.push_back(r);
                     acked[i] = true;
+                    s.inst[r] = m.h.gen;
                 }
             }
             if (!any) std::this_thread::yield();
@@ -434,13 +452,14 @@ void worker::leave() {
     state& s = *s_;
     if (s.joined_on.empty()) return;
     if (s.joined) report_rtt();
-    wire::header h = control_header(o_, wire::msg_type::leave);
-    const tx_msg msg{h, nullptr, 0};
     const std::vector<unsigned> rails = s.joined_on;
     std::vector<bool> acked(rails.size(), false);
     for (int attempt = 0; attempt < 5 && std::find(acked.begin(), acked.end(), false) != acked.end(); ++attempt) {
         for (std::size_t i = 0; i < rails.size(); ++i)
-            if (!acked[i]) t_.send(rails[i], &msg, 1);
+            if (!acked[i]) {
+                const tx_msg msg{control_header(o_, wire::msg_type::leave, s.inst[rails[i]]), nullptr, 0};
+                t_.send(rails[i], &msg, 1);
+            }
         const auto until = clock::now() + std::chrono::milliseconds(100);
         while (clock::now() < until && std::find(acked.begin(), acked.end(), false) != acked.end()) {
             for (std::size_t i = 0; i < rails.size(); ++i) {
@@ -460,15 +479,17 @@ void worker::leave() {
 void worker::abort(const std::string& why, wire::error_code code, std::uint64_t detail) {
     state& s = *s_;
     if (s.joined_on.empty()) return;
-    wire::header h = control_header(o_, wire::msg_type::error);
-    h.aux = static_cast<std::uint32_t>(code);
-    h.offset = detail;
     const std::string t = why.substr(0, wire::max_error_text);
-    const tx_msg msg{h, t.data(), static_cast<std::uint32_t>(t.size())};
     // Twice: an abort is not acknowledged, and a lost one costs the others
     // the stall time.
     for (int i = 0; i < 2; ++i)
-        for (unsigned r : s.joined_on) t_.send(r, &msg, 1);
+        for (unsigned r : s.joined_on) {
+            wire::header h = control_header(o_, wire::msg_type::error, s.inst[r]);
+            h.aux = static_cast<std::uint32_t>(code);
+            h.offset = detail;
+            const tx_msg msg{h, t.data(), static_cast<std::uint32_t>(t.size())};
+            t_.send(r, &msg, 1);
+        }
     s.joined = false;
     s.joined_on.clear();
 }
@@ -514,6 +535,7 @@ void worker::start(void* data, std::size_t count, wire::dtype dt) {
         rr.err.clear();
         rr.why = failure::none;
         rr.down = 0;
+        rr.detail = 0;
         rr.last_progress_ns = rr.last_scan_ns = now;
         rr.heard = false;
         rr.heard_ns.store(now, std::memory_order_relaxed);
@@ -528,7 +550,10 @@ void worker::start(void* data, std::size_t count, wire::dtype dt) {
         for (; rr.made < std::min<std::uint64_t>(s.pool, rr.n_chunks); ++rr.made)
             rr.pending.push_back(s.contrib(o_, r, rr.made, 0, now));
     }
-    if (chunks == 0) s.active = false;
+    if (chunks == 0) {
+        s.active = false;
+        ++s.ops;
+    }
     progress();
 }
 
@@ -574,23 +599,34 @@ void worker::fail(unsigned r, failure f, std::string text, std::uint32_t down) {
 bool worker::progress_rail(unsigned r) {
     state& s = *s_;
     state::rail_run& rr = s.run[r];
-    if (rr.done == rr.n_chunks) return true;
+    // A rail whose chunks are all back still listens, now and then, while
+    // the others work: railgated may end the job there, and its PONGs tell
+    // a rail that went silent from railgated gone.
+    if (rr.done == rr.n_chunks) {
+        if (++rr.polls_since_clock < 64) return true;
+        rr.polls_since_clock = 0;
+    }
     const unsigned n = t_.recv(s.tr[r], rr.rx.data(), rx_batch);
     bool ooo = false;
     for (unsigned i = 0; i < n; ++i) {
         const rx_msg& m = rr.rx[i];
         if (m.h.job_id != o_.job_id || !wire::token_equal(m.h.job_token, o_.job_token)) continue;
-        rr.heard = true;
+        if (m.h.type == wire::msg_type::pong && m.h.gen == s.inst[s.tr[r]]) rr.heard = true;
         if (m.h.type == wire::msg_type::error) {
+            // Only this job's (its incarnation on the rail, or the
+            // transport's own): a late ERROR of a job left behind is not.
+            if (m.h.gen != s.inst[s.tr[r]] && m.h.gen != transport_error_gen) continue;
             std::string why;
             if (!text_of(m, why)) continue;
+            rr.heard = true;
             const auto code = static_cast<wire::error_code>(m.h.aux);
             const std::uint32_t down =
                 code == wire::error_code::rail_down && m.h.offset <= UINT32_MAX ? static_cast<std::uint32_t>(m.h.offset) : 0;
             fail(r, failure_of(code), "railgated ended the job on rail " + std::to_string(s.tr[r]) + ": " + why, down);
+            rr.detail = m.h.offset;
             return true;
         }
-        if (m.h.type != wire::msg_type::result || m.h.slot >= s.pool) continue;
+        if (m.h.type != wire::msg_type::result || m.h.slot >= s.pool || rr.done == rr.n_chunks) continue;
         state::slot_state& sl = rr.slots[m.h.slot];
         const std::uint64_t i_global = sl.k * s.rails + r;
         const std::uint64_t off = i_global * s.chunk_elems;
@@ -603,6 +639,7 @@ bool worker::progress_rail(unsigned r) {
         // (RACK or its timeout bring it again) and what was copied is
         // overwritten then; railgated keeps the result until it comes.
         if (!m.copy_to(s.data + off * s.esize)) continue;
+        rr.heard = true;
         const std::uint64_t sent = sl.sent_ns;
         const std::uint64_t t = sl.sent_ns ? now_ns() : 0;
         if (t) {
@@ -659,7 +696,10 @@ bool worker::progress_rail(unsigned r) {
         }
     }
     if (!rr.pending.empty()) send_pending(r);
-    if (rr.done == rr.n_chunks) return true;
+    if (rr.done == rr.n_chunks) {
+        scan_rail(r, now_ns());
+        return true;
+    }
     // The clock is read every 32 polls (a clock read is a system call where
     // the TSC is not usable, as in emulated guests).
     if (++rr.polls_since_clock < 32) return false;
@@ -681,6 +721,7 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     }
     if (now - rr.last_scan_ns < scan_every_ns) return false;
     rr.last_scan_ns = now;
+    const bool done = rr.done == rr.n_chunks;
     // The timeout: the configured floor or the rail's smoothed round trip
     // plus four deviations, doubled for each retransmit of the same chunk,
     // and never near railgated's stall time (it would end the job first).
@@ -689,7 +730,7 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     const std::uint64_t rto = std::min(
         s.rto_cap_ns, std::max(ns(o_.rto), rr.srtt_ns ? rr.srtt_ns + 4 * rr.rttvar_ns : std::uint64_t{20'000'000}));
     bool timed_out = false;
-    for (std::size_t si = 0; si < s.pool && !t_.reliable(); ++si) {
+    for (std::size_t si = 0; si < s.pool && !t_.reliable() && !done; ++si) {
         state::slot_state& sl = rr.slots[si];
         if (!sl.busy || sl.queued ||
             now - sl.sent_ns < std::min(s.rto_cap_ns, rto << std::min(std::max(sl.retries, rr.backoff), 6u)))
@@ -708,13 +749,17 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     const std::uint64_t silent = now - rr.heard_ns.load(std::memory_order_relaxed);
     if (silent >= timeout / 8 && now - rr.ping_ns >= timeout / 8) {
         rr.ping_ns = now;
-        const tx_msg p{control_header(o_, wire::msg_type::ping), nullptr, 0};
+        const tx_msg p{control_header(o_, wire::msg_type::ping, s.inst[s.tr[r]]), nullptr, 0};
         t_.send(s.tr[r], &p, 1);
     }
+    if (done) return false; // it is the others' silence that counts now
     if (timeout && silent >= timeout) {
+        // Another rail heard well within the timeout (PONGs come every
+        // eighth of it): only this rail is gone. Every rail about as silent
+        // as this one: railgated is.
         bool others = false;
         for (unsigned q = 0; q < s.rails; ++q)
-            others |= q != r && now - s.run[q].heard_ns.load(std::memory_order_relaxed) < timeout;
+            others |= q != r && now - s.run[q].heard_ns.load(std::memory_order_relaxed) < timeout / 2;
         const std::string ms = std::to_string(silent / 1'000'000);
         if (others)
             fail(r, failure::rail_down,
@@ -743,21 +788,27 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
 void worker::finish() {
     state& s = *s_;
     s.active = false;
+    if (!s.failed) ++s.ops;
     for (auto& rr : s.run) {
         s.rtt.merge(rr.rtt);
         rr.rtt.reset();
         if (s.err.empty() && !rr.err.empty()) {
             s.err = rr.err;
             s.why = rr.why;
+            s.detail = rr.detail;
         }
         s.down |= rr.down;
     }
-    if (s.why == failure::rail_down && s.joined && !s.joined_on.empty()) {
-        bool from_railgated = false;
-        for (auto& rr : s.run) from_railgated |= rr.why == failure::rail_down && rr.err.rfind("railgated ended", 0) == 0;
-        if (!from_railgated) abort(s.err, wire::error_code::rail_down, s.down | s.excluded);
-    } else if ((s.why == failure::timeout || s.why == failure::daemon_gone) && !s.joined_on.empty()) {
-        abort(s.err);
+    // A failed operation ends the job everywhere: railgated ended it on one
+    // rail (a rank failed, the job expired, a rail went down), or this
+    // worker found a rail or railgated silent. Its other rails are told now
+    // (an abort carrying the reason), so that the job's entries and buffers
+    // go at once there too and the other ranks fail at once.
+    if (s.why != failure::none && s.why != failure::usage && !s.joined_on.empty()) {
+        const wire::error_code code = s.why == failure::rail_down     ? wire::error_code::rail_down
+                                      : s.why == failure::rank_failed ? wire::error_code::rank_failed
+                                                                      : wire::error_code::aborted;
+        abort(s.err, code, s.why == failure::rail_down ? s.down | s.excluded : s.detail);
     }
 }
 
@@ -767,6 +818,7 @@ bool worker::progress() {
     bool all_done = true;
     for (unsigned r = 0; r < s.rails && !s.failed; ++r) all_done &= progress_rail(r);
     if (!all_done && !s.failed) return false;
+    for (auto& rr : s.run) rr.polls_since_clock = 0;
     finish();
     return true;
 }
@@ -818,18 +870,26 @@ bool worker::recoverable(failure f) noexcept {
 
 std::string worker::recover() {
     state& s = *s_;
-    // The job as it was is over for everyone.
-    if (!s.joined_on.empty()) abort(s.err, s.why == failure::rail_down ? wire::error_code::rail_down : wire::error_code::aborted,
-                                    s.why == failure::rail_down ? s.down | s.excluded : 0);
+    // The job as it was is over for everyone (finish() told railgated).
+    if (!s.joined_on.empty()) abort(s.err);
     s.joined = false;
     if (s.why == failure::rail_down) s.excluded |= s.down;
     else if (s.why == failure::daemon_gone) s.excluded = 0; // a new railgated: every rail again
     if (wire::stripe_of(0, std::max(1u, unsigned{s.ack.n_rails}), s.excluded).count == 0) s.excluded = 0;
-    if (std::string e = t_.reconnect(); !e.empty()) return e;
     // Slot generations start afresh with the new job.
     for (auto& rr : s.run)
         for (auto& sl : rr.slots) sl = {};
-    return join();
+    // railgated may take a moment to come back: the transport is made
+    // whole again and the JOIN tried until the join timeout.
+    const auto until = clock::now() + o_.join_timeout;
+    std::string e;
+    do {
+        e = t_.reconnect();
+        if (e.empty()) e = join();
+        if (e.empty() || s.why == failure::refused) return e;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    } while (clock::now() < until);
+    return e;
 }
 
 std::string worker::allreduce(void* data, std::size_t count, wire::dtype dt) {
@@ -849,8 +909,12 @@ std::string worker::allreduce(void* data, std::size_t count, wire::dtype dt) {
         }
         if (s.err.empty() || !keep || attempt >= o_.retries || !recoverable(s.why)) return s.err;
         const std::string failed = s.err;
-        if (std::string e = recover(); !e.empty())
-            return failed + "; recovering: " + e;
+        const failure why = s.why;
+        if (std::string e = recover(); !e.empty()) {
+            s.err = failed + "; recovering: " + e;
+            s.why = why;
+            return s.err;
+        }
         ++s.recoveries;
         std::memcpy(data, s.backup.data(), s.backup.size());
     }

@@ -694,6 +694,9 @@ int run_remote(const options& o) {
     std::printf("# railbench: rank %d of %u, server %s, %u rails, dtype %s, chunk %u B, pool %u, transport %s\n",
                 o.rank, o.workers, o.server.c_str(), ack.n_rails, std::string(wire::dtype_name(o.dt)).c_str(),
                 ack.chunk_bytes, ack.pool_size, t->name());
+    if (ack.excluded_rails)
+        std::printf("# striping over %zu of %u rails (0x%x excluded: down)\n", w.stripe_rails().size(), ack.n_rails,
+                    ack.excluded_rails);
     if (wo.engine)
         std::printf("# one pipeline per rail: %u rails on %d engine threads (%s)\n", ack.n_rails,
                     eng->arena_concurrency(eng->arena_of(-1)), eng->describe().c_str());
@@ -702,7 +705,11 @@ int run_remote(const options& o) {
     stats::histogram lat;
     const std::uint64_t wrong = run_table(o, ws, {static_cast<unsigned>(o.rank)}, lat);
     stats::print_latency(stdout, lat, "per-chunk round trip");
-    std::printf("# retransmits %" PRIu64 ", dropped replies %" PRIu64 "\n", w.retransmits(), t->dropped());
+    std::printf("# retransmits %" PRIu64 ", dropped replies %" PRIu64 ", recoveries %" PRIu64 "\n", w.retransmits(),
+                t->dropped(), w.recoveries());
+    if (w.recoveries() && w.job_info().excluded_rails)
+        std::printf("# after recovering: striping over %zu of %u rails (0x%x excluded: down)\n", w.stripe_rails().size(),
+                    w.job_info().n_rails, w.job_info().excluded_rails);
     w.leave();
     return wrong == 0 ? 0 : 1;
 }

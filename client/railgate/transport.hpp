@@ -44,6 +44,10 @@ struct rx_msg {
     bool copy_to(void* dst) const noexcept;
 };
 
+// The gen of an ERROR a transport makes up itself (a verbs rail whose QP
+// failed): the worker takes it as its job's, whatever the incarnation.
+inline constexpr std::uint32_t transport_error_gen = 0xffffffffu;
+
 class transport {
 public:
     virtual ~transport() = default;

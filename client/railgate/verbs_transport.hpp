@@ -36,6 +36,10 @@ public:
     std::uint64_t dropped() const noexcept override;
     void wait(std::chrono::microseconds max) noexcept override;
     bool reliable() const noexcept override { return true; }
+    // Every rail connected afresh (railgated restarted: its QPs are gone);
+    // a rail that cannot be reached stays failed (its first recv() says
+    // so). "" when at least one could.
+    std::string reconnect() override;
     const char* name() const noexcept override { return "verbs"; }
 
     // For tests and protocol tools: an RDMA WRITE_WITH_IMM of `bytes` bytes
@@ -49,6 +53,11 @@ public:
     struct rail;
 
 private:
+    struct address {
+        std::uint32_t ip;
+        std::uint16_t port;
+    };
+    std::vector<address> addrs_; // where each rail connects
     verbs_options o_;
     std::vector<std::unique_ptr<rail>> rails_;
     std::uint64_t dropped_ = 0;

@@ -93,6 +93,11 @@ struct job_entry {
     std::uint16_t pool = 0;
     std::uint64_t max_count = 0;
     std::uint32_t excluded = 0;     // rails the job stripes around
+    std::uint16_t op = 0;           // the operation its ranks joined at
+    // This incarnation of the job id: JOIN_ACK and every ERROR about the
+    // job carry it (header gen), so that a worker tells a late ERROR of a
+    // job it has left from one about the job it is in. Top bit set.
+    std::uint32_t instance = 0;
     std::uint32_t chunk_elems = 0;  // elements per chunk, all rails
     // Striping fixed at creation: chunk i is on this rail when
     // i % stripe_n == stripe_index (LAG: 1 / 0, the whole stream on one member).
@@ -196,6 +201,10 @@ public:
                 r.detail = j->excluded;
                 return refuse(r, wire::error_code::rails_mismatch);
             }
+            if (b.op != j->op) {
+                r.detail = j->op;
+                return refuse(r, wire::error_code::op_mismatch);
+            }
             const std::uint64_t bit = std::uint64_t{1} << h.rank;
             if (j->joined & bit) {
                 const peer& p = j->peers[h.rank];
@@ -232,6 +241,10 @@ public:
             j->max_count = b.max_count;
             j->pool = pool;
             j->excluded = excluded;
+            j->op = b.op;
+            j->instance = 0x80000000u | ((static_cast<std::uint32_t>(b.nonce) ^ static_cast<std::uint32_t>(b.nonce >> 32) ^
+                                          (++instances_ * 0x9e3779b9u)) &
+                                         0x7fffffffu);
             j->chunk_elems = shape.chunk_elems;
             j->stripe_n = shape.stripe_n;
             j->stripe_index = shape.stripe_index;
@@ -382,6 +395,7 @@ private:
     }
 
     unsigned max_jobs_, max_pool_;
+    std::uint32_t instances_ = 0;
     lifecycle life_;
     std::unique_ptr<job_t[]> jobs_;
     std::unique_ptr<slot[]> slots_;

@@ -56,7 +56,7 @@ void end_job(rail_state& rs, agg::job& j, wire::error_code code, std::uint64_t d
         h.job_token = j.token;
         h.rank = static_cast<std::uint16_t>(r);
         h.world_size = j.world;
-        send_error(rs, e, j.x.members[r], h, code, text, detail);
+        send_error(rs, e, j.x.members[r], h, code, text, detail, j.instance);
     }
     rs.agg.release(j);
     rs.s.active_jobs.store(rs.agg.active_jobs(), std::memory_order_relaxed);
@@ -76,7 +76,8 @@ void answer_unknown(rail_state& rs, rte_mbuf* m, const frame::endpoint& to, cons
                   h.job_id, h.rank, rs.s.cfg.name.c_str());
     wire::header eh = h;
     eh.dt = wire::dtype_valid(static_cast<std::uint8_t>(h.dt)) ? h.dt : wire::dtype::fp32;
-    send_error(rs, m, to, eh, wire::error_code::unknown_job, t);
+    // gen echoes what the worker sent: a PING carries its job's instance.
+    send_error(rs, m, to, eh, wire::error_code::unknown_job, t, 0, h.gen);
 }
 
 // Why a JOIN was refused, for the worker (and whoever reads its error).
@@ -110,6 +111,12 @@ void refusal_text(char* t, std::size_t n, const rail_state& rs, const wire::head
     case wire::error_code::rails_mismatch:
         std::snprintf(t, n, "job %u stripes around rails 0x%" PRIx64 "; this JOIN excludes 0x%x", h.job_id, jr.detail,
                       b.excluded_rails);
+        return;
+    case wire::error_code::op_mismatch:
+        std::snprintf(t, n,
+                      "job %u's ranks joined at operation %" PRIu64 "; this rank is at %u: they cannot be summed "
+                      "together (a restart lost some ranks' last results)",
+                      h.job_id, jr.detail, b.op);
         return;
     case wire::error_code::rank_taken: {
         const frame::endpoint& e = j ? j->x.members[h.rank] : frame::endpoint{};
@@ -168,7 +175,8 @@ void handle_join(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<c
         rs.ctr.drop(jr.err == wire::error_code::job_table_full ? drop_reason::job_table_full : drop_reason::join_refused);
         char t[wire::max_error_text];
         refusal_text(t, sizeof t, rs, h, b, jr);
-        return send_error(rs, m, from, h, jr.err, t, jr.detail);
+        // gen: the JOIN's nonce, so that the worker knows the refusal answers it.
+        return send_error(rs, m, from, h, jr.err, t, jr.detail, static_cast<std::uint32_t>(b.nonce));
     }
     const agg::job& j = table::as(jr.j);
     if (jr.st == agg::join_status::joined) {
@@ -188,6 +196,7 @@ void handle_join(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<c
     wire::header a = h;
     a.type = wire::msg_type::join_ack;
     a.flags = 0;
+    a.gen = j.instance;
     a.aux = rs.agg.lim().rail_index;
     wire::encode_header(a, msg);
     std::memcpy(msg + wire::header_bytes, body_buf, blen);
@@ -365,6 +374,8 @@ void handle_abort(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<
     if (!j) return free_drop(rs, m, drop_reason::leave_unknown);
     if (const drop_reason r = rs.agg.jobs_table().check_sender(*j, h, peer_key(from)); r != drop_reason::none)
         return free_drop(rs, m, r == drop_reason::not_member ? r : drop_reason::leave_unknown);
+    // An abort sent to an earlier incarnation of the job id, arriving late.
+    if (h.gen != j->instance) return free_drop(rs, m, drop_reason::leave_unknown);
     bump(rs.ctr.aborts);
     char why[wire::max_error_text / 2];
     printable(why, sizeof why, body);
@@ -402,6 +413,9 @@ void handle_ping(rail_state& rs, rte_mbuf* m, const wire::header& h, const frame
     table::heard(*j, h.rank, rs.burst_tsc);
     std::uint8_t* msg = reuse_as_reply(rs, m, from, wire::header_bytes);
     if (!msg) return free_drop(rs, m, drop_reason::no_mbuf);
+    // A PING of another incarnation of the job id (its worker missed the
+    // end of its job) learns that its job is gone.
+    if (h.gen != j->instance) return answer_unknown(rs, m, from, h, drop_reason::unknown_job);
     wire::header a = h;
     a.type = wire::msg_type::pong;
     a.flags = 0;

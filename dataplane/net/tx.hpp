@@ -115,10 +115,12 @@ inline void send_udp(rail_state& rs, rte_mbuf* m) noexcept {
 }
 
 // An ERROR about request `req` to `dst`, built in m (a received buffer, or
-// a new one): `code` in aux, `detail` in offset (a rank, or rails), and
-// `text` as the reason (at most wire::max_error_text bytes).
+// a new one): `code` in aux, `detail` in offset (a rank, or rails), the job
+// instance (or what the worker asked with) in gen, and `text` as the reason
+// (at most wire::max_error_text bytes).
 inline void send_error(rail_state& rs, rte_mbuf* m, const frame::endpoint& dst, const wire::header& req,
-                       wire::error_code code, std::string_view text, std::uint64_t detail = 0) noexcept {
+                       wire::error_code code, std::string_view text, std::uint64_t detail = 0,
+                       std::uint32_t gen = 0) noexcept {
     if (text.empty()) text = wire::error_name(code);
     if (text.size() > wire::max_error_text) text = text.substr(0, wire::max_error_text);
     std::uint8_t* msg = reuse_as_reply(rs, m, dst, wire::header_bytes + text.size());
@@ -128,7 +130,7 @@ inline void send_error(rail_state& rs, rte_mbuf* m, const frame::endpoint& dst, 
     h.flags = 0;
     h.count = 0;
     h.slot = 0;
-    h.gen = 0;
+    h.gen = gen;
     h.offset = detail;
     h.aux = static_cast<std::uint32_t>(code);
     wire::encode_header(h, msg);

@@ -64,6 +64,7 @@ std::string_view error_name(error_code c) noexcept {
     case error_code::unknown_job: return "railgated does not know the job (restarted, or the job expired)";
     case error_code::expired: return "the job expired";
     case error_code::rail_down: return "a rail of the job went down";
+    case error_code::op_mismatch: return "the rank is at another operation than the job";
     }
     return "unknown error";
 }

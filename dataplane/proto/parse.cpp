@@ -131,6 +131,7 @@ void encode_join_body(const join_body& b, std::uint8_t* o) noexcept {
     std::memset(o, 0, join_body_bytes);
     put64(o, b.max_count);
     put16(o + 8, b.pool_size);
+    put16(o + 10, b.op);
     put32(o + 12, b.excluded_rails);
     put64(o + 16, b.nonce);
 }
@@ -139,6 +140,7 @@ join_body decode_join_body(const std::uint8_t* i) noexcept {
     join_body b;
     b.max_count = get64(i);
     b.pool_size = get16(i + 8);
+    b.op = get16(i + 10);
     b.excluded_rails = get32(i + 12);
     b.nonce = get64(i + 16);
     return b;

@@ -74,8 +74,9 @@ enum class error_code : std::uint32_t {
     unknown_job = 15,     // railgated does not know the job (restarted, or expired it)
     expired = 16,         // the job did not assemble, or went idle, in time
     rail_down = 17,       // a rail of the job went down (offset: bitmap of rails)
+    op_mismatch = 18,     // JOIN: the rank is at another operation than the job (offset: the job's)
 };
-inline constexpr std::uint32_t error_code_max = 17;
+inline constexpr std::uint32_t error_code_max = 18;
 
 // Host-order view of the 40-byte header.
 struct header {
@@ -100,6 +101,10 @@ struct header {
 struct join_body {
     std::uint64_t max_count = 0;   // largest tensor (elements) the job reduces
     std::uint16_t pool_size = 0;   // slots per rail the worker wants; 0 = server's
+    // The operation the worker runs next (allreduces it completed in this
+    // job, modulo 2^16): ranks re-joining after a failure must agree on it,
+    // or one's inputs would be summed with another operation's.
+    std::uint16_t op = 0;
     // Rails (bit = index in JOIN_ACK) the job stripes around: a rail that
     // went down. The job's first JOIN fixes it (with the rails railgated
     // knows are down); later JOINs must name a subset.

@@ -145,7 +145,7 @@ struct plane::rail_state {
     void complete_slot(vjob& x, unsigned slot);
     void send_ctl(conn& c, const wire::header& h, const void* body, std::size_t len);
     void send_error(conn& c, const wire::header& req, wire::error_code code, const std::string& text,
-                    std::uint64_t detail = 0);
+                    std::uint64_t detail = 0, std::uint32_t gen = 0);
     void detach(conn& c);
     void abort_job(vjob& x, wire::error_code code, std::uint64_t detail, const std::string& why, const conn* skip);
     void release_job(vjob& x);
@@ -597,13 +597,13 @@ void plane::rail_state::send_ctl(conn& c, const wire::header& h, const void* bod
 }
 
 void plane::rail_state::send_error(conn& c, const wire::header& req, wire::error_code code, const std::string& text,
-                                   std::uint64_t detail) {
+                                   std::uint64_t detail, std::uint32_t gen) {
     wire::header h = req;
     h.type = wire::msg_type::error;
     h.flags = 0;
     h.count = 0;
     h.slot = 0;
-    h.gen = 0;
+    h.gen = gen;
     h.offset = detail;
     h.aux = static_cast<std::uint32_t>(code);
     const std::string t = text.substr(0, wire::max_error_text);
@@ -618,9 +618,10 @@ void plane::rail_state::on_control(conn& c, const std::uint8_t* msg, std::size_t
     const drop_reason r = wire::parse_worker_message(msg, len, h, body);
     if (r != drop_reason::none) return ctr.drop(r);
     if (h.type == wire::msg_type::join) return on_join(c, h, body);
-    if (h.type == wire::msg_type::ping && c.job < 0) {
+    if (h.type == wire::msg_type::ping && (c.job < 0 || job_at(c.job).instance != h.gen)) {
         send_error(c, h, wire::error_code::unknown_job,
-                   "railgated has no job " + std::to_string(h.job_id) + " on this connection (rail " + cfg.name + ")");
+                   "railgated has no job " + std::to_string(h.job_id) + " on this connection (rail " + cfg.name + ")", 0,
+                   h.gen);
         return ctr.drop(drop_reason::unknown_job);
     }
     if (c.job < 0 || job_at(c.job).id != h.job_id || c.rank != h.rank)
@@ -630,9 +631,12 @@ void plane::rail_state::on_control(conn& c, const std::uint8_t* msg, std::size_t
     vtable::heard(x, h.rank, now_ns());
     switch (h.type) {
     case wire::msg_type::region: return on_region(c, h, body);
-    case wire::msg_type::leave: return on_leave(c, h);
+    case wire::msg_type::leave:
+        if (h.gen != x.instance) return ctr.drop(drop_reason::leave_unknown);
+        return on_leave(c, h);
     case wire::msg_type::ping: return on_ping(c, h);
     case wire::msg_type::error: {
+        if (h.gen != x.instance) return ctr.drop(drop_reason::leave_unknown);
         bump(ctr.aborts);
         std::string why;
         for (std::uint8_t ch : body) why += ch >= 0x20 && ch < 0x7f ? static_cast<char>(ch) : '?';
@@ -654,7 +658,7 @@ void plane::rail_state::on_join(conn& c, const wire::header& h, std::span<const 
     auto refuse = [&](wire::error_code code, drop_reason why, const std::string& text, std::uint64_t detail = 0) {
         bump(ctr.join_errors);
         ctr.drop(why);
-        send_error(c, h, code, text, detail);
+        send_error(c, h, code, text, detail, static_cast<std::uint32_t>(b.nonce));
     };
     if (pool > std::min(lim.max_pool, wire::verbs_max_pool))
         return refuse(wire::error_code::bad_request, drop_reason::join_refused,
@@ -698,6 +702,9 @@ void plane::rail_state::on_join(conn& c, const wire::header& h, std::span<const 
         if (jr.err == wire::error_code::rank_taken)
             text = "rank " + std::to_string(h.rank) + " of job " + std::to_string(h.job_id) +
                    " is joined on another connection (heard " + std::to_string(jr.detail / 1000000) + " ms ago)";
+        if (jr.err == wire::error_code::op_mismatch)
+            text = "job " + std::to_string(h.job_id) + "'s ranks joined at operation " + std::to_string(jr.detail) +
+                   "; this rank is at " + std::to_string(b.op) + ": they cannot be summed together";
         if (jr.err == wire::error_code::job_in_use)
             text = "job " + std::to_string(h.job_id) + " is in use by another job (its token differs): choose another job id";
         return refuse(jr.err, jr.err == wire::error_code::job_table_full ? drop_reason::job_table_full
@@ -744,6 +751,7 @@ void plane::rail_state::on_join(conn& c, const wire::header& h, std::span<const 
     wire::header a = h;
     a.type = wire::msg_type::join_ack;
     a.flags = 0;
+    a.gen = x.instance;
     a.aux = index;
     send_ctl(c, a, buf, n);
     a.type = wire::msg_type::region;
@@ -811,7 +819,7 @@ void plane::rail_state::abort_job(vjob& x, wire::error_code code, std::uint64_t 
             h.rank = static_cast<std::uint16_t>(r);
             h.world_size = x.world;
             h.dt = x.dt;
-            send_error(*m, h, code, why, detail);
+            send_error(*m, h, code, why, detail, x.instance);
         }
         m->job = -1;
         m->have_region = false;

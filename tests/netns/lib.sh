@@ -45,6 +45,8 @@ cleanup_netns() { # "NAMESPACES" "PATHS"
   [ -n "${gated_pid:-}" ] && kill -9 "$gated_pid" 2>/dev/null
   # shellcheck disable=SC2046
   kill $(jobs -p) 2>/dev/null # helpers the test left in the background
+  # shellcheck disable=SC2046
+  kill -CONT $(jobs -p) 2>/dev/null # a stopped one takes its signal once resumed
   wait 2>/dev/null
   local n
   for n in $1; do ip netns del "$n" 2>/dev/null; done

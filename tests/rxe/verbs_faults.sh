@@ -4,7 +4,11 @@
 #  - chunks with an out-of-range slot, a wrong generation or a partial
 #    element are counted and dropped, and the same QP's next allreduce is exact;
 #  - a worker killed mid-job: the others get an error naming it, railgated
-#    keeps running, and the next job completes.
+#    keeps running, and the next job completes;
+#  - a worker stopped (SIGSTOP, its QP alive, nothing in flight): the job
+#    stalls and the others are told which rank, the job is gone;
+#  - railgated killed and restarted mid-job: workers with --retry reconnect,
+#    re-join and finish bit-exact.
 #   verbs_faults.sh RXE_VM BUILD_DIR
 set -u
 . "$(dirname "$0")/host.sh" "$0" "$@"
@@ -53,11 +57,58 @@ done
 kill -0 $RG_PID || { echo "FAIL: railgated died"; cat "$WORK/railgated.log"; exit 1; }
 run_workers 3 --job 6 --count 4097,65537 -n 2 -w 0 || { echo "FAIL: the next job"; tail -n 5 "$WORK"/w*.log; exit 1; }
 echo "the next job after the failure: ok"
+"$BUILD/railctl" --socket "$WORK/ctl.sock" --json stats | python3 -c '
+import json, sys
+assert sum(r.get("aborts", 0) for r in json.load(sys.stdin)["rails"]) >= 1' || { echo "FAIL: no abort counted"; exit 1; }
 "$BUILD/railctl" --socket "$WORK/ctl.sock" --json status > "$WORK/status.json"
 python3 - "$WORK/status.json" <<'PY' || { echo "FAIL: job or connections left behind"; exit 1; }
 import json, sys, time
 rails = json.load(open(sys.argv[1]))["verbs_rails"]
 assert all(r["active_jobs"] == 0 for r in rails), rails
 PY
+
+# Rank 1 stopped: its QP lives, nothing of it is in flight; the job stalls.
+for r in 0 1 2; do
+  timeout 120 "$BUILD/tools/railbench" --transport verbs --server 198.18.0.1 --rank $r --workers 3 --job 7 \
+    --count 100003 -n 1000 -w 0 > "$WORK/s$r.log" 2>&1 &
+  pid[$r]=$!
+done
+for _ in $(seq 100); do
+  grep -q "size" "$WORK/s0.log" && grep -q "size" "$WORK/s1.log" && grep -q "size" "$WORK/s2.log" && break
+  sleep 0.3
+done
+sleep 1
+rb1=$(pgrep -P ${pid[1]}) # railbench itself, not the timeout around it
+t0=$(date +%s.%N)
+kill -STOP "$rb1"
+for r in 0 2; do
+  wait ${pid[$r]} && { echo "FAIL: rank $r succeeded although rank 1 stopped"; exit 1; }
+  grep -q "rank 1 sent nothing to slot" "$WORK/s$r.log" ||
+    { echo "FAIL: rank $r was not told rank 1 stalled"; tail -n 3 "$WORK"/s*.log; exit 1; }
+done
+t=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+kill -KILL "$rb1"; wait ${pid[1]}
+echo "a stopped rank 1: ranks 0 and 2 named it after $t s (guest, TCG)"
+awk -v t="$t" 'BEGIN { exit !(t <= 3.0) }' || { echo "FAIL: took $t s"; exit 1; }
+"$BUILD/railctl" --socket "$WORK/ctl.sock" --json status | python3 -c '
+import json, sys
+assert all(r["active_jobs"] == 0 for r in json.load(sys.stdin)["verbs_rails"])' || { echo "FAIL: the stalled job stayed"; exit 1; }
+
+# railgated killed and restarted mid-job: --retry reconnects and finishes.
+for r in 0 1 2; do
+  timeout 200 "$BUILD/tools/railbench" --transport verbs --server 198.18.0.1 --rank $r --workers 3 --job 8 \
+    --count 100003 -n 60 -w 0 --retry 3 --join-timeout 10000 > "$WORK/x$r.log" 2>&1 &
+  pid[$r]=$!
+done
+for _ in $(seq 100); do grep -q "size" "$WORK/x2.log" && break; sleep 0.3; done
+sleep 1
+kill -KILL $RG_PID; wait $RG_PID 2> /dev/null
+sleep 0.5
+start_railgated "$BUILD" "$here/verbs.toml" "$WORK/ctl.sock" "$WORK/railgated2.log"
+for r in 0 1 2; do
+  wait ${pid[$r]} || { echo "FAIL: rank $r did not finish after railgated's restart"; tail -n 4 "$WORK"/x*.log; exit 1; }
+done
+grep -q "Out of bounds values : 0 OK" "$WORK/x0.log" || { echo "FAIL: wrong values after the restart"; exit 1; }
+grep -qE "recoveries [1-9]" "$WORK/x0.log" || { echo "FAIL: no recovery counted"; exit 1; }
+echo "railgated killed and restarted mid-job: 3 verbs workers with --retry finished bit-exact"
 kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; exit 1; }
-grep -E "aborts [1-9]" "$WORK/railgated.log" || { echo "FAIL: no abort counted"; exit 1; }

@@ -28,6 +28,19 @@ using aggregator = agg::rail_aggregator<test_release>;
 // Rank r joins from address 100 + r.
 agg::peer peer_of(unsigned r) { return {100 + r, 100 + r, 7}; }
 
+// A LEAVE of rank r for the job's incarnation in a (what JOIN_ACK told).
+template <class A>
+wire::header leave_of(A& a, std::uint16_t rank) {
+    wire::header h;
+    h.type = wire::msg_type::leave;
+    h.job_id = 1;
+    h.job_token = 42;
+    h.rank = rank;
+    h.world_size = 3;
+    h.gen = a.find(1)->instance;
+    return h;
+}
+
 wire::header hdr(wire::msg_type t, std::uint16_t rank, std::uint16_t world = 3) {
     wire::header h;
     h.type = t;
@@ -134,7 +147,10 @@ BOOST_AUTO_TEST_CASE(each_bad_contribution_is_dropped_with_its_reason) {
     // A rank that left cannot contribute.
     aggregator b(small());
     join_all(b, 3);
-    BOOST_TEST(drop_reason_name(b.leave(hdr(wire::msg_type::leave, 2), 102)) == "none");
+    auto stale = leave_of(b, 2);
+    stale.gen ^= 1; // for an earlier incarnation of the job
+    BOOST_TEST(drop_reason_name(b.leave(stale, 102)) == "leave_unknown");
+    BOOST_TEST(drop_reason_name(b.leave(leave_of(b, 2), 102)) == "none");
     const agg::outcome o = b.contribute(contrib(2, 0, 0, 16), data, data, k());
     BOOST_TEST(drop_reason_name(o.reason) == "rank_not_joined");
 }
@@ -147,7 +163,7 @@ BOOST_AUTO_TEST_CASE(only_the_address_a_rank_joined_from_speaks_for_it) {
     // Rank 1's contribution, LEAVE from rank 0's address (or any other).
     BOOST_TEST(drop_reason_name(a.contribute(contrib(1, 0, 0, 16), data, data, k(), 0, 100).reason) == "not_member");
     BOOST_TEST(drop_reason_name(a.contribute(contrib(1, 0, 0, 16), data, data, k(), 0, 999).reason) == "not_member");
-    BOOST_TEST(drop_reason_name(a.leave(hdr(wire::msg_type::leave, 1), 100)) == "not_member");
+    BOOST_TEST(drop_reason_name(a.leave(leave_of(a, 1), 100)) == "not_member");
     BOOST_TEST(a.find(1)->joined == 7u);
     BOOST_TEST(static_cast<int>(a.contribute(contrib(1, 0, 0, 16), data, data, k(), 0, 101).act) ==
                static_cast<int>(agg::action::stored));
@@ -284,13 +300,13 @@ BOOST_AUTO_TEST_CASE(abort_and_leave_release_every_held_buffer) {
         join_all(a, 3);
         static float b2[16];
         a.contribute(contrib(1, 3, 48, 16), b2, b2, k());
-        a.leave(hdr(wire::msg_type::leave, 0), 0);
+        a.leave(leave_of(a, 0), 0);
         BOOST_TEST(a.find(1) != nullptr);
         BOOST_TEST(released().empty());
-        a.leave(hdr(wire::msg_type::leave, 1), 0); // its partial contribution goes with it
+        a.leave(leave_of(a, 1), 0); // its partial contribution goes with it
         BOOST_TEST(released()[b2] == 1);
         BOOST_TEST(a.find(1) != nullptr);
-        a.leave(hdr(wire::msg_type::leave, 2), 0);
+        a.leave(leave_of(a, 2), 0);
         BOOST_TEST(a.find(1) == nullptr);
         BOOST_TEST(released()[b2] == 1);
         BOOST_TEST(released().size() == 1u);

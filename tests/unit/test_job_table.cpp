@@ -211,6 +211,13 @@ BOOST_AUTO_TEST_CASE(excluded_rails_are_fixed_by_the_first_join) {
     r = join(t, hdr(2), 0, peer_of(2), body(0b0100));
     BOOST_TEST(code(r) == C(wire::error_code::rails_mismatch));
     BOOST_TEST(r.detail == 0b1010u);
+    // A rank at another operation (a restart lost its last results) is not
+    // summed with the others.
+    wire::join_body late = body(0b0010);
+    late.op = 3;
+    r = join(t, hdr(2), 0, peer_of(2), late);
+    BOOST_TEST(code(r) == C(wire::error_code::op_mismatch));
+    BOOST_TEST(r.detail == 0u);
     // Chunk placement around excluded rails.
     BOOST_TEST(wire::stripe_of(2, 4, 0b1010).index == 1);
     BOOST_TEST(wire::stripe_of(2, 4, 0b1010).count == 2u);

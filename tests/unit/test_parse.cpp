@@ -359,6 +359,7 @@ BOOST_AUTO_TEST_CASE(join_and_join_ack_carry_nonce_stall_and_excluded_rails) {
     join_body b;
     b.max_count = 123456789;
     b.pool_size = 77;
+    b.op = 0xbeef;
     b.excluded_rails = 0x80000005u;
     b.nonce = 0x0123456789abcdefull;
     std::uint8_t jb[join_body_bytes];
@@ -366,6 +367,7 @@ BOOST_AUTO_TEST_CASE(join_and_join_ack_carry_nonce_stall_and_excluded_rails) {
     const join_body d = decode_join_body(jb);
     BOOST_TEST(d.max_count == b.max_count);
     BOOST_TEST(d.pool_size == 77u);
+    BOOST_TEST(d.op == 0xbeefu);
     BOOST_TEST(d.excluded_rails == 0x80000005u);
     BOOST_TEST(d.nonce == b.nonce);
 

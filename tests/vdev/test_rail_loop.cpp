@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
+#include <functional>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -36,7 +37,7 @@ struct rail_fixture {
     std::unique_ptr<net::daemon> d;
     frame::endpoint self, peer;
 
-    explicit rail_fixture(const char* name) {
+    explicit rail_fixture(const char* name, const std::function<void(net::daemon_config&)>& tweak = {}) {
         rx = rte_ring_create((std::string(name) + "_rx").c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
         tx = rte_ring_create((std::string(name) + "_tx").c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
         const int port = rte_eth_from_rings(name, &rx, 1, &tx, 1, 0);
@@ -48,6 +49,7 @@ struct rail_fixture {
         rc.ip = 0xC6120001;
         dc.rails = {rc};
         dc.mbufs_per_rail = 2048;
+        if (tweak) tweak(dc);
         d = std::make_unique<net::daemon>(dc);
         pool = net::make_pktmbuf_pool(std::string(name) + "_pool", 2048, RTE_PKTMBUF_HEADROOM + 2048, SOCKET_ID_ANY);
         self.ip = rc.ip;
@@ -71,10 +73,11 @@ struct rail_fixture {
         std::memcpy(rte_pktmbuf_append(m, static_cast<std::uint16_t>(f.size())), f.data(), f.size());
         BOOST_REQUIRE(rte_ring_enqueue(rx, m) == 0);
     }
-    std::vector<std::uint8_t> udp(const wire::header& h, const void* body, std::size_t len) const {
+    // A datagram from rank h.rank's port (40000 + rank), or `port`.
+    std::vector<std::uint8_t> udp(const wire::header& h, const void* body, std::size_t len, int port = -1) const {
         std::vector<std::uint8_t> f(frame::udp_frame_overhead + wire::header_bytes + len);
         frame::endpoint src = peer;
-        src.udp_port = static_cast<std::uint16_t>(40000 + h.rank);
+        src.udp_port = static_cast<std::uint16_t>(port >= 0 ? port : 40000 + h.rank);
         frame::write_udp_headers(f.data(), src, self, wire::header_bytes + len);
         wire::encode_header(h, f.data() + frame::udp_frame_overhead);
         if (len) std::memcpy(f.data() + frame::udp_frame_overhead + wire::header_bytes, body, len);
@@ -566,4 +569,210 @@ BOOST_AUTO_TEST_CASE(daemon_placement_follows_the_nic_node) {
     dc.rails[0].lcore = 1; // an explicit override is served, across nodes
     net::daemon d(dc);
     BOOST_TEST(d.status().at(0).lcore == 1u);
+}
+
+// ---- the job lifecycle through the rail loop
+
+namespace {
+
+struct sent {
+    wire::header h;
+    std::string text;
+};
+// railgated's messages among frames it sent (ARP and such skipped).
+std::vector<sent> messages(const std::vector<std::vector<std::uint8_t>>& out) {
+    std::vector<sent> v;
+    for (const auto& o : out) {
+        if (o.size() < frame::udp_frame_overhead + wire::header_bytes) continue;
+        sent x;
+        std::span<const std::uint8_t> p;
+        if (wire::parse_server_message(o.data() + frame::udp_frame_overhead, o.size() - frame::udp_frame_overhead, x.h,
+                                       p) != drop_reason::none)
+            continue;
+        x.text.assign(p.begin(), p.end());
+        v.push_back(x);
+    }
+    return v;
+}
+
+std::vector<std::uint8_t> join_frame(const rail_fixture& f, std::uint16_t rank, std::uint16_t world,
+                                     std::uint64_t nonce, int port = -1, std::uint32_t job = 5) {
+    wire::join_body b;
+    b.max_count = 1 << 16;
+    b.pool_size = 4;
+    b.nonce = nonce;
+    std::uint8_t body[wire::join_body_bytes];
+    wire::encode_join_body(b, body);
+    wire::header h = hdr(wire::msg_type::join, rank, world);
+    h.job_id = job;
+    return f.udp(h, body, sizeof body, port);
+}
+
+std::vector<std::uint8_t> contrib_frame(const rail_fixture& f, std::uint16_t rank, std::uint16_t world, std::uint32_t gen = 0) {
+    float data[256];
+    for (unsigned i = 0; i < 256; ++i) data[i] = static_cast<float>(rank * 1000 + i);
+    wire::header h = hdr(wire::msg_type::contrib, rank, world);
+    h.count = 256;
+    h.gen = gen;
+    return f.udp(h, data, sizeof data);
+}
+
+// Joins ranks 0..world-1 (nonce rank + 1); returns the job's incarnation.
+std::uint32_t join_ranks(rail_fixture& f, std::uint16_t world) {
+    for (std::uint16_t r = 0; r < world; ++r) f.inject(join_frame(f, r, world, r + 1u));
+    const auto acks = messages(f.collect(world));
+    BOOST_REQUIRE(acks.size() == world);
+    for (const sent& a : acks) BOOST_REQUIRE(a.h.type == wire::msg_type::join_ack);
+    return acks[0].h.gen;
+}
+
+unsigned active(const net::daemon& d) {
+    unsigned n = 0;
+    for (const auto& s : d.status()) n += s.active_jobs;
+    return n;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_stalled_rank_is_named_and_its_job_freed) {
+    rail_fixture f("vd_stall", [](net::daemon_config& dc) { dc.stall_ms = 200; });
+    const std::uint32_t inst = join_ranks(f, 3);
+    BOOST_TEST(inst >= 0x80000000u);
+    // Ranks 0 and 1 contribute chunk 0; rank 2 never does.
+    const auto t0 = std::chrono::steady_clock::now();
+    f.inject(contrib_frame(f, 0, 3));
+    f.inject(contrib_frame(f, 1, 3));
+    const auto errs = messages(f.collect(3));
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    BOOST_REQUIRE(errs.size() == 3u);
+    for (const sent& e : errs) {
+        BOOST_TEST((e.h.type == wire::msg_type::error));
+        BOOST_TEST(e.h.aux == static_cast<std::uint32_t>(wire::error_code::rank_failed));
+        BOOST_TEST(e.h.offset == 2u);
+        BOOST_TEST(e.h.gen == inst);
+        BOOST_TEST(e.text.find("rank 2 sent nothing to slot 0 of job 5 on rail r0") != std::string::npos, e.text);
+    }
+    BOOST_TEST(s >= 0.19);
+    BOOST_TEST(s < 0.6);
+    BOOST_TEST(active(*f.d) == 0u);
+    BOOST_TEST(f.d->counters(0).stalls.load() == 1u);
+    // The id is free at once; a new incarnation.
+    BOOST_TEST(join_ranks(f, 3) != inst);
+}
+
+BOOST_AUTO_TEST_CASE(a_restarted_process_takes_its_rank_over_and_a_live_one_keeps_it) {
+    rail_fixture f("vd_takeover");
+    const std::uint32_t inst = join_ranks(f, 2);
+    // Another process claims rank 1 from another port while rank 1 lives:
+    // refused, the refusal carrying that JOIN's nonce.
+    f.inject(join_frame(f, 1, 2, 0x1234567899ull, 41000));
+    auto out = messages(f.collect(1));
+    BOOST_REQUIRE(out.size() == 1u);
+    BOOST_TEST(out[0].h.aux == static_cast<std::uint32_t>(wire::error_code::rank_taken));
+    BOOST_TEST(out[0].h.gen == 0x34567899u);
+    BOOST_TEST(out[0].text.find("rank 1 of job 5 is joined from 198.18.0.10:40001") != std::string::npos, out[0].text);
+    // The same JOIN again (same process): answered again, same incarnation.
+    f.inject(join_frame(f, 0, 2, 1));
+    out = messages(f.collect(1));
+    BOOST_REQUIRE(out.size() == 1u);
+    BOOST_TEST(out[0].h.gen == inst);
+    // Rank 0's process restarts (same address, new nonce): rank 1 is told
+    // the job restarts, rank 0 gets a new incarnation; no old result.
+    f.inject(join_frame(f, 0, 2, 77));
+    out = messages(f.collect(2));
+    BOOST_REQUIRE(out.size() == 2u);
+    const sent& told = out[0].h.type == wire::msg_type::error ? out[0] : out[1];
+    const sent& ack = out[0].h.type == wire::msg_type::error ? out[1] : out[0];
+    BOOST_TEST(told.h.rank == 1u);
+    BOOST_TEST(told.h.gen == inst);
+    BOOST_TEST(told.h.aux == static_cast<std::uint32_t>(wire::error_code::rank_failed));
+    BOOST_TEST(told.text.find("rank 0 re-joined job 5") != std::string::npos, told.text);
+    BOOST_TEST((ack.h.type == wire::msg_type::join_ack));
+    BOOST_TEST(ack.h.gen != inst);
+    BOOST_TEST(f.d->counters(0).takeovers.load() == 1u);
+    // Rank 1's old contributions are no longer anyone's: it is told.
+    f.inject(contrib_frame(f, 1, 2));
+    out = messages(f.collect(1));
+    BOOST_REQUIRE(out.size() == 1u);
+    BOOST_TEST(out[0].h.aux == static_cast<std::uint32_t>(wire::error_code::unknown_job));
+}
+
+BOOST_AUTO_TEST_CASE(pings_aborts_and_leaves_count_for_their_incarnation_only) {
+    rail_fixture f("vd_ping");
+    const std::uint32_t inst = join_ranks(f, 2);
+    wire::header p = hdr(wire::msg_type::ping, 1, 2);
+    p.gen = inst;
+    f.inject(f.udp(p, nullptr, 0));
+    auto out = messages(f.collect(1));
+    BOOST_REQUIRE(out.size() == 1u);
+    BOOST_TEST((out[0].h.type == wire::msg_type::pong));
+    BOOST_TEST(out[0].h.gen == inst);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2)); // past the unknown-job rate limit
+    p.gen = inst ^ 1;
+    f.inject(f.udp(p, nullptr, 0));
+    out = messages(f.collect(1));
+    BOOST_REQUIRE(out.size() == 1u);
+    BOOST_TEST(out[0].h.aux == static_cast<std::uint32_t>(wire::error_code::unknown_job));
+    BOOST_TEST(out[0].h.gen == (inst ^ 1));
+    // A late abort or LEAVE of another incarnation changes nothing.
+    wire::header a = hdr(wire::msg_type::error, 0, 2);
+    a.gen = inst ^ 1;
+    f.inject(f.udp(a, nullptr, 0));
+    a.type = wire::msg_type::leave;
+    f.inject(f.udp(a, nullptr, 0));
+    f.collect(0);
+    BOOST_TEST(active(*f.d) == 1u);
+    // From another address: not the rank's.
+    a.type = wire::msg_type::error;
+    a.gen = inst;
+    f.inject(f.udp(a, nullptr, 0, 41000));
+    f.collect(0);
+    BOOST_TEST(active(*f.d) == 1u);
+    BOOST_TEST(f.drops(drop_reason::not_member) == 1u);
+    // The rank's own abort ends it; the other rank is told.
+    f.inject(f.udp(a, "mine", 4));
+    out = messages(f.collect(1));
+    BOOST_REQUIRE(out.size() == 1u);
+    BOOST_TEST(out[0].h.rank == 1u);
+    BOOST_TEST(out[0].text == "rank 0 aborted the job: mine");
+    BOOST_TEST(active(*f.d) == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(corrupted_and_injected_faults_are_counted_never_summed) {
+    rail_fixture f("vd_corrupt");
+    join_ranks(f, 2);
+    // A flipped payload bit, and no checksum at all: dropped, counted.
+    auto bad = contrib_frame(f, 0, 2);
+    bad[frame::udp_frame_overhead + wire::header_bytes + 100] ^= 0x10;
+    f.inject(bad);
+    auto none = contrib_frame(f, 0, 2);
+    none[frame::eth_bytes + frame::ipv4_bytes + 6] = 0;
+    none[frame::eth_bytes + frame::ipv4_bytes + 7] = 0;
+    f.inject(none);
+    f.collect(0);
+    BOOST_TEST(f.drops(drop_reason::udp_checksum) == 2u);
+    // Everything dropped by the injector, then nothing.
+    fault::spec all;
+    all.drop = 1;
+    BOOST_TEST(f.d->set_fault(0, all).empty());
+    f.inject(contrib_frame(f, 0, 2));
+    f.collect(0);
+    BOOST_TEST(f.drops(drop_reason::fault_injected) == 1u);
+    BOOST_TEST(f.d->set_fault(0, fault::spec{}).empty());
+    // The slot never saw any of them: the right pair completes it.
+    f.inject(contrib_frame(f, 0, 2));
+    f.inject(contrib_frame(f, 1, 2));
+    const auto out = messages(f.collect(2));
+    BOOST_REQUIRE(out.size() == 2u);
+    for (const sent& r : out) {
+        BOOST_REQUIRE((r.h.type == wire::msg_type::result));
+        std::vector<float> got(256);
+        std::memcpy(got.data(), r.text.data(), 1024);
+        for (unsigned i = 0; i < 256; ++i) BOOST_REQUIRE(got[i] == static_cast<float>(i) + static_cast<float>(1000 + i));
+    }
+    // Every buffer railgated lent came back.
+    f.drain();
+    const std::vector<std::string> leaks = f.d->close();
+    for (const std::string& l : leaks) BOOST_ERROR(l);
+    BOOST_TEST(leaks.empty());
 }

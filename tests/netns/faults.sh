@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# Faults, as a job meets them: railgated on 2 af_packet rails (veth pairs
+# into a worker namespace), 3 railbench workers over kernel UDP.
+#  1. loss, duplicates, reordering and corruption both ways on both rails
+#     (railctl fault): bit-exact, every injected drop and caught corruption
+#     counted;
+#  2. a worker killed (SIGKILL) and 3. a worker stopped (SIGSTOP): the others
+#     fail within 2 s naming it, the job is gone, the same job id works again;
+#  4. a worker restarted into a live job: refused, naming where its rank is
+#     bound, never handed an old result;
+#  5. railgated killed: workers fail within 2 s; killed and restarted:
+#     workers with --retry re-join and finish bit-exact;
+#  6. a rail's link goes down mid-job: railgated ends the job, the workers
+#     re-join striping around it and finish bit-exact; back up, new jobs use
+#     it; a rail that stops answering (its frames all dropped) is found by
+#     the workers the same way;
+#  7. a JOIN refused part-way (rail 1's job table full of forged, assembling
+#     jobs): the worker leaves rail 0; the forged jobs expire;
+#  8. railgated exits cleanly with every buffer back.
+# Each detection time is printed (the issue's figures).
+#   faults.sh RAILGATED RAILBENCH RAILCTL
+set -u
+railgated=$1 railbench=$2 railctl=$3
+. "$(dirname "$0")/lib.sh"
+require_netns
+
+d=rgfd$$ w=rgfw$$ log=$(mktemp -d)
+gated_pid=
+trap 'cleanup_netns "$d $w" "$log"' EXIT
+ip netns add "$d" && ip netns add "$w" || fail "netns"
+for r in 0 1; do
+  ip link add "rgd$r" netns "$d" type veth peer name "rgw$r" netns "$w" || fail "veth $r"
+  ip -n "$w" addr add "198.18.$r.10/24" dev "rgw$r"
+  ip -n "$d" link set "rgd$r" up
+  ip -n "$w" link set "rgw$r" up
+  csum_in_software "$w" "rgw$r"
+done
+ip -n "$w" link set lo up
+ip -n "$d" link set lo up
+
+cat > "$log/rg.toml" <<TOML
+[daemon]
+eal_args = ["--no-huge", "--no-pci", "--no-shconf", "--no-telemetry", "-l", "0-1", "-m", "512", "--log-level", "lib.eal:error"]
+control_socket = "$log/rg.sock"
+metrics = "127.0.0.1:9478"
+[pools]
+max_jobs = 3
+[jobs]
+assemble_ms = 3000
+[[rail]]
+name = "r0"
+devargs = "net_af_packet0,iface=rgd0,framesz=2048,blocksz=4096,framecnt=1024"
+ip = "198.18.0.1"
+[[rail]]
+name = "r1"
+devargs = "net_af_packet1,iface=rgd1,framesz=2048,blocksz=4096,framecnt=1024"
+ip = "198.18.1.1"
+TOML
+
+start_gated() { # LOGNAME
+  ip netns exec "$d" "$railgated" -- --config "$log/rg.toml" > "$log/railgated-$1.log" 2>&1 &
+  gated_pid=$!
+  wait_ready "$log/railgated-$1.log"
+}
+ctl() { ip netns exec "$d" "$railctl" --socket "$log/rg.sock" "$@"; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+# worker RANK JOB ARGS...: one railbench rank in the background; its pid in $wpid.
+worker() {
+  local rank=$1 job=$2
+  shift 2
+  ip netns exec "$w" "$railbench" --transport udp --server 198.18.0.1 --rank "$rank" --workers 3 --job "$job" "$@" \
+    > "$log/w-$job-$rank.log" 2>&1 &
+  wpid=$!
+}
+# job JOB ARGS...: 3 ranks, all must pass bit-exact.
+job() {
+  local j=$1 pids=() r
+  shift
+  for r in 0 1 2; do worker "$r" "$j" "$@"; pids+=($wpid); done
+  for r in 0 1 2; do wait "${pids[$r]}" || fail "job $j: rank $r failed"; done
+  grep -q "Out of bounds values : 0 OK" "$log/w-$j-0.log" || fail "job $j: wrong values"
+}
+active_jobs() { ctl --json status | python3 -c 'import json,sys; print(sum(r["active_jobs"] for r in json.load(sys.stdin)["rails"]))'; }
+counter() { # RAIL KEY -> the rail's counter, or a drop reason's count
+  ctl --json stats --rail "$1" | python3 -c 'import json,sys; r=json.load(sys.stdin)["rails"][0]; print(r.get(sys.argv[1], r["drops"].get(sys.argv[1], 0)))' "$2"
+}
+# Waits until every rank of a job has joined and begun (the table's header
+# follows the JOIN), then lets it run half a second.
+wait_running() { # JOB
+  for _ in $(seq 100); do
+    if grep -q "size" "$log/w-$1-0.log" 2> /dev/null && grep -q "size" "$log/w-$1-1.log" 2> /dev/null &&
+      grep -q "size" "$log/w-$1-2.log" 2> /dev/null; then
+      sleep 0.5
+      return
+    fi
+    sleep 0.1
+  done
+  fail "job $1 did not start"
+}
+# Survivors of a failure: each must exit non-zero within 2 s of T0, saying
+# ERE. Prints the slowest detection time.
+survivors_fail() { # T0 ERE PID...
+  local t0=$1 ere=$2 p worst=0 t
+  shift 2
+  for p in "$@"; do
+    for _ in $(seq 50); do kill -0 "$p" 2> /dev/null || break; sleep 0.05; done
+    kill -0 "$p" 2> /dev/null && fail "a survivor still runs 2.5 s after the failure"
+    wait "$p" && fail "a survivor succeeded"
+    t=$(elapsed "$t0" "$(now)")
+    worst=$(awk -v a="$worst" -v b="$t" 'BEGIN { print (b > a ? b : a) }')
+  done
+  grep -lE "$ere" "$log"/w-*.log > /dev/null || { tail -n 3 "$log"/w-*.log; fail "no survivor said: $ere"; }
+  awk -v t="$worst" 'BEGIN { exit !(t <= 2.0) }' || fail "survivors took ${worst} s (more than 2 s)"
+  echo "$worst"
+}
+big=(--count 4000000 -n 400 -w 0)
+
+start_gated 1
+
+# --- 1. loss, duplicates, reordering, corruption, both ways, both rails.
+for r in r0 r1; do ctl fault set $r drop=0.05,dup=0.01,reorder=0.05,corrupt=0.01,seed=7 > /dev/null || fail "fault set $r"; done
+ctl fault show | grep -q "drop=0.05" || fail "fault show"
+job 1 --count 1000003,4097,1 -n 3 -w 0
+job 2 --dtype bf16 --count 1000003,4097,1 -n 3 -w 0
+inj=$(($(counter r0 fault_injected) + $(counter r1 fault_injected)))
+bad=$(($(counter r0 udp_checksum) + $(counter r1 udp_checksum)))
+resent=$(($(counter r0 results_resent) + $(counter r1 results_resent)))
+[ "$inj" -gt 0 ] && [ "$bad" -gt 0 ] && [ "$resent" -gt 0 ] ||
+  fail "faults not counted: injected drops $inj, caught corruptions $bad, results resent $resent"
+for r in r0 r1; do ctl fault clear $r > /dev/null || fail "fault clear $r"; done
+ctl fault show | grep -q "drop=" && fail "fault clear left a spec"
+echo "ok: 5% loss, 1% duplicates, 5% reordering, 1% corruption both ways: fp32 and bf16 bit-exact ($inj injected drops, $bad corrupted datagrams caught by checksum, $resent results resent)"
+
+# --- 2. a worker killed: named within 2 s, the job gone, the id free again.
+pids=()
+for r in 0 1 2; do worker "$r" 10 "${big[@]}"; pids+=($wpid); done
+wait_running 10
+t0=$(now)
+pkill -KILL -P "${pids[2]}" 2> /dev/null || kill -KILL "${pids[2]}"
+t=$(survivors_fail "$t0" "rank 2 sent nothing to slot" "${pids[0]}" "${pids[1]}")
+wait "${pids[2]}" 2> /dev/null
+sleep 0.1
+[ "$(active_jobs)" = 0 ] || fail "a killed worker's job is still active"
+job 10 --count 1000003,1 -n 2 -w 0
+echo "ok: SIGKILL of rank 2: ranks 0 and 1 failed naming it after $t s; no job left; job 10 again bit-exact"
+
+# --- 3. a worker stopped: named within 2 s; once resumed it fails too.
+pids=()
+for r in 0 1 2; do worker "$r" 11 "${big[@]}"; pids+=($wpid); done
+wait_running 11
+t0=$(now)
+kill -STOP "${pids[1]}"
+t=$(survivors_fail "$t0" "rank 1 sent nothing to slot" "${pids[0]}" "${pids[2]}")
+[ "$(active_jobs)" = 0 ] || fail "a stopped worker's job is still active"
+kill -CONT "${pids[1]}"
+for _ in $(seq 60); do kill -0 "${pids[1]}" 2> /dev/null || break; sleep 0.05; done
+kill -0 "${pids[1]}" 2> /dev/null && fail "the resumed worker hangs"
+wait "${pids[1]}" && fail "the resumed worker succeeded"
+echo "ok: SIGSTOP of rank 1: ranks 0 and 2 failed naming it after $t s; resumed, it failed too"
+
+# --- 4. a worker restarted into its live job: refused, never an old result.
+pids=()
+for r in 0 1 2; do worker "$r" 12 "${big[@]}"; pids+=($wpid); done
+wait_running 12
+pkill -KILL -P "${pids[1]}" 2> /dev/null || kill -KILL "${pids[1]}"
+worker 1 12 "${big[@]}" --join-timeout 400
+wait "$wpid" && fail "a restarted rank joined its live job"
+grep -q "rank 1 of job 12 is joined from 198.18.0.10" "$log/w-12-1.log" || { cat "$log/w-12-1.log"; fail "restart: no clear refusal"; }
+survivors_fail "$(now)" "rank 1 sent nothing" "${pids[0]}" "${pids[2]}" > /dev/null
+job 12 --count 100003 -n 2 -w 0
+echo "ok: a restarted rank 1 was refused (its old process still bound), the job ended naming it, then ran afresh"
+
+# --- 5. railgated killed: noticed within 2 s; restarted: --retry finishes.
+pids=()
+for r in 0 1 2; do worker "$r" 13 "${big[@]}"; pids+=($wpid); done
+wait_running 13
+t0=$(now)
+kill -KILL "$gated_pid"
+wait "$gated_pid" 2> /dev/null
+gated_pid=
+t=$(survivors_fail "$t0" "railgated stopped answering" "${pids[@]}")
+echo "ok: railgated killed: every worker failed after at most $t s (railgated stopped answering)"
+start_gated 2
+pids=()
+for r in 0 1 2; do worker "$r" 14 --count 4000000 -n 30 -w 0 --retry 3; pids+=($wpid); done
+wait_running 14
+sleep 0.5
+kill -KILL "$gated_pid"
+wait "$gated_pid" 2> /dev/null
+sleep 1
+start_gated 3
+for r in 0 1 2; do wait "${pids[$r]}" || { tail -n 5 "$log"/w-14-*.log; tail -n 30 "$log"/railgated-3.log; fail "railgated restart: rank $r did not finish"; }; done
+grep -q "Out of bounds values : 0 OK" "$log/w-14-0.log" || fail "railgated restart: wrong values"
+grep -qE "recoveries [1-9]" "$log/w-14-0.log" || fail "railgated restart: no recovery counted"
+echo "ok: railgated killed and restarted mid-job: 3 workers with --retry re-joined and finished bit-exact"
+
+# --- 6. a rail down mid-job: the job restripes and finishes.
+pids=()
+for r in 0 1 2; do worker "$r" 15 --count 4000000 -n 20 -w 0 --retry 3; pids+=($wpid); done
+wait_running 15
+t0=$(now)
+ip -n "$w" link set rgw1 down
+for r in 0 1 2; do wait "${pids[$r]}" || { tail -n 5 "$log"/w-15-*.log; fail "rail down: rank $r did not finish"; }; done
+t=$(elapsed "$t0" "$(now)")
+grep -q "Out of bounds values : 0 OK" "$log/w-15-0.log" || fail "rail down: wrong values"
+grep -q "after recovering: striping over 1 of 2 rails (0x2 excluded" "$log/w-15-0.log" ||
+  { tail -n 4 "$log/w-15-0.log"; fail "rail down: the job did not restripe around rail 1"; }
+ctl --json status | python3 -c 'import json,sys; r={x["name"]: x["link"] for x in json.load(sys.stdin)["rails"]}; assert r == {"r0": "up", "r1": "down"}, r' ||
+  fail "status does not show r1's link down"
+grep -q "rail r1: link down" "$log/railgated-3.log" || fail "railgated did not log the link going down"
+ip -n "$w" link set rgw1 up
+for _ in $(seq 30); do ctl status | grep -qE "^r1 .* up$" && break; sleep 0.1; done
+job 16 --count 1000003 -n 2 -w 0
+grep -q "striping over" "$log/w-16-0.log" && fail "rail back up: the next job still stripes around it"
+echo "ok: rail 1's link down mid-job: railgated ended the job, the workers re-joined over rail 0 and finished bit-exact ($t s for the whole run); back up, job 16 used both rails"
+# A rail that stops answering mid-job (every frame dropped), its link up.
+pids=()
+for r in 0 1 2; do worker "$r" 17 --count 4000000 -n 20 -w 0 --retry 3; pids+=($wpid); done
+wait_running 17
+ctl fault set r1 drop=1 > /dev/null
+for r in 0 1 2; do wait "${pids[$r]}" || { tail -n 5 "$log"/w-17-*.log; fail "silent rail: rank $r did not finish"; }; done
+grep -q "Out of bounds values : 0 OK" "$log/w-17-0.log" || fail "silent rail: wrong values"
+grep -q "striping over 1 of 2 rails (0x2 excluded" "$log/w-17-0.log" || fail "silent rail: no restripe"
+ctl fault clear r1 > /dev/null
+echo "ok: rail 1 silent (all its frames dropped): the workers found it down and finished over rail 0"
+
+# --- 7. a JOIN refused part-way leaves nothing behind; forged JOINs expire.
+forge() { # RAIL_IP JOB: a JOIN of rank 0 of 2 nobody will complete
+  ip netns exec "$w" python3 - "$1" "$2" <<'PY'
+import socket, struct, sys
+hdr = struct.pack(">BBBBIQHHHHQII", 2, 1, 0, 0, int(sys.argv[2]), 12345, 0, 2, 0, 0, 0, 0, 0)
+body = struct.pack(">QHHIQ", 1000, 0, 0, 0, 99)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.sendto(hdr + body, (sys.argv[1], 47000))
+PY
+}
+for j in 900 901 902; do forge 198.18.1.1 "$j"; done
+sleep 0.2
+ip netns exec "$w" "$railbench" --transport udp --server 198.18.0.1 --rank 0 --workers 1 --job 30 --count 1000 -n 1 -w 0 \
+  > "$log/w-30.log" 2>&1 && fail "a job joined with rail 1's table full"
+grep -q "refused the join on rail 1: job table full" "$log/w-30.log" || { cat "$log/w-30.log"; fail "part-way refusal: message"; }
+[ "$(ctl --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["rails"][0]["active_jobs"])')" = 0 ] ||
+  fail "the refused job stayed on rail 0"
+sleep 3.2
+[ "$(counter r1 expirations)" -ge 3 ] || fail "the forged jobs did not expire"
+ip netns exec "$w" "$railbench" --transport udp --server 198.18.0.1 --rank 0 --workers 1 --job 30 --count 1000 -n 1 -w 0 \
+  > "$log/w-30b.log" 2>&1 || fail "job 30 after the forged jobs expired"
+echo "ok: a JOIN refused on rail 1 (its table full) left rail 0 clean; the 3 forged, assembling jobs expired after 3 s"
+
+# --- 8. railgated exits cleanly, every buffer back.
+stop_gated
+grep -q "every rail's buffers came back" "$log/railgated-3.log" || fail "no buffer check at exit"
+echo "PASS"
