@@ -92,12 +92,12 @@ public:
                 rte_pktmbuf_free(mb);
                 break;
             }
-            frame::write_udp_headers(p, r.self, r.server, wire::header_bytes + m.bytes);
+            const std::uint16_t udp_sum = frame::write_udp_headers(p, r.self, r.server, wire::header_bytes + m.bytes);
             std::uint8_t* h = p + frame::udp_frame_overhead;
             wire::encode_header(m.h, h);
             // The payload's checksum as it is copied in: one pass.
             const std::uint16_t psum = m.bytes ? frame::copy_and_sum(h + wire::header_bytes, m.payload, m.bytes) : 0;
-            frame::fill_udp_checksum(p, frame::add_sums(frame::ones_sum16(h, wire::header_bytes), psum));
+            frame::set_udp_checksum(p, udp_sum, frame::add_sums(wire::header_sum(m.h), psum));
             out[built] = mb;
         }
         unsigned leaving = built;

@@ -112,7 +112,7 @@ std::unique_ptr<transport> embedded_fabric::worker_transport(unsigned w, std::ui
     std::vector<dpdk_port> ports;
     for (unsigned r = 0; r < rails_; ++r) ports.push_back({worker_ports_[w * rails_ + r], worker_ip(r, w), tos});
     burst_hook up;
-    if (faulty_)
+    if (faulty_ && up_dice_.current().on_rx())
         up = [this, w](unsigned r, rte_mbuf** v, unsigned& n, unsigned cap) {
             net::apply_faults(up_dice_, late_up_[w * rails_ + r], up_tally_, v, n, cap);
         };
@@ -124,7 +124,7 @@ unsigned embedded_fabric::pump() noexcept {
     for (unsigned r = 0; r < rails_; ++r) {
         void* objs[256];
         unsigned n = rte_ring_dequeue_burst(down_[r], objs, 128, nullptr);
-        if (faulty_ && n) net::apply_faults(down_dice_, late_down_[r], down_tally_, reinterpret_cast<rte_mbuf**>(objs), n, 256);
+        if (faulty_ && n && down_dice_.current().on_tx()) net::apply_faults(down_dice_, late_down_[r], down_tally_, reinterpret_cast<rte_mbuf**>(objs), n, 256);
         for (unsigned i = 0; i < n; ++i) {
             auto* m = static_cast<rte_mbuf*>(objs[i]);
             const auto* p = rte_pktmbuf_mtod(m, const std::uint8_t*);

@@ -187,7 +187,15 @@ struct worker::state {
     std::uint64_t detail = 0;
     stats::histogram rtt;
     std::uint64_t recoveries = 0;
+    std::uint64_t replays = 0;
     std::vector<std::uint8_t> backup; // the input, while an operation with retries runs
+    std::uint64_t backup_op = ~std::uint64_t{0};
+    // The previous operation's input (retries): a rank one operation ahead
+    // replays it for a rank that lost its result in a railgated restart.
+    std::vector<std::uint8_t> prev;
+    std::uint64_t prev_op = ~std::uint64_t{0};
+    wire::dtype backup_dt = wire::dtype::fp32, prev_dt = wire::dtype::fp32;
+    wire::error_code refusal = wire::error_code::none; // the last JOIN refusal's code (detail: its offset)
 
     // The contribution of rail r's k-th chunk; marks its slot busy.
     tx_msg contrib(const worker_options& o, unsigned r, std::uint64_t k, std::uint8_t flags,
@@ -250,6 +258,7 @@ std::uint32_t worker::chunk_elems() const noexcept { return s_->chunk_elems; }
 std::span<const unsigned> worker::stripe_rails() const noexcept { return s_->tr; }
 stats::histogram& worker::chunk_rtt() noexcept { return s_->rtt; }
 std::uint64_t worker::recoveries() const noexcept { return s_->recoveries; }
+std::uint64_t worker::replays() const noexcept { return s_->replays; }
 std::uint64_t worker::retransmits() const noexcept {
     std::uint64_t n = 0;
     for (const auto& r : s_->run) n += r.retransmits;
@@ -264,6 +273,7 @@ std::uint64_t worker::results() const noexcept {
 std::string worker::join() {
     state& s = *s_;
     s.why = failure::none;
+    s.refusal = wire::error_code::none;
     if (o_.world == 0 || o_.world > wire::max_world) {
         s.why = failure::usage;
         return "world size must be 1.." + std::to_string(wire::max_world);
@@ -342,6 +352,8 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded) {
                         std::string why;
                         if (!text_of(m, why)) continue;
                         const std::string text = "railgated refused the join on rail " + std::to_string(r) + ": " + why;
+                        s.refusal = code;
+                        s.detail = m.h.offset;
                         if (code == wire::error_code::rank_taken) {
                             last_refusal = text;
                             continue;
@@ -892,25 +904,71 @@ std::string worker::recover() {
     return e;
 }
 
+void worker::run(void* data, std::size_t count, wire::dtype dt) {
+    start(data, count, dt);
+    if (o_.engine && s_->active && t_.parallel_rails()) {
+        run_pipelines();
+    } else {
+        worker* self = this;
+        complete({&self, 1});
+    }
+}
+
+// The re-join was refused because the job is at the operation before this
+// worker's: a rank lost that operation's result when railgated restarted
+// (every rank but it had it). This worker runs it once more from the input
+// it kept, throws the result away and is then joined at its own operation.
+std::string worker::replay() {
+    state& s = *s_;
+    const std::uint64_t op = s.ops;
+    s.ops = s.prev_op;
+    std::string e = join();
+    if (e.empty()) {
+        std::vector<std::uint8_t> scratch(s.prev);
+        run(scratch.data(), scratch.size() / wire::dtype_size(s.prev_dt), s.prev_dt);
+        e = s.err;
+    }
+    if (!e.empty()) {
+        s.ops = op;
+        return "replaying operation " + std::to_string(s.prev_op) + " for a rank that lost its result: " + e;
+    }
+    ++s.replays;
+    return {};
+}
+
+bool worker::can_replay() const noexcept {
+    const state& s = *s_;
+    return s.refusal == wire::error_code::op_mismatch && s.prev_op + 1 == s.ops && !s.prev.empty() &&
+           s.detail == static_cast<std::uint16_t>(s.prev_op);
+}
+
 std::string worker::allreduce(void* data, std::size_t count, wire::dtype dt) {
     state& s = *s_;
     const bool keep = o_.retries > 0 && count && s.joined;
     if (keep) {
+        // Last operation's input becomes the previous one (no copy).
+        if (s.backup_op + 1 == s.ops) {
+            std::swap(s.prev, s.backup);
+            s.prev_op = s.backup_op;
+            s.prev_dt = s.backup_dt;
+        } else {
+            s.prev_op = ~std::uint64_t{0};
+        }
         s.backup.resize(count * wire::dtype_size(dt));
         std::memcpy(s.backup.data(), data, s.backup.size());
+        s.backup_op = s.ops;
+        s.backup_dt = dt;
     }
     for (unsigned attempt = 0;; ++attempt) {
-        start(data, count, dt);
-        if (o_.engine && s.active && t_.parallel_rails()) {
-            run_pipelines();
-        } else {
-            worker* self = this;
-            complete({&self, 1});
-        }
+        run(data, count, dt);
         if (s.err.empty() || !keep || attempt >= o_.retries || !recoverable(s.why)) return s.err;
         const std::string failed = s.err;
         const failure why = s.why;
-        if (std::string e = recover(); !e.empty()) {
+        std::string e = recover();
+        if (!e.empty() && can_replay()) {
+            e = replay();
+        }
+        if (!e.empty()) {
             s.err = failed + "; recovering: " + e;
             s.why = why;
             return s.err;

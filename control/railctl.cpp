@@ -100,7 +100,9 @@ const std::map<std::string, const char*> help_cmd = {
                 "  --plot: an SVG with the histogram and the CDF.\n"},
     {"fault", "usage: railctl fault show [R]\n       railctl fault set R SPEC\n       railctl fault clear R\n"
               "  The rail's fault injector, for tests and labs: SPEC is drop=P,dup=P,reorder=P,corrupt=P,seed=S\n"
-              "  (P a fraction 0..1; any subset). It acts on the rail's received and sent frames alike;\n"
+              "  (P a fraction 0..1; any subset), optionally rank=N (only rank N's messages) and\n"
+              "  dir=rx|tx (only what railgated receives or sends). It acts on the rail's received and\n"
+              "  sent frames alike unless dir says;\n"
               "  what it dropped is counted as drop reason fault_injected.\n"},
     {"nccl-env", "usage: railctl nccl-env\n  export lines for NCCL matching the rails: NCCL_IB_HCA (device:port), "
                  "NCCL_IB_GID_INDEX,\n  NCCL_IB_TC, NCCL_SOCKET_IFNAME.\n"},

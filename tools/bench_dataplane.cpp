@@ -1,10 +1,17 @@
 // One railgated lcore on a net_ring rail, a traffic generator on the other
 // core: how much gradient input one data-plane core absorbs.
 //   bench_dataplane [--mtu N] [--workers W] [--seconds S] [--pool P]
+//                   [--gen-mbufs N] [--csum sw|nic]
 // The generator streams contributions of W ranks (chunk i -> slot i % pool,
 // generation i / pool) into the rail's RX ring and frees the results from
 // its TX ring. Frames are built once per mbuf and only their 40-byte
 // railgate header is rewritten, so the generator is cheap per packet.
+// --csum: who verifies the contributions' UDP checksums and computes the
+// results'. sw (default): railgated, the contributions' in the pass that
+// reduces them (a port without the offloads: vdevs, af_packet, af_xdp);
+// nic: the generator marks each frame verified, as a NIC's PMD does with
+// the RX UDP checksum offload, and railgated leaves the results' to the
+// port, as with the TX one (mlx5, ice, i40e...).
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -26,6 +33,7 @@ using namespace railgate;
 int main(int argc, char** argv) {
     unsigned mtu = 9000, workers = 4, pool = 64, gen_mbufs = 16384;
     double seconds = 3;
+    bool nic_csum = false;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i];
         if (a == "--mtu") mtu = static_cast<unsigned>(std::stoul(argv[i + 1]));
@@ -33,8 +41,11 @@ int main(int argc, char** argv) {
         else if (a == "--seconds") seconds = std::stod(argv[i + 1]);
         else if (a == "--pool") pool = static_cast<unsigned>(std::stoul(argv[i + 1]));
         else if (a == "--gen-mbufs") gen_mbufs = static_cast<unsigned>(std::stoul(argv[i + 1]));
+        else if (a == "--csum" && (std::string(argv[i + 1]) == "sw" || std::string(argv[i + 1]) == "nic"))
+            nic_csum = std::string(argv[i + 1]) == "nic";
         else {
-            std::fprintf(stderr, "usage: bench_dataplane [--mtu N] [--workers W] [--seconds S] [--pool P] [--gen-mbufs N]\n");
+            std::fprintf(stderr, "usage: bench_dataplane [--mtu N] [--workers W] [--seconds S] [--pool P] "
+                                 "[--gen-mbufs N] [--csum sw|nic]\n");
             return 2;
         }
     }
@@ -48,6 +59,7 @@ int main(int argc, char** argv) {
     rc.port_id = port;
     rc.ip = 0xC6120001;
     rc.mtu = static_cast<std::uint16_t>(mtu);
+    rc.emulate_checksum_offload = nic_csum;
     dc.rails = {rc};
     dc.mbufs_per_rail = 16384;
     dc.default_pool = pool;
@@ -59,6 +71,13 @@ int main(int argc, char** argv) {
         return 2;
     }
     rte_mempool* gp = net::make_pktmbuf_pool("bd_gen", gen_mbufs, RTE_PKTMBUF_HEADROOM + chunk + 128, SOCKET_ID_ANY);
+    // Every buffer's data room zeroed (the checksums below assume it).
+    rte_mempool_obj_iter(
+        gp, [](rte_mempool*, void*, void* obj, unsigned) {
+            auto* m = static_cast<rte_mbuf*>(obj);
+            std::memset(static_cast<char*>(m->buf_addr), 0, m->buf_len);
+        },
+        nullptr);
 
     frame::endpoint self{}, peer{};
     self.ip = rc.ip;
@@ -75,6 +94,7 @@ int main(int argc, char** argv) {
         frame::write_udp_headers(p, peer, self, wire::header_bytes + body);
         wire::encode_header(h, p + frame::udp_frame_overhead);
         if (body) std::memcpy(p + frame::udp_frame_overhead + wire::header_bytes, bodyp, body);
+        frame::fill_udp_checksum(p);
         while (rte_ring_enqueue(rx, m) != 0) {}
     };
     d.launch();
@@ -92,6 +112,18 @@ int main(int argc, char** argv) {
         wire::encode_join_body(b, body);
         send(h, sizeof body, body);
     }
+    // The JOIN_ACKs come back in the JOINs' buffers: zeroed again before
+    // they join the generator's pool of contributions.
+    for (unsigned got = 0; got < workers;) {
+        void* acks[64];
+        const unsigned n = rte_ring_dequeue_burst(tx, acks, 64, nullptr);
+        for (unsigned i = 0; i < n; ++i) {
+            auto* m = static_cast<rte_mbuf*>(acks[i]);
+            std::memset(static_cast<char*>(m->buf_addr), 0, m->buf_len);
+            rte_pktmbuf_free(m);
+        }
+        got += n;
+    }
     // Pre-build every generator mbuf as a full contribution frame.
     {
         std::vector<rte_mbuf*> all(gen_mbufs - 512);
@@ -99,7 +131,10 @@ int main(int argc, char** argv) {
         for (rte_mbuf* m : all) {
             auto* p = reinterpret_cast<std::uint8_t*>(rte_pktmbuf_append(m, static_cast<std::uint16_t>(frame_len)));
             frame::write_udp_headers(p, peer, self, wire::header_bytes + chunk);
-            std::memset(p + frame::udp_frame_overhead + wire::header_bytes, 0x3c, chunk);
+            // Zeros: their sum is zeros, so a buffer that comes back as a
+            // result (railgated answers in the contributions' buffers)
+            // still holds the payload whose checksum the generator knows.
+            std::memset(p + frame::udp_frame_overhead + wire::header_bytes, 0, chunk);
         }
         rte_pktmbuf_free_bulk(all.data(), static_cast<unsigned>(all.size()));
     }
@@ -121,10 +156,17 @@ int main(int argc, char** argv) {
                 m->data_off = RTE_PKTMBUF_HEADROOM;
                 m->data_len = static_cast<std::uint16_t>(frame_len);
                 m->pkt_len = static_cast<std::uint32_t>(frame_len);
+                m->ol_flags = nic_csum ? RTE_MBUF_F_RX_L4_CKSUM_GOOD : 0;
                 h.rank = static_cast<std::uint16_t>(r);
                 auto* p = rte_pktmbuf_mtod(m, std::uint8_t*);
-                frame::write_udp_headers(p, peer, self, wire::header_bytes + chunk);
+                // Each rank from where it joined (railgated binds it there).
+                peer.ip = 0xC612000A + r;
+                peer.udp_port = static_cast<std::uint16_t>(40000 + r);
+                const std::uint16_t udp_sum = frame::write_udp_headers(p, peer, self, wire::header_bytes + chunk);
                 wire::encode_header(h, p + frame::udp_frame_overhead);
+                // The payload is zeros (its sum 0): the headers' sum is the
+                // checksum; railgated verifies the whole datagram.
+                frame::set_udp_checksum(p, udp_sum, wire::header_sum(h));
             }
             while (rte_ring_enqueue_bulk(rx, reinterpret_cast<void**>(ms), workers, nullptr) == 0) {
                 void* out[256];
@@ -148,9 +190,11 @@ int main(int argc, char** argv) {
         rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(out), n);
     }
     const auto& c = d.counters(0);
+    if (c.total_drops() > c.drops[static_cast<unsigned>(drop_reason::duplicate)].load()) d.print_stats(stderr);
     const double contribs = static_cast<double>(c.contributions.load());
-    std::printf("# bench_dataplane: 1 railgated lcore, net_ring rail, MTU %u (chunk %u B), W=%u, pool %u, %.1f s\n",
-                mtu, chunk, workers, pool, t);
+    std::printf("# bench_dataplane: 1 railgated lcore, net_ring rail, MTU %u (chunk %u B), W=%u, pool %u, %.1f s, "
+                "UDP checksums by %s\n",
+                mtu, chunk, workers, pool, t, nic_csum ? "the NIC (emulated offloads)" : "railgated");
     std::printf("  contributions %.0f (%.2f Mpps), aggregations %llu, results %llu, drops %llu\n", contribs,
                 contribs / t / 1e6, static_cast<unsigned long long>(c.aggregations.load()),
                 static_cast<unsigned long long>(results), static_cast<unsigned long long>(c.total_drops()));

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
         }
     }
     std::printf("# bench_reduce: best of %u, GB/s = bytes moved / s; ratio = kernel GB/s / memcpy GB/s\n", reps);
-    std::printf("# %-8s %-12s %-6s %3s %10s %10s %10s %7s\n", "size", "variant", "dtype", "W", "bytes/in", "GB/s",
+    std::printf("# %-8s %-18s %-6s %3s %10s %10s %10s %7s\n", "size", "variant", "dtype", "W", "bytes/in", "GB/s",
                 "memcpy", "ratio");
     struct size_case {
         const char* name;
@@ -68,17 +68,24 @@ int main(int argc, char** argv) {
             for (unsigned l = 0; l < reduce::isa_count; ++l) {
                 const reduce::kernels* k = reduce::get(static_cast<reduce::isa>(l));
                 if (!k) continue;
-                for (wire::dtype dt : {wire::dtype::fp32, wire::dtype::bf16}) {
-                    const std::size_t n = bytes / wire::dtype_size(dt);
-                    const double t = best_seconds(reps, [&] {
-                        for (std::size_t i = 0; i < iters; ++i) (*k)[dt](in[0].data(), ptrs.data(), w, n);
-                    });
-                    const double gbs = static_cast<double>(w + 1) * static_cast<double>(bytes) *
-                                       static_cast<double>(iters) / t / 1e9;
-                    std::printf("  %-8s %-12s %-6s %3u %10zu %10.2f %10.2f %7.2f\n", sc.name,
-                                std::string(k->name).c_str(), std::string(wire::dtype_name(dt)).c_str(), w, bytes,
-                                gbs, memcpy_gbs, gbs / memcpy_gbs);
-                }
+                // Each kernel plain, then with its inputs' checksum words
+                // summed on the way (what railgated's data plane runs).
+                for (wire::dtype dt : {wire::dtype::fp32, wire::dtype::bf16})
+                    for (bool words : {false, true}) {
+                        const std::size_t n = bytes / wire::dtype_size(dt);
+                        std::uint64_t sums[wire::max_world + 1] = {};
+                        const double t = best_seconds(reps, [&] {
+                            for (std::size_t i = 0; i < iters; ++i)
+                                if (words) k->with_words(dt)(in[0].data(), ptrs.data(), w, n, sums);
+                                else (*k)[dt](in[0].data(), ptrs.data(), w, n);
+                        });
+                        const double gbs = static_cast<double>(w + 1) * static_cast<double>(bytes) *
+                                           static_cast<double>(iters) / t / 1e9;
+                        const std::string name = std::string(k->name) + (words ? "+words" : "");
+                        std::printf("  %-8s %-18s %-6s %3u %10zu %10.2f %10.2f %7.2f\n", sc.name, name.c_str(),
+                                    std::string(wire::dtype_name(dt)).c_str(), w, bytes, gbs, memcpy_gbs,
+                                    gbs / memcpy_gbs);
+                    }
             }
         }
     }

@@ -103,6 +103,7 @@ void usage(std::FILE* f) {
                  "      --join-timeout MS   how long a JOIN may take (default 5000)\n"
                  "      --fault SPEC        embedded: the virtual switch drops, duplicates, reorders and\n"
                  "                          corrupts frames both ways: drop=P,dup=P,reorder=P,corrupt=P,seed=S\n"
+                 "                          [,rank=N][,dir=rx|tx] (one rank's messages; one way)\n"
                  "      --stall-ms N        embedded: railgated's stall time (default 1000)\n"
                  "      --seed S            input seed (all ranks must agree)\n"
                  "      --pace RATE         each worker paces its contributions on each rail to RATE\n"
@@ -705,8 +706,8 @@ int run_remote(const options& o) {
     stats::histogram lat;
     const std::uint64_t wrong = run_table(o, ws, {static_cast<unsigned>(o.rank)}, lat);
     stats::print_latency(stdout, lat, "per-chunk round trip");
-    std::printf("# retransmits %" PRIu64 ", dropped replies %" PRIu64 ", recoveries %" PRIu64 "\n", w.retransmits(),
-                t->dropped(), w.recoveries());
+    std::printf("# retransmits %" PRIu64 ", dropped replies %" PRIu64 ", recoveries %" PRIu64 ", replays %" PRIu64 "\n",
+                w.retransmits(), t->dropped(), w.recoveries(), w.replays());
     if (w.recoveries() && w.job_info().excluded_rails)
         std::printf("# after recovering: striping over %zu of %u rails (0x%x excluded: down)\n", w.stripe_rails().size(),
                     w.job_info().n_rails, w.job_info().excluded_rails);

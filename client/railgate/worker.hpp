@@ -20,7 +20,10 @@
 // operation with rail_down; railgated gone fails it with daemon_gone. With
 // options.retries, allreduce() recovers from those by itself: it re-joins
 // (striping around rails that went down) and runs the operation again from
-// its input.
+// its input. A rank that lost an operation's last result in a railgated
+// restart re-joins one operation behind the others: they replay that
+// operation from the input they kept (two inputs kept, no extra copy) and
+// the job goes on.
 //
 // Threading: one thread per worker. start()/progress() let one thread drive
 // several workers (railbench --embedded does). With options.engine,
@@ -65,7 +68,8 @@ struct worker_options {
     std::chrono::milliseconds peer_timeout{1000};
     // Re-joins and re-runs of an operation after a failure it can recover
     // from (railgated restarted, a rail went down, a rank restarted, the job
-    // expired). Each keeps a copy of the input: a memcpy per operation.
+    // expired). Each keeps a copy of the input: a memcpy per operation, and
+    // the last two inputs' memory.
     unsigned retries = 0;
     // Per-chunk round trips into chunk_rtt() (a clock read per chunk). Off,
     // over a reliable transport (verbs), the worker reads no clock on the
@@ -149,6 +153,8 @@ public:
     std::uint64_t retransmits() const noexcept;
     // Operations re-run after a recovered failure (allreduce with retries).
     std::uint64_t recoveries() const noexcept;
+    // Operations run again for a rank that lost their result (in recoveries).
+    std::uint64_t replays() const noexcept;
     // Results accepted since join (progress is visible as this moving).
     std::uint64_t results() const noexcept;
 
@@ -162,6 +168,9 @@ private:
     void fail(unsigned rail, failure f, std::string text, std::uint32_t down = 0);
     void finish();
     void run_pipelines();
+    void run(void* data, std::size_t count, wire::dtype dt);
+    bool can_replay() const noexcept;
+    std::string replay();
     std::string join_on(unsigned first, std::uint32_t excluded);
     transport& t_;
     worker_options o_;

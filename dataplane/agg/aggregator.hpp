@@ -14,10 +14,12 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <span>
+#include <type_traits>
 
 #include "dataplane/agg/job_table.hpp"
 #include "dataplane/proto/drop_reason.hpp"
@@ -61,6 +63,21 @@ struct outcome {
     drop_reason reason = drop_reason::none;
     job* j = nullptr;
     slot* s = nullptr;
+    // Stored contributions found corrupted when the slot was to complete
+    // (released; the slot waits for those ranks to send them again), and
+    // rank 0's, intact, released with them (the reduce wrote into it).
+    unsigned corrupted = 0, discarded = 0;
+};
+
+// A contribution's integrity, as the caller checks it when its slot is
+// reduced: verified(owner) is true when it needs no check of the payload
+// (railgated: the NIC verified its UDP checksum); otherwise ok(owner,
+// payload_sum) checks it given the ones' sum of its payload
+// (frame::ones_sum16), which the reduce computes as it reads the payload.
+// The default takes every contribution as intact.
+struct always_intact {
+    bool verified(void*) const noexcept { return true; }
+    bool ok(void*, std::uint16_t) const noexcept { return true; }
 };
 
 template <class Release>
@@ -193,8 +210,16 @@ public:
     // contribution whose result is kept in s: send it again to that rank.
     // `now` is kept in s.started by the first contribution of a generation
     // (aggregation latency, stall detection).
+    // `intact` checks every contribution of a slot when the slot is reduced
+    // (see always_intact): when some need their payload's sum, the reduce
+    // computes it on its way (one pass over the data for both). If any
+    // fails, the slot is not complete: the ones that failed, and rank 0's
+    // (the reduce wrote into it), are released (the arriving one, if among
+    // them, is dropped as udp_checksum and stays the caller's), and the
+    // slot waits for those ranks to send them again.
+    template <class Intact = always_intact>
     outcome contribute(const wire::header& h, const void* payload, void* owner, const reduce::kernels& k,
-                       std::uint64_t now = 0, std::uint64_t addr = 0) noexcept {
+                       std::uint64_t now = 0, std::uint64_t addr = 0, Intact&& intact = {}) noexcept {
         outcome o;
         nspare_ = 0;
         job* j = find(h.job_id);
@@ -239,7 +264,13 @@ public:
             o.act = action::stored;
             return o;
         }
-        complete(*j, s, b, k);
+        std::uint64_t unverified = 0;
+        if constexpr (!std::is_same_v<std::decay_t<Intact>, always_intact>)
+            for (unsigned r = 0; r < j->world; ++r)
+                if (!intact.verified(owners_[b + r])) unverified |= std::uint64_t{1} << r;
+        if (!unverified) complete(*j, s, b, k);
+        else if (!checked_complete(*j, s, b, k, h.rank, unverified, intact, o))
+            return o; // stored or dropped, the slot still waiting
         o.act = action::completed;
         return o;
     }
@@ -255,13 +286,59 @@ private:
         return (std::size_t{t_.index_of(j)} * lim_.max_pool + si) * wire::max_world;
     }
 
+    // Reduces the slot, summing every input's words on the way (one pass
+    // over the data for both), then checks the integrity of the unverified
+    // contributions: true when all are intact (the slot completed), else the
+    // slot is put back to waiting (see contribute()) and o says what became
+    // of the arriving one.
+    template <class Intact>
+    bool checked_complete(job& j, slot& s, std::size_t b, const reduce::kernels& k, unsigned arriving,
+                          std::uint64_t unverified, Intact& intact, outcome& o) noexcept {
+        const void** payloads = &payloads_[b];
+        void* dst = const_cast<void*>(payloads[0]);
+        std::uint64_t words[wire::max_world + 1] = {};
+        k.with_words(j.dt)(dst, payloads, j.world, s.count, words);
+        std::uint64_t bad = 0;
+        for (std::uint64_t m = unverified; m; m &= m - 1) {
+            const unsigned r = static_cast<unsigned>(std::countr_zero(m));
+            if (!intact.ok(owners_[b + r], frame::fold_words(words[r]))) bad |= std::uint64_t{1} << r;
+        }
+        if (!bad) {
+            finish(j, s, b, dst);
+            s.result_sum = frame::fold_words(words[j.world]);
+            s.result_summed = true;
+            return true;
+        }
+        // Rank 0's buffer holds a sum of something wrong: it goes too.
+        const std::uint64_t gone = bad | 1;
+        for (std::uint64_t m = gone; m; m &= m - 1) {
+            const unsigned r = static_cast<unsigned>(std::countr_zero(m));
+            s.bitmap &= ~(std::uint64_t{1} << r);
+            if (r == arriving) continue; // the caller's to count and free
+            Release{}(owners_[b + r]);
+            ++(bad >> r & 1 ? o.corrupted : o.discarded);
+        }
+        if (!s.bitmap) --j.partial;
+        if (gone >> arriving & 1) {
+            o.act = action::dropped;
+            o.reason = bad >> arriving & 1 ? drop_reason::udp_checksum : drop_reason::checksum_partner;
+        } else {
+            o.act = action::stored;
+        }
+        return false;
+    }
+
     // Reduce into rank 0's buffer, in rank order; release ranks 1..W-1 and the
     // previous result; keep rank 0's buffer as the new result.
     void complete(job& j, slot& s, std::size_t b, const reduce::kernels& k) noexcept {
-        void** owners = &owners_[b];
         const void** payloads = &payloads_[b];
         void* dst = const_cast<void*>(payloads[0]);
         k[j.dt](dst, payloads, j.world, s.count);
+        finish(j, s, b, dst);
+    }
+
+    void finish(job& j, slot& s, std::size_t b, void* dst) noexcept {
+        void** owners = &owners_[b];
         for (unsigned r = 1; r < j.world; ++r) {
             if (keep_spares_) spare_[nspare_++] = owners[r];
             else Release{}(owners[r]);
@@ -272,6 +349,7 @@ private:
         s.result_offset = s.offset;
         s.result_count = s.count;
         s.result_valid = 1;
+        s.result_summed = false;
         table::completed(j, s);
     }
 

@@ -32,6 +32,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -68,6 +69,10 @@ struct slot {
     std::uint64_t result_offset = 0;
     std::uint32_t result_count = 0;
     std::uint16_t result_valid = 0;
+    // The result's ones' sum (frame::ones_sum16), when the reduce that
+    // made it computed one (a slot whose contributions were checked).
+    std::uint16_t result_sum = 0;
+    bool result_summed = false;
 };
 
 enum class job_state : std::uint8_t {
@@ -123,7 +128,8 @@ enum class join_status : std::uint8_t {
     joined,   // a new member (or a new job)
     again,    // the same peer joined the same rank again (a repeated JOIN)
     refused,  // err says why
-    takeover, // the JOIN replaces the job: end `j` (its members are told), then join again
+    takeover, // the JOIN replaces the job: end `j` (its members are told), then join again;
+              // err op_mismatch: the JOIN is one operation behind (detail: its operation)
 };
 
 struct join_result {
@@ -201,14 +207,28 @@ public:
                 r.detail = j->excluded;
                 return refuse(r, wire::error_code::rails_mismatch);
             }
-            if (b.op != j->op) {
+            const std::uint64_t bit = std::uint64_t{1} << h.rank;
+            const bool repeated =
+                (j->joined & bit) && j->peers[h.rank].addr == who.addr && j->peers[h.rank].nonce == who.nonce;
+            if (b.op != j->op && !repeated) {
+                // A rank one operation behind did not get that operation's
+                // result (railgated restarted while delivering it): the
+                // job starts again at its operation, and the ranks ahead,
+                // refused below, replay theirs (the worker keeps its last
+                // input). Any other gap cannot be bridged.
                 r.detail = j->op;
+                if (static_cast<std::uint16_t>(b.op + 1) == j->op) {
+                    r.st = join_status::takeover;
+                    r.err = wire::error_code::op_mismatch;
+                    r.detail = b.op;
+                    r.j = j;
+                    return r;
+                }
                 return refuse(r, wire::error_code::op_mismatch);
             }
-            const std::uint64_t bit = std::uint64_t{1} << h.rank;
             if (j->joined & bit) {
                 const peer& p = j->peers[h.rank];
-                if (p.addr == who.addr && p.nonce == who.nonce) {
+                if (repeated) {
                     j->heard[h.rank] = now;
                     r.st = join_status::again;
                     r.j = j;
@@ -358,18 +378,25 @@ public:
     }
 
 private:
-    // The oldest slot waiting for ranks past the stall time. A slot that
-    // began before the job assembled waits from the assembly: a rank that
-    // starts late has not stalled.
+    // The oldest slot waiting past the stall time for ranks that have been
+    // silent as long: a rank still sending (retransmits on a lossy rail,
+    // PINGs) is slow, not gone. A slot that began before the job assembled
+    // waits from the assembly: a rank that starts late has not stalled.
     bool stalled(const job_t& j, std::uint64_t now, end_event& e) const noexcept {
         for (unsigned si = 0; si < j.pool; ++si) {
             const slot& s = j.slots[si];
             if (!s.bitmap) continue;
             const std::uint64_t since = std::max(s.started, j.assembled);
             if (now - since < life_.stall || now - since <= e.waited) continue;
+            std::uint64_t silent = 0;
+            for (std::uint64_t m = j.all_ranks() & ~s.bitmap; m; m &= m - 1) {
+                const unsigned r = static_cast<unsigned>(std::countr_zero(m));
+                if (now - j.heard[r] >= life_.stall) silent |= std::uint64_t{1} << r;
+            }
+            if (!silent) continue;
             e.why = end_reason::stalled;
             e.slot = si;
-            e.missing = j.all_ranks() & ~s.bitmap;
+            e.missing = silent;
             e.waited = now - since;
         }
         return e.waited != 0;

@@ -39,7 +39,7 @@ std::string parse(std::string_view text, spec& out) {
         text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
         const std::size_t eq = item.find('=');
         if (eq == std::string_view::npos)
-            return "fault spec: '" + std::string(item) + "' is not KEY=VALUE (drop, dup, reorder, corrupt, seed)";
+            return "fault spec: '" + std::string(item) + "' is not KEY=VALUE (drop, dup, reorder, corrupt, seed, rank, dir)";
         const std::string_view k = item.substr(0, eq), v = item.substr(eq + 1);
         double* field = k == "drop" ? &s.drop : k == "dup" ? &s.dup : k == "reorder" ? &s.reorder
                       : k == "corrupt" ? &s.corrupt : nullptr;
@@ -53,8 +53,20 @@ std::string parse(std::string_view text, spec& out) {
             if (sv.empty() || end != sv.c_str() + sv.size() || sv[0] == '-')
                 return "fault spec: seed=" + sv + " is not an unsigned integer";
             s.seed = x;
+        } else if (k == "rank") {
+            const std::string sv(v);
+            char* end = nullptr;
+            const long x = std::strtol(sv.c_str(), &end, 10);
+            if (sv.empty() || end != sv.c_str() + sv.size() || x < 0 || x > 65535)
+                return "fault spec: rank=" + sv + " is not a rank (0..65535)";
+            s.rank = static_cast<int>(x);
+        } else if (k == "dir") {
+            if (v == "rx") s.dir = spec::way::rx;
+            else if (v == "tx") s.dir = spec::way::tx;
+            else if (v == "both") s.dir = spec::way::both;
+            else return "fault spec: dir=" + std::string(v) + " is not rx, tx or both";
         } else {
-            return "fault spec: unknown key '" + std::string(k) + "' (drop, dup, reorder, corrupt, seed)";
+            return "fault spec: unknown key '" + std::string(k) + "' (drop, dup, reorder, corrupt, seed, rank, dir)";
         }
     }
     out = s;
@@ -66,7 +78,10 @@ std::string format(const spec& s) {
     char b[160];
     std::snprintf(b, sizeof b, "drop=%g,dup=%g,reorder=%g,corrupt=%g,seed=%llu", s.drop, s.dup, s.reorder, s.corrupt,
                   static_cast<unsigned long long>(s.seed));
-    return b;
+    std::string t = b;
+    if (s.rank >= 0) t += ",rank=" + std::to_string(s.rank);
+    if (s.dir != spec::way::both) t += s.dir == spec::way::rx ? ",dir=rx" : ",dir=tx";
+    return t;
 }
 
 std::uint64_t dice::threshold(double p) noexcept {

@@ -4,7 +4,14 @@
 // applies the decisions to mbufs on a rail's receive and transmit paths,
 // and railbench --embedded's virtual switch to its own.
 //
-//   spec: drop=P,dup=P,reorder=P,corrupt=P,seed=S   (P a fraction 0..1)
+//   spec: drop=P,dup=P,reorder=P,corrupt=P,seed=S[,rank=N][,dir=rx|tx]
+//         (P a fraction 0..1)
+//
+// rank=N limits it to railgate messages of rank N (to and from that
+// worker: its header's rank); dir= to one way, seen from railgated (rx:
+// what the workers send it, tx: what it sends them). Both default to
+// everything: "drop=1,rank=2,dir=tx" is a worker whose results stop
+// arriving while its contributions still do.
 //
 // The decisions for a packet are independent draws, in that order: a
 // dropped packet is neither duplicated, reordered nor corrupted. The same
@@ -20,7 +27,11 @@ namespace railgate::fault {
 struct spec {
     double drop = 0, dup = 0, reorder = 0, corrupt = 0;
     std::uint64_t seed = 1;
+    int rank = -1;           // -1: every frame
+    enum class way : std::uint8_t { both, rx, tx } dir = way::both;
     bool any() const noexcept { return drop > 0 || dup > 0 || reorder > 0 || corrupt > 0; }
+    bool on_rx() const noexcept { return dir != way::tx; }
+    bool on_tx() const noexcept { return dir != way::rx; }
     bool operator==(const spec&) const = default;
 };
 

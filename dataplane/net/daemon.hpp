@@ -47,6 +47,12 @@ struct rail_config {
     std::uint64_t burst_bytes = 0; // 0: 16 frames
     std::array<qos::tc_config, qos::tc_count> tcs{};
     qos::tc_map tc_map = qos::tc_map::defaults();
+    // Benchmarks only: act as if the port offloaded the UDP checksums
+    // (trust its RX L4 checksum flags, leave the TX ones to it) although it
+    // does not advertise it: bench_dataplane's generator sets the RX flags
+    // on a net_ring rail, as a NIC's PMD does after verifying, and ignores
+    // the results' checksums.
+    bool emulate_checksum_offload = false;
 };
 
 // A rail as the control plane sees it.

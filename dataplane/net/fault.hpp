@@ -11,6 +11,7 @@
 
 #include "dataplane/fault/injector.hpp"
 #include "dataplane/proto/frame.hpp"
+#include "dataplane/proto/parse.hpp"
 
 namespace railgate::net {
 
@@ -20,6 +21,43 @@ struct fault_tally {
 };
 
 inline constexpr unsigned fault_max_burst = 1024;
+
+// A corrupted frame is corrupted on the wire, as far as checksums go: one
+// whose checksums the port was to compute (TX offload) gets them in
+// software first, so that the receiver sees the damage; one the port had
+// verified (RX offload) loses that verdict, so that railgated checks it.
+inline void before_corruption(rte_mbuf* m) noexcept {
+    if ((m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD)
+        m->ol_flags &= ~RTE_MBUF_F_RX_L4_CKSUM_MASK; // unknown
+    if (!(m->ol_flags & RTE_MBUF_F_TX_UDP_CKSUM)) return;
+    auto* p = rte_pktmbuf_mtod(m, std::uint8_t*);
+    std::uint8_t* ip = p + frame::eth_bytes;
+    ip[10] = ip[11] = 0;
+    const std::uint16_t c = frame::inet_checksum(ip, frame::ipv4_bytes);
+    ip[10] = static_cast<std::uint8_t>(c >> 8);
+    ip[11] = static_cast<std::uint8_t>(c);
+    // The UDP payload: this segment's part, then the next one's (a result
+    // sent as headers + a clone of the payload).
+    std::uint8_t* u = ip + frame::ipv4_bytes;
+    u[6] = u[7] = 0;
+    std::uint16_t sum = frame::ones_sum16(u + frame::udp_bytes, m->data_len - frame::udp_frame_overhead);
+    if (m->next) {
+        std::uint16_t more = frame::ones_sum16(rte_pktmbuf_mtod(m->next, const void*), m->next->data_len);
+        if ((m->data_len - frame::udp_frame_overhead) & 1) more = __builtin_bswap16(more); // RFC 1071 2B
+        sum = frame::add_sums(sum, more);
+    }
+    frame::set_udp_checksum(p, frame::udp_header_sum(p), sum);
+    m->ol_flags &= ~(RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM);
+}
+
+// Whether m is a railgate message of `rank` (the header's rank field of an
+// IPv4/UDP frame long enough to hold one).
+inline bool frame_of_rank(const rte_mbuf* m, int rank) noexcept {
+    if (m->data_len < frame::udp_frame_overhead + wire::header_bytes) return false;
+    const auto* p = rte_pktmbuf_mtod(m, const std::uint8_t*);
+    if (p[12] != 0x08 || p[13] != 0x00 || p[frame::eth_bytes] != 0x45 || p[frame::eth_bytes + 9] != 17) return false;
+    return wire::decode_header(p + frame::udp_frame_overhead).rank == rank;
+}
 
 // Applies the dice to the burst v[0..n) in place (room for `cap`):
 // dropped frames are freed, duplicates are copies placed right after their
@@ -37,14 +75,21 @@ inline void apply_faults(fault::dice& dice, rte_mbuf*& late, fault_tally& t, rte
         ++t.drops;
         rte_pktmbuf_free(m);
     };
+    const int rank = dice.current().rank;
     for (unsigned i = 0; i < n; ++i) {
         rte_mbuf* m = v[i];
+        if (rank >= 0 && !frame_of_rank(m, rank)) {
+            if (k < cap) out[k++] = m;
+            else lose(m);
+            continue;
+        }
         const fault::verdict f = dice.roll();
         if (f.drop) {
             lose(m);
             continue;
         }
         if (f.corrupt && m->data_len > frame::eth_bytes) {
+            if (m->data_len >= frame::udp_frame_overhead && m->nb_segs <= 2) before_corruption(m);
             const std::uint32_t bits = (m->data_len - static_cast<std::uint32_t>(frame::eth_bytes)) * 8;
             const std::uint32_t b = f.bit % bits;
             rte_pktmbuf_mtod_offset(m, std::uint8_t*, frame::eth_bytes)[b / 8] ^= static_cast<std::uint8_t>(1u << (b % 8));

@@ -80,6 +80,53 @@ void answer_unknown(rail_state& rs, rte_mbuf* m, const frame::endpoint& to, cons
     send_error(rs, m, to, eh, wire::error_code::unknown_job, t, 0, h.gen);
 }
 
+// The port verified the frame's UDP checksum (mbuf flags, where it can),
+// or it is checked here; absent is wrong too.
+bool checksum_ok(bool hw, const rte_mbuf* m) noexcept {
+    const auto* p = rte_pktmbuf_mtod(m, const std::uint8_t*);
+    if (hw) {
+        const std::uint64_t f = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
+        const std::size_t l4 = frame::eth_bytes + frame::ipv4_bytes;
+        if (f == RTE_MBUF_F_RX_L4_CKSUM_GOOD) return m->data_len > l4 + 7 && (p[l4 + 6] | p[l4 + 7]);
+        if (f == RTE_MBUF_F_RX_L4_CKSUM_BAD) return false;
+    }
+    return frame::udp_checksum_ok(p, m->data_len);
+}
+
+// A contribution's integrity, asked when its slot is reduced (see
+// agg::always_intact): verified by the port (mbuf flags, where it can), or
+// its checksum checked here given its payload's ones' sum (the reduce
+// computed it): only its headers are summed here. What can be checked
+// without the payload was on arrival (plausible).
+struct contribution_check {
+    bool hw;
+    static const std::uint8_t* udp(const rte_mbuf* m) noexcept {
+        return rte_pktmbuf_mtod(m, const std::uint8_t*) + frame::eth_bytes + frame::ipv4_bytes;
+    }
+    bool verified(void* owner) const noexcept {
+        const auto* m = static_cast<const rte_mbuf*>(owner);
+        return hw && (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD &&
+               (udp(m)[6] | udp(m)[7]);
+    }
+    // On arrival: a checksum is there (a railgate datagram always has
+    // one), the port did not find it wrong, and the headers are where the
+    // check below sums them.
+    static bool plausible(bool hw, const rte_mbuf* m) noexcept {
+        const auto* p = rte_pktmbuf_mtod(m, const std::uint8_t*);
+        if (m->data_len < frame::udp_frame_overhead + wire::header_bytes || (p[frame::eth_bytes] & 0x0f) != 5 ||
+            !(udp(m)[6] | udp(m)[7]))
+            return false;
+        return !hw || (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) != RTE_MBUF_F_RX_L4_CKSUM_BAD;
+    }
+    bool ok(void* owner, std::uint16_t payload_sum) const noexcept {
+        const auto* m = static_cast<const rte_mbuf*>(owner);
+        const auto* p = rte_pktmbuf_mtod(m, const std::uint8_t*);
+        const std::uint16_t head = frame::add_sums(frame::udp_header_sum(p),
+                                                   frame::ones_sum16(p + frame::udp_frame_overhead, wire::header_bytes));
+        return frame::add_sums(head, payload_sum) == 0xffff;
+    }
+};
+
 // Why a JOIN was refused, for the worker (and whoever reads its error).
 void refusal_text(char* t, std::size_t n, const rail_state& rs, const wire::header& h, const wire::join_body& b,
                   const agg::join_result& jr) noexcept {
@@ -115,7 +162,7 @@ void refusal_text(char* t, std::size_t n, const rail_state& rs, const wire::head
     case wire::error_code::op_mismatch:
         std::snprintf(t, n,
                       "job %u's ranks joined at operation %" PRIu64 "; this rank is at %u: they cannot be summed "
-                      "together (a restart lost some ranks' last results)",
+                      "together (a restart lost some ranks' last results; one operation ahead replays it)",
                       h.job_id, jr.detail, b.op);
         return;
     case wire::error_code::rank_taken: {
@@ -164,10 +211,18 @@ void handle_join(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<c
         // job as it was cannot go on; its other members are told, and this
         // JOIN starts it afresh.
         char t[wire::max_error_text];
-        std::snprintf(t, sizeof t, "rank %u re-joined job %u from %s:%u as a new process; the job restarts", h.rank,
-                      h.job_id, ipv4_text(from.ip).s, from.udp_port);
+        const bool behind = jr.err == wire::error_code::op_mismatch;
+        if (behind)
+            std::snprintf(t, sizeof t,
+                          "rank %u of job %u is at operation %u, one behind the ranks joined (it lost that "
+                          "operation's result): the job restarts at operation %u",
+                          h.rank, h.job_id, b.op, b.op);
+        else
+            std::snprintf(t, sizeof t, "rank %u re-joined job %u from %s:%u as a new process; the job restarts", h.rank,
+                          h.job_id, ipv4_text(from.ip).s, from.udp_port);
         bump(rs.ctr.takeovers);
-        end_job(rs, table::as(jr.j), wire::error_code::rank_failed, h.rank, t, h.rank);
+        end_job(rs, table::as(jr.j), behind ? wire::error_code::op_mismatch : wire::error_code::rank_failed,
+                behind ? b.op : h.rank, t, h.rank);
         jr = rs.agg.join(h, b, member, who, rs.burst_tsc, lag, down);
     }
     if (jr.st == agg::join_status::refused || jr.st == agg::join_status::takeover) {
@@ -203,21 +258,45 @@ void handle_join(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<c
     send_udp(rs, m);
 }
 
+// A slot's result's ones' sum (frame::ones_sum16): the reduce's when it
+// computed one, else computed on first use: once for all the copies, never
+// when every port computes checksums.
+class result_sum {
+public:
+    result_sum(const agg::job& j, const agg::slot& s) noexcept
+        : j_(j), s_(s), v_(s.result_sum), have_(s.result_summed) {}
+    std::uint16_t get() noexcept {
+        if (!have_) {
+            v_ = frame::ones_sum16(s_.result_payload, std::size_t{s_.result_count} * wire::dtype_size(j_.dt));
+            have_ = true;
+        }
+        return v_;
+    }
+
+private:
+    const agg::job& j_;
+    const agg::slot& s_;
+    std::uint16_t v_;
+    bool have_;
+};
+
 // Sends slot s's kept result to one member. In `carrier` (a spare
 // contribution buffer of the slot) when given: a copy of the payload, one
 // segment, no allocation. Otherwise sharing the payload mbuf (an indirect
 // clone) when the port can transmit chains, or a copy in a new mbuf.
-// `payload_sum` is the payload's ones'-complement sum (frame::ones_sum16),
-// computed once per slot: each copy adds only its headers' to checksum it.
+// `payload_sum` gives the payload's ones'-complement sum
+// (frame::ones_sum16), computed once per slot: each copy adds only its
+// headers' to checksum it; a port that computes checksums needs none.
 void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned rank, const frame::endpoint& dst,
-                 std::uint16_t payload_sum, rte_mbuf* carrier = nullptr) noexcept {
+                 result_sum& payload_sum, rte_mbuf* carrier = nullptr) noexcept {
     auto* payload = static_cast<rte_mbuf*>(s.result_owner);
     const std::uint32_t bytes = s.result_count * static_cast<std::uint32_t>(wire::dtype_size(j.dt));
     const std::size_t hdr_len = frame::udp_frame_overhead + wire::header_bytes;
     rte_mbuf* m;
     std::uint8_t* p;
+    std::uint16_t udp_sum = 0; // the pseudo-header's and UDP header's
     if (carrier) {
-        std::uint8_t* msg = reuse_as_reply(rs, carrier, dst, wire::header_bytes + bytes);
+        std::uint8_t* msg = reuse_as_reply(rs, carrier, dst, wire::header_bytes + bytes, &udp_sum);
         if (!msg) {
             rte_pktmbuf_free(carrier);
             return send_result(rs, j, s, rank, dst, payload_sum);
@@ -246,7 +325,7 @@ void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned
         }
         std::memcpy(p + hdr_len, rte_pktmbuf_mtod(payload, const void*), bytes);
     }
-    if (!carrier) frame::write_udp_headers(p, rs.s.self, dst, wire::header_bytes + bytes);
+    if (!carrier) udp_sum = frame::write_udp_headers(p, rs.s.self, dst, wire::header_bytes + bytes);
     wire::header h;
     h.type = wire::msg_type::result;
     h.dt = j.dt;
@@ -258,16 +337,19 @@ void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned
     h.count = s.result_count;
     h.offset = s.result_offset;
     h.gen = s.gen - 1;
-    std::uint8_t* hp = p + frame::udp_frame_overhead;
-    wire::encode_header(h, hp);
-    frame::fill_udp_checksum(p, frame::add_sums(frame::ones_sum16(hp, wire::header_bytes), payload_sum));
+    wire::encode_header(h, p + frame::udp_frame_overhead);
+    if (rs.s.tx_udp_cksum) {
+        frame::prepare_checksum_offload(p);
+        m->l2_len = frame::eth_bytes;
+        m->l3_len = frame::ipv4_bytes;
+        m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM;
+    } else {
+        frame::set_udp_checksum(p, udp_sum, frame::add_sums(wire::header_sum(h), payload_sum.get()));
+    }
     bump(rs.ctr.results_sent);
     queue_tx(rs, m);
 }
 
-std::uint16_t result_sum(const agg::job& j, const agg::slot& s) noexcept {
-    return frame::ones_sum16(s.result_payload, std::size_t{s.result_count} * wire::dtype_size(j.dt));
-}
 
 // Under LAG a job's flows come in on several members of the bond; its
 // aggregation lives on the home member, and each rank is answered on the
@@ -287,7 +369,7 @@ rail_state* lag_home(rail_state& rs, const wire::header& h, std::uint64_t& addr,
     return home < rs.bond->size() ? (*rs.bond)[home] : nullptr;
 }
 
-void answer(rail_state& home, const agg::job& j, const agg::slot& s, unsigned rank, std::uint16_t psum,
+void answer(rail_state& home, const agg::job& j, const agg::slot& s, unsigned rank, result_sum& psum,
             rte_mbuf* carrier = nullptr) noexcept {
     if (!j.lag || !home.bond) return send_result(home, j, s, rank, j.x.members[rank], psum, carrier);
     rail_state* tx = j.x.via[rank] < home.bond->size() ? (*home.bond)[j.x.via[rank]] : nullptr;
@@ -302,7 +384,12 @@ void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h, std::spa
     drop_reason why = drop_reason::none;
     rail_state* home = lag_home(rs, h, addr, why);
     if (!home) return free_drop(rs, m, why);
-    const agg::outcome o = home->agg.contribute(h, payload.data(), m, rs.k, rs.burst_tsc, addr);
+    // Its UDP checksum (and its slot's others') is checked when the slot
+    // completes: the reduce sums the payloads' words as it reads them.
+    const agg::outcome o = home->agg.contribute(h, payload.data(), m, rs.k, rs.burst_tsc, addr,
+                                                contribution_check{rs.s.rx_udp_cksum});
+    if (o.corrupted) bump(rs.ctr.drops[static_cast<unsigned>(drop_reason::udp_checksum)], o.corrupted);
+    if (o.discarded) bump(rs.ctr.drops[static_cast<unsigned>(drop_reason::checksum_partner)], o.discarded);
     if (o.act != agg::action::dropped && o.j->lag && rs.stripe >= 0)
         o.j->x.via[h.rank] = static_cast<std::uint8_t>(rs.stripe);
     switch (o.act) {
@@ -314,18 +401,20 @@ void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h, std::spa
         return free_drop(rs, m, o.reason);
     case agg::action::stored:
         bump(rs.ctr.contributions);
-        // Its payload is read when the slot completes, a few packets on:
-        // start bringing it in now (small chunks; the hardware streams
-        // large ones).
+        // Its payload is read when the slot completes, a few packets on
+        // (the reduce, which sums its checksum on the way): start bringing
+        // it in now (small chunks; the hardware streams large ones).
         if (payload.size() <= 4096)
             for (std::size_t off = 0; off < payload.size(); off += RTE_CACHE_LINE_SIZE)
                 rte_prefetch1(payload.data() + off);
         return;
-    case agg::action::resend:
+    case agg::action::resend: {
         bump(rs.ctr.results_resent);
-        answer(*home, *o.j, *o.s, h.rank, result_sum(*o.j, *o.s));
+        result_sum psum{*o.j, *o.s};
+        answer(*home, *o.j, *o.s, h.rank, psum);
         rte_pktmbuf_free(m);
         return;
+    }
     case agg::action::completed: {
         bump(rs.ctr.contributions);
         bump(home->ctr.aggregations);
@@ -337,7 +426,7 @@ void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h, std::spa
         const auto bytes = static_cast<std::uint16_t>(o.s->result_count * wire::dtype_size(o.j->dt));
         r->data_len = bytes;
         r->pkt_len = bytes;
-        const std::uint16_t psum = result_sum(*o.j, *o.s);
+        result_sum psum{*o.j, *o.s};
         // Ranks 1..W-1 get the result in their own contribution buffers (the
         // slot's spares: a copy of the cache-hot payload each, no allocation;
         // W indirect clones would share one reference count that every
@@ -451,16 +540,6 @@ void handle_rtt_report(rail_state& rs, rte_mbuf* m, const wire::header& h, std::
     rte_pktmbuf_free(m);
 }
 
-// The port verified the UDP checksum (mbuf flags), or it is checked here.
-bool checksum_ok(const rail_state& rs, const rte_mbuf* m, const std::uint8_t* p, const frame::info& fi) noexcept {
-    if (rs.s.rx_udp_cksum) {
-        const std::uint64_t f = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
-        const bool present = p[fi.l4_offset + 6] | p[fi.l4_offset + 7];
-        if (f == RTE_MBUF_F_RX_L4_CKSUM_GOOD) return present;
-        if (f == RTE_MBUF_F_RX_L4_CKSUM_BAD) return false;
-    }
-    return frame::udp_checksum_ok(p, m->data_len, fi);
-}
 
 } // namespace
 
@@ -494,13 +573,20 @@ void handle(rail_state& rs, rte_mbuf* m) noexcept {
         return queue_tx(rs, m);
     case frame::kind::udp: break;
     }
-    if (!checksum_ok(rs, m, p, fi)) return free_drop(rs, m, drop_reason::udp_checksum);
     wire::header h;
     std::span<const std::uint8_t> payload;
     const drop_reason r = wire::parse_worker_message(p + fi.msg_offset, fi.l4_len, h, payload);
     if (r != drop_reason::none) return free_drop(rs, m, r);
+    // A contribution's checksum is checked with its slot's (handle_contrib);
+    // anything else's before it acts.
+    if (h.type == wire::msg_type::contrib) {
+        // What is known without reading the payload, at once: a checksum
+        // is there, and the port did not find it wrong.
+        if (!contribution_check::plausible(rs.s.rx_udp_cksum, m)) return free_drop(rs, m, drop_reason::udp_checksum);
+        return handle_contrib(rs, m, h, payload, fi.src);
+    }
+    if (!checksum_ok(rs.s.rx_udp_cksum, m)) return free_drop(rs, m, drop_reason::udp_checksum);
     switch (h.type) {
-    case wire::msg_type::contrib: return handle_contrib(rs, m, h, payload, fi.src);
     case wire::msg_type::join: return handle_join(rs, m, h, payload, fi.src);
     case wire::msg_type::leave: return handle_leave(rs, m, h, fi.src);
     case wire::msg_type::error: return handle_abort(rs, m, h, payload, fi.src);

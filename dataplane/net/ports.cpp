@@ -232,6 +232,14 @@ std::unique_ptr<rail_static> daemon::impl::open_rail(std::size_t i, const rail_c
         conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
         rs->rx_udp_cksum = true;
     }
+    // And one that computes them leaves the results' to the NIC (no pass
+    // over the result in software).
+    constexpr std::uint64_t tx_csum = RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
+    if ((info.tx_offload_capa & tx_csum) == tx_csum) {
+        conf.txmode.offloads |= tx_csum;
+        rs->tx_udp_cksum = true;
+    }
+    if (rcfg.emulate_checksum_offload) rs->rx_udp_cksum = rs->tx_udp_cksum = true;
     int rc = rte_eth_dev_configure(port, 1, 1, &conf);
     if (rc < 0) throw std::runtime_error(where + "configure: " + rte_strerror(-rc));
     std::uint16_t nrx = static_cast<std::uint16_t>(cfg.rx_desc), ntx = static_cast<std::uint16_t>(cfg.tx_desc);

@@ -43,6 +43,7 @@ enum class fault_side : std::uint8_t { rx = 0, tx = 1 };
 
 // The rail's fault injector on one of its bursts, counted in its counters.
 inline void inject_faults(rail_state& rs, rte_mbuf** v, unsigned& n, unsigned cap, fault_side side) noexcept {
+    if (!(side == fault_side::rx ? rs.dice.current().on_rx() : rs.dice.current().on_tx())) return;
     fault_tally t;
     apply_faults(rs.dice, rs.late[static_cast<unsigned>(side)], t, v, n, cap);
     if (t.drops) bump(rs.ctr.drops[static_cast<unsigned>(drop_reason::fault_injected)], t.drops);
@@ -89,8 +90,8 @@ inline void free_drop(rail_state& rs, rte_mbuf* m, drop_reason r) noexcept {
 // Resets m to hold one UDP datagram of msg_len bytes to `dst`; returns the
 // message area or nullptr when the buffer is too small. The caller fills
 // the message and then the UDP checksum (send_udp).
-inline std::uint8_t* reuse_as_reply(rail_state& rs, rte_mbuf* m, const frame::endpoint& dst,
-                                    std::size_t msg_len) noexcept {
+inline std::uint8_t* reuse_as_reply(rail_state& rs, rte_mbuf* m, const frame::endpoint& dst, std::size_t msg_len,
+                                    std::uint16_t* header_sum = nullptr) noexcept {
     const std::size_t len = frame::udp_frame_overhead + msg_len;
     if (m->buf_len < RTE_PKTMBUF_HEADROOM + len) return nullptr;
     if (m->nb_segs > 1) {
@@ -103,7 +104,8 @@ inline std::uint8_t* reuse_as_reply(rail_state& rs, rte_mbuf* m, const frame::en
     m->pkt_len = static_cast<std::uint32_t>(len);
     m->ol_flags = 0;
     std::uint8_t* p = rte_pktmbuf_mtod(m, std::uint8_t*);
-    frame::write_udp_headers(p, rs.s.self, dst, msg_len);
+    const std::uint16_t hs = frame::write_udp_headers(p, rs.s.self, dst, msg_len);
+    if (header_sum) *header_sum = hs;
     return p + frame::udp_frame_overhead;
 }
 

@@ -35,6 +35,7 @@ namespace railgate {
     X(rg_offset_range, "offset + count beyond the tensor bound")              \
     X(rg_body, "JOIN or REGION body malformed")                               \
     X(udp_checksum, "UDP checksum missing or wrong")                          \
+    X(checksum_partner, "intact, but reduced in place with a corrupted one of its slot; sent again") \
     X(rg_rtt_body, "RTT report empty or body not count entries long")         \
     X(rtt_bucket, "RTT report names a histogram bucket out of range")        \
     X(unknown_job, "no such job on this rail")                                \

@@ -70,6 +70,10 @@ constexpr std::uint16_t add_sums(std::uint16_t a, std::uint16_t b) noexcept {
 }
 // Copies len bytes and returns their ones_sum16, in one pass.
 std::uint16_t copy_and_sum(void* dst, const void* src, std::size_t len) noexcept;
+// ones_sum16 of bytes whose little-endian 32-bit words (the last one padded
+// with zeros) another pass summed into 64 bits, unfolded: the reduce
+// kernels (reduce::sum_words_fn).
+std::uint16_t fold_words(std::uint64_t words) noexcept;
 
 // UDP checksums (RFC 768) of railgate datagrams: railgated and the DPDK
 // worker carry one in every datagram and drop what arrives without a right
@@ -86,12 +90,24 @@ std::uint16_t udp_header_sum(const std::uint8_t* frame) noexcept;
 // then `more` (`more_len` bytes: a chained mbuf's next segment).
 bool udp_checksum_ok(const std::uint8_t* frame, std::size_t contig, const info& fi, const std::uint8_t* more = nullptr,
                      std::size_t more_len = 0) noexcept;
+// The same for a contiguous frame classified `udp` earlier (untagged IPv4
+// without options, as railgate datagrams are), from the frame alone.
+bool udp_checksum_ok(const std::uint8_t* frame, std::size_t len) noexcept;
 
 // Writes Ethernet + IPv4 + UDP headers for a datagram of `payload_len` bytes
 // into `out` (udp_frame_overhead bytes). UDP checksum 0 (fill_udp_checksum
-// sets it once the payload is in), IPv4 checksum filled, DF set, TTL 64.
-void write_udp_headers(std::uint8_t* out, const endpoint& src, const endpoint& dst,
-                       std::size_t payload_len) noexcept;
+// or set_udp_checksum sets it once the payload is in), IPv4 checksum
+// filled, DF set, TTL 64. Returns the pseudo-header's and UDP header's part
+// of the UDP checksum (udp_header_sum of the result, without reading it).
+std::uint16_t write_udp_headers(std::uint8_t* out, const endpoint& src, const endpoint& dst,
+                                std::size_t payload_len) noexcept;
+// For a port that computes the checksums (DPDK's TX IPv4 and UDP checksum
+// offloads): the IPv4 checksum 0 and the UDP checksum field holding the
+// pseudo-header's sum, as the offload expects.
+void prepare_checksum_offload(std::uint8_t* frame) noexcept;
+// Sets the UDP checksum of a frame whose headers sum to header_sum (as
+// write_udp_headers returned) and whose UDP payload sums to msg_sum.
+void set_udp_checksum(std::uint8_t* frame, std::uint16_t header_sum, std::uint16_t msg_sum) noexcept;
 
 // Rewrites only what differs between two destinations of the same datagram:
 // Ethernet destination, IPv4 destination + checksum, UDP destination port.

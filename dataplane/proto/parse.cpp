@@ -89,6 +89,18 @@ void encode_header(const header& h, std::uint8_t* o) noexcept {
     put32(o + 36, h.aux);
 }
 
+std::uint16_t header_sum(const header& h) noexcept {
+    // The encoded header's big-endian 16-bit words, from the fields.
+    auto w32 = [](std::uint32_t x) { return std::uint64_t{x >> 16} + (x & 0xffff); };
+    auto w64 = [&](std::uint64_t x) { return w32(static_cast<std::uint32_t>(x >> 32)) + w32(static_cast<std::uint32_t>(x)); };
+    std::uint64_t s = (std::uint64_t{h.version} << 8 | static_cast<std::uint8_t>(h.type)) +
+                      (std::uint64_t{static_cast<std::uint8_t>(h.dt)} << 8 | h.flags) + w32(h.job_id) +
+                      w64(h.job_token) + h.rank + h.world_size + h.slot + static_cast<std::uint16_t>(h.count) +
+                      w64(h.offset) + w32(h.gen) + w32(h.aux);
+    while (s >> 16) s = (s & 0xffff) + (s >> 16);
+    return static_cast<std::uint16_t>(s);
+}
+
 header decode_header(const std::uint8_t* i) noexcept {
     header h;
     h.version = i[0];

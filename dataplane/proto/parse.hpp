@@ -13,6 +13,10 @@ namespace railgate::wire {
 
 // Writes the 40-byte header in network byte order.
 void encode_header(const header& h, std::uint8_t* out) noexcept;
+// The ones' sum (frame::ones_sum16) of the header encode_header writes,
+// from the fields (the hot paths checksum datagrams without reading back
+// what they just wrote).
+std::uint16_t header_sum(const header& h) noexcept;
 // Reads the 40-byte header without validating it. `in` must hold 40 bytes.
 header decode_header(const std::uint8_t* in) noexcept;
 

@@ -8,11 +8,22 @@ namespace {
 using namespace detail;
 
 constexpr kernels tables[isa_count] = {
-    {isa::scalar, "scalar", {sum_fp32_scalar, sum_bf16_scalar, sum_fp16_scalar, sum_int32_scalar}},
-    {isa::avx2, "avx2", {sum_fp32_avx2, sum_bf16_avx2, sum_fp16_avx2, sum_int32_avx2}},
-    {isa::avx512, "avx512", {sum_fp32_avx512, sum_bf16_avx512, sum_fp16_avx512, sum_int32_avx512}},
-    {isa::avx512_bf16, "avx512_bf16",
-     {sum_fp32_avx512, sum_bf16_avx512bf16, sum_fp16_avx512, sum_int32_avx512}},
+    {isa::scalar,
+     "scalar",
+     {sum_fp32_scalar, sum_bf16_scalar, sum_fp16_scalar, sum_int32_scalar},
+     {sum_words_fp32_scalar, sum_words_bf16_scalar, sum_words_fp16_scalar, sum_words_int32_scalar}},
+    {isa::avx2,
+     "avx2",
+     {sum_fp32_avx2, sum_bf16_avx2, sum_fp16_avx2, sum_int32_avx2},
+     {sum_words_fp32_avx2, sum_words_bf16_avx2, sum_words_fp16_avx2, sum_words_int32_avx2}},
+    {isa::avx512,
+     "avx512",
+     {sum_fp32_avx512, sum_bf16_avx512, sum_fp16_avx512, sum_int32_avx512},
+     {sum_words_fp32_avx512, sum_words_bf16_avx512, sum_words_fp16_avx512, sum_words_int32_avx512}},
+    {isa::avx512_bf16,
+     "avx512_bf16",
+     {sum_fp32_avx512, sum_bf16_avx512bf16, sum_fp16_avx512, sum_int32_avx512},
+     {sum_words_fp32_avx512, sum_words_bf16_avx512bf16, sum_words_fp16_avx512, sum_words_int32_avx512}},
 };
 
 const kernels& choose() noexcept {

@@ -24,6 +24,17 @@
 namespace railgate::reduce {
 
 using sum_fn = void (*)(void* dst, const void* const* src, unsigned nsrc, std::size_t n) noexcept;
+// The same reduction, and on the way, for every input k: words[k] += a
+// total of src[k]'s bytes (its n elements) congruent modulo 0xffff to the
+// sum of its little-endian 16-bit words, and zero only if they are all
+// zero. frame::fold_words turns it into the input's ones' sum (RFC 1071),
+// which is all the checksum needs: railgated checks the UDP checksums of a
+// slot's contributions in the pass that reduces them, instead of a pass of
+// its own over memory the reduce then reads again. (Variants differ in the
+// total they add, not in its fold.) words[nsrc] gets the same for dst: the
+// result's checksum comes from the same pass. words has nsrc + 1 entries.
+using sum_words_fn = void (*)(void* dst, const void* const* src, unsigned nsrc, std::size_t n,
+                              std::uint64_t* words) noexcept;
 
 enum class isa : std::uint8_t { scalar = 0, avx2 = 1, avx512 = 2, avx512_bf16 = 3 };
 inline constexpr unsigned isa_count = 4;
@@ -32,8 +43,10 @@ struct kernels {
     isa level;
     std::string_view name;
     sum_fn sum[wire::dtype_count]; // indexed by wire::dtype
+    sum_words_fn sum_words[wire::dtype_count];
 
     sum_fn operator[](wire::dtype d) const noexcept { return sum[static_cast<unsigned>(d)]; }
+    sum_words_fn with_words(wire::dtype d) const noexcept { return sum_words[static_cast<unsigned>(d)]; }
 };
 
 // True when this CPU (and OS) can run the variant.

@@ -690,10 +690,17 @@ void plane::rail_state::on_join(conn& c, const wire::header& h, std::span<const 
     agg::join_result jr = jobs.join(h, b, static_cast<std::uint16_t>(pool), who, now, shape, 0, admit);
     if (jr.st == agg::join_status::takeover) {
         bump(ctr.takeovers);
-        abort_job(vtable::as(jr.j), wire::error_code::rank_failed, h.rank,
-                  "rank " + std::to_string(h.rank) + " re-joined job " + std::to_string(h.job_id) + " on rail " +
-                      cfg.name + " as a new process; the job restarts",
-                  &c);
+        if (jr.err == wire::error_code::op_mismatch)
+            abort_job(vtable::as(jr.j), wire::error_code::op_mismatch, b.op,
+                      "rank " + std::to_string(h.rank) + " of job " + std::to_string(h.job_id) + " is at operation " +
+                          std::to_string(b.op) + ", one behind the ranks joined (it lost that operation's result): "
+                          "the job restarts at operation " + std::to_string(b.op),
+                      &c);
+        else
+            abort_job(vtable::as(jr.j), wire::error_code::rank_failed, h.rank,
+                      "rank " + std::to_string(h.rank) + " re-joined job " + std::to_string(h.job_id) + " on rail " +
+                          cfg.name + " as a new process; the job restarts",
+                      &c);
         jr = jobs.join(h, b, static_cast<std::uint16_t>(pool), who, now, shape, 0, admit);
     }
     if (jr.st != agg::join_status::joined && jr.st != agg::join_status::again) {

@@ -9,7 +9,8 @@
 #  4. a worker restarted into a live job: refused, naming where its rank is
 #     bound, never handed an old result;
 #  5. railgated killed: workers fail within 2 s; killed and restarted:
-#     workers with --retry re-join and finish bit-exact;
+#     workers with --retry re-join and finish bit-exact; a rank that lost
+#     an operation's result: the others replay it for it;
 #  6. a rail's link goes down mid-job: railgated ends the job, the workers
 #     re-join striping around it and finish bit-exact; back up, new jobs use
 #     it; a rail that stops answering (its frames all dropped) is found by
@@ -47,6 +48,7 @@ metrics = "127.0.0.1:9478"
 max_jobs = 3
 [jobs]
 assemble_ms = 3000
+idle_ms = 4000
 [[rail]]
 name = "r0"
 devargs = "net_af_packet0,iface=rgd0,framesz=2048,blocksz=4096,framecnt=1024"
@@ -195,6 +197,26 @@ grep -q "Out of bounds values : 0 OK" "$log/w-14-0.log" || fail "railgated resta
 grep -qE "recoveries [1-9]" "$log/w-14-0.log" || fail "railgated restart: no recovery counted"
 echo "ok: railgated killed and restarted mid-job: 3 workers with --retry re-joined and finished bit-exact"
 
+# --- 5b. one rank misses an operation's result (railgated's sends to it
+# dropped, one way) while the others move on: the job stalls and ends, and
+# once rank 2 is heard again it re-joins one operation behind the others;
+# they replay that operation from the input they kept and all finish
+# bit-exact.
+pids=()
+for r in 0 1 2; do worker "$r" 18 --count 1000 -n 40000 -w 0 --retry 5; pids+=($wpid); done
+wait_running 18
+for r in r0 r1; do ctl fault set $r drop=1,rank=2,dir=tx > /dev/null || fail "fault set rank 2"; done
+sleep 2.5
+for r in r0 r1; do ctl fault clear $r > /dev/null; done
+for r in 0 1 2; do wait "${pids[$r]}" || { tail -n 5 "$log"/w-18-*.log; fail "replay: rank $r did not finish"; }; done
+for r in 0 1 2; do grep -q "Out of bounds values : 0 OK" "$log/w-18-$r.log" || fail "replay: rank $r wrong values"; done
+# (Which comes first decides whether rank 2's JOIN ends the others' job
+# or theirs is refused; either way ranks 0 and 1 replay.)
+for r in 0 1; do
+  grep -qE "replays [1-9]" "$log/w-18-$r.log" || { tail -n 3 "$log/w-18-$r.log"; fail "replay: rank $r replayed nothing"; }
+done
+echo "ok: rank 2 lost an operation's result (railgated's sends to it dropped 2.5 s): ranks 0 and 1 replayed that operation for it and all finished bit-exact"
+
 # --- 6. a rail down mid-job: the job restripes and finishes.
 pids=()
 for r in 0 1 2; do worker "$r" 15 --count 4000000 -n 20 -w 0 --retry 3; pids+=($wpid); done
@@ -223,7 +245,12 @@ for r in 0 1 2; do wait "${pids[$r]}" || { tail -n 5 "$log"/w-17-*.log; fail "si
 grep -q "Out of bounds values : 0 OK" "$log/w-17-0.log" || fail "silent rail: wrong values"
 grep -q "striping over 1 of 2 rails (0x2 excluded" "$log/w-17-0.log" || fail "silent rail: no restripe"
 ctl fault clear r1 > /dev/null
-echo "ok: rail 1 silent (all its frames dropped): the workers found it down and finished over rail 0"
+# The job's entry on the silent rail heard no abort (dropped with the rest)
+# and, with no slot part-filled, nothing stalls: it goes at idle_ms.
+t0=$(now)
+for _ in $(seq 80); do [ "$(active_jobs)" = 0 ] && break; sleep 0.1; done
+[ "$(active_jobs)" = 0 ] || fail "silent rail: the job's entry on it stayed past idle_ms"
+echo "ok: rail 1 silent (all its frames dropped): the workers found it down and finished over rail 0; the job's entry there went after $(elapsed "$t0" "$(now)") s (idle_ms 4 s)"
 
 # --- 7. a JOIN refused part-way leaves nothing behind; forged JOINs expire.
 forge() { # RAIL_IP JOB: a JOIN of rank 0 of 2 nobody will complete

@@ -110,5 +110,6 @@ for r in 0 1 2; do
 done
 grep -q "Out of bounds values : 0 OK" "$WORK/x0.log" || { echo "FAIL: wrong values after the restart"; exit 1; }
 grep -qE "recoveries [1-9]" "$WORK/x0.log" || { echo "FAIL: no recovery counted"; exit 1; }
-echo "railgated killed and restarted mid-job: 3 verbs workers with --retry finished bit-exact"
+replays=$(awk '/replays/ { s += $NF } END { print s + 0 }' "$WORK"/x*.log)
+echo "railgated killed and restarted mid-job: 3 verbs workers with --retry finished bit-exact ($replays operations replayed for a rank that lost a result)"
 kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; exit 1; }

@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <random>
 #include <vector>
@@ -191,6 +192,79 @@ BOOST_AUTO_TEST_CASE(retransmit_of_completed_generation_resends_result) {
     re.offset = 80;
     const agg::outcome p = a.contribute(re, again, again, k());
     BOOST_TEST(drop_reason_name(p.reason) == "stale_no_result");
+}
+
+// The integrity check at completion: contributions a port verified are not
+// summed; the others' checksums are checked against the sums the reduce
+// computed. A corrupted one is released (or dropped, arriving), rank 0's
+// too (reduced into), the others stay, and the slot completes when those
+// ranks send again.
+struct test_check {
+    const std::map<void*, std::uint16_t>* want; // owner -> its payload's ones' sum
+    const std::vector<void*>* verified_by_port;
+    mutable unsigned asked = 0;
+    bool verified(void* o) const noexcept {
+        return std::find(verified_by_port->begin(), verified_by_port->end(), o) != verified_by_port->end();
+    }
+    bool ok(void* o, std::uint16_t sum) const noexcept {
+        ++asked;
+        return want->at(o) == sum;
+    }
+};
+
+BOOST_AUTO_TEST_CASE(corrupted_contributions_are_found_when_the_slot_reduces) {
+    released().clear();
+    aggregator a(small());
+    join_all(a, 3, 1000);
+    float x[3][16], good[3][16];
+    for (unsigned r = 0; r < 3; ++r)
+        for (unsigned i = 0; i < 16; ++i) good[r][i] = static_cast<float>(r * 100 + i);
+    std::memcpy(x, good, sizeof x);
+    std::map<void*, std::uint16_t> sums;
+    for (unsigned r = 0; r < 3; ++r) sums[x[r]] = frame::ones_sum16(good[r], sizeof good[r]);
+    std::vector<void*> by_port;
+    test_check c{&sums, &by_port};
+    x[1][3] = 7.5f; // rank 1's payload damaged after its checksum
+    BOOST_TEST(static_cast<int>(a.contribute(contrib(0, 0, 0, 16), x[0], x[0], k(), 0, 0, c).act) ==
+               static_cast<int>(agg::action::stored));
+    BOOST_TEST(static_cast<int>(a.contribute(contrib(1, 0, 0, 16), x[1], x[1], k(), 0, 0, c).act) ==
+               static_cast<int>(agg::action::stored));
+    agg::outcome o = a.contribute(contrib(2, 0, 0, 16), x[2], x[2], k(), 0, 0, c);
+    BOOST_TEST(static_cast<int>(o.act) == static_cast<int>(agg::action::stored)); // rank 2's stays
+    BOOST_TEST(o.corrupted == 1u);
+    BOOST_TEST(o.discarded == 1u);
+    BOOST_TEST(released()[x[0]] == 1);
+    BOOST_TEST(released()[x[1]] == 1);
+    BOOST_TEST(released().count(x[2]) == 0u);
+    BOOST_TEST(c.asked == 3u);
+    // Ranks 0 and 1 send again (intact now); rank 0's the port verified:
+    // not asked. The sum is right.
+    std::memcpy(x, good, 2 * sizeof x[0]);
+    by_port.push_back(x[0]);
+    c.asked = 0;
+    BOOST_TEST(static_cast<int>(a.contribute(contrib(1, 0, 0, 16), x[1], x[1], k(), 0, 0, c).act) ==
+               static_cast<int>(agg::action::stored));
+    o = a.contribute(contrib(0, 0, 0, 16), x[0], x[0], k(), 0, 0, c);
+    BOOST_TEST(static_cast<int>(o.act) == static_cast<int>(agg::action::completed));
+    BOOST_TEST(c.asked == 2u);
+    for (unsigned i = 0; i < 16; ++i) BOOST_TEST(x[0][i] == static_cast<float>(300 + 3 * i));
+    // Next generation: the arriving one is the corrupted one: dropped
+    // (the caller's), the others kept but rank 0's.
+    std::memcpy(x, good, sizeof x);
+    for (unsigned r = 0; r < 3; ++r) sums[x[r]] = frame::ones_sum16(good[r], sizeof good[r]);
+    by_port.clear();
+    released().clear();
+    x[2][0] = -1.f;
+    a.contribute(contrib(0, 0, 0, 16, 1), x[0], x[0], k(), 0, 0, c);
+    a.contribute(contrib(1, 0, 0, 16, 1), x[1], x[1], k(), 0, 0, c);
+    o = a.contribute(contrib(2, 0, 0, 16, 1), x[2], x[2], k(), 0, 0, c);
+    BOOST_TEST(static_cast<int>(o.act) == static_cast<int>(agg::action::dropped));
+    BOOST_TEST(drop_reason_name(o.reason) == "udp_checksum");
+    BOOST_TEST(o.corrupted == 0u);
+    BOOST_TEST(o.discarded == 1u);
+    BOOST_TEST(released().count(x[2]) == 0u);
+    BOOST_TEST(released()[x[0]] == 1);
+    BOOST_TEST(released().count(x[1]) == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(spares_go_to_the_caller_instead_of_being_released) {

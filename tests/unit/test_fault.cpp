@@ -27,6 +27,16 @@ BOOST_AUTO_TEST_CASE(specs_parse_and_print_back) {
     BOOST_TEST(fault::parse("reorder=0.1", s).empty());
     BOOST_TEST(s.reorder == 0.1);
     BOOST_TEST(s.drop == 0.0);
+    // One rank, one way.
+    BOOST_TEST(fault::parse("drop=1,rank=2,dir=tx", s).empty());
+    BOOST_TEST(s.rank == 2);
+    BOOST_TEST(!s.on_rx());
+    BOOST_TEST(s.on_tx());
+    BOOST_TEST(fault::format(s) == "drop=1,dup=0,reorder=0,corrupt=0,seed=1,rank=2,dir=tx");
+    BOOST_TEST(fault::parse(fault::format(s), back).empty());
+    BOOST_TEST((back == s));
+    BOOST_TEST(fault::parse("drop=1", s).empty());
+    BOOST_TEST((s.rank == -1 && s.on_rx() && s.on_tx()));
 }
 
 BOOST_AUTO_TEST_CASE(bad_specs_are_refused_naming_the_field) {
@@ -40,6 +50,8 @@ BOOST_AUTO_TEST_CASE(bad_specs_are_refused_naming_the_field) {
     BOOST_TEST(fault::parse("drop", s).find("not KEY=VALUE") != std::string::npos);
     BOOST_TEST(fault::parse("seed=-1", s).find("seed") != std::string::npos);
     BOOST_TEST(fault::parse("seed=12x", s).find("seed") != std::string::npos);
+    BOOST_TEST(fault::parse("rank=-1", s).find("rank=-1 is not a rank") != std::string::npos);
+    BOOST_TEST(fault::parse("dir=up", s).find("dir=up is not rx, tx or both") != std::string::npos);
     BOOST_TEST(s.drop == 0.3); // untouched on error
 }
 

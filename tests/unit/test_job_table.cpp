@@ -101,6 +101,25 @@ BOOST_AUTO_TEST_CASE(a_slot_waiting_for_a_rank_past_the_stall_time_names_it) {
     BOOST_TEST(again.slots[1].gen == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(a_missing_rank_still_sending_is_slow_not_stalled) {
+    table t(4, 8);
+    t.set_lifecycle(life());
+    job& j = join_all(t, 3, 0);
+    table::mark(j, j.slots[0], 0, 100);
+    table::mark(j, j.slots[0], 1, 100);
+    // Rank 2 keeps sending (its contributions to slot 0 lost on a lossy
+    // rail, its retransmits and PINGs arriving): not stalled.
+    for (std::uint64_t t_ms = 500; t_ms <= 3000; t_ms += 500) {
+        table::heard(j, 2, t_ms);
+        BOOST_TEST(expire(t, t_ms + 10).empty());
+    }
+    // Then silence: stalled a stall time after its last word.
+    BOOST_TEST(expire(t, 3999).empty());
+    const auto ev = expire(t, 4000);
+    BOOST_REQUIRE(ev.size() == 1u);
+    BOOST_TEST(ev[0].missing == 0b100u);
+}
+
 BOOST_AUTO_TEST_CASE(completed_slots_never_stall_and_the_oldest_waiting_slot_is_named) {
     table t(4, 8);
     t.set_lifecycle(life());
@@ -183,6 +202,37 @@ BOOST_AUTO_TEST_CASE(a_rank_is_its_joiner_and_nobody_else) {
     BOOST_TEST((r.st == agg::join_status::takeover));
 }
 
+// A rank one operation behind (railgated restarted before its last result
+// reached it) ends the job of the ranks ahead, which replay that operation;
+// a repeat of a member's own JOIN never does.
+BOOST_AUTO_TEST_CASE(a_rank_one_operation_behind_restarts_the_job_at_its_operation) {
+    table t(4, 8);
+    t.set_lifecycle(life());
+    wire::join_body ahead = body();
+    ahead.op = 7;
+    agg::join_result r = join(t, hdr(0), 0, peer_of(0), ahead);
+    BOOST_TEST((r.st == agg::join_status::joined));
+    void* const first = r.j;
+    BOOST_TEST((join(t, hdr(0), 1, peer_of(0), body()).st == agg::join_status::again)); // its own JOIN, op 0
+    wire::join_body behind = body();
+    behind.op = 6;
+    r = join(t, hdr(1), 2, peer_of(1), behind);
+    BOOST_TEST((r.st == agg::join_status::takeover));
+    BOOST_TEST(code(r) == C(wire::error_code::op_mismatch));
+    BOOST_TEST(r.detail == 6u);
+    BOOST_TEST(r.j == first);
+    t.end(table::as(r.j));
+    BOOST_TEST((join(t, hdr(1), 3, peer_of(1), behind).st == agg::join_status::joined));
+    r = join(t, hdr(0), 4, peer_of(0, 2), ahead);
+    BOOST_TEST(code(r) == C(wire::error_code::op_mismatch));
+    BOOST_TEST(r.detail == 6u);
+    // Two behind: refused, nothing ends.
+    behind.op = 5;
+    r = join(t, hdr(0), 5, peer_of(0, 3), behind);
+    BOOST_TEST(code(r) == C(wire::error_code::op_mismatch));
+    BOOST_TEST(t.active() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(another_member_set_is_refused_never_merged) {
     table t(4, 8);
     t.set_lifecycle(life());
@@ -215,6 +265,11 @@ BOOST_AUTO_TEST_CASE(excluded_rails_are_fixed_by_the_first_join) {
     // summed with the others.
     wire::join_body late = body(0b0010);
     late.op = 3;
+    r = join(t, hdr(2), 0, peer_of(2), late);
+    BOOST_TEST(code(r) == C(wire::error_code::op_mismatch));
+    BOOST_TEST(r.detail == 0u);
+    // One operation ahead: refused, told the job's operation (it replays it).
+    late.op = 1;
     r = join(t, hdr(2), 0, peer_of(2), late);
     BOOST_TEST(code(r) == C(wire::error_code::op_mismatch));
     BOOST_TEST(r.detail == 0u);

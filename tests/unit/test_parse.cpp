@@ -3,7 +3,9 @@
 #define BOOST_TEST_MODULE parse
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "dataplane/proto/frame.hpp"
@@ -423,4 +425,79 @@ BOOST_AUTO_TEST_CASE(udp_checksums_catch_every_flipped_bit) {
     for (std::size_t cut = fi.msg_offset; cut <= f.size(); ++cut)
         BOOST_REQUIRE_MESSAGE(frame::udp_checksum_ok(f.data(), cut, fi, f.data() + cut, f.size() - cut), "cut " << cut);
     BOOST_TEST(!frame::udp_checksum_ok(f.data(), f.size() - 2, fi)); // short
+}
+
+// The sums every checksum is built from, against RFC 1071 byte by byte: the
+// wide path (target clones, >= 256 bytes), the fused copy, and a total of
+// little-endian words folded afterwards (the reduce kernels' way).
+BOOST_AUTO_TEST_CASE(ones_sums_match_rfc1071_at_every_length) {
+    std::mt19937 rng(7);
+    std::vector<std::uint8_t> data(9100);
+    for (auto& b : data) b = static_cast<std::uint8_t>(rng());
+    // A run of 0xff bytes: carries out of every fold.
+    std::fill(data.begin() + 4000, data.begin() + 6000, 0xff);
+    auto reference = [](const std::uint8_t* p, std::size_t n) {
+        std::uint32_t s = 0;
+        for (std::size_t i = 0; i < n; ++i) s += i % 2 ? p[i] : p[i] << 8;
+        while (s >> 16) s = (s & 0xffff) + (s >> 16);
+        return static_cast<std::uint16_t>(s);
+    };
+    std::vector<std::uint8_t> copy(data.size());
+    for (std::size_t off : {0u, 1u, 3u, 4000u})
+        for (std::size_t n = 0; n + off <= data.size(); n += n < 600 ? 1 : 61) {
+            const std::uint8_t* p = data.data() + off;
+            const std::uint16_t want = reference(p, n);
+            BOOST_REQUIRE_MESSAGE(frame::ones_sum16(p, n) == want, "ones_sum16 off " << off << " n " << n);
+            std::fill(copy.begin(), copy.end(), 0);
+            BOOST_REQUIRE_MESSAGE(frame::copy_and_sum(copy.data(), p, n) == want, "copy_and_sum n " << n);
+            BOOST_REQUIRE(std::equal(p, p + n, copy.begin()));
+            std::uint64_t words = 0;
+            for (std::size_t i = 0; i < n; ++i) words += std::uint64_t{p[i]} << (8 * (i % 4));
+            BOOST_REQUIRE_MESSAGE(frame::fold_words(words) == want,
+                                  "fold_words n " << n);
+        }
+}
+
+// The sums the hot paths compute from values (write_udp_headers'
+// pseudo-header and UDP header, header_sum) match the bytes written.
+BOOST_AUTO_TEST_CASE(header_sums_from_values_match_the_bytes) {
+    std::mt19937_64 rng(11);
+    for (int i = 0; i < 2000; ++i) {
+        frame::endpoint a{}, b{};
+        for (auto& x : a.mac.b) x = static_cast<std::uint8_t>(rng());
+        for (auto& x : b.mac.b) x = static_cast<std::uint8_t>(rng());
+        a.ip = static_cast<std::uint32_t>(rng());
+        b.ip = i % 3 ? static_cast<std::uint32_t>(rng()) : 0xffffffff;
+        a.udp_port = static_cast<std::uint16_t>(rng());
+        b.udp_port = i % 5 ? static_cast<std::uint16_t>(rng()) : 0xffff;
+        a.tos = static_cast<std::uint8_t>(rng());
+        b.tos = i % 2 ? static_cast<std::uint8_t>(rng()) : 0;
+        wire::header h;
+        h.version = static_cast<std::uint8_t>(rng());
+        h.type = static_cast<wire::msg_type>(rng() % 12);
+        h.dt = static_cast<wire::dtype>(rng() % 4);
+        h.flags = static_cast<std::uint8_t>(rng());
+        h.job_id = static_cast<std::uint32_t>(rng());
+        h.job_token = i % 7 ? rng() : ~0ull;
+        h.rank = static_cast<std::uint16_t>(rng());
+        h.world_size = static_cast<std::uint16_t>(rng());
+        h.slot = static_cast<std::uint16_t>(rng());
+        h.count = static_cast<std::uint16_t>(rng());
+        h.offset = rng();
+        h.gen = static_cast<std::uint32_t>(rng());
+        h.aux = i % 11 ? static_cast<std::uint32_t>(rng()) : 0xffffffffu;
+        const std::size_t body = rng() % 300;
+        std::vector<std::uint8_t> f(frame::udp_frame_overhead + wire::header_bytes + body);
+        for (std::size_t k = frame::udp_frame_overhead + wire::header_bytes; k < f.size(); ++k)
+            f[k] = static_cast<std::uint8_t>(rng());
+        const std::uint16_t hs = frame::write_udp_headers(f.data(), a, b, wire::header_bytes + body);
+        encode_header(h, f.data() + frame::udp_frame_overhead);
+        BOOST_REQUIRE_EQUAL(hs, frame::udp_header_sum(f.data()));
+        BOOST_REQUIRE_EQUAL(header_sum(h), frame::ones_sum16(f.data() + frame::udp_frame_overhead, wire::header_bytes));
+        BOOST_REQUIRE_EQUAL(frame::inet_checksum(f.data() + frame::eth_bytes, frame::ipv4_bytes), 0);
+        frame::set_udp_checksum(
+            f.data(), hs,
+            frame::add_sums(header_sum(h), frame::ones_sum16(f.data() + frame::udp_frame_overhead + wire::header_bytes, body)));
+        BOOST_REQUIRE(frame::udp_checksum_ok(f.data(), f.size()));
+    }
 }

@@ -95,6 +95,21 @@ std::uint16_t bf16_reference(float f) {
     return el < eh ? lo : hi;
 }
 
+// The little-endian 32-bit words of len bytes, zero-padded to a whole word,
+// summed byte by byte.
+std::uint64_t word_total(const std::uint8_t* p, std::size_t len) {
+    std::uint64_t t = 0;
+    for (std::size_t i = 0; i < len; ++i) t += std::uint64_t{p[i]} << (8 * (i % 4));
+    return t;
+}
+
+// A total folded to 16 bits with end-around carry (what frame::fold_words
+// does, before its byte swap).
+std::uint16_t fold(std::uint64_t t) {
+    while (t >> 16) t = (t & 0xffff) + (t >> 16);
+    return static_cast<std::uint16_t>(t);
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(best_is_supported_and_scalar_always_present) {
@@ -208,6 +223,23 @@ BOOST_AUTO_TEST_CASE(every_variant_matches_scalar_all_tails) {
                     k->sum[d](inplace.data(), in.ptrs.data(), w, n);
                     if (!std::equal(want.begin(), want.begin() + static_cast<long>(n * es), inplace.begin())) {
                         BOOST_ERROR(k->name << " in place " << wire::dtype_name(dt) << " w=" << w << " n=" << n);
+                        return;
+                    }
+                    // And with each input's words summed on the way (the
+                    // checksum railgated verifies), also in place.
+                    std::vector<std::uint8_t> inplace2 = in.bufs[0];
+                    in.ptrs[0] = inplace2.data();
+                    std::vector<std::uint64_t> words(w + 1, 0xffff0000); // added to, not set
+                    k->sum_words[d](inplace2.data(), in.ptrs.data(), w, n, words.data());
+                    in.ptrs[0] = in.bufs[0].data();
+                    bool words_ok = true;
+                    for (unsigned r = 0; r < w; ++r)
+                        words_ok &= fold(words[r] - 0xffff0000) == fold(word_total(in.bufs[r].data(), n * es));
+                    // And the result's (the bytes it wrote).
+                    words_ok &= fold(words[w] - 0xffff0000) == fold(word_total(want.data(), n * es));
+                    if (!std::equal(want.begin(), want.begin() + static_cast<long>(n * es), inplace2.begin()) ||
+                        !words_ok) {
+                        BOOST_ERROR(k->name << " with words " << wire::dtype_name(dt) << " w=" << w << " n=" << n);
                         return;
                     }
                     ++checked;

@@ -16,6 +16,7 @@
 
 #include "dataplane/net/daemon.hpp"
 #include "dataplane/net/eal.hpp"
+#include "dataplane/net/fault.hpp"
 #include "dataplane/proto/frame.hpp"
 #include "dataplane/proto/parse.hpp"
 #include "dataplane/reduce/numeric.hpp"
@@ -67,10 +68,13 @@ struct rail_fixture {
         rte_ring_free(tx);
     }
 
-    void inject(const std::vector<std::uint8_t>& f) {
+    // A frame into the rail's RX ring; `flags`: what a NIC's PMD would say
+    // of it (RX checksum verdicts).
+    void inject(const std::vector<std::uint8_t>& f, std::uint64_t flags = 0) {
         rte_mbuf* m = rte_pktmbuf_alloc(pool);
         BOOST_REQUIRE(m);
         std::memcpy(rte_pktmbuf_append(m, static_cast<std::uint16_t>(f.size())), f.data(), f.size());
+        m->ol_flags = flags;
         BOOST_REQUIRE(rte_ring_enqueue(rx, m) == 0);
     }
     // A datagram from rank h.rank's port (40000 + rank), or `port`.
@@ -741,28 +745,59 @@ BOOST_AUTO_TEST_CASE(pings_aborts_and_leaves_count_for_their_incarnation_only) {
 BOOST_AUTO_TEST_CASE(corrupted_and_injected_faults_are_counted_never_summed) {
     rail_fixture f("vd_corrupt");
     join_ranks(f, 2);
-    // A flipped payload bit, and no checksum at all: dropped, counted.
-    auto bad = contrib_frame(f, 0, 2);
-    bad[frame::udp_frame_overhead + wire::header_bytes + 100] ^= 0x10;
-    f.inject(bad);
+    // No checksum at all: dropped on arrival, counted.
     auto none = contrib_frame(f, 0, 2);
     none[frame::eth_bytes + frame::ipv4_bytes + 6] = 0;
     none[frame::eth_bytes + frame::ipv4_bytes + 7] = 0;
     f.inject(none);
     f.collect(0);
+    BOOST_TEST(f.drops(drop_reason::udp_checksum) == 1u);
+    // A flipped payload bit: found when the slot is reduced (the reduce
+    // sums the checksum), counted, and the slot waits for that rank again:
+    // rank 1's stays, no result goes out.
+    auto bad = contrib_frame(f, 0, 2);
+    bad[frame::udp_frame_overhead + wire::header_bytes + 100] ^= 0x10;
+    f.inject(bad);
+    f.inject(contrib_frame(f, 1, 2));
+    BOOST_TEST(messages(f.collect(0)).empty());
     BOOST_TEST(f.drops(drop_reason::udp_checksum) == 2u);
+    // Rank 0 sends it again (its retransmit timer): the slot completes.
+    auto again = contrib_frame(f, 0, 2);
+    f.inject(again);
+    auto out = messages(f.collect(2));
+    BOOST_REQUIRE(out.size() == 2u);
+    for (const sent& r : out) {
+        BOOST_REQUIRE((r.h.type == wire::msg_type::result));
+        std::vector<float> got(256);
+        std::memcpy(got.data(), r.text.data(), 1024);
+        for (unsigned i = 0; i < 256; ++i) BOOST_REQUIRE(got[i] == static_cast<float>(i) + static_cast<float>(1000 + i));
+    }
+    // Rank 1's corrupted, arriving last: it is dropped, and rank 0's
+    // with it (the in-place reduce wrote into it), counted apart; both
+    // send again.
+    auto bad1 = contrib_frame(f, 1, 2, 1);
+    bad1[frame::udp_frame_overhead + wire::header_bytes + 1000] ^= 0x01;
+    f.inject(contrib_frame(f, 0, 2, 1));
+    f.inject(bad1);
+    BOOST_TEST(messages(f.collect(0)).empty());
+    BOOST_TEST(f.drops(drop_reason::udp_checksum) == 3u);
+    BOOST_TEST(f.drops(drop_reason::checksum_partner) == 1u);
+    f.inject(contrib_frame(f, 1, 2, 1));
+    BOOST_TEST(messages(f.collect(0)).empty());
+    f.inject(contrib_frame(f, 0, 2, 1));
+    BOOST_TEST(messages(f.collect(2)).size() == 2u);
     // Everything dropped by the injector, then nothing.
     fault::spec all;
     all.drop = 1;
     BOOST_TEST(f.d->set_fault(0, all).empty());
-    f.inject(contrib_frame(f, 0, 2));
+    f.inject(contrib_frame(f, 0, 2, 2));
     f.collect(0);
     BOOST_TEST(f.drops(drop_reason::fault_injected) == 1u);
     BOOST_TEST(f.d->set_fault(0, fault::spec{}).empty());
-    // The slot never saw any of them: the right pair completes it.
-    f.inject(contrib_frame(f, 0, 2));
-    f.inject(contrib_frame(f, 1, 2));
-    const auto out = messages(f.collect(2));
+    // The slot never saw it: the right pair completes it.
+    f.inject(contrib_frame(f, 0, 2, 2));
+    f.inject(contrib_frame(f, 1, 2, 2));
+    out = messages(f.collect(2));
     BOOST_REQUIRE(out.size() == 2u);
     for (const sent& r : out) {
         BOOST_REQUIRE((r.h.type == wire::msg_type::result));
@@ -775,4 +810,97 @@ BOOST_AUTO_TEST_CASE(corrupted_and_injected_faults_are_counted_never_summed) {
     const std::vector<std::string> leaks = f.d->close();
     for (const std::string& l : leaks) BOOST_ERROR(l);
     BOOST_TEST(leaks.empty());
+}
+
+// A port with the checksum offloads (emulated on net_ring): railgated takes
+// the NIC's RX verdicts, leaves the results' checksums to it (flags and the
+// pseudo-header sum, as DPDK's TX offload wants), and the injector's
+// corruption stays visible on both sides.
+BOOST_AUTO_TEST_CASE(checksum_offloads_are_used_and_injected_corruption_stays_visible) {
+    rail_fixture f("vd_offload", [](net::daemon_config& dc) { dc.rails[0].emulate_checksum_offload = true; });
+    join_ranks(f, 2);
+    // Verdict BAD: dropped, whatever the checksum says. Verdict GOOD: taken
+    // as it is (the NIC checked it), though its checksum field is stale.
+    f.inject(contrib_frame(f, 0, 2), RTE_MBUF_F_RX_L4_CKSUM_BAD);
+    f.collect(0);
+    BOOST_TEST(f.drops(drop_reason::udp_checksum) == 1u);
+    auto stale = contrib_frame(f, 0, 2);
+    stale[frame::eth_bytes + frame::ipv4_bytes + 6] ^= 0x5a;
+    f.inject(stale, RTE_MBUF_F_RX_L4_CKSUM_GOOD);
+    f.inject(contrib_frame(f, 1, 2)); // no verdict: checked in software
+    std::vector<rte_mbuf*> results;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (results.size() < 2 && std::chrono::steady_clock::now() < until) {
+        void* m;
+        if (rte_ring_dequeue(f.tx, &m) == 0) results.push_back(static_cast<rte_mbuf*>(m));
+    }
+    BOOST_REQUIRE(results.size() == 2u);
+    for (rte_mbuf* m : results) {
+        BOOST_TEST((m->ol_flags & RTE_MBUF_F_TX_UDP_CKSUM) == RTE_MBUF_F_TX_UDP_CKSUM);
+        BOOST_TEST((m->ol_flags & RTE_MBUF_F_TX_IP_CKSUM) == RTE_MBUF_F_TX_IP_CKSUM);
+        BOOST_TEST(static_cast<unsigned>(m->l2_len) == frame::eth_bytes);
+        BOOST_TEST(static_cast<unsigned>(m->l3_len) == frame::ipv4_bytes);
+        std::vector<std::uint8_t> fr(m->pkt_len);
+        const void* src = rte_pktmbuf_read(m, 0, m->pkt_len, fr.data());
+        if (src != fr.data()) std::memcpy(fr.data(), src, m->pkt_len);
+        std::uint8_t* ip = fr.data() + frame::eth_bytes;
+        std::uint8_t* u = ip + frame::ipv4_bytes;
+        BOOST_TEST((ip[10] | ip[11]) == 0);
+        // The field holds the pseudo-header's sum (addresses, protocol,
+        // UDP length), not complemented.
+        std::uint32_t ps = 17 + (u[4] << 8 | u[5]);
+        for (unsigned i = 12; i < 20; i += 2) ps += ip[i] << 8 | ip[i + 1];
+        while (ps >> 16) ps = (ps & 0xffff) + (ps >> 16);
+        BOOST_TEST((u[6] << 8 | u[7]) == ps);
+        // What the NIC then computes makes a frame the worker accepts.
+        const std::uint16_t ic = frame::inet_checksum(ip, frame::ipv4_bytes);
+        ip[10] = static_cast<std::uint8_t>(ic >> 8);
+        ip[11] = static_cast<std::uint8_t>(ic);
+        frame::fill_udp_checksum(fr.data());
+        BOOST_TEST(frame::udp_checksum_ok(fr.data(), fr.size()));
+        std::vector<float> got(256);
+        std::memcpy(got.data(), fr.data() + frame::udp_frame_overhead + wire::header_bytes, 1024);
+        for (unsigned i = 0; i < 256; ++i) BOOST_REQUIRE(got[i] == static_cast<float>(i) + static_cast<float>(1000 + i));
+    }
+    // The injector corrupting a frame the port was to checksum: it gets
+    // its checksums in software first, so the flipped bit is caught.
+    fault::spec c;
+    c.corrupt = 1;
+    fault::dice dice(c);
+    for (unsigned k = 0; k < 64; ++k) {
+        rte_mbuf* m = rte_pktmbuf_copy(results[k % 2], f.pool, 0, UINT32_MAX);
+        BOOST_REQUIRE(m);
+        m->ol_flags = results[k % 2]->ol_flags;
+        rte_mbuf* late = nullptr;
+        net::fault_tally t;
+        unsigned n = 1;
+        net::apply_faults(dice, late, t, &m, n, 1);
+        BOOST_REQUIRE(n == 1u);
+        BOOST_TEST((m->ol_flags & (RTE_MBUF_F_TX_UDP_CKSUM | RTE_MBUF_F_TX_IP_CKSUM)) == 0u);
+        const auto* p = rte_pktmbuf_mtod(m, const std::uint8_t*);
+        const bool ip_ok = frame::inet_checksum(p + frame::eth_bytes, frame::ipv4_bytes) == 0;
+        BOOST_TEST(!(ip_ok && frame::udp_checksum_ok(p, m->data_len)), "flip " << k << " went unseen");
+        rte_pktmbuf_free(m);
+    }
+    for (rte_mbuf* m : results) rte_pktmbuf_free(m);
+    // And on receive: frames the NIC had passed, corrupted by railgated's
+    // injector, are checked again, never summed: pairs of rank 0 and 1
+    // for one slot, every frame with a bit flipped. Each is dropped (on
+    // arrival, or when its pair reduces), at most a pair waits; no result.
+    BOOST_TEST(f.d->set_fault(0, c).empty());
+    const std::uint64_t before = f.d->counters(0).total_drops();
+    for (unsigned k = 0; k < 16; ++k) {
+        wire::header h = hdr(wire::msg_type::contrib, static_cast<std::uint16_t>(k % 2), 2);
+        h.count = 256;
+        h.gen = 1;
+        float data[256] = {};
+        f.inject(f.udp(h, data, sizeof data), RTE_MBUF_F_RX_L4_CKSUM_GOOD);
+    }
+    const auto after = messages(f.collect(0));
+    BOOST_TEST(f.d->set_fault(0, fault::spec{}).empty());
+    for (const sent& m : after) BOOST_TEST((m.h.type != wire::msg_type::result), "a corrupted pair was summed");
+    BOOST_TEST(f.d->counters(0).total_drops() - before >= 14u);
+    f.drain();
+    const std::vector<std::string> leaks = f.d->close();
+    for (const std::string& l : leaks) BOOST_ERROR(l);
 }
