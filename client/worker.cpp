@@ -29,7 +29,7 @@ std::uint64_t ns(D d) noexcept {
 
 constexpr unsigned rx_batch = 64;
 // The retransmit and liveness scan runs at most this often.
-constexpr std::uint64_t scan_every_ns = 1'000'000;
+constexpr std::uint64_t scan_every_ns = 200'000;
 
 // What a contribution costs the pacer: on the wire with its railgate
 // header, UDP/IPv4/Ethernet headers, preamble, FCS and gap.
@@ -759,7 +759,10 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     // peer, so silence means the rail (or railgated) is gone.
     const std::uint64_t timeout = ns(o_.peer_timeout);
     const std::uint64_t silent = now - rr.heard_ns.load(std::memory_order_relaxed);
-    if (silent >= timeout / 8 && now - rr.ping_ns >= timeout / 8) {
+    // Under heavy loss a PING or its PONG may be lost too: past half the
+    // timeout the rail is asked four times as often (a rail is declared
+    // down only after some 10 unanswered PINGs).
+    if (silent >= timeout / 8 && now - rr.ping_ns >= (silent >= timeout / 2 ? timeout / 32 : timeout / 8)) {
         rr.ping_ns = now;
         const tx_msg p{control_header(o_, wire::msg_type::ping, s.inst[s.tr[r]]), nullptr, 0};
         t_.send(s.tr[r], &p, 1);

@@ -75,9 +75,12 @@ struct outcome {
 // payload_sum) checks it given the ones' sum of its payload
 // (frame::ones_sum16), which the reduce computes as it reads the payload.
 // The default takes every contribution as intact.
+// whole(owner) checks a stored one entirely (it reads its payload): asked
+// only when a later contribution disagrees with the slot's chunk.
 struct always_intact {
     bool verified(void*) const noexcept { return true; }
     bool ok(void*, std::uint16_t) const noexcept { return true; }
+    bool whole(void*) const noexcept { return true; }
 };
 
 template <class Release>
@@ -251,7 +254,17 @@ public:
             }
             return drop(o, h.gen == s.gen - 1 ? drop_reason::stale_no_result : drop_reason::bad_generation);
         }
-        if (s.bitmap != 0 && (s.offset != h.offset || s.count != h.count)) return drop(o, drop_reason::chunk_mismatch);
+        if (s.bitmap != 0 && (s.offset != h.offset || s.count != h.count)) {
+            // A header damaged on the wire passes every check above but its
+            // checksum, which is read when the slot reduces: the slot's
+            // first contribution may be one, its chunk wrong, and every
+            // rank's real one would then be refused. The stored ones that
+            // fail a whole check go (their ranks send them again); then
+            // this one is taken if it now fits.
+            if (!evict_damaged(*j, s, base(*j, h.slot), intact, o) ||
+                (s.bitmap != 0 && (s.offset != h.offset || s.count != h.count)))
+                return drop(o, drop_reason::chunk_mismatch);
+        }
         if (s.bitmap >> h.rank & 1) return drop(o, drop_reason::duplicate);
         if (s.bitmap == 0) {
             s.offset = h.offset;
@@ -284,6 +297,28 @@ private:
 
     std::size_t base(const job& j, unsigned si) const noexcept {
         return (std::size_t{t_.index_of(j)} * lim_.max_pool + si) * wire::max_world;
+    }
+
+    // Releases the slot's stored contributions that nothing verified and
+    // that fail a whole check; true when any went.
+    template <class Intact>
+    bool evict_damaged(job& j, slot& s, std::size_t b, Intact& intact, outcome& o) noexcept {
+        if constexpr (std::is_same_v<std::decay_t<Intact>, always_intact>) {
+            return false;
+        } else {
+            bool any = false;
+            for (std::uint64_t m = s.bitmap; m; m &= m - 1) {
+                const unsigned r = static_cast<unsigned>(std::countr_zero(m));
+                void* owner = owners_[b + r];
+                if (intact.verified(owner) || intact.whole(owner)) continue;
+                s.bitmap &= ~(std::uint64_t{1} << r);
+                Release{}(owner);
+                ++o.corrupted;
+                any = true;
+            }
+            if (any && !s.bitmap) --j.partial;
+            return any;
+        }
     }
 
     // Reduces the slot, summing every input's words on the way (one pass

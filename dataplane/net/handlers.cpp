@@ -118,6 +118,10 @@ struct contribution_check {
             return false;
         return !hw || (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) != RTE_MBUF_F_RX_L4_CKSUM_BAD;
     }
+    bool whole(void* owner) const noexcept {
+        const auto* m = static_cast<const rte_mbuf*>(owner);
+        return m->nb_segs == 1 && frame::udp_checksum_ok(rte_pktmbuf_mtod(m, const std::uint8_t*), m->data_len);
+    }
     bool ok(void* owner, std::uint16_t payload_sum) const noexcept {
         const auto* m = static_cast<const rte_mbuf*>(owner);
         const auto* p = rte_pktmbuf_mtod(m, const std::uint8_t*);
