@@ -354,7 +354,11 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded) {
                         const std::string text = "railgated refused the join on rail " + std::to_string(r) + ": " + why;
                         s.refusal = code;
                         s.detail = m.h.offset;
-                        if (code == wire::error_code::rank_taken) {
+                        // Refusals that pass with time: the rank's old
+                        // process still bound, or this host's JOINs still
+                        // assembling (forged ones expire): JOINed again
+                        // until the deadline.
+                        if (code == wire::error_code::rank_taken || code == wire::error_code::too_many_pending) {
                             last_refusal = text;
                             continue;
                         }

@@ -226,6 +226,96 @@ RAILGATE_SYSFS_IB=$dir/ib ctl gid list nothing > /dev/null 2>&1 && fail "gid lis
 ctl nccl-env | grep -q "^export NCCL_SOCKET_IFNAME==rg0,rg1" || fail "nccl-env"
 ok "gid list (fixture sysfs + DPDK rails), nccl-env"
 
+# --- rail add, remove, show and set in every order (rails by name, never by
+# a position in a list that skips removed ones): each step answers or fails
+# clearly, railgated lives, and the rails come back as they were.
+# (Each add probes a new tap device: DPDK 22.11 does not attach a vdev name
+# again after it was detached in the same process.)
+n_orders=0
+for p in $(python3 -c 'import itertools; [print("".join(map(str, o))) for o in itertools.permutations(range(4))]'); do
+  ops=("rail add r2 net_tap$((40 + n_orders)),iface=rgo$n_orders 198.18.2.1" "rail remove r1" "rail show r2" "rail set r2 mtu 1400")
+  for i in $(seq 0 3); do
+    # shellcheck disable=SC2086
+    ctl ${ops[${p:$i:1}]} > "$dir/out.log" 2> "$dir/err.log"
+    [ $? -le 1 ] || fail "order $p: '${ops[${p:$i:1}]}' exit $?"
+    [ -s "$dir/out.log" ] || [ -s "$dir/err.log" ] || fail "order $p: '${ops[${p:$i:1}]}' said nothing"
+    alive "order $p, step $i (${ops[${p:$i:1}]})"
+  done
+  ctl rail show r1 > /dev/null 2>&1 || ctl rail add r1 "net_tap$((80 + n_orders)),iface=rgr$n_orders" 198.18.1.1 > /dev/null ||
+    fail "order $p: r1 back"
+  ctl rail show r2 > /dev/null 2>&1 && { ctl rail remove r2 > /dev/null || fail "order $p: r2 away"; }
+  n_orders=$((n_orders + 1))
+done
+ctl --json rail list | python3 -c 'import json,sys; assert sorted(r["name"] for r in json.load(sys.stdin)["rails"]) == ["r0", "r1"]' ||
+  fail "rails after every order"
+grep -qE "railgated: control: uid 0 pid [0-9]+: rail.add r2" "$dir/railgated.log" || fail "no uid/pid (SO_PEERCRED) logged for a change"
+ok "rail add/remove/show/set in all $n_orders orders: answered or refused clearly, railgated alive; changes logged with uid and pid"
+
+# --- hostile control clients: one that never reads, deeply nested JSON,
+# 10^5 commands; railgated's memory stays bounded and it answers the next.
+rss() { awk '/^VmRSS/ {print $2}' "/proc/$gated_pid/status"; }
+rss0=$(rss)
+python3 - "$sock" <<'PY' || fail "hostile clients"
+import json, socket, sys, time
+path = sys.argv[1]
+def connect():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    return s
+def ask(s, line):
+    s.sendall(line.encode() + b"\n")
+    return json.loads(s.makefile("rb").readline())
+# Never reads: keeps sending status requests; railgated stops reading it
+# once its replies back up, then cuts it off.
+lazy = connect()
+lazy.setblocking(False)
+req = b'{"version":1,"command":"status"}\n'
+sent = 0
+cut = False
+deadline = time.time() + 20
+while time.time() < deadline:
+    try:
+        sent += lazy.send(req * 64)
+    except BlockingIOError:
+        time.sleep(0.05)
+    except (BrokenPipeError, ConnectionResetError):
+        cut = True
+        break
+    # Meanwhile another client is answered.
+    if sent and sent % (len(req) * 64 * 50) == 0:
+        other = connect()
+        assert ask(other, '{"version":1,"command":"status"}')["ok"], "status while a client does not read"
+        other.close()
+assert cut, f"a client that never reads was not cut off ({sent} bytes sent)"
+print(f"a client that never read was cut off after {sent} request bytes")
+# Deeply nested JSON, within and beyond the request size limit.
+for depth in (5000, 200000):
+    s = connect()
+    line = '{"version":1,"command":"status","args":' + "[" * depth + "]" * depth + "}"
+    try:
+        r = ask(s, line)
+        assert not r["ok"], r
+        print(f"nesting {depth}: {r['error'][:80]}")
+    except (BrokenPipeError, ConnectionResetError, json.JSONDecodeError):
+        print(f"nesting {depth}: cut off")
+    s.close()
+# 10^5 commands on one connection, pipelined 100 at a time.
+s = connect()
+f = s.makefile("rb")
+for _ in range(1000):
+    s.sendall(req * 100)
+    for _ in range(100):
+        assert json.loads(f.readline())["ok"]
+s.close()
+print("100000 status commands answered")
+PY
+alive "hostile clients"
+ctl status > /dev/null || fail "status after the hostile clients"
+rss1=$(rss)
+echo "railgated RSS ${rss0} -> ${rss1} KiB"
+[ $((rss1 - rss0)) -lt 16384 ] || fail "railgated grew by $((rss1 - rss0)) KiB over the hostile clients"
+ok "a client that never reads cut off, nested JSON refused, 10^5 commands answered; RSS +$((rss1 - rss0)) KiB; the next client answered"
+
 # --- metrics and telemetry
 in_ns bash -c 'exec 3<>/dev/tcp/127.0.0.1/9477; printf "GET /metrics HTTP/1.0\r\n\r\n" >&3; cat <&3' > "$dir/metrics.log" || fail "metrics"
 grep -q "^HTTP/1.0 200 OK" "$dir/metrics.log" || fail "metrics status"
