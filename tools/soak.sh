@@ -16,15 +16,7 @@ require_netns
 d=rgsd$$ w=rgsw$$ log=$(mktemp -d)
 gated_pid=
 trap 'cleanup_netns "$d $w" "$log"' EXIT
-ip netns add "$d" && ip netns add "$w" || fail "netns"
-for r in 0 1; do
-  ip link add "rgd$r" netns "$d" type veth peer name "rgw$r" netns "$w" || fail "veth"
-  ip -n "$w" addr add "198.18.$r.10/24" dev "rgw$r"
-  ip -n "$d" link set "rgd$r" up
-  ip -n "$w" link set "rgw$r" up
-  csum_in_software "$w" "rgw$r"
-done
-ip -n "$w" link set lo up
+two_rail_netns "$d" "$w"
 ip netns exec "$d" "$railgated" --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 --log-level lib.eal:error -- \
   --socket "$log/rg.sock" --metrics off --max-jobs 8 \
   --rail "net_af_packet0,iface=rgd0,framesz=2048,blocksz=4096,framecnt=1024" --ip 198.18.0.1 \

@@ -28,16 +28,7 @@ require_netns
 d=rgfd$$ w=rgfw$$ log=$(mktemp -d)
 gated_pid=
 trap 'cleanup_netns "$d $w" "$log"' EXIT
-ip netns add "$d" && ip netns add "$w" || fail "netns"
-for r in 0 1; do
-  ip link add "rgd$r" netns "$d" type veth peer name "rgw$r" netns "$w" || fail "veth $r"
-  ip -n "$w" addr add "198.18.$r.10/24" dev "rgw$r"
-  ip -n "$d" link set "rgd$r" up
-  ip -n "$w" link set "rgw$r" up
-  csum_in_software "$w" "rgw$r"
-done
-ip -n "$w" link set lo up
-ip -n "$d" link set lo up
+two_rail_netns "$d" "$w"
 
 cat > "$log/rg.toml" <<TOML
 [daemon]

@@ -63,3 +63,19 @@ csum_in_software() { # NS IF...
   shift
   for i in "$@"; do ip netns exec "$ns" ethtool -K "$i" tx off > /dev/null || fail "ethtool -K $i tx off in $ns"; done
 }
+
+# Two rails: namespaces D (railgated) and W (workers), veths rgd0/rgd1 in D
+# to rgw0/rgw1 in W at 198.18.0.10 and 198.18.1.10, loopback up in both.
+two_rail_netns() { # D W
+  ip netns add "$1" && ip netns add "$2" || fail "netns"
+  local r
+  for r in 0 1; do
+    ip link add "rgd$r" netns "$1" type veth peer name "rgw$r" netns "$2" || fail "veth $r"
+    ip -n "$2" addr add "198.18.$r.10/24" dev "rgw$r"
+    ip -n "$1" link set "rgd$r" up
+    ip -n "$2" link set "rgw$r" up
+    csum_in_software "$2" "rgw$r"
+  done
+  ip -n "$1" link set lo up
+  ip -n "$2" link set lo up
+}

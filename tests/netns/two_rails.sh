@@ -20,15 +20,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ip netns add "$d" && ip netns add "$w" || fail "netns"
-for r in 0 1; do
-  ip link add "rgd$r" netns "$d" type veth peer name "rgw$r" netns "$w" || fail "veth $r"
-  ip -n "$w" addr add "198.18.$r.10/24" dev "rgw$r"
-  ip -n "$d" link set "rgd$r" up
-  ip -n "$w" link set "rgw$r" up
-  csum_in_software "$w" "rgw$r"
-done
-ip -n "$w" link set lo up
+two_rail_netns "$d" "$w"
 
 start_gated() { # MTU
   local mtu=$1 fs=2048 bs=4096
