@@ -59,14 +59,19 @@ failure failure_of(wire::error_code c) noexcept {
 }
 
 // A JOIN_ACK's rails are where this worker will send its data: each must be
-// a unicast address and port, with an MTU a rail can have.
-std::string check_rails(const wire::join_ack_body& a) {
+// a unicast address and port, with an MTU a rail can have. Over datagrams,
+// the job's chunk must fit every rail's MTU (railgated does not reassemble
+// IP fragments: a larger chunk would never arrive).
+std::string check_rails(const wire::join_ack_body& a, bool datagrams) {
     for (unsigned r = 0; r < a.n_rails; ++r) {
         const wire::rail_entry& e = a.rails[r];
         if (e.ip == 0 || e.ip == 0xffffffffu || e.ip >> 28 >= 0xe || e.udp_port == 0 || e.mtu < 256 ||
             e.mtu > wire::max_mtu)
             return "railgated's JOIN_ACK lists an unusable rail " + std::to_string(r) + " (" +
                    net::format_ipv4(e.ip) + ":" + std::to_string(e.udp_port) + ", MTU " + std::to_string(e.mtu) + ")";
+        if (datagrams && a.chunk_bytes > wire::chunk_bytes_for_mtu(e.mtu))
+            return "railgated's JOIN_ACK sets a chunk of " + std::to_string(a.chunk_bytes) +
+                   " bytes, above what rail " + std::to_string(r) + "'s MTU " + std::to_string(e.mtu) + " carries";
     }
     return {};
 }
@@ -256,7 +261,23 @@ failure worker::failed_with() const noexcept { return s_->why; }
 const wire::join_ack_body& worker::job_info() const noexcept { return s_->ack; }
 std::uint32_t worker::chunk_elems() const noexcept { return s_->chunk_elems; }
 std::span<const unsigned> worker::stripe_rails() const noexcept { return s_->tr; }
-stats::histogram& worker::chunk_rtt() noexcept { return s_->rtt; }
+stats::histogram& worker::chunk_rtt() noexcept {
+    merge_rtt();
+    return s_->rtt;
+}
+
+// Each rail records its round trips in its own histogram (its pipeline may
+// run on a thread of its own); they join chunk_rtt() when it is read, never
+// per operation: a histogram is 35,840 buckets (280 KiB), and merging and
+// clearing one per rail after every operation cost small messages 3-13x
+// their latency (commit 8523a2a).
+void worker::merge_rtt() noexcept {
+    for (auto& rr : s_->run)
+        if (rr.rtt.count()) {
+            s_->rtt.merge(rr.rtt);
+            rr.rtt.reset();
+        }
+}
 std::uint64_t worker::recoveries() const noexcept { return s_->recoveries; }
 std::uint64_t worker::replays() const noexcept { return s_->replays; }
 std::uint64_t worker::retransmits() const noexcept {
@@ -378,7 +399,7 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded) {
                     if (!s.joined) {
                         wire::join_ack_body a;
                         if (!wire::decode_join_ack_body(buf, a)) continue;
-                        if (std::string bad = check_rails(a); !bad.empty()) {
+                        if (std::string bad = check_rails(a, !t_.reliable()); !bad.empty()) {
                             s.why = failure::refused;
                             return bad;
                         }
@@ -432,6 +453,7 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded) {
         leave();
         return e;
     }
+    merge_rtt(); // the last job's round trips stay in chunk_rtt()
     s.run = std::vector<state::rail_run>(s.rails);
     for (auto& r : s.run) r.slots.assign(s.pool, {});
     return "";
@@ -441,6 +463,7 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded) {
 // non-empty buckets), on the first rail its data used. Best effort: a lost
 // report only leaves railctl latency --worker without it.
 void worker::report_rtt() {
+    merge_rtt();
     const stats::histogram& rtt = s_->rtt;
     if (rtt.count() == 0 || s_->tr.empty()) return;
     std::vector<std::uint8_t> body(wire::rtt_entries_per_msg * wire::rtt_entry_bytes);
@@ -809,8 +832,6 @@ void worker::finish() {
     s.active = false;
     if (!s.failed) ++s.ops;
     for (auto& rr : s.run) {
-        s.rtt.merge(rr.rtt);
-        rr.rtt.reset();
         if (s.err.empty() && !rr.err.empty()) {
             s.err = rr.err;
             s.why = rr.why;

@@ -106,7 +106,11 @@ server::~server() {
 
 void server::run() {
     std::vector<client> clients;
-    auto respond = [](client& c, const json& j) { c.out += j.dump() + "\n"; };
+    // Invalid UTF-8 in a response (an error quoting a truncated name) is
+    // replaced, never thrown: nothing a client sends stops this thread.
+    auto respond = [](client& c, const json& j) {
+        c.out += j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+    };
     for (;;) {
         std::vector<pollfd> fds{{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
         // A client whose responses pile up is not read until it reads them.

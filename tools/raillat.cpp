@@ -13,7 +13,11 @@
 // bandwidth column.
 #include <unistd.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -21,7 +25,9 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/railgate/embedded.hpp"
@@ -66,6 +72,9 @@ void usage(std::FILE* f) {
     std::fprintf(f,
                  "usage: raillat [options]\n"
                  "  --transport T         udp|dpdk|verbs (default udp)\n"
+                 "                        or a floor to judge them by, measured without railgated:\n"
+                 "                        floor-udp (kernel UDP ping-pong on loopback), floor-ring\n"
+                 "                        (cache-line ping-pong between two threads)\n"
                  "  --compare T,T,...     run several transports and print them side by side\n"
                  "  --server IP           railgated's rail-0 address (udp and verbs)\n"
                  "  --udp-server IP       for udp only (overrides --server)\n"
@@ -114,7 +123,8 @@ options parse(int argc, char** argv) {
                 s = c + 1;
             }
             for (const std::string& t : o.transports)
-                if (t != "udp" && t != "dpdk" && t != "verbs") die(a + ": '" + t + "' is not udp, dpdk or verbs");
+                if (t != "udp" && t != "dpdk" && t != "verbs" && t != "floor-udp" && t != "floor-ring")
+                    die(a + ": '" + t + "' is not udp, dpdk, verbs, floor-udp or floor-ring");
         } else if (a == "--server") {
             o.server = val();
         } else if (a == "--udp-server") {
@@ -267,6 +277,73 @@ void measure(client::transport& t, const options& o, result& r, std::vector<doub
     w.leave();
 }
 
+// The floors railgate's transports are judged against, measured the same
+// way in the same run (no railgated): floor-udp, a kernel UDP ping-pong
+// between two busy-polling sockets on loopback (what the udp transport's
+// two kernel crossings cost at least); floor-ring, a cache-line ping-pong
+// between two threads (the cross-core hand-off that the embedded dpdk
+// path makes twice, worker to railgated's lcore and back).
+void measure_floor(const std::string& name, const options& o, result& r, std::vector<double>& raw) {
+    static const tsc_clock tsc;
+    const unsigned total = o.warmup + o.iters;
+    if (name == "floor-ring") {
+        alignas(64) std::atomic<std::uint32_t> ball{0};
+        std::thread peer([&] {
+            for (std::uint32_t want = 1; want < 2 * total; want += 2) {
+                while (ball.load(std::memory_order_acquire) != want) {
+                }
+                ball.store(want + 1, std::memory_order_release);
+            }
+        });
+        for (std::uint32_t i = 0; i < total; ++i) {
+            const std::uint64_t t0 = tsc.ticks();
+            ball.store(2 * i + 1, std::memory_order_release);
+            while (ball.load(std::memory_order_acquire) != 2 * i + 2) {
+            }
+            if (i >= o.warmup) raw.push_back(tsc.us(tsc.ticks() - t0) / 2);
+        }
+        peer.join();
+    } else {
+        auto open = [](sockaddr_in& a) {
+            const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+            a = {};
+            a.sin_family = AF_INET;
+            a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            socklen_t len = sizeof a;
+            if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+                getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+                throw std::runtime_error(std::string("floor-udp: ") + std::strerror(errno));
+            return fd;
+        };
+        sockaddr_in ea, pa;
+        const int echo = open(ea), ping = open(pa);
+        if (connect(ping, reinterpret_cast<sockaddr*>(&ea), sizeof ea) != 0 ||
+            connect(echo, reinterpret_cast<sockaddr*>(&pa), sizeof pa) != 0)
+            throw std::runtime_error(std::string("floor-udp: connect: ") + std::strerror(errno));
+        std::vector<char> msg(std::max<std::uint64_t>(o.bytes, 1) + wire::header_bytes);
+        std::thread peer([&] {
+            std::vector<char> b(msg.size());
+            for (unsigned i = 0; i < total; ++i) {
+                while (recv(echo, b.data(), b.size(), MSG_DONTWAIT) < 0) {
+                }
+                send(echo, b.data(), b.size(), 0);
+            }
+        });
+        for (unsigned i = 0; i < total; ++i) {
+            const std::uint64_t t0 = tsc.ticks();
+            send(ping, msg.data(), msg.size(), 0);
+            while (recv(ping, msg.data(), msg.size(), MSG_DONTWAIT) < 0) {
+            }
+            if (i >= o.warmup) raw.push_back(tsc.us(tsc.ticks() - t0) / 2);
+        }
+        peer.join();
+        close(echo);
+        close(ping);
+    }
+    r.us = raw;
+    std::sort(r.us.begin(), r.us.end());
+}
+
 std::uint32_t server_ip(const options& o, const std::string& specific) {
     const std::string& s = specific.empty() ? o.server : specific;
     std::uint32_t ip = 0;
@@ -278,7 +355,9 @@ result run(const std::string& name, const options& o, std::vector<double>& raw) 
     result r;
     r.transport = name;
     try {
-        if (name == "udp") {
+        if (name.rfind("floor-", 0) == 0) {
+            measure_floor(name, o, r, raw);
+        } else if (name == "udp") {
             auto t = client::make_udp_transport(server_ip(o, o.udp_server), o.port);
             measure(*t, o, r, raw);
         } else if (name == "verbs") {

@@ -2,7 +2,8 @@
 # railgate: install dependencies (idempotent), build, then run the demo or the
 # test suite.
 #   tools/setup.sh demo   # embedded railgated + 4 workers over 2 virtual rails
-#   tools/setup.sh test   # the whole test suite (what CI runs)
+#   tools/setup.sh test   # the whole test suite, then the sanitizer runs (what CI runs)
+#   tools/setup.sh sanitize  # only the sanitizer runs: ASan+UBSan, then TSan
 #   tools/setup.sh deps   # only install the Debian packages
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +39,29 @@ build() {
   ninja -C build
 }
 
+# The product built with ASan+UBSan (build-sanitize) runs the unit, vdev,
+# e2e and netns suites; built with TSan (build-tsan), the tests of the
+# engine's threads (placement) and of the control socket's server thread
+# (control). Optimised (-O1) so that the netns traffic keeps its timing.
+sanitize() {
+  local dir=build-sanitize tsan=build-tsan
+  [ -f $dir/build.ninja ] || meson setup $dir --buildtype=plain -Doptimization=1 -Ddebug=true \
+    -Db_sanitize=address,undefined -Db_lundef=false -Db_ndebug=false -Dfuzz=disabled
+  # What the sanitize setup runs (not the benchmarks, not the rxe probes).
+  local targets
+  targets=$(meson introspect $dir --targets | python3 -c 'import json, sys
+for t in json.load(sys.stdin):
+    if t["type"] == "executable" and not t["name"].startswith(("bench_", "verbs_", "rxe")) or t["type"] == "custom":
+        print(" ".join(__import__("os").path.relpath(f, sys.argv[1]) for f in t["filename"]))' "$dir")
+  # shellcheck disable=SC2086
+  ninja -C $dir $targets
+  meson test -C $dir --setup sanitize --no-rebuild --print-errorlogs --num-processes 1
+  [ -f $tsan/build.ninja ] || meson setup $tsan --buildtype=plain -Doptimization=1 -Ddebug=true \
+    -Db_sanitize=thread -Db_lundef=false -Db_ndebug=false -Dfuzz=disabled
+  ninja -C $tsan tests/unit/test_placement tests/unit/test_control
+  meson test -C $tsan --setup sanitize --no-rebuild --print-errorlogs --num-processes 1 placement control
+}
+
 mode=${1:-demo}
 case "$mode" in
   deps) install_deps ;;
@@ -49,7 +73,12 @@ case "$mode" in
   test)
     install_deps
     build
-    exec meson test -C build --print-errorlogs --num-processes 1
+    meson test -C build --print-errorlogs --num-processes 1
+    sanitize
     ;;
-  *) echo "usage: $0 demo|test|deps" >&2; exit 2 ;;
+  sanitize)
+    install_deps
+    sanitize
+    ;;
+  *) echo "usage: $0 demo|test|sanitize|deps" >&2; exit 2 ;;
 esac

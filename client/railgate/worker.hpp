@@ -162,6 +162,7 @@ public:
 
 private:
     void report_rtt();
+    void merge_rtt() noexcept;
     void send_pending(unsigned rail);
     bool progress_rail(unsigned rail);
     bool scan_rail(unsigned rail, std::uint64_t now);

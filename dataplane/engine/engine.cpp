@@ -8,6 +8,23 @@
 #include <algorithm>
 
 namespace railgate::engine {
+namespace {
+
+// Sanitizer runtimes refuse libraries dlopen()ed with RTLD_DEEPBIND, as
+// oneTBB opens tbbbind: sanitizer builds do not bind arenas to nodes.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool can_bind = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool can_bind = false;
+#else
+constexpr bool can_bind = true;
+#endif
+#else
+constexpr bool can_bind = true;
+#endif
+
+} // namespace
 
 struct engine::impl {
     std::vector<int> node_ids;                          // NUMA node per arena
@@ -17,7 +34,9 @@ struct engine::impl {
 
 engine::engine(const topology& topo, std::size_t threshold_bytes)
     : p_(std::make_unique<impl>()), threshold_(threshold_bytes) {
-    p_->tbb_numa = tbb::info::numa_nodes();
+    // One node: every CPU is on it, there is nothing to bind to, and oneTBB
+    // is not asked (asking loads tbbbind).
+    if (can_bind && topo.nodes.size() > 1) p_->tbb_numa = tbb::info::numa_nodes();
     for (const topology::node& n : topo.nodes) {
         tbb::task_arena::constraints c;
         c.max_concurrency = std::max<int>(1, static_cast<int>(n.cpus.size()));
@@ -51,6 +70,7 @@ std::string engine::describe() const {
     for (std::size_t i = 0; i < p_->arenas.size(); ++i)
         s += (i ? "; " : "") + std::string("node ") + std::to_string(p_->node_ids[i]) + ": " +
              std::to_string(p_->arenas[i]->max_concurrency()) + " threads";
+    if (p_->arenas.size() < 2) return s + " (one node: unbound)";
     s += " (oneTBB numa ids";
     for (int id : p_->tbb_numa) s += " " + std::to_string(id);
     return s + ")";

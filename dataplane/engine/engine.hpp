@@ -24,7 +24,8 @@ namespace railgate::engine {
 class engine {
 public:
     // One arena per node of `topo`, each with its node's CPU count and, where
-    // oneTBB can bind (tbbbind + hwloc), constrained to that node.
+    // oneTBB can bind (tbbbind + hwloc), constrained to that node. A single
+    // node's arena is not bound (there is nowhere else to run).
     explicit engine(const topology& topo, std::size_t threshold_bytes = 256 * 1024);
     ~engine();
     engine(const engine&) = delete;

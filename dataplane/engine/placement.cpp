@@ -1,10 +1,10 @@
 #include "dataplane/engine/placement.hpp"
 
-#include <hwloc.h>
-
 #include <algorithm>
 #include <map>
 #include <stdexcept>
+
+#include "dataplane/engine/hwloc_cpus.hpp"
 
 namespace railgate::engine {
 
@@ -49,7 +49,7 @@ std::string place(const std::vector<cpu_slot>& cpus, const std::vector<rail_need
 
 topology topology::load(const std::string& synthetic, const std::string& xml_file) {
     hwloc_topology_t t;
-    if (hwloc_topology_init(&t)) throw std::runtime_error("hwloc_topology_init failed");
+    if (init_cpu_topology(&t)) throw std::runtime_error("hwloc_topology_init failed");
     topology out;
     out.source = "this machine";
     int rc = 0;

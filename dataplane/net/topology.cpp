@@ -1,7 +1,9 @@
 #include "dataplane/net/topology.hpp"
 
 #include <net/if.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -9,17 +11,18 @@
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 
+#include "dataplane/engine/hwloc_cpus.hpp"
+
 namespace railgate::net {
 namespace {
 
 struct hwloc_topo {
     hwloc_topology_t t = nullptr;
     hwloc_topo() {
-        if (hwloc_topology_init(&t) != 0) {
+        if (engine::init_cpu_topology(&t) != 0) {
             t = nullptr;
             return;
         }
-        hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
         if (hwloc_topology_load(t) != 0) {
             hwloc_topology_destroy(t);
             t = nullptr;
@@ -30,17 +33,24 @@ struct hwloc_topo {
     }
 };
 
+long read_long(const std::string& path, long otherwise) {
+    std::FILE* f = std::fopen(path.c_str(), "r");
+    if (!f) return otherwise;
+    long v = otherwise;
+    if (std::fscanf(f, "%ld", &v) != 1) v = otherwise;
+    std::fclose(f);
+    return v;
+}
+
+// A kernel netdev's NUMA node, as the kernel knows it (its PCI device's
+// numa_node): -1 for a virtual device (veth, tap) or where unknown, 0 for a
+// device on a machine with one node.
 int netdev_numa_node(const char* ifname) {
-    hwloc_topo topo;
-    if (!topo.t) return -1;
-    for (hwloc_obj_t o = hwloc_get_next_osdev(topo.t, nullptr); o; o = hwloc_get_next_osdev(topo.t, o)) {
-        if (!o->name || std::strcmp(o->name, ifname) != 0) continue;
-        hwloc_obj_t parent = hwloc_get_non_io_ancestor_obj(topo.t, o);
-        if (!parent || !parent->nodeset) return -1;
-        if (hwloc_get_nbobjs_by_type(topo.t, HWLOC_OBJ_NUMANODE) <= 1) return 0;
-        return hwloc_bitmap_first(parent->nodeset);
-    }
-    return -1;
+    const std::string dev = std::string("/sys/class/net/") + ifname + "/device";
+    const long node = read_long(dev + "/numa_node", -2);
+    if (node >= 0) return static_cast<int>(node);
+    if (node == -2) return -1; // no device behind it
+    return ::access("/sys/devices/system/node/node1", F_OK) != 0 ? 0 : -1; // one node: it is there
 }
 
 } // namespace

@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "dataplane/engine/hwloc_cpus.hpp"
+
 namespace railgate::verbs {
 
 ibv_mtu mtu_enum(unsigned bytes) noexcept {
@@ -35,7 +37,7 @@ namespace {
 hwloc_topology_t topology() {
     static hwloc_topology_t t = [] {
         hwloc_topology_t x;
-        hwloc_topology_init(&x);
+        engine::init_cpu_topology(&x);
         hwloc_topology_load(x);
         return x;
     }();

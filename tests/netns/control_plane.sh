@@ -231,8 +231,14 @@ ok "gid list (fixture sysfs + DPDK rails), nccl-env"
 # clearly, railgated lives, and the rails come back as they were.
 # (Each add probes a new tap device: DPDK 22.11 does not attach a vdev name
 # again after it was detached in the same process.)
+# Every third of the 24 orders (each rail add probes a tap device: seconds;
+# RAILGATE_ORDERS=all runs them all), every sixth under the sanitizers
+# (RAILGATE_SANITIZED=1, `meson test --setup sanitize`).
+every=3
+[ "${RAILGATE_ORDERS:-}" = all ] && every=1
+[ "${RAILGATE_SANITIZED:-0}" = 1 ] && every=6
 n_orders=0
-for p in $(python3 -c 'import itertools; [print("".join(map(str, o))) for o in itertools.permutations(range(4))]'); do
+for p in $(python3 -c "import itertools; [print(''.join(map(str, o))) for i, o in enumerate(itertools.permutations(range(4))) if i % $every == 0]"); do
   ops=("rail add r2 net_tap$((40 + n_orders)),iface=rgo$n_orders 198.18.2.1" "rail remove r1" "rail show r2" "rail set r2 mtu 1400")
   for i in $(seq 0 3); do
     # shellcheck disable=SC2086
@@ -249,14 +255,14 @@ done
 ctl --json rail list | python3 -c 'import json,sys; assert sorted(r["name"] for r in json.load(sys.stdin)["rails"]) == ["r0", "r1"]' ||
   fail "rails after every order"
 grep -qE "railgated: control: uid 0 pid [0-9]+: rail.add r2" "$dir/railgated.log" || fail "no uid/pid (SO_PEERCRED) logged for a change"
-ok "rail add/remove/show/set in all $n_orders orders: answered or refused clearly, railgated alive; changes logged with uid and pid"
+ok "rail add/remove/show/set in $n_orders of the 24 orders: answered or refused clearly, railgated alive; changes logged with uid and pid"
 
 # --- hostile control clients: one that never reads, deeply nested JSON,
 # 10^5 commands; railgated's memory stays bounded and it answers the next.
 rss() { awk '/^VmRSS/ {print $2}' "/proc/$gated_pid/status"; }
 rss0=$(rss)
 python3 - "$sock" <<'PY' || fail "hostile clients"
-import json, socket, sys, time
+import json, os, socket, sys, time
 path = sys.argv[1]
 def connect():
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -299,21 +305,25 @@ for depth in (5000, 200000):
     except (BrokenPipeError, ConnectionResetError, json.JSONDecodeError):
         print(f"nesting {depth}: cut off")
     s.close()
-# 10^5 commands on one connection, pipelined 100 at a time.
+# 10^5 commands on one connection, pipelined 100 at a time (10^4 under
+# the sanitizers).
 s = connect()
 f = s.makefile("rb")
-for _ in range(1000):
+rounds = 100 if os.environ.get("RAILGATE_SANITIZED") == "1" else 1000
+for _ in range(rounds):
     s.sendall(req * 100)
     for _ in range(100):
         assert json.loads(f.readline())["ok"]
 s.close()
-print("100000 status commands answered")
+print(f"{rounds * 100} status commands answered")
 PY
 alive "hostile clients"
 ctl status > /dev/null || fail "status after the hostile clients"
 rss1=$(rss)
 echo "railgated RSS ${rss0} -> ${rss1} KiB"
-[ $((rss1 - rss0)) -lt 16384 ] || fail "railgated grew by $((rss1 - rss0)) KiB over the hostile clients"
+# (ASan keeps freed memory in quarantine: no bound on RSS there.)
+[ "${RAILGATE_SANITIZED:-0}" = 1 ] || [ $((rss1 - rss0)) -lt 16384 ] ||
+  fail "railgated grew by $((rss1 - rss0)) KiB over the hostile clients"
 ok "a client that never reads cut off, nested JSON refused, 10^5 commands answered; RSS +$((rss1 - rss0)) KiB; the next client answered"
 
 # --- metrics and telemetry

@@ -3,8 +3,9 @@
 # tap rails) in a network namespace; raillat pings it over kernel UDP, over
 # an in-process DPDK railgated, and tries verbs, which this kernel lacks: the
 # compare table must show udp and dpdk with figures and verbs as unavailable
-# with the reason; --json and --dump must carry the same samples; bad
-# arguments are refused. (Verbs itself is measured in the rxe suite.)
+# with the reason; udp and dpdk must stay within 3x of their ratio to the
+# floors measured in the same run (the latency guard); --json and --dump
+# must carry the same samples; bad arguments are refused. (Verbs itself is measured in the rxe suite.)
 #   raillat.sh RAILGATED RAILLAT
 set -u
 railgated=$1 raillat=$2
@@ -16,6 +17,11 @@ gated_pid=
 trap 'cleanup_netns "$ns" "$dir /var/run/dpdk/$prefix"' EXIT
 ip netns add "$ns" || fail "netns"
 ip netns exec "$ns" ip link set lo up
+# The floors first: railgated's poll-mode lcore would take one of the two
+# cores they ping-pong between.
+ip netns exec "$ns" "$raillat" --compare floor-udp,floor-ring -n 2000 -w 200 --bw-size 0 > "$dir/floors.log" 2>&1 ||
+  fail "raillat floors"
+cat "$dir/floors.log"
 ip netns exec "$ns" "$railgated" -l 0-1 --no-huge --no-pci -m 512 --file-prefix "$prefix" --log-level lib.eal:error \
   --log-level pmd.net.tap:critical -- --socket off --metrics off > "$dir/railgated.log" 2>&1 &
 gated_pid=$!
@@ -30,6 +36,23 @@ grep -qE "^udp +300 +[0-9.]+ +[0-9.]+ .* [0-9.]+x +[0-9.]+x$" "$dir/compare.log"
 grep -qE "^dpdk +300 +[0-9.]+ +[0-9.]+ .* [0-9.]+x +[0-9.]+x$" "$dir/compare.log" || fail "no dpdk row"
 grep -qE "^verbs +unavailable: .*RDMA CM" "$dir/compare.log" || fail "verbs not reported unavailable with the reason"
 grep -qE " 1\.00x " "$dir/compare.log" || fail "no transport is the 1.00x reference"
+# The latency guard: each transport against its floor measured in this run
+# (floor-udp: kernel UDP ping-pong on loopback; floor-ring: a cache-line
+# ping-pong between two threads), within 3x the ratio the README records
+# (udp 2.0x, dpdk 6.9x of their floors on 2026-11-23). Noise cannot trip
+# it; the 3-13x regression of commit 8523a2a (udp 5.6x, dpdk 37x) could not
+# pass it.
+python3 - "$dir/compare.log" "$dir/floors.log" <<'PY' || fail "latency guard"
+import sys
+rows = {l.split()[0]: l.split() for f in sys.argv[1:] for l in open(f) if l.split() and l.split()[0] in
+        ("udp", "dpdk", "floor-udp", "floor-ring")}
+typ = {k: float(v[3]) for k, v in rows.items()}
+for t, floor, bound in (("udp", "floor-udp", 3 * 2.0), ("dpdk", "floor-ring", 3 * 6.9)):
+    # A floor under 0.1 us is a same-core hand-off: judged against 0.1.
+    ratio = typ[t] / max(typ[floor], 0.1)
+    print(f"latency guard: {t} {typ[t]:.2f} us = {ratio:.1f}x {floor} {typ[floor]:.2f} us (bound {bound:.1f}x)")
+    assert ratio <= bound, f"{t} is {ratio:.1f}x its floor, past the bound {bound:.1f}x"
+PY
 [ "$(grep -c '^udp ' "$dir/samples.txt")" -eq 300 ] && [ "$(grep -c '^dpdk ' "$dir/samples.txt")" -eq 300 ] ||
   fail "--dump does not hold 300 samples per transport"
 
