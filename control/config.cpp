@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -88,6 +89,14 @@ std::string check_metrics(std::string_view v) {
 
 namespace {
 
+// A node's integer, only when it is one: toml++'s value<long long>() on a
+// float casts it first, undefined beyond the range of long long (1e300;
+// found by tests/fuzz/fuzz_config).
+std::optional<long long> int_of(const toml::node* n) {
+    if (!n || !n->is_integer()) return std::nullopt;
+    return n->value<long long>();
+}
+
 unsigned edit_distance(std::string_view a, std::string_view b) {
     std::vector<unsigned> prev(b.size() + 1), cur(b.size() + 1);
     for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = static_cast<unsigned>(j);
@@ -131,7 +140,7 @@ public:
     void integer(const std::string& key, long long lo, long long hi, auto& out) {
         const toml::node* n = get(key);
         if (!n) return;
-        const auto v = n->value<long long>();
+        const auto v = int_of(n);
         if (!n->is_integer() || !v) return fail(n, key, "must be an integer");
         if (*v < lo || *v > hi)
             return fail(n, key, std::to_string(*v) + " out of range " + std::to_string(lo) + ".." + std::to_string(hi));
@@ -338,7 +347,7 @@ void read_tc_table(reader& r, const char* field, unsigned max, const char* examp
         const std::string key(k.str());
         char* end = nullptr;
         const long d = std::strtol(key.c_str(), &end, 10);
-        const auto tc = v.value<long long>();
+        const auto tc = int_of(&v);
         if (key.empty() || *end || d < 0 || d > static_cast<long>(max))
             r.fail_at(k.source(), field, "key '" + key + "' is not a " + what + ", 0.." + std::to_string(max));
         else if (!v.is_integer() || !tc || *tc < 0 || *tc > 7) r.fail(&v, field, what + " " + key + ": the TC must be 0..7");
@@ -386,7 +395,7 @@ void read_rail(reader& r, rail& x) {
                 r.fail(r.get(k), k, "applies to transport = \"dpdk\" only (a verbs rail's HCA schedules; set its "
                                     "traffic_class and service_level)");
         if (const toml::node* n = r.get("gid_index")) {
-            const auto v = n->value<long long>();
+            const auto v = int_of(n);
             if (!n->is_integer() || !v) r.fail(n, "gid_index", "must be an integer");
             else if (const std::string e = check_gid_index(*v); !e.empty()) r.fail(n, "gid_index", e);
             else x.gid_index = static_cast<unsigned>(*v);
@@ -398,7 +407,7 @@ void read_rail(reader& r, rail& x) {
             if (x.gid_index) r.fail(r.get("gid_type"), "gid_type", "give gid_index or gid_type, not both");
         }
         if (const toml::node* n = r.get("path_mtu")) {
-            const auto v = n->value<long long>();
+            const auto v = int_of(n);
             if (!n->is_integer() || !v || (*v != 256 && *v != 512 && *v != 1024 && *v != 2048 && *v != 4096))
                 r.fail(n, "path_mtu", "must be 256, 512, 1024, 2048 or 4096 (default: the port's active MTU)");
             else
@@ -406,7 +415,7 @@ void read_rail(reader& r, rail& x) {
         }
         r.integer("service_level", 0, 15, x.service_level);
         if (const toml::node* n = r.get("chunk_bytes")) {
-            const auto v = n->value<long long>();
+            const auto v = int_of(n);
             if (!n->is_integer() || !v || *v < 1024 || *v > 4194304 || (*v & (*v - 1)))
                 r.fail(n, "chunk_bytes", "must be a power of two, 1024..4194304 (4 MiB)");
             else
@@ -417,13 +426,13 @@ void read_rail(reader& r, rail& x) {
     r.ipv4("ip", x.ip);
     if (r.has("host_ip")) r.ipv4("host_ip", x.host_ip, &x.host_prefix);
     if (const toml::node* n = r.get("mtu")) {
-        const auto v = n->value<long long>();
+        const auto v = int_of(n);
         if (!n->is_integer() || !v) r.fail(n, "mtu", "must be an integer");
         else if (const std::string e = check_mtu(*v); !e.empty()) r.fail(n, "mtu", e);
         else x.mtu = static_cast<unsigned>(*v);
     }
     if (const toml::node* n = r.get("mtu_max")) {
-        const auto v = n->value<long long>();
+        const auto v = int_of(n);
         if (!n->is_integer() || !v) r.fail(n, "mtu_max", "must be an integer");
         else if (const std::string e = check_mtu(*v); !e.empty()) r.fail(n, "mtu_max", e);
         else if (static_cast<unsigned>(*v) < x.mtu) r.fail(n, "mtu_max", std::to_string(*v) + " is below mtu " + std::to_string(x.mtu));
