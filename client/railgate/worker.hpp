@@ -149,6 +149,7 @@ public:
     // The transport rails the job stripes over, in stripe order.
     std::span<const unsigned> stripe_rails() const noexcept;
     // Per-chunk round trips (contribution sent -> its result received), ns.
+    // Read it between operations: it gathers the rails' own histograms then.
     stats::histogram& chunk_rtt() noexcept;
     std::uint64_t retransmits() const noexcept;
     // Operations re-run after a recovered failure (allreduce with retries).
