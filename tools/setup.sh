@@ -43,21 +43,25 @@ build() {
 # e2e and netns suites; built with TSan (build-tsan), the tests of the
 # engine's threads (placement) and of the control socket's server thread
 # (control). Optimised (-O1) so that the netns traffic keeps its timing.
+# A tree built with the sanitizers in $2, configured once.
+sanitized_tree() {
+  [ -f "$1/build.ninja" ] || meson setup "$1" --buildtype=plain -Doptimization=1 -Ddebug=true \
+    -Db_sanitize="$2" -Db_lundef=false -Db_ndebug=false -Dfuzz=disabled
+}
+
 sanitize() {
-  local dir=build-sanitize tsan=build-tsan
-  [ -f $dir/build.ninja ] || meson setup $dir --buildtype=plain -Doptimization=1 -Ddebug=true \
-    -Db_sanitize=address,undefined -Db_lundef=false -Db_ndebug=false -Dfuzz=disabled
-  # What the sanitize setup runs (not the benchmarks, not the rxe probes).
-  local targets
-  targets=$(meson introspect $dir --targets | python3 -c 'import json, sys
+  local dir=build-sanitize tsan=build-tsan targets
+  sanitized_tree $dir address,undefined
+  # What the sanitize setup runs: not the benchmarks, not the rxe probes.
+  targets=$(meson introspect $dir --targets | python3 -c '
+import json, os, sys
 for t in json.load(sys.stdin):
-    if t["type"] == "executable" and not t["name"].startswith(("bench_", "verbs_", "rxe")) or t["type"] == "custom":
-        print(" ".join(__import__("os").path.relpath(f, sys.argv[1]) for f in t["filename"]))' "$dir")
+    if t["type"] == "custom" or t["type"] == "executable" and not t["name"].startswith(("bench_", "verbs_", "rxe")):
+        print(" ".join(os.path.relpath(f, sys.argv[1]) for f in t["filename"]))' "$dir")
   # shellcheck disable=SC2086
   ninja -C $dir $targets
   meson test -C $dir --setup sanitize --no-rebuild --print-errorlogs --num-processes 1
-  [ -f $tsan/build.ninja ] || meson setup $tsan --buildtype=plain -Doptimization=1 -Ddebug=true \
-    -Db_sanitize=thread -Db_lundef=false -Db_ndebug=false -Dfuzz=disabled
+  sanitized_tree $tsan thread
   ninja -C $tsan tests/unit/test_placement tests/unit/test_control
   meson test -C $tsan --setup sanitize --no-rebuild --print-errorlogs --num-processes 1 placement control
 }
