@@ -16,12 +16,10 @@
 #include <string>
 #include <vector>
 
-#include <rte_ethdev.h>
 
+#include "client/railgate/connect.hpp"
 #include "client/railgate/dpdk_transport.hpp"
 #include "client/railgate/embedded.hpp"
-#include "client/railgate/udp_transport.hpp"
-#include "client/railgate/verbs_transport.hpp"
 #include "client/railgate/worker.hpp"
 #include "dataplane/engine/engine.hpp"
 #include "dataplane/fault/injector.hpp"
@@ -202,11 +200,10 @@ options parse(int argc, char** argv) {
             if (!qos::parse_rate(v, o.pace)) die("--pace: '" + v + "' is not a rate like 1Gbit or 250Mbit");
         } else if (a == "--dpdk-rail") {
             const std::string v = val();
-            const auto at = v.rfind('@');
-            std::uint32_t ip = 0;
-            if (at == std::string::npos || at == 0 || !net::parse_ipv4(v.substr(at + 1), ip))
+            std::pair<std::string, std::uint32_t> rail;
+            if (!client::parse_dpdk_rail(v, rail))
                 die("--dpdk-rail: '" + v + "' is not DEVARGS@IP (net_af_xdp0,iface=eth1@10.0.0.10)");
-            o.dpdk_rails.emplace_back(v.substr(0, at), ip);
+            o.dpdk_rails.push_back(rail);
         } else if (a == "--rail-threads") {
             o.rail_threads = true;
         } else if (a == "--policy") {
@@ -645,41 +642,19 @@ int run_embedded(const options& o) {
 int run_remote(const options& o) {
     std::uint32_t ip;
     if (!net::parse_ipv4(o.server, ip)) die("--server: '" + o.server + "' is not an IPv4 address");
-    // A DPDK worker: its own EAL (no shared config, so several run side by
-    // side), its devices as vdevs or PCI addresses, one pool. Declared
-    // before the transport, which must stop its ports before the EAL ends.
-    std::optional<net::eal> eal;
-    rte_mempool* pool = nullptr;
-    std::unique_ptr<client::transport> t;
-    if (o.transport == "dpdk") {
-        std::vector<std::string> args{"railbench", "--no-huge", "--no-pci", "--no-shconf", "--no-telemetry", "-l", "0",
-                                      "-m", "256", "--log-level", "lib.eal:error", "--log-level", "pmd.net.af_xdp:error"};
-        for (const auto& [dev, ip] : o.dpdk_rails) {
-            (void)ip;
-            args.push_back(dev.rfind("net_", 0) == 0 ? "--vdev" : "-a");
-            args.push_back(dev);
-        }
-        eal.emplace(args);
-        // af_xdp shares the pool with the kernel as its UMEM: a buffer may
-        // not cross a page (so MTU <= 1500 there); others get jumbo room.
-        bool xdp = false;
-        for (const auto& r : o.dpdk_rails) xdp |= r.first.rfind("net_af_xdp", 0) == 0;
-        pool = net::make_pktmbuf_pool("railbench_pool", 8192, RTE_PKTMBUF_HEADROOM + (xdp ? 2048 : 10240), SOCKET_ID_ANY);
-        std::vector<client::dpdk_port> ports;
-        for (const auto& [dev, ip] : o.dpdk_rails) {
-            std::uint16_t port = 0;
-            const std::string name = dev.substr(0, dev.find(','));
-            if (rte_eth_dev_get_port_by_name(name.c_str(), &port) != 0) die("--dpdk-rail: no DPDK port " + name);
-            ports.push_back({port, ip, 0});
-        }
-        t = client::make_dpdk_transport(ports, ip, o.port, pool);
-    } else if (o.transport == "verbs") {
-        client::verbs_options vo;
-        vo.qp.gid_index = o.gid_index;
-        t = std::make_unique<client::verbs_transport>(ip, o.port, vo);
-    } else {
-        t = client::make_udp_transport(ip, o.port);
+    client::connect_options co;
+    co.transport = o.transport;
+    co.server_ip = ip;
+    co.port = o.port;
+    co.dpdk_rails = o.dpdk_rails;
+    co.gid_index = o.gid_index;
+    std::unique_ptr<client::connection> conn;
+    try {
+        conn = std::make_unique<client::connection>(co);
+    } catch (const std::exception& e) {
+        die(std::string("--transport ") + o.transport + ": " + e.what());
     }
+    client::transport* t = &conn->get();
     client::worker_options wo = worker_opts(o, static_cast<unsigned>(o.rank));
     std::unique_ptr<engine::engine> eng;
     if (o.rail_threads) {

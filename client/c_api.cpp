@@ -1,0 +1,513 @@
+// librailgate's C ABI (railgate.h) over client::worker: a communicator
+// holds a worker (and its own transport) per dtype it uses, and runs its
+// allreduces one at a time in submission order, on the calling thread when
+// nothing is queued, otherwise on its progress thread.
+#include "client/railgate.h"
+
+#include <array>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <thread>
+
+#include "client/railgate/connect.hpp"
+#include "client/railgate/worker.hpp"
+#include "dataplane/proto/ipv4.hpp"
+
+#define RG_EXPORT extern "C" __attribute__((visibility("default")))
+
+using namespace railgate;
+
+namespace {
+
+thread_local std::string create_error;
+
+rg_status status_of(client::failure f) noexcept {
+    switch (f) {
+    case client::failure::none: return RG_OK;
+    case client::failure::usage: return RG_ERR_USAGE;
+    case client::failure::refused: return RG_ERR_REFUSED;
+    case client::failure::rank_failed: return RG_ERR_RANK_FAILED;
+    case client::failure::aborted: return RG_ERR_ABORTED;
+    case client::failure::rail_down: return RG_ERR_RAIL_DOWN;
+    case client::failure::daemon_gone: return RG_ERR_DAEMON_GONE;
+    case client::failure::expired: return RG_ERR_EXPIRED;
+    case client::failure::timeout: return RG_ERR_TIMEOUT;
+    }
+    return RG_ERR_SYSTEM;
+}
+
+// One queued or running allreduce.
+struct op {
+    const void* send = nullptr;
+    void* recv = nullptr;
+    std::size_t count = 0;
+    wire::dtype dt = wire::dtype::fp32;
+    rg_status status = RG_IN_PROGRESS;   // under the communicator's mutex
+    std::string err;
+};
+
+// The worker of one dtype's job, with the transport it owns.
+struct member {
+    std::unique_ptr<client::connection> conn;
+    std::unique_ptr<client::worker> w;
+    bool joined = false;
+};
+
+} // namespace
+
+struct rg_request {
+    rg_comm* comm;
+    std::shared_ptr<op> o;
+};
+
+struct rg_comm {
+    rg_config cfg{};
+    std::string server, transport, rails;   // cfg's strings, owned
+    client::connect_options co;
+    std::array<member, wire::dtype_count> members;
+
+    std::mutex m;
+    std::condition_variable work, done;
+    std::deque<std::shared_ptr<op>> queue;
+    bool busy = false;        // an allreduce, join or leave runs (the workers are in use)
+    bool stopping = false;
+    rg_status broken = RG_OK; // the first failure: every later allreduce fails with it
+    std::string broken_err;
+    std::string last_error;
+    rg_stats stats{};
+    std::thread progress;
+
+    // Runs fn with the workers to itself, after everything queued before.
+    template <class F>
+    rg_status exclusive(F&& fn) {
+        std::unique_lock lk(m);
+        done.wait(lk, [&] { return queue.empty() && !busy; });
+        busy = true;
+        lk.unlock();
+        std::string err;
+        rg_status st = RG_OK;
+        try {
+            st = fn(err);
+        } catch (const std::exception& e) {
+            st = RG_ERR_SYSTEM;
+            err = e.what();
+        }
+        lk.lock();
+        busy = false;
+        if (st != RG_OK) last_error = err;
+        work.notify_all();
+        done.notify_all();
+        return st;
+    }
+
+    // The worker for dt, made (its own transport) and joined on first use.
+    rg_status joined(wire::dtype dt, member*& out, std::string& err) {
+        member& mb = members[static_cast<unsigned>(dt)];
+        out = &mb;
+        if (mb.joined) return RG_OK;
+        if (!mb.conn) {
+            if (co.transport == "dpdk" && static_cast<unsigned>(dt) != static_cast<unsigned>(cfg.dtype)) {
+                err = "the dpdk transport carries one dtype per process (" +
+                      std::string(wire::dtype_name(static_cast<wire::dtype>(cfg.dtype))) + "), not " +
+                      std::string(wire::dtype_name(dt));
+                return RG_ERR_USAGE;
+            }
+            mb.conn = std::make_unique<client::connection>(co);
+        }
+        if (!mb.w) {
+            client::worker_options wo;
+            wo.job_id = cfg.job + static_cast<std::uint32_t>(dt);
+            wo.job_token = cfg.token;
+            wo.rank = static_cast<std::uint16_t>(cfg.rank);
+            wo.world = static_cast<std::uint16_t>(cfg.world);
+            wo.dt = dt;
+            wo.max_count = cfg.max_count;
+            wo.retries = cfg.retries;
+            wo.op_timeout = std::chrono::milliseconds(cfg.timeout_ms);
+            wo.join_timeout = std::chrono::milliseconds(cfg.join_timeout_ms);
+            mb.w = std::make_unique<client::worker>(mb.conn->get(), wo);
+        }
+        err = mb.w->join();
+        if (!err.empty()) {
+            err = "joining job " + std::to_string(cfg.job + static_cast<std::uint32_t>(dt)) + " (" +
+                  std::string(wire::dtype_name(dt)) + ") as rank " + std::to_string(cfg.rank) + " of " +
+                  std::to_string(cfg.world) + ": " + err;
+            rg_status st = status_of(mb.w->failed_with());
+            return st == RG_OK ? RG_ERR_SYSTEM : st;
+        }
+        mb.joined = true;
+        return RG_OK;
+    }
+
+    // Runs one allreduce (the caller holds busy). Returns its status.
+    rg_status run(op& o) {
+        {
+            std::lock_guard lk(m);
+            if (broken != RG_OK) {
+                o.err = "an earlier operation failed: " + broken_err;
+                return broken;
+            }
+        }
+        rg_status st = RG_OK;
+        try {
+            member* mb = nullptr;
+            st = joined(o.dt, mb, o.err);
+            if (st == RG_OK) {
+                const std::size_t bytes = o.count * wire::dtype_size(o.dt);
+                if (o.send && o.send != o.recv && bytes) std::memmove(o.recv, o.send, bytes);
+                o.err = mb->w->allreduce(o.recv, o.count, o.dt);
+                if (!o.err.empty()) {
+                    st = status_of(mb->w->failed_with());
+                    if (st == RG_OK) st = RG_ERR_SYSTEM;
+                }
+            }
+        } catch (const std::exception& e) {
+            st = RG_ERR_SYSTEM;
+            o.err = e.what();
+        }
+        std::uint64_t retransmits = 0, recoveries = 0;
+        for (const member& mb : members) {
+            if (!mb.w) continue;
+            retransmits += mb.w->retransmits();
+            recoveries += mb.w->recoveries();
+        }
+        std::lock_guard lk(m);
+        stats.retransmits = retransmits;
+        stats.recoveries = recoveries;
+        if (st == RG_OK) {
+            ++stats.allreduces;
+            stats.bytes += o.count * wire::dtype_size(o.dt);
+        } else {
+            last_error = o.err;
+            // A usage error (the job's max_count...) leaves the job as it was.
+            if (st != RG_ERR_USAGE) {
+                broken = st;
+                broken_err = o.err;
+            }
+        }
+        return st;
+    }
+
+    void finish(op& o, rg_status st) {
+        std::lock_guard lk(m);
+        o.status = st;
+        busy = false;
+        done.notify_all();
+        work.notify_all();
+    }
+
+    void progress_loop() {
+        std::unique_lock lk(m);
+        for (;;) {
+            work.wait(lk, [&] { return stopping || (!queue.empty() && !busy); });
+            if (queue.empty()) return;   // stopping, nothing left
+            std::shared_ptr<op> o = std::move(queue.front());
+            queue.pop_front();
+            busy = true;
+            lk.unlock();
+            const rg_status st = run(*o);
+            finish(*o, st);
+            lk.lock();
+        }
+    }
+};
+
+namespace {
+
+rg_status usage(rg_comm* comm, const std::string& why) {
+    if (comm) {
+        std::lock_guard lk(comm->m);
+        comm->last_error = why;
+    } else {
+        create_error = why;
+    }
+    return RG_ERR_USAGE;
+}
+
+// Checks an allreduce's arguments; "" or why not.
+std::string check_args(const rg_comm* comm, const void* send, const void* recv, std::size_t count, int dtype) {
+    if (dtype < 0 || static_cast<unsigned>(dtype) >= wire::dtype_count)
+        return "dtype " + std::to_string(dtype) + " is not one of RG_FP32, RG_BF16, RG_FP16, RG_INT32";
+    if (count && !recv) return "recv is NULL";
+    const std::uint64_t max = comm->cfg.max_count ? comm->cfg.max_count : wire::max_tensor_elems;
+    if (count > max) return "count " + std::to_string(count) + " is above the job's max_count " + std::to_string(max);
+    const std::size_t bytes = count * wire::dtype_size(static_cast<wire::dtype>(dtype));
+    if (send && send != recv) {
+        const auto* s = static_cast<const std::uint8_t*>(send);
+        const auto* r = static_cast<const std::uint8_t*>(recv);
+        if (s < r + bytes && r < s + bytes) return "send and recv overlap without being the same buffer";
+    }
+    return {};
+}
+
+} // namespace
+
+RG_EXPORT void rg_config_init(rg_config* c) {
+    if (!c) return;
+    *c = rg_config{};
+    c->struct_size = sizeof(rg_config);
+    c->port = wire::default_udp_port;
+    c->dtype = RG_FP32;
+    c->timeout_ms = 60000;
+    c->join_timeout_ms = 5000;
+    c->gid_index = -1;
+}
+
+RG_EXPORT const char* rg_version(int* major, int* minor, int* patch) {
+    if (major) *major = RAILGATE_VERSION_MAJOR;
+    if (minor) *minor = RAILGATE_VERSION_MINOR;
+    if (patch) *patch = RAILGATE_VERSION_PATCH;
+    return "0.1.0";
+}
+
+RG_EXPORT uint64_t rg_random_token(void) {
+    try {
+        return client::random_token();
+    } catch (...) {
+        return 0;
+    }
+}
+
+RG_EXPORT const char* rg_status_name(rg_status s) {
+    switch (s) {
+    case RG_OK: return "RG_OK";
+    case RG_IN_PROGRESS: return "RG_IN_PROGRESS";
+    case RG_ERR_USAGE: return "RG_ERR_USAGE";
+    case RG_ERR_SYSTEM: return "RG_ERR_SYSTEM";
+    case RG_ERR_REFUSED: return "RG_ERR_REFUSED";
+    case RG_ERR_RANK_FAILED: return "RG_ERR_RANK_FAILED";
+    case RG_ERR_ABORTED: return "RG_ERR_ABORTED";
+    case RG_ERR_RAIL_DOWN: return "RG_ERR_RAIL_DOWN";
+    case RG_ERR_DAEMON_GONE: return "RG_ERR_DAEMON_GONE";
+    case RG_ERR_EXPIRED: return "RG_ERR_EXPIRED";
+    case RG_ERR_TIMEOUT: return "RG_ERR_TIMEOUT";
+    }
+    return "RG_ERR_UNKNOWN";
+}
+
+RG_EXPORT rg_status rg_create(const rg_config* c, rg_comm** out) {
+    if (!out) return usage(nullptr, "out is NULL");
+    *out = nullptr;
+    create_error.clear();
+    if (!c) return usage(nullptr, "config is NULL");
+    // A caller built against an older railgate.h passes a shorter struct:
+    // what it does not know keeps its default.
+    if (c->struct_size == 0 || c->struct_size > sizeof(rg_config))
+        return usage(nullptr, "config.struct_size " + std::to_string(c->struct_size) +
+                                  " is not a railgate.h rg_config's (call rg_config_init first)");
+    rg_config cfg;
+    rg_config_init(&cfg);
+    std::memcpy(&cfg, c, c->struct_size);
+    cfg.struct_size = sizeof(rg_config);
+    try {
+        auto comm = std::make_unique<rg_comm>();
+        if (!cfg.server || !*cfg.server) return usage(nullptr, "config.server is not set (railgated's rail-0 address)");
+        comm->server = cfg.server;
+        comm->transport = cfg.transport && *cfg.transport ? cfg.transport : "udp";
+        comm->rails = cfg.rails ? cfg.rails : "";
+        client::connect_options& co = comm->co;
+        if (!net::parse_ipv4(comm->server, co.server_ip))
+            return usage(nullptr, "config.server '" + comm->server + "' is not an IPv4 address");
+        if (comm->transport != "udp" && comm->transport != "dpdk" && comm->transport != "verbs")
+            return usage(nullptr, "config.transport '" + comm->transport + "' is not udp, dpdk or verbs");
+        co.transport = comm->transport;
+        co.port = cfg.port ? cfg.port : wire::default_udp_port;
+        co.gid_index = cfg.gid_index;
+        if (cfg.dscp > 63) return usage(nullptr, "config.dscp " + std::to_string(cfg.dscp) + " is above 63");
+        co.tos = static_cast<std::uint8_t>(cfg.dscp << 2);
+        for (std::size_t at = 0; at < comm->rails.size();) {
+            std::size_t end = comm->rails.find(';', at);
+            if (end == std::string::npos) end = comm->rails.size();
+            std::pair<std::string, std::uint32_t> rail;
+            if (!client::parse_dpdk_rail(comm->rails.substr(at, end - at), rail))
+                return usage(nullptr, "config.rails: '" + comm->rails.substr(at, end - at) +
+                                          "' is not DEVARGS@IP (net_af_xdp0,iface=eth1@10.0.0.11)");
+            co.dpdk_rails.push_back(rail);
+            at = end + 1;
+        }
+        if (co.transport == "dpdk" && co.dpdk_rails.empty())
+            return usage(nullptr, "config.rails: the dpdk transport needs DEVARGS@IP for every rail");
+        if (co.transport != "dpdk" && !co.dpdk_rails.empty())
+            return usage(nullptr, "config.rails is for the dpdk transport (the others learn the rails from railgated)");
+        if (cfg.world == 0 || cfg.world > wire::max_world)
+            return usage(nullptr, "config.world " + std::to_string(cfg.world) + " is not 1.." +
+                                      std::to_string(wire::max_world));
+        if (cfg.rank >= cfg.world)
+            return usage(nullptr, "config.rank " + std::to_string(cfg.rank) + " is not below world " +
+                                      std::to_string(cfg.world));
+        if (cfg.token == 0) return usage(nullptr, "config.token is 0: give every rank one secret from rg_random_token()");
+        if (static_cast<unsigned>(cfg.dtype) >= wire::dtype_count)
+            return usage(nullptr, "config.dtype " + std::to_string(static_cast<int>(cfg.dtype)) + " is not an rg_dtype");
+        if (cfg.max_count > wire::max_tensor_elems)
+            return usage(nullptr, "config.max_count " + std::to_string(cfg.max_count) + " is above the protocol's " +
+                                      std::to_string(wire::max_tensor_elems));
+        if (cfg.timeout_ms == 0 || cfg.join_timeout_ms == 0)
+            return usage(nullptr, "config.timeout_ms and join_timeout_ms must be above 0");
+        cfg.server = comm->server.c_str();
+        cfg.transport = comm->transport.c_str();
+        cfg.rails = comm->rails.c_str();
+        comm->cfg = cfg;
+        // The transport now: a socket or device that cannot be had fails here.
+        member& first = comm->members[static_cast<unsigned>(cfg.dtype)];
+        try {
+            first.conn = std::make_unique<client::connection>(co);
+        } catch (const std::exception& e) {
+            create_error = "transport " + comm->transport + " to " + comm->server + ": " + e.what();
+            return RG_ERR_SYSTEM;
+        }
+        rg_comm* p = comm.get();
+        comm->progress = std::thread([p] { p->progress_loop(); });
+        *out = comm.release();
+        return RG_OK;
+    } catch (const std::exception& e) {
+        create_error = e.what();
+        return RG_ERR_SYSTEM;
+    }
+}
+
+RG_EXPORT rg_status rg_join(rg_comm* comm) {
+    if (!comm) return usage(nullptr, "comm is NULL");
+    return comm->exclusive([&](std::string& err) {
+        member* mb = nullptr;
+        return comm->joined(static_cast<wire::dtype>(comm->cfg.dtype), mb, err);
+    });
+}
+
+RG_EXPORT rg_status rg_leave(rg_comm* comm) {
+    if (!comm) return usage(nullptr, "comm is NULL");
+    return comm->exclusive([&](std::string&) {
+        for (member& mb : comm->members) {
+            if (mb.w && mb.joined) mb.w->leave();
+            mb.joined = false;
+        }
+        return RG_OK;
+    });
+}
+
+RG_EXPORT rg_status rg_abort(rg_comm* comm, const char* why) {
+    if (!comm) return usage(nullptr, "comm is NULL");
+    const std::string text = why && *why ? why : "rank " + std::to_string(comm->cfg.rank) + " aborted the job";
+    {
+        // Queued allreduces never start.
+        std::lock_guard lk(comm->m);
+        for (auto& o : comm->queue) {
+            o->status = RG_ERR_ABORTED;
+            o->err = "this rank aborted the job: " + text;
+        }
+        comm->queue.clear();
+        comm->broken = RG_ERR_ABORTED;
+        comm->broken_err = "this rank aborted the job: " + text;
+        comm->done.notify_all();
+    }
+    return comm->exclusive([&](std::string&) {
+        for (member& mb : comm->members) {
+            if (mb.w && mb.joined) mb.w->abort(text);
+            mb.joined = false;
+        }
+        return RG_OK;
+    });
+}
+
+RG_EXPORT void rg_destroy(rg_comm* comm) {
+    if (!comm) return;
+    rg_leave(comm);
+    {
+        std::lock_guard lk(comm->m);
+        comm->stopping = true;
+        comm->work.notify_all();
+    }
+    if (comm->progress.joinable()) comm->progress.join();
+    delete comm;
+}
+
+RG_EXPORT const char* rg_last_error(const rg_comm* comm) {
+    return comm ? comm->last_error.c_str() : create_error.c_str();
+}
+
+RG_EXPORT rg_status rg_allreduce_start(rg_comm* comm, const void* send, void* recv, size_t count, rg_dtype dtype,
+                                       rg_request** req) {
+    if (!comm) return usage(nullptr, "comm is NULL");
+    if (!req) return usage(comm, "req is NULL");
+    *req = nullptr;
+    if (std::string e = check_args(comm, send, recv, count, dtype); !e.empty()) return usage(comm, e);
+    try {
+        auto o = std::make_shared<op>();
+        o->send = send;
+        o->recv = recv;
+        o->count = count;
+        o->dt = static_cast<wire::dtype>(dtype);
+        auto* r = new rg_request{comm, o};
+        std::lock_guard lk(comm->m);
+        if (comm->broken != RG_OK) {
+            o->status = comm->broken;
+            o->err = "an earlier operation failed: " + comm->broken_err;
+        } else {
+            comm->queue.push_back(std::move(o));
+            comm->work.notify_all();
+        }
+        *req = r;
+        return RG_OK;
+    } catch (const std::bad_alloc&) {
+        return usage(comm, "out of memory");
+    }
+}
+
+RG_EXPORT rg_status rg_test(rg_request* req) {
+    if (!req) return RG_ERR_USAGE;
+    std::lock_guard lk(req->comm->m);
+    return req->o->status;
+}
+
+RG_EXPORT rg_status rg_wait(rg_request* req) {
+    if (!req) return RG_ERR_USAGE;
+    std::unique_lock lk(req->comm->m);
+    req->comm->done.wait(lk, [&] { return req->o->status != RG_IN_PROGRESS; });
+    return req->o->status;
+}
+
+RG_EXPORT const char* rg_request_error(const rg_request* req) {
+    return req ? req->o->err.c_str() : "";
+}
+
+RG_EXPORT void rg_request_free(rg_request* req) {
+    delete req;   // a queued or running op stays alive in the queue's reference
+}
+
+RG_EXPORT rg_status rg_allreduce(rg_comm* comm, const void* send, void* recv, size_t count, rg_dtype dtype) {
+    if (!comm) return usage(nullptr, "comm is NULL");
+    if (std::string e = check_args(comm, send, recv, count, dtype); !e.empty()) return usage(comm, e);
+    op o;
+    o.send = send;
+    o.recv = recv;
+    o.count = count;
+    o.dt = static_cast<wire::dtype>(dtype);
+    {
+        std::unique_lock lk(comm->m);
+        if (!comm->queue.empty() || comm->busy) {
+            // Behind the queued ones, on the progress thread.
+            lk.unlock();
+            rg_request* r = nullptr;
+            if (rg_status st = rg_allreduce_start(comm, send, recv, count, dtype, &r); st != RG_OK) return st;
+            const rg_status st = rg_wait(r);
+            rg_request_free(r);
+            return st;
+        }
+        comm->busy = true;
+    }
+    const rg_status st = comm->run(o);
+    comm->finish(o, st);
+    return st;
+}
+
+RG_EXPORT rg_status rg_get_stats(const rg_comm* comm, rg_stats* out) {
+    if (!comm || !out) return RG_ERR_USAGE;
+    auto* c = const_cast<rg_comm*>(comm);
+    std::lock_guard lk(c->m);
+    *out = c->stats;   // as of the last finished allreduce
+    return RG_OK;
+}

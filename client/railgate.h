@@ -1,0 +1,160 @@
+/* railgate.h: the worker library's C ABI (librailgate).
+ *
+ * A communicator is one rank of a job on railgated: create it with the
+ * server's address and the job (id, secret token, rank, world), join, then
+ * allreduce (sum) buffers through railgated, blocking or asynchronously:
+ *
+ *     rg_config c;
+ *     rg_config_init(&c);
+ *     c.server = "10.0.0.1"; c.job = 7; c.token = token; c.rank = r; c.world = 4;
+ *     rg_comm *comm;
+ *     if (rg_create(&c, &comm) != RG_OK) { puts(rg_last_error(NULL)); ... }
+ *     if (rg_join(comm) != RG_OK) { puts(rg_last_error(comm)); ... }
+ *     rg_allreduce(comm, buf, buf, n, RG_FP32);          // in place
+ *     rg_request *q;
+ *     rg_allreduce_start(comm, in, out, n, RG_BF16, &q); // out of place, asynchronous
+ *     ... rg_test(q) == RG_IN_PROGRESS ...; rg_wait(q); rg_request_free(q);
+ *     rg_destroy(comm);                                   // leaves the job
+ *
+ * Semantics:
+ * - Every rank of a job must issue the same allreduces (count, dtype) in
+ *   the same order, as with MPI and NCCL. A communicator runs them one at a
+ *   time in the order they were submitted, on its own progress thread (an
+ *   asynchronous one) or on the calling thread (a blocking one with nothing
+ *   queued before it). Functions may be called from any thread.
+ * - Results are bit-exact and in rank order: element i is
+ *   ((x0[i] + x1[i]) + x2[i]) + ..., the same on every rank, run after run.
+ *   fp16 and bf16 are summed as such on the server (no fp32 round trip).
+ * - A job carries one dtype on the wire. The communicator joins job id
+ *   `job + dtype` (fp32: job, bf16: job+1, fp16: job+2, int32: job+3) the
+ *   first time it uses a dtype; rg_join joins config.dtype's at once. The
+ *   dpdk transport carries one dtype per process.
+ * - A failed allreduce (a rank died, railgated refused or went away, a
+ *   timeout) fails every later one with the same status, unless
+ *   config.retries lets the library re-join and run it again.
+ * - No function throws or aborts; a status below zero names the failure
+ *   and rg_last_error() / rg_request_error() say it in words.
+ */
+#ifndef RAILGATE_H
+#define RAILGATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RAILGATE_VERSION_MAJOR 0
+#define RAILGATE_VERSION_MINOR 1
+#define RAILGATE_VERSION_PATCH 0
+
+typedef struct rg_comm rg_comm;
+typedef struct rg_request rg_request;
+
+typedef enum rg_status {
+    RG_OK = 0,
+    RG_IN_PROGRESS = 1,       /* rg_test: not finished yet */
+    RG_ERR_USAGE = -1,        /* a bad argument, or a call in the wrong state */
+    RG_ERR_SYSTEM = -2,       /* the transport could not be set up (socket, device, EAL, QP) */
+    RG_ERR_REFUSED = -3,      /* railgated refused the JOIN (job id in use, rank taken, table full...) */
+    RG_ERR_RANK_FAILED = -4,  /* a rank of the job died, stopped or restarted: the error names it */
+    RG_ERR_ABORTED = -5,      /* another rank aborted the job */
+    RG_ERR_RAIL_DOWN = -6,    /* a rail stopped answering or went down */
+    RG_ERR_DAEMON_GONE = -7,  /* railgated stopped answering, or restarted */
+    RG_ERR_EXPIRED = -8,      /* railgated ended the job: it did not assemble, or went idle */
+    RG_ERR_TIMEOUT = -9       /* no progress for config.timeout_ms, or no JOIN answer in join_timeout_ms */
+} rg_status;
+
+typedef enum rg_dtype { RG_FP32 = 0, RG_BF16 = 1, RG_FP16 = 2, RG_INT32 = 3 } rg_dtype;
+
+typedef struct rg_config {
+    size_t struct_size;       /* sizeof(rg_config), set by rg_config_init */
+    const char *server;       /* railgated's rail-0 IPv4 address (required) */
+    uint16_t port;            /* railgated's UDP / rdma_cm port (default 47000) */
+    const char *transport;    /* "udp" (default: kernel sockets), "dpdk" or "verbs" */
+    /* dpdk: one "DEVARGS@IP" per rail, separated by ';', e.g.
+     * "net_af_xdp0,iface=eth1@10.0.0.11;net_af_xdp1,iface=eth2@10.0.1.11" */
+    const char *rails;
+    uint32_t job;             /* the job id every rank uses */
+    uint64_t token;           /* the job's secret, the same on every rank (rg_random_token) */
+    uint32_t rank;            /* 0 .. world-1 */
+    uint32_t world;           /* ranks in the job */
+    rg_dtype dtype;           /* joined by rg_join (default RG_FP32) */
+    uint64_t max_count;       /* largest allreduce in elements (0: the protocol's maximum) */
+    uint32_t retries;         /* re-joins after a recoverable failure (0: fail at once) */
+    uint32_t timeout_ms;      /* an allreduce with no progress this long fails (default 60000) */
+    uint32_t join_timeout_ms; /* default 5000 */
+    int32_t gid_index;        /* verbs: the GID index (-1: automatic, the default) */
+    uint8_t dscp;             /* udp/dpdk: the traffic class (DSCP) of the job's datagrams */
+} rg_config;
+
+/* Fills *c with the defaults (and struct_size). */
+void rg_config_init(rg_config *c);
+
+/* "0.1.0"; the numbers through the pointers that are not NULL. */
+const char *rg_version(int *major, int *minor, int *patch);
+
+/* A random, never zero, 64-bit job token from the kernel's random source. */
+uint64_t rg_random_token(void);
+
+/* The status's name ("RG_ERR_RANK_FAILED"). */
+const char *rg_status_name(rg_status s);
+
+/* Makes a communicator and its transport (no traffic to railgated yet).
+ * On failure *out is NULL and rg_last_error(NULL) says why. */
+rg_status rg_create(const rg_config *c, rg_comm **out);
+
+/* Joins the job (config.dtype's): returns once every rank has joined. */
+rg_status rg_join(rg_comm *comm);
+
+/* Leaves the job (after the queued allreduces finish). */
+rg_status rg_leave(rg_comm *comm);
+
+/* Tells railgated to end the job: the other ranks' allreduces fail with
+ * RG_ERR_ABORTED and `why`. Queued allreduces of this rank fail too. */
+rg_status rg_abort(rg_comm *comm, const char *why);
+
+/* Leaves (if joined) and frees. comm may be NULL. */
+void rg_destroy(rg_comm *comm);
+
+/* The last error of this communicator, or with NULL of this thread's last
+ * rg_create; "" when there was none. Valid until the next call on it. */
+const char *rg_last_error(const rg_comm *comm);
+
+/* Sums `count` elements of `dtype` from every rank into recv. send == recv
+ * or send == NULL: in place. Blocks until done. */
+rg_status rg_allreduce(rg_comm *comm, const void *send, void *recv, size_t count, rg_dtype dtype);
+
+/* The same, asynchronous: queues the allreduce and returns a request. The
+ * buffers must stay untouched until it finishes. A queued one is failed at
+ * once (request made, status final) when an earlier one failed. */
+rg_status rg_allreduce_start(rg_comm *comm, const void *send, void *recv, size_t count, rg_dtype dtype,
+                             rg_request **req);
+
+/* RG_IN_PROGRESS, or the request's final status. */
+rg_status rg_test(rg_request *req);
+
+/* Blocks until the request finishes; its final status. */
+rg_status rg_wait(rg_request *req);
+
+/* Why the request failed ("" when it did not). Valid until rg_request_free. */
+const char *rg_request_error(const rg_request *req);
+
+/* Frees a request; one still running is left to finish on its own. */
+void rg_request_free(rg_request *req);
+
+/* Counters since rg_create: retransmitted chunks and recovered operations. */
+typedef struct rg_stats {
+    uint64_t allreduces;
+    uint64_t bytes;
+    uint64_t retransmits;
+    uint64_t recoveries;
+} rg_stats;
+rg_status rg_get_stats(const rg_comm *comm, rg_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RAILGATE_H */

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# librailgate as a user gets it: `meson install` into a scratch root, a C
+# program built from the installed railgate.h and library with
+# `pkg-config --cflags --libs railgate` only, then run against railgated on
+# two af_packet rails in a namespace: every dtype, blocking and async, in
+# place and out of place, bit-exact; a join with the wrong token refused; a
+# rank that dies named in the others' errors.
+#   c_abi.sh BUILD_DIR SOURCE_DIR RAILGATED
+set -u
+build=$1 src=$2 railgated=$3
+. "$src/tests/netns/lib.sh"
+log=$(mktemp -d) root=$(mktemp -d)
+d=rgad$$ w=rgaw$$
+gated_pid=
+trap 'cleanup_netns "$d $w" "$log $root"' EXIT
+
+meson install -C "$build" --destdir "$root" --no-rebuild --quiet > "$log/install.log" 2>&1 || fail "meson install"
+pc=$(find "$root" -name railgate.pc | head -n 1)
+[ -n "$pc" ] || fail "no railgate.pc installed"
+hdr=$(find "$root" -name railgate.h | head -n 1)
+lib=$(find "$root" -name 'librailgate.so.0' | head -n 1)
+[ -n "$hdr" ] && [ -n "$lib" ] || fail "railgate.h or librailgate.so.0 not installed"
+export PKG_CONFIG_PATH=$(dirname "$pc") PKG_CONFIG_SYSROOT_DIR=$root
+flags=$(pkg-config --cflags --libs railgate) || fail "pkg-config railgate"
+echo "pkg-config --cflags --libs railgate: $flags"
+
+# The header is C, self-contained, and names no DPDK, verbs or C++ type.
+grep -nE '(struct|union|enum) (rte|ibv|rdma)_|^ *(namespace|class|template)\b|std::|#include <' "$hdr" |
+  grep -vE '#include <(stddef|stdint)\.h>' && fail "railgate.h leaks an implementation type"
+echo '#include <railgate.h>' | g++ -x c++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror $(pkg-config --cflags railgate) - ||
+  fail "railgate.h does not compile as C++"
+# Only the C ABI is exported.
+other=$(nm -D --defined-only "$lib" | awk '$3 != "" && $3 !~ /^rg_/ && $3 !~ /^RAILGATE_/ {print $3}')
+[ -z "$other" ] || fail "librailgate exports more than rg_*: $(echo "$other" | head -n 5)"
+
+cc -std=c11 -Wall -Wextra -Werror -pedantic "$src/tests/install/rg_abi_check.c" $flags -o "$log/rg_abi_check" ||
+  fail "the C program does not build against the installed files"
+export LD_LIBRARY_PATH=$(dirname "$lib")
+check=$log/rg_abi_check
+"$check" usage || fail "argument checks"
+
+require_netns
+two_rail_netns "$d" "$w"
+ip netns exec "$d" "$railgated" --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 \
+  --log-level lib.eal:error -- --socket "$log/railgated.sock" \
+  --rail "net_af_packet0,iface=rgd0" --ip 198.18.0.1 --mtu 1500 \
+  --rail "net_af_packet1,iface=rgd1" --ip 198.18.1.1 --mtu 1500 > "$log/railgated.log" 2>&1 &
+gated_pid=$!
+wait_ready "$log/railgated.log"
+
+ranks() { # MODE WORLD JOB [ARGS...]: every rank in the worker namespace; fails if one does
+  local mode=$1 world=$2 job=$3 pids=() r
+  shift 3
+  for r in $(seq 0 $((world - 1))); do
+    timeout 60 ip netns exec "$w" "$check" "$mode" 198.18.0.1 "$r" "$world" "$job" "$@" > "$log/$mode-$job-$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for r in $(seq 0 $((world - 1))); do
+    wait "${pids[$r]}" || fail "$mode, job $job, rank $r"
+    cat "$log/$mode-$job-$r.log"
+  done
+}
+ranks run 3 10
+ranks run 1 20
+
+# Job 30 is held by token A (rank 0 waits for rank 1): token B is refused.
+timeout 60 ip netns exec "$w" "$check" run 198.18.0.1 0 2 30 > "$log/hold-0.log" 2>&1 &
+holder=$!
+sleep 0.5
+RAILGATE_TOKEN=$((RAILGATE_TOKEN ^ 1)) timeout 60 ip netns exec "$w" "$check" refused 198.18.0.1 1 2 30 \
+  > "$log/refused.log" 2>&1 || fail "another token on job 30 was not refused"
+cat "$log/refused.log"
+grep -q "token differs" "$log/refused.log" || fail "the refusal does not say why"
+timeout 60 ip netns exec "$w" "$check" run 198.18.0.1 1 2 30 > "$log/hold-1.log" 2>&1 || fail "job 30 rank 1"
+wait "$holder" || fail "job 30 rank 0 (held while another token was refused)"
+echo "ok: job 30 bit-exact for its token, refused for another"
+
+# Rank 2 exits without leaving after 3 allreduces: ranks 0 and 1 fail naming it.
+start=$(date +%s%N)
+ranks die 3 40 3
+echo "ok: a dead rank named in $(( ($(date +%s%N) - start) / 1000000 )) ms"
+
+stop_gated
+echo "PASS"
