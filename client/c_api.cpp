@@ -17,6 +17,7 @@
 #include "client/railgate/connect.hpp"
 #include "client/railgate/worker.hpp"
 #include "dataplane/proto/ipv4.hpp"
+#include "dataplane/reduce/numeric.hpp"
 
 #define RG_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -47,6 +48,9 @@ struct op {
     void* recv = nullptr;
     std::size_t count = 0;
     wire::dtype dt = wire::dtype::fp32;
+    // Compressed: recv is a float buffer, divided by `divisor` and sent as dt.
+    bool compressed = false;
+    float divisor = 1.0f;
     rg_status status = RG_IN_PROGRESS;   // under the communicator's mutex
     std::string err;
 };
@@ -81,6 +85,7 @@ struct rg_comm {
     std::string last_error;
     rg_stats stats{};
     std::thread progress;
+    std::vector<std::uint16_t> narrow;   // a compressed allreduce's wire copy (the running op's)
 
     // Runs fn with the workers to itself, after everything queued before.
     template <class F>
@@ -157,14 +162,16 @@ struct rg_comm {
         try {
             member* mb = nullptr;
             st = joined(o.dt, mb, o.err);
-            if (st == RG_OK) {
+            if (st == RG_OK && o.compressed) {
+                o.err = compressed(*mb, o);
+            } else if (st == RG_OK) {
                 const std::size_t bytes = o.count * wire::dtype_size(o.dt);
                 if (o.send && o.send != o.recv && bytes) std::memmove(o.recv, o.send, bytes);
                 o.err = mb->w->allreduce(o.recv, o.count, o.dt);
-                if (!o.err.empty()) {
-                    st = status_of(mb->w->failed_with());
-                    if (st == RG_OK) st = RG_ERR_SYSTEM;
-                }
+            }
+            if (st == RG_OK && !o.err.empty()) {
+                st = status_of(mb->w->failed_with());
+                if (st == RG_OK) st = RG_ERR_SYSTEM;
             }
         } catch (const std::exception& e) {
             st = RG_ERR_SYSTEM;
@@ -191,6 +198,33 @@ struct rg_comm {
             }
         }
         return st;
+    }
+
+    // Divides, narrows to the wire dtype, allreduces, widens back in place.
+    std::string compressed(member& mb, op& o) {
+        auto* f = static_cast<float*>(o.recv);
+        const float div = o.divisor;
+        const std::size_t n = o.count;
+        if (o.dt == wire::dtype::fp32) {
+            if (div != 1.0f)
+                for (std::size_t i = 0; i < n; ++i) f[i] /= div;
+            return mb.w->allreduce(f, n, o.dt);
+        }
+        narrow.resize(n);
+        std::uint16_t* h = narrow.data();
+        if (o.dt == wire::dtype::bf16) {
+            for (std::size_t i = 0; i < n; ++i) h[i] = reduce::f32_to_bf16(f[i] / div);
+        } else {
+            for (std::size_t i = 0; i < n; ++i) h[i] = reduce::f32_to_f16(f[i] / div);
+        }
+        std::string err = mb.w->allreduce(h, n, o.dt);
+        if (!err.empty()) return err;
+        if (o.dt == wire::dtype::bf16) {
+            for (std::size_t i = 0; i < n; ++i) f[i] = reduce::bf16_to_f32(h[i]);
+        } else {
+            for (std::size_t i = 0; i < n; ++i) f[i] = reduce::f16_to_f32(h[i]);
+        }
+        return {};
     }
 
     void finish(op& o, rg_status st) {
@@ -429,18 +463,11 @@ RG_EXPORT const char* rg_last_error(const rg_comm* comm) {
     return comm ? comm->last_error.c_str() : create_error.c_str();
 }
 
-RG_EXPORT rg_status rg_allreduce_start(rg_comm* comm, const void* send, void* recv, size_t count, rg_dtype dtype,
-                                       rg_request** req) {
-    if (!comm) return usage(nullptr, "comm is NULL");
-    if (!req) return usage(comm, "req is NULL");
-    *req = nullptr;
-    if (std::string e = check_args(comm, send, recv, count, dtype); !e.empty()) return usage(comm, e);
+namespace {
+
+rg_status queue_op(rg_comm* comm, op&& args, rg_request** req) {
     try {
-        auto o = std::make_shared<op>();
-        o->send = send;
-        o->recv = recv;
-        o->count = count;
-        o->dt = static_cast<wire::dtype>(dtype);
+        auto o = std::make_shared<op>(std::move(args));
         auto* r = new rg_request{comm, o};
         std::lock_guard lk(comm->m);
         if (comm->broken != RG_OK) {
@@ -455,6 +482,75 @@ RG_EXPORT rg_status rg_allreduce_start(rg_comm* comm, const void* send, void* re
     } catch (const std::bad_alloc&) {
         return usage(comm, "out of memory");
     }
+}
+
+// Runs an allreduce to its end: on the calling thread when nothing is
+// queued or running, else behind the queued ones.
+rg_status run_op(rg_comm* comm, op&& o) {
+    {
+        std::unique_lock lk(comm->m);
+        if (!comm->queue.empty() || comm->busy) {
+            lk.unlock();
+            rg_request* r = nullptr;
+            if (rg_status st = queue_op(comm, std::move(o), &r); st != RG_OK) return st;
+            const rg_status st = rg_wait(r);
+            rg_request_free(r);
+            return st;
+        }
+        comm->busy = true;
+    }
+    const rg_status st = comm->run(o);
+    comm->finish(o, st);
+    return st;
+}
+
+op make_op(const void* send, void* recv, size_t count, int dtype) {
+    op o;
+    o.send = send;
+    o.recv = recv;
+    o.count = count;
+    o.dt = static_cast<wire::dtype>(dtype);
+    return o;
+}
+
+op make_compressed(float* buf, size_t count, int wire, float divisor) {
+    op o = make_op(nullptr, buf, count, wire);
+    o.compressed = true;
+    o.divisor = divisor;
+    return o;
+}
+
+std::string check_compressed(const rg_comm* comm, const float* buf, size_t count, int wire, float divisor) {
+    if (wire != RG_FP32 && wire != RG_BF16 && wire != RG_FP16)
+        return "wire dtype " + std::to_string(wire) + " is not RG_FP32, RG_BF16 or RG_FP16";
+    if (!(divisor != 0.0f && divisor - divisor == 0.0f)) return "divisor must be finite and not 0";
+    return check_args(comm, nullptr, buf, count, wire);
+}
+
+} // namespace
+
+RG_EXPORT rg_status rg_allreduce_start(rg_comm* comm, const void* send, void* recv, size_t count, rg_dtype dtype,
+                                       rg_request** req) {
+    if (!comm) return usage(nullptr, "comm is NULL");
+    if (!req) return usage(comm, "req is NULL");
+    *req = nullptr;
+    if (std::string e = check_args(comm, send, recv, count, dtype); !e.empty()) return usage(comm, e);
+    return queue_op(comm, make_op(send, recv, count, dtype), req);
+}
+
+RG_EXPORT rg_status rg_allreduce_compressed_start(rg_comm* comm, float* buf, size_t count, rg_dtype wire,
+                                                  float divisor, rg_request** req) {
+    if (!comm) return usage(nullptr, "comm is NULL");
+    if (!req) return usage(comm, "req is NULL");
+    *req = nullptr;
+    if (std::string e = check_compressed(comm, buf, count, wire, divisor); !e.empty()) return usage(comm, e);
+    return queue_op(comm, make_compressed(buf, count, wire, divisor), req);
+}
+
+RG_EXPORT rg_status rg_allreduce_compressed(rg_comm* comm, float* buf, size_t count, rg_dtype wire, float divisor) {
+    if (!comm) return usage(nullptr, "comm is NULL");
+    if (std::string e = check_compressed(comm, buf, count, wire, divisor); !e.empty()) return usage(comm, e);
+    return run_op(comm, make_compressed(buf, count, wire, divisor));
 }
 
 RG_EXPORT rg_status rg_test(rg_request* req) {
@@ -481,27 +577,7 @@ RG_EXPORT void rg_request_free(rg_request* req) {
 RG_EXPORT rg_status rg_allreduce(rg_comm* comm, const void* send, void* recv, size_t count, rg_dtype dtype) {
     if (!comm) return usage(nullptr, "comm is NULL");
     if (std::string e = check_args(comm, send, recv, count, dtype); !e.empty()) return usage(comm, e);
-    op o;
-    o.send = send;
-    o.recv = recv;
-    o.count = count;
-    o.dt = static_cast<wire::dtype>(dtype);
-    {
-        std::unique_lock lk(comm->m);
-        if (!comm->queue.empty() || comm->busy) {
-            // Behind the queued ones, on the progress thread.
-            lk.unlock();
-            rg_request* r = nullptr;
-            if (rg_status st = rg_allreduce_start(comm, send, recv, count, dtype, &r); st != RG_OK) return st;
-            const rg_status st = rg_wait(r);
-            rg_request_free(r);
-            return st;
-        }
-        comm->busy = true;
-    }
-    const rg_status st = comm->run(o);
-    comm->finish(o, st);
-    return st;
+    return run_op(comm, make_op(send, recv, count, dtype));
 }
 
 RG_EXPORT rg_status rg_get_stats(const rg_comm* comm, rg_stats* out) {

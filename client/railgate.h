@@ -132,6 +132,16 @@ rg_status rg_allreduce(rg_comm *comm, const void *send, void *recv, size_t count
 rg_status rg_allreduce_start(rg_comm *comm, const void *send, void *recv, size_t count, rg_dtype dtype,
                              rg_request **req);
 
+/* Compressed allreduce of a float buffer, in place: each element divided by
+ * `divisor` (in float, e.g. the world size to average), rounded to `wire`
+ * (RG_BF16 or RG_FP16, nearest even; RG_FP32: not rounded), summed as
+ * `wire` by railgated, and written back as float. The division and the
+ * conversions run on the communicator's thread (an asynchronous call
+ * returns at once), vectorised; `wire`'s job is the one used. */
+rg_status rg_allreduce_compressed(rg_comm *comm, float *buf, size_t count, rg_dtype wire, float divisor);
+rg_status rg_allreduce_compressed_start(rg_comm *comm, float *buf, size_t count, rg_dtype wire, float divisor,
+                                        rg_request **req);
+
 /* RG_IN_PROGRESS, or the request's final status. */
 rg_status rg_test(rg_request *req);
 

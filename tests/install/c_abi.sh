@@ -41,12 +41,7 @@ check=$log/rg_abi_check
 
 require_netns
 two_rail_netns "$d" "$w"
-ip netns exec "$d" "$railgated" --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 \
-  --log-level lib.eal:error -- --socket "$log/railgated.sock" \
-  --rail "net_af_packet0,iface=rgd0" --ip 198.18.0.1 --mtu 1500 \
-  --rail "net_af_packet1,iface=rgd1" --ip 198.18.1.1 --mtu 1500 > "$log/railgated.log" 2>&1 &
-gated_pid=$!
-wait_ready "$log/railgated.log"
+start_two_rail_gated "$railgated" "$d" "$w" "$log/railgated.log"
 
 ranks() { # MODE WORLD JOB [ARGS...]: every rank in the worker namespace; fails if one does
   local mode=$1 world=$2 job=$3 pids=() r
@@ -74,6 +69,30 @@ grep -q "token differs" "$log/refused.log" || fail "the refusal does not say why
 timeout 60 ip netns exec "$w" "$check" run 198.18.0.1 1 2 30 > "$log/hold-1.log" 2>&1 || fail "job 30 rank 1"
 wait "$holder" || fail "job 30 rank 0 (held while another token was refused)"
 echo "ok: job 30 bit-exact for its token, refused for another"
+
+# The installed Python package: its library path is the installed one; from
+# the scratch root it is pointed at with $RAILGATE_LIBRARY.
+pkg=$(find "$root" -path '*/railgate/__init__.py' | head -n 1)
+[ -n "$pkg" ] || fail "the railgate Python package was not installed"
+grep -q "LIBRARY = \"/.*/librailgate.so.0\"" "$(dirname "$pkg")/_paths.py" || fail "installed _paths.py does not name the installed library"
+python=${RAILGATE_TEST_PYTHON:-/usr/bin/python3}
+timeout 60 ip netns exec "$w" env PYTHONPATH="$(dirname "$(dirname "$pkg")")" RAILGATE_LIBRARY="$lib" "$python" - <<'PY' ||
+import array, os, railgate
+assert railgate.__file__.startswith(os.environ["PYTHONPATH"]), railgate.__file__
+tok = int(os.environ["RAILGATE_TOKEN"])
+with railgate.Comm("198.18.0.1", job=50, token=tok, rank=0, world=1) as c:
+    a = array.array("f", [1.5, -2.0, 3.25])
+    c.allreduce(a, len(a))
+    c.allreduce_compressed(a, len(a), railgate.BF16, divisor=2.0)
+    assert list(a) == [0.75, -1.0, 1.625], list(a)
+try:
+    railgate.Comm("198.18.0.1", job=51, token=0, rank=0, world=1)
+    raise SystemExit("token 0 accepted")
+except railgate.RailgateError as e:
+    assert e.status == "RG_ERR_USAGE", e
+    print(f"ok: the installed Python package ({railgate.version()}) allreduces; errors are RailgateError: {e}")
+PY
+  fail "the installed Python package"
 
 # Rank 2 exits without leaving after 3 allreduces: ranks 0 and 1 fail naming it.
 start=$(date +%s%N)

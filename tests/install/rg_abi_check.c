@@ -120,11 +120,11 @@ static int run(const char *server, unsigned rank, unsigned world, unsigned job) 
     rg_status st;
     rg_comm *comm = make(server, rank, world, job, &st);
     if (!comm || st != RG_OK) return fail("create and join", comm);
-    float *f = malloc(COUNT * sizeof *f);
+    float *f = malloc(COUNT * sizeof *f), *fo = malloc(COUNT * sizeof *fo);
     uint16_t *b = malloc(COUNT * 2), *bo = malloc(COUNT * 2), *h = malloc(COUNT * 2);
     int32_t *n = malloc(COUNT * sizeof *n);
     unsigned i, r;
-    if (!f || !b || !bo || !h || !n) return fail("malloc", NULL);
+    if (!f || !fo || !b || !bo || !h || !n) return fail("malloc", NULL);
     for (i = 0; i < COUNT; ++i) {
         f[i] = value(rank, i) + (float)rank / 3.0f;
         b[i] = f32_to_bf16(value(rank, i));
@@ -167,12 +167,29 @@ static int run(const char *server, unsigned rank, unsigned world, unsigned job) 
         }
         if (b[i] != f32_to_bf16(value(rank, i))) return fail("out of place changed its input", NULL);
     }
+    /* Compressed (float in, bf16 and fp16 on the wire, averaged): each rank
+     * sends world x its values, divided by world on the way (exact). */
+    for (i = 0; i < COUNT; ++i) f[i] = value(rank, i) * (float)world;
+    if (rg_allreduce_compressed(comm, f, COUNT, RG_BF16, (float)world) != RG_OK) return fail("compressed bf16", comm);
+    for (i = 0; i < COUNT; ++i) fo[i] = value(rank, i) * (float)world;
+    if (rg_allreduce_compressed_start(comm, fo, COUNT, RG_FP16, (float)world, &q[0]) != RG_OK || rg_wait(q[0]) != RG_OK)
+        return fail("compressed fp16", comm);
+    rg_request_free(q[0]);
+    for (i = 0; i < COUNT; ++i) {
+        float e = 0.0f;
+        for (r = 0; r < world; ++r) e += value(r, i);
+        if (f[i] != e || fo[i] != e) {
+            fprintf(stderr, "rg_abi_check: compressed element %u: bf16 %g fp16 %g, expected %g\n", i, f[i], fo[i], e);
+            return 1;
+        }
+    }
+    if (rg_allreduce_compressed(comm, f, COUNT, RG_INT32, 1.0f) != RG_ERR_USAGE) return fail("compressed int32", comm);
     rg_stats s;
-    if (rg_get_stats(comm, &s) != RG_OK || s.allreduces != 4) return fail("rg_get_stats", comm);
+    if (rg_get_stats(comm, &s) != RG_OK || s.allreduces != 6) return fail("rg_get_stats", comm);
     rg_destroy(comm);
-    free(f); free(b); free(bo); free(h); free(n);
+    free(f); free(fo); free(b); free(bo); free(h); free(n);
     printf("ok: rank %u of %u: fp32 (blocking, in place), bf16 (async, out of place), fp16, int32: "
-           "%u elements bit-exact; %llu retransmits\n",
+           "compressed bf16/fp16; %u elements bit-exact; %llu retransmits\n",
            rank, world, COUNT, (unsigned long long)s.retransmits);
     return 0;
 }

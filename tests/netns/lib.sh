@@ -79,3 +79,22 @@ two_rail_netns() { # D W
   ip -n "$1" link set lo up
   ip -n "$2" link set lo up
 }
+
+# railgated on the rails of two_rail_netns, as the README starts it:
+# af_packet on rgd0/rgd1 at 198.18.0.1 and 198.18.1.1, both links at MTU
+# (default 1500); sets $gated_pid and waits until it is ready.
+start_two_rail_gated() { # RAILGATED D W LOGFILE [MTU]
+  local gated=$1 dns=$2 wns=$3 out=$4 mtu=${5:-1500} fs=2048 bs=4096 r
+  [ "$mtu" -gt 1500 ] && fs=10240 bs=20480
+  for r in 0 1; do
+    ip -n "$dns" link set "rgd$r" mtu "$mtu"
+    ip -n "$wns" link set "rgw$r" mtu "$mtu"
+  done
+  ip netns exec "$dns" "$gated" --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 \
+    --log-level lib.eal:error -- \
+    --rail "net_af_packet0,iface=rgd0,framesz=$fs,blocksz=$bs,framecnt=1024" --ip 198.18.0.1 --mtu "$mtu" \
+    --rail "net_af_packet1,iface=rgd1,framesz=$fs,blocksz=$bs,framecnt=1024" --ip 198.18.1.1 --mtu "$mtu" \
+    > "$out" 2>&1 &
+  gated_pid=$!
+  wait_ready "$out"
+}

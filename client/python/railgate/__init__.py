@@ -1,0 +1,239 @@
+"""railgate: allreduce through railgated, over librailgate's C ABI (ctypes).
+
+    import railgate
+    comm = railgate.Comm("10.0.0.1", job=7, token=tok, rank=r, world=4)
+    comm.allreduce(ptr, count, railgate.FP32)            # blocking, in place
+    req = comm.allreduce_start(ptr, count, railgate.BF16)
+    ...; req.wait()
+    comm.close()
+
+Buffers are raw addresses (a torch tensor's data_ptr(), a numpy array's
+ctypes.data) or objects with the writable buffer protocol. railgate.torch
+has the DDP communication hooks.
+
+The library is found through $RAILGATE_LIBRARY, else where meson built or
+installed it (railgate/_paths.py), else the dynamic loader.
+"""
+
+import ctypes
+import os
+
+from . import _paths
+
+FP32, BF16, FP16, INT32 = 0, 1, 2, 3
+DTYPE_SIZE = {FP32: 4, BF16: 2, FP16: 2, INT32: 4}
+
+OK, IN_PROGRESS = 0, 1
+STATUS_NAMES = {
+    0: "RG_OK", 1: "RG_IN_PROGRESS", -1: "RG_ERR_USAGE", -2: "RG_ERR_SYSTEM", -3: "RG_ERR_REFUSED",
+    -4: "RG_ERR_RANK_FAILED", -5: "RG_ERR_ABORTED", -6: "RG_ERR_RAIL_DOWN", -7: "RG_ERR_DAEMON_GONE",
+    -8: "RG_ERR_EXPIRED", -9: "RG_ERR_TIMEOUT",
+}
+
+
+class RailgateError(RuntimeError):
+    """A failed railgate call: .status is the rg_status name, the message
+    railgated's or the library's reason (a refused join, the dead rank...)."""
+
+    def __init__(self, status, message):
+        self.status = STATUS_NAMES.get(status, str(status))
+        self.code = status
+        super().__init__(f"railgate: {self.status}: {message}")
+
+
+class _Config(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("server", ctypes.c_char_p),
+        ("port", ctypes.c_uint16),
+        ("transport", ctypes.c_char_p),
+        ("rails", ctypes.c_char_p),
+        ("job", ctypes.c_uint32),
+        ("token", ctypes.c_uint64),
+        ("rank", ctypes.c_uint32),
+        ("world", ctypes.c_uint32),
+        ("dtype", ctypes.c_int),
+        ("max_count", ctypes.c_uint64),
+        ("retries", ctypes.c_uint32),
+        ("timeout_ms", ctypes.c_uint32),
+        ("join_timeout_ms", ctypes.c_uint32),
+        ("gid_index", ctypes.c_int32),
+        ("dscp", ctypes.c_uint8),
+    ]
+
+
+class _Stats(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in ("allreduces", "bytes", "retransmits", "recoveries")]
+
+
+def _load():
+    path = os.environ.get("RAILGATE_LIBRARY") or _paths.LIBRARY
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError:
+        lib = ctypes.CDLL("librailgate.so.0")
+    vp, p = ctypes.c_void_p, ctypes.POINTER
+    sigs = {
+        "rg_config_init": (None, [p(_Config)]),
+        "rg_version": (ctypes.c_char_p, [vp, vp, vp]),
+        "rg_random_token": (ctypes.c_uint64, []),
+        "rg_create": (ctypes.c_int, [p(_Config), p(vp)]),
+        "rg_join": (ctypes.c_int, [vp]),
+        "rg_leave": (ctypes.c_int, [vp]),
+        "rg_abort": (ctypes.c_int, [vp, ctypes.c_char_p]),
+        "rg_destroy": (None, [vp]),
+        "rg_last_error": (ctypes.c_char_p, [vp]),
+        "rg_allreduce": (ctypes.c_int, [vp, vp, vp, ctypes.c_size_t, ctypes.c_int]),
+        "rg_allreduce_start": (ctypes.c_int, [vp, vp, vp, ctypes.c_size_t, ctypes.c_int, p(vp)]),
+        "rg_allreduce_compressed": (ctypes.c_int, [vp, vp, ctypes.c_size_t, ctypes.c_int, ctypes.c_float]),
+        "rg_allreduce_compressed_start": (ctypes.c_int, [vp, vp, ctypes.c_size_t, ctypes.c_int, ctypes.c_float, p(vp)]),
+        "rg_test": (ctypes.c_int, [vp]),
+        "rg_wait": (ctypes.c_int, [vp]),
+        "rg_request_error": (ctypes.c_char_p, [vp]),
+        "rg_request_free": (None, [vp]),
+        "rg_get_stats": (ctypes.c_int, [vp, p(_Stats)]),
+    }
+    for name, (res, args) in sigs.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = res, args
+    if ctypes.sizeof(_Config) != _config_size(lib):
+        raise ImportError("railgate: this package and librailgate disagree on rg_config (rebuild or reinstall both)")
+    return lib
+
+
+def _config_size(lib):
+    c = _Config()
+    lib.rg_config_init(ctypes.byref(c))
+    return c.struct_size
+
+
+_lib = _load()
+
+
+def version():
+    """The library's version, "0.1.0"."""
+    return _lib.rg_version(None, None, None).decode()
+
+
+def random_token():
+    """A random, never zero, 64-bit job token."""
+    return _lib.rg_random_token()
+
+
+def _address(buf):
+    """A buffer's address: an int, or an object with the writable buffer protocol."""
+    if isinstance(buf, int):
+        return buf
+    mv = memoryview(buf)
+    if mv.readonly:
+        raise ValueError("railgate: the buffer is read-only")
+    return ctypes.addressof(ctypes.c_char.from_buffer(mv))
+
+
+class Request:
+    """An asynchronous allreduce: test() and wait()."""
+
+    def __init__(self, handle, keep):
+        self._h = ctypes.c_void_p(handle)
+        self._keep = keep   # the buffers' owners, alive until the request ends
+        self.status = IN_PROGRESS
+
+    def test(self):
+        """True once finished (raises RailgateError if it failed)."""
+        if self.status == IN_PROGRESS:
+            self.status = _lib.rg_test(self._h)
+        return self._result() if self.status != IN_PROGRESS else False
+
+    def wait(self):
+        """Blocks (without the GIL) until finished; raises RailgateError if it failed."""
+        if self.status == IN_PROGRESS:
+            self.status = _lib.rg_wait(self._h)
+        return self._result()
+
+    def _result(self):
+        if self.status != OK:
+            raise RailgateError(self.status, _lib.rg_request_error(self._h).decode(errors="replace"))
+        return True
+
+    def __del__(self):
+        if getattr(self, "_h", None) and _lib:
+            _lib.rg_request_free(self._h)
+            self._h = None
+
+
+class Comm:
+    """One rank of a job on railgated (rg_comm). Joins at construction."""
+
+    def __init__(self, server, job, token, rank, world, transport="udp", rails=None, port=0,
+                 dtype=FP32, max_count=0, retries=0, timeout_ms=60000, join_timeout_ms=5000, gid_index=-1,
+                 dscp=0):
+        c = _Config()
+        _lib.rg_config_init(ctypes.byref(c))
+        self._strings = [s.encode() if s is not None else None for s in (server, transport, rails)]
+        c.server, c.transport, c.rails = self._strings
+        if port:
+            c.port = port
+        c.job, c.token, c.rank, c.world, c.dtype = job, token, rank, world, dtype
+        c.max_count, c.retries, c.timeout_ms, c.join_timeout_ms = max_count, retries, timeout_ms, join_timeout_ms
+        c.gid_index, c.dscp = gid_index, dscp
+        h = ctypes.c_void_p()
+        st = _lib.rg_create(ctypes.byref(c), ctypes.byref(h))
+        if st != OK:
+            raise RailgateError(st, _lib.rg_last_error(None).decode(errors="replace"))
+        self._h = h
+        self.rank, self.world = rank, world
+        self._check(_lib.rg_join(self._h))
+
+    def _check(self, st):
+        if st != OK:
+            raise RailgateError(st, _lib.rg_last_error(self._h).decode(errors="replace"))
+
+    def allreduce(self, buf, count, dtype=FP32, out=None):
+        """Sums count elements of dtype from every rank into out (default: in place)."""
+        src = _address(buf)
+        dst = src if out is None else _address(out)
+        self._check(_lib.rg_allreduce(self._h, src, dst, count, dtype))
+
+    def allreduce_start(self, buf, count, dtype=FP32, out=None, keep=None):
+        """Queues an allreduce; returns a Request. `keep`: objects to hold alive until it ends."""
+        src = _address(buf)
+        dst = src if out is None else _address(out)
+        r = ctypes.c_void_p()
+        self._check(_lib.rg_allreduce_start(self._h, src, dst, count, dtype, ctypes.byref(r)))
+        return Request(r.value, (buf, out, keep))
+
+    def allreduce_compressed(self, buf, count, wire=BF16, divisor=1.0):
+        """A float32 buffer in place: divided by divisor, summed as `wire` (BF16, FP16 or FP32)."""
+        self._check(_lib.rg_allreduce_compressed(self._h, _address(buf), count, wire, divisor))
+
+    def allreduce_compressed_start(self, buf, count, wire=BF16, divisor=1.0, keep=None):
+        """The same, asynchronous (the conversions run on the library's thread); a Request."""
+        r = ctypes.c_void_p()
+        self._check(_lib.rg_allreduce_compressed_start(self._h, _address(buf), count, wire, divisor,
+                                                       ctypes.byref(r)))
+        return Request(r.value, (buf, keep))
+
+    def abort(self, why=""):
+        """Ends the job for every rank (theirs fail with RG_ERR_ABORTED and `why`)."""
+        self._check(_lib.rg_abort(self._h, why.encode()))
+
+    def stats(self):
+        s = _Stats()
+        self._check(_lib.rg_get_stats(self._h, ctypes.byref(s)))
+        return {n: getattr(s, n) for n, _ in _Stats._fields_}
+
+    def close(self):
+        """Leaves the job and frees the communicator."""
+        if self._h:
+            _lib.rg_destroy(self._h)
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_h", None):
+            self.close()

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# DDP training through railgate's hooks against gloo, in one run:
+# tools/ddp_train.py --model large (10.6 M parameters, 42 MB of fp32
+# gradients a step) with 2 ranks, alternating gloo (DDP's allreduce hook on
+# the gloo process group), railgate's fp32 hook and its bf16 hook, ROUNDS
+# times; prints the median step time and communication time per step (the
+# slowest rank's median) and the ratios to gloo. railgated runs on two
+# af_packet rails in a namespace at MTU (default 9000), as the README starts
+# it; the trainers in another, over kernel UDP.
+#   tools/bench_ddp.sh [BUILD_DIR] [ROUNDS] [STEPS] [MTU]
+set -u
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${1:-build}" && pwd) rounds=${2:-3} steps=${3:-12} mtu=${4:-9000}
+python=${RAILGATE_TEST_PYTHON:-/usr/bin/python3}
+. "$src/tests/netns/lib.sh"
+require_netns
+log=$(mktemp -d)
+d=rgbd$$ w=rgbw$$
+gated_pid=
+trap 'cleanup_netns "$d $w" "$log"' EXIT
+two_rail_netns "$d" "$w"
+start_two_rail_gated "$build/dataplane/railgated" "$d" "$w" "$log/railgated.log" "$mtu"
+
+run() { # NAME ROUND ARGS...
+  local name=$1 round=$2
+  shift 2
+  ip netns exec "$w" env PYTHONPATH="$build/client/python" GLOO_SOCKET_IFNAME=lo \
+    "$python" "$src/tools/ddp_train.py" --quiet --model large --world 2 --steps "$steps" --server 198.18.0.1 "$@" \
+    > "$log/$name-$round.log" 2>&1 || fail "$name, round $round"
+  sed -n 's/^result //p' "$log/$name-$round.log" >> "$log/$name.jsonl"
+}
+for round in $(seq "$rounds"); do
+  run gloo "$round" --backend gloo
+  run rg_fp32 "$round" --backend railgate --hook fp32
+  run rg_bf16 "$round" --backend railgate --hook bf16
+done
+stop_gated
+"$python" - "$log" "$rounds" "$steps" "$mtu" <<'PY'
+import json, statistics, sys
+log, rounds, steps, mtu = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+rows = {}
+for name in ("gloo", "rg_fp32", "rg_bf16"):
+    rs = [json.loads(l) for l in open(f"{log}/{name}.jsonl")]
+    rows[name] = (statistics.median(r["step_ms"] for r in rs), statistics.median(r["comm_ms"] for r in rs), rs[0]["params"])
+g_step, g_comm, params = rows["gloo"]
+print(f"# ddp_train --model large ({params} parameters), 2 ranks, {steps} steps, {rounds} rounds alternated, "
+      f"railgated on 2 af_packet rails at MTU {mtu}; medians of the slowest rank's per-step medians")
+print(f"{'backend':<16}{'step ms':>10}{'comm ms':>10}{'step x gloo':>13}{'comm x gloo':>13}")
+for name, label in (("gloo", "gloo fp32"), ("rg_fp32", "railgate fp32"), ("rg_bf16", "railgate bf16")):
+    s, c, _ = rows[name]
+    print(f"{label:<16}{s:>10.1f}{c:>10.1f}{s / g_step:>13.2f}{c / g_comm:>13.2f}")
+PY
