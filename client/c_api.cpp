@@ -468,7 +468,7 @@ namespace {
 rg_status queue_op(rg_comm* comm, op&& args, rg_request** req) {
     try {
         auto o = std::make_shared<op>(std::move(args));
-        auto* r = new rg_request{comm, o};
+        auto r = std::make_unique<rg_request>(rg_request{comm, o});
         std::lock_guard lk(comm->m);
         if (comm->broken != RG_OK) {
             o->status = comm->broken;
@@ -477,10 +477,12 @@ rg_status queue_op(rg_comm* comm, op&& args, rg_request** req) {
             comm->queue.push_back(std::move(o));
             comm->work.notify_all();
         }
-        *req = r;
+        *req = r.release();
         return RG_OK;
     } catch (const std::bad_alloc&) {
-        return usage(comm, "out of memory");
+        std::lock_guard lk(comm->m);
+        comm->last_error = "out of memory queueing an allreduce";
+        return RG_ERR_SYSTEM;
     }
 }
 

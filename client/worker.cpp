@@ -366,6 +366,13 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded) {
                         m.h.rank != o_.rank)
                         continue;
                     if (m.h.type == wire::msg_type::error) {
+                        // The transport lost the rail (a verbs QP failed,
+                        // e.g. railgated restarting under it): no JOIN can
+                        // pass there; recover() reconnects and joins again.
+                        if (m.h.gen == transport_error_gen) {
+                            s.why = failure::rail_down;
+                            return "rail " + std::to_string(r) + "'s connection failed during the join";
+                        }
                         // A refusal answers this JOIN (gen: its nonce); any
                         // other ERROR is about a job this worker has left.
                         if (m.h.gen != static_cast<std::uint32_t>(s.nonce)) continue;
