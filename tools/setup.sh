@@ -14,7 +14,7 @@ packages=(
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers
   libtbb-dev libhwloc-dev libbpf-dev libxdp-dev
   libboost-test-dev libtomlplusplus-dev nlohmann-json3-dev
-  iproute2 iputils-ping procps iperf3 python3 python3-torch cpio ethtool
+  iproute2 iputils-ping procps iperf3 python3 python3-torch cpio ethtool tshark
   linux-image-amd64 qemu-system-x86 busybox-static ibverbs-utils perftest
 )
 

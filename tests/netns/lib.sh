@@ -82,9 +82,11 @@ two_rail_netns() { # D W
 
 # railgated on the rails of two_rail_netns, as the README starts it:
 # af_packet on rgd0/rgd1 at 198.18.0.1 and 198.18.1.1, both links at MTU
-# (default 1500); sets $gated_pid and waits until it is ready.
-start_two_rail_gated() { # RAILGATED D W LOGFILE [MTU]
+# (default 1500), railgated's options ARGS after them; sets $gated_pid and
+# waits until it is ready.
+start_two_rail_gated() { # RAILGATED D W LOGFILE [MTU [ARGS...]]
   local gated=$1 dns=$2 wns=$3 out=$4 mtu=${5:-1500} fs=2048 bs=4096 r
+  shift 5 2> /dev/null || shift $#
   [ "$mtu" -gt 1500 ] && fs=10240 bs=20480
   for r in 0 1; do
     ip -n "$dns" link set "rgd$r" mtu "$mtu"
@@ -94,7 +96,7 @@ start_two_rail_gated() { # RAILGATED D W LOGFILE [MTU]
     --log-level lib.eal:error -- \
     --rail "net_af_packet0,iface=rgd0,framesz=$fs,blocksz=$bs,framecnt=1024" --ip 198.18.0.1 --mtu "$mtu" \
     --rail "net_af_packet1,iface=rgd1,framesz=$fs,blocksz=$bs,framecnt=1024" --ip 198.18.1.1 --mtu "$mtu" \
-    > "$out" 2>&1 &
+    "$@" > "$out" 2>&1 &
   gated_pid=$!
   wait_ready "$out"
 }

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The Wireshark dissector (tools/wireshark/railgate.lua) on a real capture:
+# railgated on two af_packet rails, a 3-rank job over kernel UDP, a JOIN
+# refused for another token, and crafted bad messages, captured to pcapng
+# on rail 0's worker-side veth (the kernel sees af_packet rails' traffic)
+# and decoded by tshark. Per-type message counts must match railgated's own
+# counters for rail 0 over the same window; every message must decode; the
+# bad ones must carry their expert warnings and be counted as drops.
+#   dissector.sh RAILGATED RAILBENCH RAILCTL SOURCE_DIR
+set -u
+railgated=$1 railbench=$2 railctl=$3 src=$4
+. "$(dirname "$0")/lib.sh"
+command -v tshark > /dev/null || { echo "SKIP: no tshark (apt install tshark)"; exit 77; }
+require_netns
+lua=$src/tools/wireshark/railgate.lua
+log=$(mktemp -d)
+d=rgwd$$ w=rgww$$
+gated_pid=
+trap 'cleanup_netns "$d $w" "$log"' EXIT
+two_rail_netns "$d" "$w"
+start_two_rail_gated "$railgated" "$d" "$w" "$log/railgated.log" 1500 --socket "$log/rg.sock"
+ctl() { ip netns exec "$d" "$railctl" --socket "$log/rg.sock" "$@"; }
+
+# Capture before any railgate traffic, so that the window is railgated's whole life.
+ip netns exec "$w" tshark -q -i rgw0 -F pcapng -w "$log/rail0.pcapng" -f "udp port 47000" > "$log/capture.log" 2>&1 &
+cap=$!
+for _ in $(seq 100); do grep -q "Capturing on" "$log/capture.log" && break; sleep 0.1; done
+grep -q "Capturing on" "$log/capture.log" || fail "tshark did not start capturing"
+
+# Ranks 0 and 1 of job 7 join (it assembles, waiting for rank 2); a JOIN
+# for job 7 with another token is refused; then rank 2 comes.
+pids=()
+bench() { # RANK
+  ip netns exec "$w" "$railbench" --transport udp --server 198.18.0.1 --rank "$1" --workers 3 --job 7 \
+    --count 100003,1000 -n 3 -w 0 > "$log/bench-$1.log" 2>&1 &
+  pids+=($!)
+}
+bench 0
+bench 1
+sleep 0.3
+RAILGATE_TOKEN=$((RAILGATE_TOKEN ^ 1)) ip netns exec "$w" "$railbench" --transport udp --server 198.18.0.1 --rank 2 \
+  --workers 3 --job 7 --count 1000 -n 1 -w 0 > "$log/other.log" 2>&1 && fail "another token joined job 7"
+bench 2
+for r in 0 1 2; do wait "${pids[$r]}" || fail "rank $r"; done
+grep -q "Out of bounds values : 0 OK" "$log/bench-0.log" || fail "the job's values"
+
+# Crafted bad messages: version 9; reserved flags; a CONTRIB whose count
+# disagrees with its payload; world size 0.
+ip netns exec "$w" python3 - <<'PY'
+import socket, struct
+def hdr(version=2, t=3, dt=0, flags=0, job=99, world=2, count=4, rank=0):
+    return struct.pack(">BBBBIQHHHHQII", version, t, dt, flags, job, 1, rank, world, 0, count, 0, 0, 0)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for m in (hdr(version=9) + bytes(16), hdr(flags=0x80) + bytes(16), hdr(count=5) + bytes(16), hdr(world=0) + bytes(16)):
+    s.sendto(m, ("198.18.0.1", 47000))
+PY
+sleep 0.5
+ctl --json stats --rail r0 > "$log/r0.json" || fail "railctl stats"
+kill -INT "$cap"
+wait "$cap"
+
+decode() { tshark -X lua_script:"$lua" -r "$log/rail0.pcapng" "$@"; }
+decode -Y railgate -T fields -e ip.dst -e railgate.type -e railgate.job -e _ws.expert.message > "$log/decoded.txt" 2> "$log/tshark.err" ||
+  fail "tshark could not read the capture"
+grep -v "Running as user" "$log/tshark.err" | grep . && fail "tshark reported errors (the dissector)"
+total=$(decode -Y 'udp.port == 47000' | wc -l)
+decoded=$(wc -l < "$log/decoded.txt")
+[ "$total" -gt 1000 ] && [ "$decoded" = "$total" ] || fail "decoded $decoded of $total datagrams on port 47000"
+
+python3 - "$log/decoded.txt" "$log/r0.json" <<'PY' || fail "the decoded capture disagrees with railgated's counters"
+import collections, json, sys
+to, frm = collections.Counter(), collections.Counter()
+bad = []
+for line in open(sys.argv[1]):
+    dst, t, job, expert = (line.rstrip("\n").split("\t") + ["", "", "", ""])[:4]
+    if job == "99":
+        bad.append(expert)
+        continue
+    (to if dst == "198.18.0.1" else frm)[int(t)] += 1
+c = json.load(open(sys.argv[2]))["rails"][0]
+d = c["drops"]
+JOIN, ACK, CONTRIB, RESULT, ERROR, LEAVE, LEAVE_ACK, RTT = 1, 2, 3, 4, 5, 6, 7, 8
+checks = [
+    ("JOINs in == joins + join errors", to[JOIN], c["joins"] + c["join_errors"]),
+    ("CONTRIBs in == contributions + duplicates + retransmits answered with the kept result",
+     to[CONTRIB], c["contributions"] + d.get("duplicate", 0) + c["results_resent"]),
+    ("RESULTs out == results sent", frm[RESULT], c["results_sent"]),
+    ("LEAVEs in == leaves", to[LEAVE], c["leaves"]),
+    ("RTT_REPORTs in == rtt reports", to[RTT], c["rtt_reports"]),
+    ("PINGs in == PONGs out == pongs", (to[10], frm[11]), (c["pongs"], c["pongs"])),
+    ("JOIN_ACKs out == joins", frm[ACK], c["joins"]),
+    ("LEAVE_ACKs out == leaves", frm[LEAVE_ACK], c["leaves"]),
+]
+ok = True
+for name, seen, counted in checks:
+    print(f"{'ok' if seen == counted else 'MISMATCH'}: {name}: capture {seen}, railgated {counted}")
+    ok &= seen == counted
+want = ["Unknown protocol version", "Reserved flag bits set", "Count disagrees with the payload length",
+        "World size out of range"]
+for w_, got in zip(want, bad):
+    print(f"{'ok' if w_ in got else 'MISSING'}: crafted message: expert '{w_}' in '{got}'")
+    ok &= w_ in got
+ok &= len(bad) == 4
+if frm[ERROR] < c["join_errors"]:
+    print(f"MISMATCH: {frm[ERROR]} ERRORs out, fewer than the {c['join_errors']} refused JOINs")
+    ok = False
+for reason in ("rg_version", "rg_flags", "rg_count_exceeds_payload", "rg_world"):
+    if d.get(reason, 0) != 1:
+        print(f"MISSING: railgated did not count the crafted message as {reason}")
+        ok = False
+print("railgated's counters:", json.dumps({k: v for k, v in c.items() if not isinstance(v, dict) and v}), json.dumps(d))
+sys.exit(0 if ok else 1)
+PY
+grep -q "refused the join" "$log/other.log" || fail "the other token's JOIN was not refused"
+decode -Y 'railgate.type == 5' -T fields -e railgate.error.code -e railgate.error.text | head -n 1
+stop_gated
+echo "PASS"
