@@ -45,25 +45,42 @@ std::string latency_svg(const stats::histogram& h, const std::string& title) {
         s += "<text x=\"480\" y=\"330\" text-anchor=\"middle\">no samples</text>\n</svg>\n";
         return s;
     }
-    const double lo_us = std::max(0.001, static_cast<double>(h.min()) / 1000.0);
+    // Zero-latency samples (bucket 0: a clock that did not move) have no
+    // place on a log axis: they are counted apart, and the axis starts at
+    // the lowest non-empty bucket above zero, not at an arbitrary floor.
+    const std::uint64_t zeros = h.bucket(0);
+    if (zeros == h.count()) {
+        s += fmt("<text x=\"480\" y=\"330\" text-anchor=\"middle\">all %.0f samples are 0 us</text>\n</svg>\n",
+                 static_cast<double>(zeros));
+        return s;
+    }
+    std::size_t first = 1;
+    while (h.bucket(first) == 0) ++first;
+    const double lo_us = static_cast<double>(stats::histogram::lowest_of(first)) / 1000.0;
     const double hi_us = std::max(lo_us * 10, static_cast<double>(h.max()) / 1000.0);
     const double x0 = std::floor(std::log10(lo_us)), x1 = std::ceil(std::log10(hi_us));
-    auto X = [&](double us) { return L + (std::log10(std::max(us, 1e-3)) - x0) / (x1 - x0) * (R - L); };
+    auto X = [&](double us) {
+        return us <= 0 ? L : std::clamp(L + (std::log10(us) - x0) / (x1 - x0) * (R - L), L, R);
+    };
     s += fmt("<text x=\"%g\" y=\"50\" text-anchor=\"middle\" fill=\"#444\">", W / 2) +
          fmt("%.0f samples, min %.2f us, p50 %.2f us", static_cast<double>(h.count()), static_cast<double>(h.min()) / 1e3,
              static_cast<double>(h.percentile(50)) / 1e3) +
          fmt(", p99 %.2f us, max %.2f us</text>\n", static_cast<double>(h.percentile(99)) / 1e3,
              static_cast<double>(h.max()) / 1e3);
+    if (zeros)
+        s += fmt("<text x=\"%g\" y=\"66\" text-anchor=\"middle\" fill=\"#c0392b\">", W / 2) +
+             fmt("%.0f sample(s) of 0 us (%.2f%%) are not on the log axis; the CDF starts at their share</text>\n",
+                 static_cast<double>(zeros), 100.0 * static_cast<double>(zeros) / static_cast<double>(h.count()));
 
     // Histogram: 24 log-spaced bins per decade.
     const int per_decade = 24;
     const int nbins = static_cast<int>((x1 - x0) * per_decade);
     std::vector<std::uint64_t> bins(static_cast<std::size_t>(nbins), 0);
-    for (std::size_t i = 0; i < stats::histogram::bucket_count; ++i)
+    for (std::size_t i = first; i < stats::histogram::bucket_count; ++i)
         if (const std::uint64_t n = h.bucket(i)) {
             const double us = (static_cast<double>(stats::histogram::lowest_of(i)) +
                                static_cast<double>(stats::histogram::highest_of(i))) / 2000.0;
-            const int b = std::clamp(static_cast<int>((std::log10(std::max(us, 1e-3)) - x0) * per_decade), 0, nbins - 1);
+            const int b = std::clamp(static_cast<int>((std::log10(us) - x0) * per_decade), 0, nbins - 1);
             bins[static_cast<std::size_t>(b)] += n;
         }
     const double peak = static_cast<double>(*std::max_element(bins.begin(), bins.end()));
@@ -78,8 +95,9 @@ std::string latency_svg(const stats::histogram& h, const std::string& title) {
     s += "</g>\n";
     // CDF polyline over the histogram's own buckets.
     std::string pts;
-    std::uint64_t cum = 0;
-    for (std::size_t i = 0; i < stats::histogram::bucket_count; ++i)
+    std::uint64_t cum = zeros;
+    pts += fmt("%.1f,%.1f ", L, bot1 - (bot1 - bot0) * static_cast<double>(zeros) / static_cast<double>(h.count()));
+    for (std::size_t i = first; i < stats::histogram::bucket_count; ++i)
         if (const std::uint64_t n = h.bucket(i)) {
             cum += n;
             const double us = static_cast<double>(stats::histogram::highest_of(i)) / 1000.0;

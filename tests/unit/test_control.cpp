@@ -248,3 +248,20 @@ BOOST_AUTO_TEST_CASE(svg_plot) {
     BOOST_TEST(svg.find("nan") == std::string::npos);
     BOOST_TEST(control::latency_svg(stats::histogram{}, "empty").find("no samples") != std::string::npos);
 }
+
+// The log axis starts at the lowest non-empty bucket (its decade), not at
+// 0.001 us, and zero-latency samples are reported apart.
+BOOST_AUTO_TEST_CASE(svg_plot_axis_starts_at_the_data) {
+    stats::histogram h;
+    for (int i = 0; i < 10; ++i) h.record(0);
+    for (std::uint64_t v = 20000; v < 900000; v = v * 3 / 2) h.record(v);   // 20 us .. 0.9 ms
+    const std::string svg = control::latency_svg(h, "zeros");
+    BOOST_TEST(svg.find(">10 us<") != std::string::npos);    // the first decade tick
+    BOOST_TEST(svg.find(">1 ns<") == std::string::npos);
+    BOOST_TEST(svg.find(">0.001 us<") == std::string::npos);
+    BOOST_TEST(svg.find("10 sample(s) of 0 us") != std::string::npos);
+    BOOST_TEST(svg.find("nan") == std::string::npos);
+    stats::histogram z;
+    z.record(0);
+    BOOST_TEST(control::latency_svg(z, "z").find("all 1 samples are 0 us") != std::string::npos);
+}
