@@ -155,6 +155,7 @@ struct rg_comm {
             std::lock_guard lk(m);
             if (broken != RG_OK) {
                 o.err = "an earlier operation failed: " + broken_err;
+                last_error = o.err;
                 return broken;
             }
         }

@@ -62,8 +62,8 @@ for t in json.load(sys.stdin):
   ninja -C $dir $targets
   meson test -C $dir --setup sanitize --no-rebuild --print-errorlogs --num-processes 1
   sanitized_tree $tsan thread
-  ninja -C $tsan tests/unit/test_placement tests/unit/test_control
-  meson test -C $tsan --setup sanitize --no-rebuild --print-errorlogs --num-processes 1 placement control
+  ninja -C $tsan tests/unit/test_placement tests/unit/test_control tests/unit/test_c_api
+  meson test -C $tsan --setup sanitize --no-rebuild --print-errorlogs --num-processes 1 placement control c-api
 }
 
 mode=${1:-demo}

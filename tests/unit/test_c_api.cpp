@@ -1,0 +1,204 @@
+// librailgate's C ABI against a stand-in railgated on loopback (one rail,
+// world 1: a result is the contribution sent back), so that its threads run
+// in the unit suite and under TSan: concurrent submitters, the progress
+// thread, rg_test/rg_wait, aborts and a server that goes silent. Real
+// railgated runs are tests/install/c_abi.sh and ddp_train.sh.
+#define BOOST_TEST_MODULE c_api
+#include <boost/test/unit_test.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/railgate.h"
+#include "dataplane/proto/parse.hpp"
+#include "dataplane/reduce/numeric.hpp"
+
+using namespace railgate;
+
+namespace {
+
+// A railgated of one rail on 127.0.0.1 for jobs of one rank.
+class fake_server {
+public:
+    fake_server() {
+        fd_ = ::socket(AF_INET, SOCK_DGRAM, 0);
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        BOOST_REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+        socklen_t len = sizeof sa;
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len);
+        port_ = ntohs(sa.sin_port);
+        th_ = std::thread([this] { loop(); });
+    }
+    ~fake_server() {
+        stop_ = true;
+        th_.join();
+        ::close(fd_);
+    }
+    std::uint16_t port() const { return port_; }
+    void silence(bool s) { silent_ = s; }
+
+private:
+    void loop() {
+        std::vector<std::uint8_t> buf(65536), out(65536);
+        while (!stop_) {
+            pollfd p{fd_, POLLIN, 0};
+            if (::poll(&p, 1, 10) <= 0) continue;
+            sockaddr_in from{};
+            socklen_t fl = sizeof from;
+            const ssize_t n = ::recvfrom(fd_, buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&from), &fl);
+            if (n < static_cast<ssize_t>(wire::header_bytes) || silent_) continue;
+            wire::header h = wire::decode_header(buf.data());
+            std::size_t len = wire::header_bytes;
+            wire::header r = h;
+            r.flags = 0;
+            switch (h.type) {
+            case wire::msg_type::join: {
+                r.type = wire::msg_type::join_ack;
+                r.gen = 0x80000001u;
+                r.aux = 0;
+                wire::join_ack_body b;
+                b.pool_size = 16;
+                b.n_rails = 1;
+                b.chunk_bytes = 1024;
+                b.stall_ms = 1000;
+                b.rails[0].ip = INADDR_LOOPBACK;
+                b.rails[0].udp_port = port_;
+                b.rails[0].mtu = 1500;
+                b.rails[0].chunk_bytes = 1024;
+                len += wire::encode_join_ack_body(b, out.data() + wire::header_bytes);
+                break;
+            }
+            case wire::msg_type::contrib:
+                r.type = wire::msg_type::result;
+                std::memcpy(out.data() + wire::header_bytes, buf.data() + wire::header_bytes,
+                            static_cast<std::size_t>(n) - wire::header_bytes);
+                len = static_cast<std::size_t>(n);
+                break;
+            case wire::msg_type::leave: r.type = wire::msg_type::leave_ack; break;
+            case wire::msg_type::ping: r.type = wire::msg_type::pong; break;
+            default: continue;   // RTT reports, aborts
+            }
+            wire::encode_header(r, out.data());
+            ::sendto(fd_, out.data(), len, 0, reinterpret_cast<sockaddr*>(&from), fl);
+        }
+    }
+    int fd_ = -1;
+    std::uint16_t port_ = 0;
+    std::atomic<bool> stop_{false}, silent_{false};
+    std::thread th_;
+};
+
+rg_comm* make(const fake_server& s, std::uint32_t job, std::uint32_t timeout_ms = 20000) {
+    rg_config c;
+    rg_config_init(&c);
+    c.server = "127.0.0.1";
+    c.port = s.port();
+    c.job = job;
+    c.token = rg_random_token();
+    c.world = 1;
+    c.max_count = 1 << 20;
+    c.timeout_ms = timeout_ms;
+    rg_comm* comm = nullptr;
+    BOOST_REQUIRE_EQUAL(rg_create(&c, &comm), RG_OK);
+    BOOST_REQUIRE_MESSAGE(rg_join(comm) == RG_OK, rg_last_error(comm));
+    return comm;
+}
+
+} // namespace
+
+// Four threads submit asynchronous and blocking allreduces at once; each
+// one's result (world 1: its input) comes back in its own buffer.
+BOOST_AUTO_TEST_CASE(concurrent_submitters) {
+    fake_server s;
+    rg_comm* comm = make(s, 1);
+    std::atomic<int> failures{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; ++t)
+        ts.emplace_back([&, t] {
+            for (int k = 0; k < 20; ++k) {
+                const std::size_t n = 1000 + 997 * static_cast<std::size_t>(k + t);
+                std::vector<float> in(n), out(n, -1.0f);
+                for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<float>(i * (t + 1)) * 0.5f;
+                rg_request* q = nullptr;
+                if (k % 2) {
+                    if (rg_allreduce(comm, in.data(), out.data(), n, RG_FP32) != RG_OK) ++failures;
+                } else if (rg_allreduce_start(comm, in.data(), out.data(), n, RG_FP32, &q) != RG_OK) {
+                    ++failures;
+                } else {
+                    while (rg_test(q) == RG_IN_PROGRESS) std::this_thread::yield();
+                    if (rg_wait(q) != RG_OK) ++failures;
+                    rg_request_free(q);
+                }
+                if (out != in) ++failures;
+            }
+        });
+    for (auto& t : ts) t.join();
+    BOOST_TEST(failures.load() == 0);
+    rg_stats st{};
+    BOOST_TEST(rg_get_stats(comm, &st) == RG_OK);
+    BOOST_TEST(st.allreduces == 80u);
+    rg_destroy(comm);
+}
+
+// Compressed: divided by the divisor in float, rounded to bf16 / fp16,
+// widened back; fp32 "compression" only divides.
+BOOST_AUTO_TEST_CASE(compressed_rounds_once) {
+    fake_server s;
+    rg_comm* comm = make(s, 10);
+    std::vector<float> v(5000), want(5000);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = 1.0f + static_cast<float>(i) * 0.001f;
+    for (rg_dtype wire : {RG_BF16, RG_FP16, RG_FP32}) {
+        std::vector<float> x = v;
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            const float d = v[i] / 3.0f;
+            want[i] = wire == RG_BF16   ? reduce::bf16_to_f32(reduce::f32_to_bf16(d))
+                      : wire == RG_FP16 ? reduce::f16_to_f32(reduce::f32_to_f16(d))
+                                        : d;
+        }
+        BOOST_REQUIRE_MESSAGE(rg_allreduce_compressed(comm, x.data(), x.size(), wire, 3.0f) == RG_OK,
+                              rg_last_error(comm));
+        BOOST_TEST((x == want), "wire dtype " << wire);
+    }
+    float f = 1;
+    BOOST_TEST(rg_allreduce_compressed(comm, &f, 1, RG_INT32, 1.0f) == RG_ERR_USAGE);
+    BOOST_TEST(rg_allreduce_compressed(comm, &f, 1, RG_BF16, 0.0f) == RG_ERR_USAGE);
+    rg_destroy(comm);
+}
+
+// A silent server fails the running allreduce (railgated gone) and every
+// one queued behind it, with the reason; rg_abort fails what is queued.
+BOOST_AUTO_TEST_CASE(failures_reach_every_request) {
+    fake_server s;
+    rg_comm* comm = make(s, 20);
+    std::vector<float> a(200000, 1.0f), b(1000, 2.0f);
+    s.silence(true);
+    rg_request *q1 = nullptr, *q2 = nullptr;
+    BOOST_REQUIRE(rg_allreduce_start(comm, a.data(), a.data(), a.size(), RG_FP32, &q1) == RG_OK);
+    BOOST_REQUIRE(rg_allreduce_start(comm, b.data(), b.data(), b.size(), RG_FP32, &q2) == RG_OK);
+    const rg_status s1 = rg_wait(q1), s2 = rg_wait(q2);
+    BOOST_TEST(s1 == RG_ERR_DAEMON_GONE, rg_status_name(s1) << ": " << rg_request_error(q1));
+    BOOST_TEST(s2 == s1);
+    BOOST_TEST(std::string(rg_request_error(q2)).find("an earlier operation failed") != std::string::npos);
+    rg_request_free(q1);
+    rg_request_free(q2);
+    BOOST_TEST(rg_allreduce(comm, b.data(), b.data(), 4, RG_FP32) == RG_ERR_DAEMON_GONE);
+    rg_destroy(comm);
+
+    s.silence(false);
+    comm = make(s, 30);
+    BOOST_TEST(rg_abort(comm, "test over") == RG_OK);
+    BOOST_TEST(rg_allreduce(comm, b.data(), b.data(), 4, RG_FP32) == RG_ERR_ABORTED);
+    BOOST_TEST(std::string(rg_last_error(comm)).find("test over") != std::string::npos);
+    rg_destroy(comm);
+}
