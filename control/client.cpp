@@ -62,9 +62,28 @@ std::string client::raw(const std::string& bytes) {
     return read_line();
 }
 
-json client::call(const std::string& command, const json& args) {
+json client::call(const std::string& command, const json& args) { return call_with_fd(command, args, -1); }
+
+json client::call_with_fd(const std::string& command, const json& args, int fd) {
     const json req = {{"version", protocol_version}, {"command", command}, {"args", args}};
-    const std::string line = raw(req.dump() + "\n");
+    std::string bytes = req.dump() + "\n";
+    if (fd >= 0) { // the descriptor rides on the request's first byte
+        iovec iov{bytes.data(), 1};
+        alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+        msghdr m{};
+        m.msg_iov = &iov;
+        m.msg_iovlen = 1;
+        m.msg_control = ctl;
+        m.msg_controllen = sizeof ctl;
+        cmsghdr* c = CMSG_FIRSTHDR(&m);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+        if (sendmsg(fd_, &m, MSG_NOSIGNAL) != 1) throw std::runtime_error(std::string("sendmsg: ") + std::strerror(errno));
+        bytes.erase(0, 1);
+    }
+    const std::string line = raw(bytes);
     json j = json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("ok"))
         throw std::runtime_error("malformed response from railgated: " + line.substr(0, 200));

@@ -19,6 +19,8 @@ public:
     // Sends one request, waits for its response (throws on a broken or
     // silent connection). The response's "ok" is left to the caller.
     json call(const std::string& command, const json& args = json::object());
+    // The same, passing the file descriptor `fd` with the request (SCM_RIGHTS).
+    json call_with_fd(const std::string& command, const json& args, int fd);
     // Sends raw bytes and reads one response line (tests of bad input).
     std::string raw(const std::string& bytes);
 

@@ -33,6 +33,10 @@ struct request {
     json args = json::object();
     // Who sent it (SO_PEERCRED), for the log of changes; -1: unknown.
     long peer_uid = -1, peer_pid = -1;
+    // A file descriptor the client passed with the request (SCM_RIGHTS;
+    // capture.start's output file), or -1. The server closes it after the
+    // handler returns: a handler that keeps it dup()s it.
+    int fd = -1;
 };
 
 // Parses one request line; returns "" or the error to send back.

@@ -3,12 +3,15 @@
 //   railctl [--socket PATH] [--json] COMMAND ...
 //
 // Exit status: 0 success, 1 the daemon refused or failed, 2 bad usage.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -50,6 +53,7 @@ const char* const help_main =
     "  stats [--rail R] [--watch [S]] [--count N]   packets, bytes, aggregations, drops by reason\n"
     "  latency [--rail R] [--job J] [--worker] [--tc N] [--reset] [--plot FILE.svg]   latency histograms\n"
     "  fault show [R] | set R SPEC | clear R   the rails' fault injector (tests, labs)\n"
+    "  capture R[,R..]|all [--rx] [--tx] [--drops] [--count N] [--seconds S] [--snaplen B] [--job J] -w FILE.pcapng\n"
     "  nccl-env                            NCCL environment matching the rails\n"
     "  --socket PATH   control socket (default $RAILGATE_SOCKET or /run/railgate/railgated.sock)\n"
     "  --json          machine-readable output on every command\n"
@@ -104,6 +108,18 @@ const std::map<std::string, const char*> help_cmd = {
               "  dir=rx|tx (only what railgated receives or sends). It acts on the rail's received and\n"
               "  sent frames alike unless dir says;\n"
               "  what it dropped is counted as drop reason fault_injected.\n"},
+    {"capture", "usage: railctl capture R[,R...]|all [--rx] [--tx] [--drops] [--count N] [--seconds S]\n"
+                "                       [--snaplen B] [--job J] -w FILE.pcapng\n"
+                "  Mirrors DPDK rails' packets to a pcapng file (-w - writes to stdout: pipe it into\n"
+                "  `tshark -r -` or `wireshark -k -i -`): what the rail received (--rx), sent (--tx)\n"
+                "  and dropped (--drops, the reason in the packet's comment). Without any of the three,\n"
+                "  rx and tx. One interface per rail; the direction is in each packet's flags.\n"
+                "  --snaplen: bytes kept of each packet (128: the railgate header and some payload;\n"
+                "  up to 16384). --job: only that job's railgate datagrams. Stops after --count\n"
+                "  packets, --seconds S, or Ctrl-C. The rail never waits for the capture: packets it\n"
+                "  could not hand over are counted as capture_overruns (and reported at the end).\n"
+                "  Verbs rails bypass railgated's lcores: capture them with tcpdump on their netdev.\n"
+                "  Decode with tools/wireshark/railgate.lua (installed in share/railgate/wireshark).\n"},
     {"nccl-env", "usage: railctl nccl-env\n  export lines for NCCL matching the rails: NCCL_IB_HCA (device:port), "
                  "NCCL_IB_GID_INDEX,\n  NCCL_IB_TC, NCCL_SOCKET_IFNAME.\n"},
 };
@@ -453,6 +469,94 @@ int cmd_stats(const std::vector<std::string>& a) {
     return 0;
 }
 
+int cmd_capture(const std::vector<std::string>& a) {
+    json args = json::object();
+    std::string file;
+    double seconds = 0;
+    json rails = json::array();
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        auto value = [&]() -> const std::string& {
+            if (i + 1 >= a.size()) usage("capture: " + a[i] + " needs a value");
+            return a[++i];
+        };
+        if (a[i] == "--rx" || a[i] == "--tx" || a[i] == "--drops") args[a[i].substr(2)] = true;
+        else if (a[i] == "--count") args["count"] = std::stoull(num_arg("--count", value()));
+        else if (a[i] == "--snaplen") args["snaplen"] = std::stoull(num_arg("--snaplen", value()));
+        else if (a[i] == "--job") args["job"] = std::stoull(num_arg("--job", value()));
+        else if (a[i] == "--seconds") {
+            const std::string& v = value();
+            char* end = nullptr;
+            seconds = std::strtod(v.c_str(), &end);
+            if (v.empty() || *end || !(seconds > 0) || seconds > 1e6) usage("--seconds '" + v + "' is not a positive number");
+        } else if (a[i] == "-w") file = value();
+        else if (!a[i].empty() && a[i][0] == '-') usage("capture: unexpected '" + a[i] + "'");
+        else if (!rails.empty() || args.contains("rails")) usage("capture: one rail list (R,R,... or all)");
+        else if (a[i] == "all") args["rails"] = "all";
+        else {
+            std::size_t from = 0;
+            for (std::size_t comma; (comma = a[i].find(',', from)) != std::string::npos || from <= a[i].size();) {
+                const std::string name = a[i].substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+                if (name.empty()) usage("capture: empty rail name in '" + a[i] + "'");
+                rails.push_back(name);
+                if (comma == std::string::npos) break;
+                from = comma + 1;
+            }
+        }
+    }
+    if (!rails.empty()) args["rails"] = rails;
+    if (!args.contains("rails")) usage("capture needs a rail (R, R,R... or all)");
+    if (file.empty()) usage("capture needs -w FILE.pcapng (or -w - for stdout)");
+    const bool to_stdout = file == "-";
+    // railctl opens the file (with its caller's rights) and hands it to
+    // railgated, whose control thread writes the pcapng into it.
+    control::client c(socket_path); // first: an unreachable daemon leaves no empty file behind
+    const bool existed = !to_stdout && access(file.c_str(), F_OK) == 0;
+    const int fd = to_stdout ? STDOUT_FILENO : open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw daemon_error{"cannot write " + file + ": " + std::strerror(errno)};
+    std::signal(SIGINT, on_int);
+    std::signal(SIGTERM, on_int);
+    auto checked = [&](const std::string& cmd, const json& x, int pass = -1) {
+        json r = c.call_with_fd(cmd, x, pass);
+        if (!r["ok"].get<bool>()) throw daemon_error{r.value("error", std::string("railgated refused"))};
+        return r["result"];
+    };
+    json started;
+    try {
+        started = checked("capture.start", args, fd);
+    } catch (...) {
+        if (!to_stdout) close(fd);
+        if (!to_stdout && !existed) unlink(file.c_str()); // refused: no new file left behind
+        throw;
+    }
+    if (!to_stdout) close(fd);
+    const json id = {{"id", started["id"]}};
+    std::string names;
+    for (const json& n : started["rails"]) names += (names.empty() ? "" : ",") + n.get<std::string>();
+    std::fprintf(stderr, "railctl: capturing %s (snaplen %u) to %s; Ctrl-C stops\n", names.c_str(),
+                 started["snaplen"].get<unsigned>(), to_stdout ? "stdout" : file.c_str());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    bool stopping = false;
+    json r;
+    for (;;) {
+        if (!stopping && (interrupted || (seconds > 0 && std::chrono::steady_clock::now() >= deadline))) {
+            checked("capture.stop", id);
+            stopping = true;
+        }
+        r = checked("capture.status", id);
+        if (r["done"].get<bool>()) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(stopping ? 5 : 50));
+    }
+    r["rails"] = started["rails"];
+    r["file"] = file;
+    if (json_out && !to_stdout) print_json(r);
+    std::fprintf(stderr, "railctl: %llu packets (rx %llu, tx %llu, drops %llu), %llu overruns\n",
+                 r["packets"].get<unsigned long long>(), r["rx"].get<unsigned long long>(),
+                 r["tx"].get<unsigned long long>(), r["drops"].get<unsigned long long>(),
+                 r["overruns"].get<unsigned long long>());
+    if (r.contains("error")) throw daemon_error{r["error"].get<std::string>()};
+    return 0;
+}
+
 int cmd_latency(const std::vector<std::string>& a) {
     json args = json::object();
     std::string plot;
@@ -623,6 +727,7 @@ int main(int argc, char** argv) {
         if (cmd == "fault") return cmd_fault(args);
         if (cmd == "stats") return cmd_stats(args);
         if (cmd == "latency") return cmd_latency(args);
+        if (cmd == "capture") return cmd_capture(args);
         if (cmd == "gid") return cmd_gid(args);
         if (cmd == "nccl-env") return cmd_nccl_env(args);
         usage("unknown command '" + cmd + "'");

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <stdexcept>
 #include <vector>
 
@@ -43,11 +44,18 @@ struct client {
     std::chrono::steady_clock::time_point partial_since{};
     std::chrono::steady_clock::time_point backed_up_since{}; // responses piling up since
     bool closing = false; // close once `out` is written
+    std::deque<int> fds;  // descriptors passed (SCM_RIGHTS), for the next requests
+    static constexpr std::size_t max_fds = 4;
+    void close_fds() {
+        for (int f : fds) close(f);
+        fds.clear();
+    }
 };
 
 } // namespace
 
-server::server(socket_options opt, handler h) : opt_(std::move(opt)), h_(std::move(h)) {
+server::server(socket_options opt, handler h, std::function<void()> tick)
+    : opt_(std::move(opt)), h_(std::move(h)), tick_(std::move(tick)) {
     const sockaddr_un a = address_of(opt_.path);
     if (const auto slash = opt_.path.rfind('/'); slash != std::string::npos && slash > 0) {
         const std::string dir = opt_.path.substr(0, slash);
@@ -119,7 +127,16 @@ void server::run() {
                            static_cast<short>((c.out.size() > opt_.max_output / 2 ? 0 : POLLIN) | (c.out.empty() ? 0 : POLLOUT)),
                            0});
         poll(fds.data(), fds.size(), 200);
-        if (fds[0].revents) return;
+        if (fds[0].revents) {
+            for (client& c : clients) c.close_fds();
+            return;
+        }
+        if (tick_) {
+            try {
+                tick_();
+            } catch (const std::exception&) { // nothing stops this thread
+            }
+        }
         const auto now = std::chrono::steady_clock::now();
         if (fds[1].revents & POLLIN) {
             const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -143,7 +160,26 @@ void server::run() {
             client& c = clients[i - 2];
             if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) && !c.closing) {
                 char buf[4096];
-                const ssize_t n = read(c.fd, buf, sizeof buf);
+                alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * 4)];
+                iovec iov{buf, sizeof buf};
+                msghdr m{};
+                m.msg_iov = &iov;
+                m.msg_iovlen = 1;
+                m.msg_control = ctl;
+                m.msg_controllen = sizeof ctl;
+                const ssize_t n = recvmsg(c.fd, &m, MSG_CMSG_CLOEXEC);
+                // Descriptors passed along go with the next request; at
+                // most max_fds wait, the rest are closed.
+                for (cmsghdr* h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h)) {
+                    if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
+                    const std::size_t k = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                    for (std::size_t j = 0; j < k; ++j) {
+                        int got;
+                        std::memcpy(&got, CMSG_DATA(h) + j * sizeof(int), sizeof got);
+                        if (c.fds.size() < client::max_fds) c.fds.push_back(got);
+                        else close(got);
+                    }
+                }
                 if (n <= 0 && !(n < 0 && errno == EAGAIN)) {
                     c.closing = true;
                     c.out.clear();
@@ -161,6 +197,16 @@ void server::run() {
                     request r;
                     r.peer_uid = c.uid;
                     r.peer_pid = c.pid;
+                    if (!c.fds.empty()) {
+                        r.fd = c.fds.front();
+                        c.fds.pop_front();
+                    }
+                    struct closer {
+                        int fd;
+                        ~closer() {
+                            if (fd >= 0) close(fd);
+                        }
+                    } owned{r.fd};
                     if (std::string e = parse_request(line, r); !e.empty()) {
                         respond(c, fail(e));
                         continue;
@@ -201,6 +247,7 @@ void server::run() {
         // Drop closed clients once their last response is out.
         for (auto it = clients.begin(); it != clients.end();) {
             if (it->closing && it->out.empty()) {
+                it->close_fds();
                 close(it->fd);
                 it = clients.erase(it);
             } else {

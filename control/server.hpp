@@ -33,7 +33,9 @@ class server {
 public:
     // Binds and applies permissions; throws std::runtime_error. Refuses a
     // path where another daemon is listening; removes a stale one.
-    server(socket_options opt, handler h);
+    // `tick`, if given, runs on the server thread between requests, at
+    // least every 200 ms (the handler's timers: capture leases).
+    server(socket_options opt, handler h, std::function<void()> tick = {});
     ~server(); // stops and removes the socket
     server(const server&) = delete;
     server& operator=(const server&) = delete;
@@ -44,6 +46,7 @@ private:
     void run();
     socket_options opt_;
     handler h_;
+    std::function<void()> tick_;
     int listen_fd_ = -1;
     int wake_[2] = {-1, -1}; // stop signal for the poll loop
     std::thread thread_;

@@ -1,7 +1,8 @@
 // One railgated lcore on a net_ring rail, a traffic generator on the other
 // core: how much gradient input one data-plane core absorbs.
 //   bench_dataplane [--mtu N] [--workers W] [--seconds S] [--pool P]
-//                   [--gen-mbufs N] [--csum sw|nic]
+//                   [--gen-mbufs N] [--csum sw|nic] [--capture rx|tx|rxtx]
+//                   [--snaplen B]
 // The generator streams contributions of W ranks (chunk i -> slot i % pool,
 // generation i / pool) into the rail's RX ring and frees the results from
 // its TX ring. Frames are built once per mbuf and only their 40-byte
@@ -12,6 +13,13 @@
 // nic: the generator marks each frame verified, as a NIC's PMD does with
 // the RX UDP checksum offload, and railgated leaves the results' to the
 // port, as with the TX one (mlx5, ice, i40e...).
+// --capture: railctl capture runs on the rail (what it mirrors), its
+// pcapng written to /dev/null by railgated's capture code, pumped from the
+// generator's loop: the lcore's cost per packet shows in its capacity, the
+// control thread's is timed apart.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -27,6 +35,7 @@
 #include "dataplane/net/eal.hpp"
 #include "dataplane/proto/frame.hpp"
 #include "dataplane/proto/parse.hpp"
+#include "dataplane/railgated/capture.hpp"
 
 using namespace railgate;
 
@@ -34,6 +43,8 @@ int main(int argc, char** argv) {
     unsigned mtu = 9000, workers = 4, pool = 64, gen_mbufs = 16384;
     double seconds = 3;
     bool nic_csum = false;
+    std::string capture = "off";
+    unsigned snaplen = capture_sessions::default_snaplen;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i];
         if (a == "--mtu") mtu = static_cast<unsigned>(std::stoul(argv[i + 1]));
@@ -43,9 +54,13 @@ int main(int argc, char** argv) {
         else if (a == "--gen-mbufs") gen_mbufs = static_cast<unsigned>(std::stoul(argv[i + 1]));
         else if (a == "--csum" && (std::string(argv[i + 1]) == "sw" || std::string(argv[i + 1]) == "nic"))
             nic_csum = std::string(argv[i + 1]) == "nic";
+        else if (a == "--capture" && (std::string(argv[i + 1]) == "rx" || std::string(argv[i + 1]) == "tx" ||
+                                      std::string(argv[i + 1]) == "rxtx" || std::string(argv[i + 1]) == "off"))
+            capture = argv[i + 1];
+        else if (a == "--snaplen") snaplen = static_cast<unsigned>(std::stoul(argv[i + 1]));
         else {
             std::fprintf(stderr, "usage: bench_dataplane [--mtu N] [--workers W] [--seconds S] [--pool P] "
-                                 "[--gen-mbufs N] [--csum sw|nic]\n");
+                                 "[--gen-mbufs N] [--csum sw|nic] [--capture off|rx|tx|rxtx] [--snaplen B]\n");
             return 2;
         }
     }
@@ -138,6 +153,27 @@ int main(int argc, char** argv) {
         }
         rte_pktmbuf_free_bulk(all.data(), static_cast<unsigned>(all.size()));
     }
+    std::unique_ptr<capture_sessions> cap;
+    control::json cap_id;
+    std::chrono::nanoseconds pump_time{0};
+    if (capture != "off") {
+        cap = std::make_unique<capture_sessions>(d, capture_sessions::writer::caller);
+        const int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        const control::json r = cap->start({0},
+                                           {{"rx", capture != "tx"}, {"tx", capture != "rx"}, {"snaplen", snaplen}}, null);
+        close(null);
+        if (!r["ok"].get<bool>()) {
+            std::fprintf(stderr, "bench_dataplane: capture: %s\n", r["error"].get<std::string>().c_str());
+            return 1;
+        }
+        cap_id = {{"id", r["result"]["id"]}};
+    }
+    auto pump = [&] {
+        const auto a = std::chrono::steady_clock::now();
+        cap->pump();
+        pump_time += std::chrono::steady_clock::now() - a;
+    };
+    auto last_status = std::chrono::steady_clock::now();
     h.type = wire::msg_type::contrib;
     h.count = static_cast<std::uint16_t>(elems);
     std::uint64_t chunk_i = 0;
@@ -180,8 +216,24 @@ int main(int argc, char** argv) {
         const unsigned n = rte_ring_dequeue_burst(tx, out, 256, nullptr);
         results += n;
         rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(out), n);
+        if (cap) {
+            pump();
+            if (const auto now = std::chrono::steady_clock::now(); now - last_status > std::chrono::seconds(1)) {
+                cap->status(cap_id); // renews its lease
+                last_status = now;
+            }
+        }
     }
     const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    control::json cap_end;
+    if (cap) {
+        cap->stop(cap_id);
+        for (int i = 0; i < 1000; ++i) {
+            pump();
+            cap_end = cap->status(cap_id)["result"];
+            if (cap_end["done"].get<bool>()) break;
+        }
+    }
     d.stop();
     void* out[256];
     unsigned n;
@@ -209,5 +261,18 @@ int main(int argc, char** argv) {
                                              : 0;
     std::printf("  railgated lcore busy %.1f%% -> one core's capacity about %.2f Gbit/s (%.2f Mpps)\n", busy * 100,
                 busy > 0 ? gbit / busy : 0.0, busy > 0 ? contribs / t / 1e6 / busy : 0.0);
+    // The lcore's busy time per packet it received or sent.
+    const double pkts = static_cast<double>(c.rx_packets.load() + c.tx_packets.load());
+    std::printf("  lcore busy time per packet (rx + tx): %.1f ns\n",
+                pkts > 0 ? static_cast<double>(c.busy_cycles.load()) / static_cast<double>(rte_get_tsc_hz()) * 1e9 / pkts
+                         : 0.0);
+    if (cap) {
+        const auto written = cap_end.value("packets", std::uint64_t{0});
+        std::printf("  capture %s, snaplen %u: %llu packets mirrored, %llu overruns; pcapng written by the control "
+                    "thread at %.1f ns per packet\n",
+                    capture.c_str(), snaplen, static_cast<unsigned long long>(c.capture_packets.load()),
+                    static_cast<unsigned long long>(c.capture_overruns.load()),
+                    written ? static_cast<double>(pump_time.count()) / static_cast<double>(written) : 0.0);
+    }
     return 0;
 }

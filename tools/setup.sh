@@ -41,8 +41,9 @@ build() {
 
 # The product built with ASan+UBSan (build-sanitize) runs the unit, vdev,
 # e2e and netns suites; built with TSan (build-tsan), the tests of the
-# engine's threads (placement) and of the control socket's server thread
-# (control). Optimised (-O1) so that the netns traffic keeps its timing.
+# engine's threads (placement), of the control socket's server thread
+# (control), of librailgate (c-api) and of capture's ring (capture).
+# Optimised (-O1) so that the netns traffic keeps its timing.
 # A tree built with the sanitizers in $2, configured once.
 sanitized_tree() {
   [ -f "$1/build.ninja" ] || meson setup "$1" --buildtype=plain -Doptimization=1 -Ddebug=true \
@@ -62,8 +63,8 @@ for t in json.load(sys.stdin):
   ninja -C $dir $targets
   meson test -C $dir --setup sanitize --no-rebuild --print-errorlogs --num-processes 1
   sanitized_tree $tsan thread
-  ninja -C $tsan tests/unit/test_placement tests/unit/test_control tests/unit/test_c_api
-  meson test -C $tsan --setup sanitize --no-rebuild --print-errorlogs --num-processes 1 placement control c-api
+  ninja -C $tsan tests/unit/test_placement tests/unit/test_control tests/unit/test_c_api tests/unit/test_capture
+  meson test -C $tsan --setup sanitize --no-rebuild --print-errorlogs --num-processes 1 placement control c-api capture
 }
 
 mode=${1:-demo}

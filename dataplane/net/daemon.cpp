@@ -227,6 +227,22 @@ std::string daemon::set_fault(std::size_t rail, const fault::spec& f) {
     return {};
 }
 
+std::string daemon::set_capture(std::size_t rail, capture_ring* ring, const capture_filter& f) {
+    std::lock_guard lock(p_->ctl);
+    if (rail >= p_->rails.size() || !p_->rails[rail]->active) return "no rail " + std::to_string(rail);
+    lcore_command c;
+    c.k = lcore_command::kind::capture;
+    c.rail = static_cast<int>(rail);
+    c.ring = ring;
+    c.filter = f;
+    c.filter.udp_port = p_->rails[rail]->cfg.udp_port;
+    return p_->on_lcores(c, static_cast<int>(rail));
+}
+
+std::uint64_t daemon::clock_ns() noexcept {
+    return static_cast<std::uint64_t>(static_cast<double>(rte_rdtsc()) * (1e9 / static_cast<double>(rte_get_tsc_hz())));
+}
+
 std::size_t daemon::rail_count() const noexcept {
     std::lock_guard lock(p_->ctl);
     return p_->rails.size();

@@ -18,6 +18,7 @@
 
 #include "dataplane/bpf/xdp_steer.hpp"
 #include "dataplane/fault/injector.hpp"
+#include "dataplane/net/capture.hpp"
 #include "dataplane/net/rail_counters.hpp"
 #include "dataplane/proto/wire.hpp"
 #include "dataplane/proto/ipv4.hpp"
@@ -196,6 +197,12 @@ public:
     // The rail's fault injector (railctl fault set/clear): applied by its
     // lcore between bursts, on receive and transmit. "" or the error.
     std::string set_fault(std::size_t rail, const fault::spec& f);
+    // Capture: the rail's lcore mirrors what `f` selects into `ring` (the
+    // caller's; null stops). Once it returns, the lcore has switched: after
+    // set_capture(rail, nullptr) it no longer touches the old ring.
+    std::string set_capture(std::size_t rail, capture_ring* ring, const capture_filter& f = {});
+    // The clock capture records are stamped with, in ns (the TSC's).
+    static std::uint64_t clock_ns() noexcept;
 
     struct impl;
 

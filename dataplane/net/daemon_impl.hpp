@@ -33,7 +33,8 @@ struct lcore_command {
         shaping,   // a shaped rail's rate and traffic classes
         routes,    // the gateway's table from now on
         fault,     // the fault injector's spec (all zero: off)
-        rails_down // end every job striped over a rail that went down
+        rails_down, // end every job striped over a rail that went down
+        capture     // mirror packets into a capture ring (null: stop)
     } k = kind::snapshot;
     int rail = -1;                      // rail index; -1: every rail of the lcore
     // snapshot
@@ -58,6 +59,9 @@ struct lcore_command {
     fault::spec fault_spec;
     // rails_down: stripes (bits) that went down
     std::uint32_t down = 0;
+    // capture
+    capture_ring* ring = nullptr;
+    capture_filter filter;
     std::string err;                    // filled by the lcore
 };
 

@@ -68,7 +68,7 @@ void end_job(rail_state& rs, agg::job& j, wire::error_code code, std::uint64_t d
 // that its worker fails at once instead of timing out.
 void answer_unknown(rail_state& rs, rte_mbuf* m, const frame::endpoint& to, const wire::header& h,
                     drop_reason why) noexcept {
-    rs.ctr.drop(why);
+    count_drop(rs, m, why);
     if (rs.burst_tsc - rs.unknown_tsc < rs.ms_tsc) return rte_pktmbuf_free(m);
     rs.unknown_tsc = rs.burst_tsc;
     char t[wire::max_error_text];
@@ -231,7 +231,7 @@ void handle_join(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<c
     }
     if (jr.st == agg::join_status::refused || jr.st == agg::join_status::takeover) {
         bump(rs.ctr.join_errors);
-        rs.ctr.drop(jr.err == wire::error_code::job_table_full ? drop_reason::job_table_full : drop_reason::join_refused);
+        count_drop(rs, m, jr.err == wire::error_code::job_table_full ? drop_reason::job_table_full : drop_reason::join_refused);
         char t[wire::max_error_text];
         refusal_text(t, sizeof t, rs, h, b, jr);
         // gen: the JOIN's nonce, so that the worker knows the refusal answers it.

@@ -40,6 +40,9 @@ struct alignas(64) rail_counters {
     // that found work: busy / poll is the rail's share of a busy core, as
     // DPDK's lcore busyness telemetry reports it.
     counter poll_cycles{0}, busy_cycles{0};
+    // Capture (railctl capture): packets mirrored, and packets skipped
+    // because the capture ring was full.
+    counter capture_packets{0}, capture_overruns{0};
     counter drops[drop_reason_count]{};
     // Shaped rails: what each traffic class sent, and refused (queue full).
     counter tc_packets[qos::tc_count]{}, tc_bytes[qos::tc_count]{}, tc_drops[qos::tc_count]{};

@@ -32,8 +32,11 @@ bool poll_rail(rail_state& rs) noexcept {
         return routed;
     }
     rs.burst_tsc = rte_rdtsc();
-    if (rs.faulty) [[unlikely]]
-        inject_faults(rs, pkts, n, rx_burst * 2, fault_side::rx);
+    if (rs.hooks) [[unlikely]] {
+        // What the port delivered, before the fault injector changes it.
+        if (rs.hooks & rail_state::hook_cap_rx) mirror_burst(rs, pkts, n, capture_dir::rx);
+        if (rs.faulty) inject_faults(rs, pkts, n, rx_burst * 2, fault_side::rx);
+    }
     // Two stages: every mbuf header of the burst at once (their addresses
     // are known, so the misses overlap), then each packet's first line a
     // few packets ahead (its address is in the header).
@@ -123,6 +126,9 @@ void run_command(rail_state& rs, lcore_command& c) {
                     m = nullptr;
                 }
         flush(rs);
+        return;
+    case lcore_command::kind::capture:
+        rs.set_capture(c.ring, c.filter);
         return;
     case lcore_command::kind::rails_down:
         end_jobs_on_rails(rs, c.down);

@@ -19,6 +19,7 @@
 
 #include "dataplane/agg/aggregator.hpp"
 #include "dataplane/bpf/xdp_steer.hpp"
+#include "dataplane/net/capture.hpp"
 #include "dataplane/fault/injector.hpp"
 #include "dataplane/net/daemon.hpp"
 #include "dataplane/net/fib.hpp"
@@ -244,6 +245,16 @@ struct rail_state {
     void set_fault(const fault::spec& f) noexcept {
         dice.reset(f);
         faulty = dice.active();
+        hooks = static_cast<std::uint8_t>((hooks & ~hook_fault) | (faulty ? hook_fault : 0));
+    }
+    // Mirrors into `ring` what `f` selects (null: capture off).
+    void set_capture(capture_ring* ring, const capture_filter& f) noexcept {
+        cap = ring;
+        capf = f;
+        std::uint8_t h = hooks & hook_fault;
+        if (ring) h |= static_cast<std::uint8_t>((f.rx ? hook_cap_rx : 0) | (f.tx ? hook_cap_tx : 0) |
+                                                 (f.drops ? hook_cap_drop : 0));
+        hooks = h;
     }
     // Frames waiting for ARP (when the gateway stops, and at the end).
     void drop_held() noexcept {
@@ -309,11 +320,21 @@ struct rail_state {
     std::uint64_t unknown_tsc = 0;
     std::uint16_t stall_ms = 0;
     const std::atomic<std::uint32_t>* rails_down = nullptr;
-    // The fault injector (--fault, railctl fault): off costs one branch per
-    // burst. A reordered frame waits in `late` for the next burst (rx, tx).
+    // What runs beside the packet path, one bit each: the fault injector
+    // and capture's three mirrors. The receive burst and the transmit flush
+    // test `hooks` once each, so that with neither on they cost one
+    // predictable branch per burst; a drop tests hook_cap_drop.
+    static constexpr std::uint8_t hook_fault = 1, hook_cap_rx = 2, hook_cap_tx = 4, hook_cap_drop = 8;
+    std::uint8_t hooks = 0;
+    // The fault injector (--fault, railctl fault). A reordered frame waits
+    // in `late` for the next burst (rx, tx).
     bool faulty = false;
     fault::dice dice;
     rte_mbuf* late[2] = {nullptr, nullptr};
+    // Capture (railctl capture): the ring this lcore mirrors into, owned by
+    // the control plane, and what goes in it.
+    capture_ring* cap = nullptr;
+    capture_filter capf;
 };
 
 } // namespace railgate::net::detail

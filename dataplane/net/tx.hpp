@@ -52,14 +52,45 @@ inline void inject_faults(rail_state& rs, rte_mbuf** v, unsigned& n, unsigned ca
     if (t.corrupts) bump(rs.ctr.fault_corrupts, t.corrupts);
 }
 
+// Now on the data plane's clock (net::daemon::clock_ns), for capture records.
+inline std::uint64_t capture_ns(const rail_state& rs) noexcept {
+    return static_cast<std::uint64_t>(static_cast<double>(rte_rdtsc()) * rs.ns_per_tsc);
+}
+// Copies the first snaplen bytes of m into the rail's capture ring, if
+// the capture's filter selects it; a full ring counts an overrun.
+inline void mirror(rail_state& rs, const rte_mbuf* m, capture_dir dir, drop_reason why, std::uint64_t ns) noexcept {
+    const capture_filter& f = rs.capf;
+    if (f.job && !frame_of_job(rte_pktmbuf_mtod(m, const std::uint8_t*), m->data_len, f.udp_port, *f.job)) return;
+    capture_ring::record* r = rs.cap->reserve(m->pkt_len, dir, why, ns);
+    if (!r) return bump(rs.ctr.capture_overruns);
+    unsigned char* d = capture_ring::data(r);
+    if (const void* src = rte_pktmbuf_read(m, 0, r->cap_len, d); src != d) std::memcpy(d, src, r->cap_len);
+    rs.cap->commit();
+    bump(rs.ctr.capture_packets);
+}
+inline void mirror_burst(rail_state& rs, rte_mbuf* const* v, unsigned n, capture_dir dir) noexcept {
+    const std::uint64_t ns = capture_ns(rs);
+    for (unsigned i = 0; i < n; ++i) mirror(rs, v[i], dir, drop_reason::none, ns);
+}
+// A packet railgated drops (the caller frees or reuses it): counted, and
+// mirrored when a capture asks for drops.
+inline void count_drop(rail_state& rs, const rte_mbuf* m, drop_reason r, capture_dir dir = capture_dir::rx) noexcept {
+    rs.ctr.drop(r);
+    if (rs.hooks & rail_state::hook_cap_drop) [[unlikely]]
+        mirror(rs, m, dir, r, capture_ns(rs));
+}
+
 inline void flush(rail_state& rs) noexcept {
-    if (rs.faulty) [[unlikely]]
-        inject_faults(rs, rs.tx, rs.ntx, tx_cap, fault_side::tx);
+    if (rs.hooks) [[unlikely]] {
+        if (rs.faulty) inject_faults(rs, rs.tx, rs.ntx, tx_cap, fault_side::tx);
+        // What goes to the port (a frame it then refuses is also a tx_full drop).
+        if (rs.hooks & rail_state::hook_cap_tx) mirror_burst(rs, rs.tx, rs.ntx, capture_dir::tx);
+    }
     unsigned sent = 0;
     for (unsigned tries = 0; sent < rs.ntx && tries < tx_retries; ++tries)
         sent += rte_eth_tx_burst(rs.s.port, 0, rs.tx + sent, static_cast<std::uint16_t>(rs.ntx - sent));
     for (unsigned i = sent; i < rs.ntx; ++i) {
-        rs.ctr.drop(drop_reason::tx_full);
+        count_drop(rs, rs.tx[i], drop_reason::tx_full, capture_dir::tx);
         rte_pktmbuf_free(rs.tx[i]);
     }
     bump(rs.ctr.tx_packets, sent);
@@ -71,7 +102,7 @@ inline void queue_tx(rail_state& rs, rte_mbuf* m) noexcept {
         // Ethernet preamble, FCS and gap count against the rate (24 bytes).
         const unsigned tc = tc_of(rs, m);
         if (!rs.sched->enqueue(tc, {m, rte_rdtsc()}, m->pkt_len + 24)) {
-            rs.ctr.drop(drop_reason::tc_queue_full);
+            count_drop(rs, m, drop_reason::tc_queue_full, capture_dir::tx);
             bump(rs.ctr.tc_drops[tc]);
             rte_pktmbuf_free(m);
         }
@@ -83,7 +114,7 @@ inline void queue_tx(rail_state& rs, rte_mbuf* m) noexcept {
 }
 
 inline void free_drop(rail_state& rs, rte_mbuf* m, drop_reason r) noexcept {
-    rs.ctr.drop(r);
+    count_drop(rs, m, r);
     rte_pktmbuf_free(m);
 }
 

@@ -156,6 +156,8 @@ json control_plane::counters_json(std::size_t i) const {
               {"arp_requests", v(c.arp_requests)},
               {"neighbours", v(c.neighbours)},
               {"icmp_errors", v(c.icmp_errors)},
+              {"capture_packets", v(c.capture_packets)},
+              {"capture_overruns", v(c.capture_overruns)},
               {"busy_percent", v(c.poll_cycles) ? 100.0 * static_cast<double>(v(c.busy_cycles)) /
                                                       static_cast<double>(v(c.poll_cycles))
                                                 : 0.0},
@@ -167,6 +169,43 @@ json control_plane::counters_json(std::size_t i) const {
         j["xdp"] = xj;
     }
     return j;
+}
+
+// capture.start names rails (or "all") and passes the output file; status
+// and stop name the capture.
+json control_plane::capture(const control::request& r) {
+    using control::fail;
+    const json& a = r.args;
+    if (r.command == "capture.status") return capture_.status(a);
+    if (r.command == "capture.stop") return capture_.stop(a);
+    if (r.command != "capture.start") return fail("unknown command '" + r.command + "'");
+    if (!a.is_object() || !a.contains("rails")) return fail("argument 'rails' missing");
+    const json& names = a["rails"];
+    std::vector<std::size_t> rails;
+    if (names.is_string() && names.get<std::string>() == "all") {
+        for (std::size_t i = 0; i < d_.rail_count(); ++i)
+            if (d_.rail_active(i)) rails.push_back(i);
+    } else if (names.is_array() && !names.empty()) {
+        for (const json& n : names) {
+            if (!n.is_string()) return fail("argument 'rails': a list of rail names, or \"all\"");
+            const std::string name = n.get<std::string>();
+            if (verbs_ && !verbs_counters_json(*verbs_, name).empty())
+                return fail("rail " + name +
+                            " is a verbs rail: its packets never pass railgated's lcores. Capture it with tcpdump on "
+                            "its netdev (SoftRoCE: the rxe device's parent, e.g. `tcpdump -i eth0 udp port 4791`), "
+                            "or with the NIC vendor's tool (Mellanox: docker-based ibdump)");
+            int idx = -1;
+            if (std::string e = find_rail({{"rail", name}}, idx, true); !e.empty()) return fail(e);
+            if (std::find(rails.begin(), rails.end(), static_cast<std::size_t>(idx)) != rails.end())
+                return fail("rail " + name + " named twice");
+            rails.push_back(static_cast<std::size_t>(idx));
+        }
+    } else {
+        return fail("argument 'rails': a list of rail names, or \"all\"");
+    }
+    json out = capture_.start(rails, a, r.fd);
+    if (out.value("ok", false)) log_change(r, "capture.start " + a.dump());
+    return out;
 }
 
 json control_plane::handle(const control::request& r) {
@@ -417,6 +456,7 @@ json control_plane::handle(const control::request& r) {
         log_change(r, "route.add " + *prefix + " " + rt.rail);
         return ok({{"added", *prefix}, {"rail", rt.rail}, {"via", rt.via ? net::format_ipv4(rt.via) : "on-link"}});
     }
+    if (r.command.starts_with("capture.")) return capture(r);
     if (r.command == "stats") {
         if (!(e = control::check_keys(a, {"rail"})).empty()) return fail(e);
         // A verbs rail's name selects it alone.
@@ -471,7 +511,7 @@ json control_plane::handle(const control::request& r) {
     }
     return fail("unknown command '" + r.command +
                 "' (status, rail.list, rail.show, rail.set, rail.add, rail.remove, policy.show, policy.set, tc.list, "
-                "tc.set, route.list, route.add, route.del, fault.show, fault.set, stats, latency)");
+                "tc.set, route.list, route.add, route.del, fault.show, fault.set, stats, latency, capture.start, capture.status, capture.stop)");
 }
 
 std::string control_plane::prometheus() {
@@ -499,6 +539,10 @@ std::string control_plane::prometheus() {
         {"railgate_results_resent_total", "RESULTs sent again for a retransmitted contribution.",
          &net::rail_counters::results_resent},
         {"railgate_aborts_total", "Jobs a worker aborted.", &net::rail_counters::aborts},
+        {"railgate_capture_packets_total", "Packets mirrored to a capture (railctl capture).",
+         &net::rail_counters::capture_packets},
+        {"railgate_capture_overruns_total", "Packets a capture missed because its ring was full.",
+         &net::rail_counters::capture_overruns},
         {"railgate_job_stalls_total", "Jobs ended because a slot waited for a rank past the stall time.",
          &net::rail_counters::stalls},
         {"railgate_job_expirations_total", "Jobs that did not assemble, or went idle, in time.",

@@ -8,6 +8,7 @@
 #include "control/config.hpp"
 #include "control/protocol.hpp"
 #include "dataplane/net/daemon.hpp"
+#include "dataplane/railgated/capture.hpp"
 #include "dataplane/verbs/plane.hpp"
 
 namespace railgate {
@@ -29,6 +30,8 @@ public:
     net::daemon& daemon() noexcept { return d_; }
     // Verbs rails served beside the DPDK ones: status and stats show them.
     void attach_verbs(const verbs::plane* p) noexcept { verbs_ = p; }
+    // Timers, on the control socket's thread (capture leases).
+    void tick() { capture_.reap(); }
 
 private:
     control::json rail_json(const net::rail_status& r) const;
@@ -40,12 +43,14 @@ private:
     static const net::rail_status* status_of(const std::vector<net::rail_status>& st, std::size_t index);
     // One log line per change a client made, naming it (uid, pid).
     static void log_change(const control::request& r, const std::string& what);
+    control::json capture(const control::request& r);
 
     net::daemon& d_;
     const verbs::plane* verbs_ = nullptr;
     config::appliance cfg_;
     config::lag_hash hash_;
     std::chrono::steady_clock::time_point started_;
+    capture_sessions capture_{d_};
 };
 
 } // namespace railgate

@@ -395,9 +395,12 @@ int main(int argc, char** argv) {
             so.mode = app.socket_mode;
             so.owner = app.socket_owner;
             so.group = app.socket_group;
-            ctl = std::make_unique<control::server>(so, [&](const control::request& r) {
-                return cp ? cp->handle(r) : verbs_only_handle(*vp, app, started, r);
-            });
+            ctl = std::make_unique<control::server>(
+                so,
+                [&](const control::request& r) { return cp ? cp->handle(r) : verbs_only_handle(*vp, app, started, r); },
+                [&] {
+                    if (cp) cp->tick();
+                });
             std::printf("railgated: control socket %s (mode %04o)\n", ctl->path().c_str(), app.socket_mode);
         }
         std::unique_ptr<control::metrics_server> metrics;

@@ -71,6 +71,21 @@ ip netns exec "$a" ping -c 3 -i 0.2 -W 2 10.2.0.2 > "$log/ping.log" 2>&1 || fail
 grep -q "ttl=63" "$log/ping.log" || fail "B's echo replies should arrive with TTL 63 (one hop)"
 echo "ok: ping A -> B through the gateway, ttl=63"
 
+# railctl capture sees routed traffic: A's echo request arrives on g0 (TTL
+# 64) and leaves on g1 (TTL 63), each in its rail's interface and direction.
+if command -v tshark > /dev/null; then
+  "$railctl" --socket "$log/ctl.sock" capture g0,g1 --count 4 -w "$log/gw.pcapng" 2> "$log/capture.err" &
+  cap=$!
+  for _ in $(seq 100); do grep -q capturing "$log/capture.err" && break; sleep 0.05; done
+  ip netns exec "$a" ping -c 1 -s 333 -W 2 10.2.0.2 > /dev/null 2>&1 || fail "ping during the capture"
+  wait "$cap" || fail "railctl capture: $(cat "$log/capture.err")"
+  tshark -r "$log/gw.pcapng" -Y "icmp.type == 8 && ip.len == 361" -T fields -e frame.interface_name \
+    -e frame.packet_flags_direction -e ip.ttl > "$log/gw.txt" 2> /dev/null || fail "tshark on the gateway capture"
+  printf 'g0\t0x00000001\t64\ng1\t0x00000002\t63\n' | cmp -s - "$log/gw.txt" ||
+    fail "the routed echo request in the capture: $(cat "$log/gw.txt")"
+  echo "ok: railctl capture g0,g1 shows the routed echo request in on g0 (ttl 64) and out on g1 (ttl 63)"
+fi
+
 # ICMP errors from the gateway.
 ip netns exec "$a" ping -c 1 -W 2 -t 1 10.2.0.2 > "$log/ttl.log" 2>&1
 grep -q "From 10.1.0.1 .*Time to live exceeded" "$log/ttl.log" || fail "no time exceeded from 10.1.0.1"

@@ -51,7 +51,9 @@ struct echo_server {
         o.incomplete_timeout = incomplete;
         srv = std::make_unique<control::server>(o, [this](const control::request& r) {
             ++calls;
-            return control::ok({{"command", r.command}, {"args", r.args}});
+            // A passed descriptor: "fd" says so, and it gets the command.
+            if (r.fd >= 0 && write(r.fd, r.command.data(), r.command.size()) < 0) return control::fail("write");
+            return control::ok({{"command", r.command}, {"args", r.args}, {"fd", r.fd >= 0}});
         });
     }
     ~echo_server() {
@@ -162,6 +164,23 @@ BOOST_AUTO_TEST_CASE(server_answers_and_survives_bad_input) {
     }
     BOOST_TEST(c.call("status")["ok"] == true);
     BOOST_TEST(s.calls == 2); // garbage never reached the handler
+}
+
+BOOST_AUTO_TEST_CASE(a_descriptor_rides_with_its_request_and_is_closed_after_it) {
+    echo_server s;
+    control::client c(s.path);
+    int p[2];
+    BOOST_REQUIRE(pipe(p) == 0);
+    json r = c.call_with_fd("capture.start", json::object(), p[1]);
+    close(p[1]);
+    BOOST_TEST(r["result"]["fd"].get<bool>());
+    r = c.call("next"); // the next request carries none
+    BOOST_TEST(!r["result"]["fd"].get<bool>());
+    char buf[32] = {};
+    BOOST_TEST(read(p[0], buf, sizeof buf) == 13);
+    BOOST_TEST(std::string(buf) == "capture.start");
+    BOOST_TEST(read(p[0], buf, sizeof buf) == 0); // the server closed its copy: end of file
+    close(p[0]);
 }
 
 BOOST_AUTO_TEST_CASE(server_cuts_off_oversized_and_unfinished_requests) {
