@@ -23,6 +23,7 @@
 #include "control/gids.hpp"
 #include "control/plot.hpp"
 #include "control/protocol.hpp"
+#include "control/version.hpp"
 #include "dataplane/stats/report.hpp"
 
 using namespace railgate;
@@ -57,6 +58,7 @@ const char* const help_main =
     "  nccl-env                            NCCL environment matching the rails\n"
     "  --socket PATH   control socket (default $RAILGATE_SOCKET or /run/railgate/railgated.sock)\n"
     "  --json          machine-readable output on every command\n"
+    "  -V, --version   the version, the commit, and what railctl was built with\n"
     "Every command takes --help. Exit status: 0 ok, 1 refused or failed, 2 bad usage.\n";
 
 const std::map<std::string, const char*> help_cmd = {
@@ -698,6 +700,10 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--json") json_out = true;
+        else if (a == "-V" || a == "--version") {
+            std::fputs(version_text("railctl").c_str(), stdout);
+            return 0;
+        }
         else if (a == "--help" || a == "-h") help = true;
         else if (a == "--socket") {
             if (i + 1 >= argc) {

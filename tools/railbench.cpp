@@ -17,6 +17,7 @@
 #include <vector>
 
 
+#include "control/version.hpp"
 #include "client/railgate/connect.hpp"
 #include "client/railgate/dpdk_transport.hpp"
 #include "client/railgate/embedded.hpp"
@@ -72,6 +73,7 @@ struct options {
 void usage(std::FILE* f) {
     std::fprintf(f,
                  "usage: railbench [options]\n"
+                 "  -V, --version           the version, the commit, and what it was built with\n"
                  "  -b, --minbytes SIZE     smallest message (default 1K; K/M/G suffixes)\n"
                  "  -e, --maxbytes SIZE     largest message (default 64M)\n"
                  "  -f, --stepfactor F      size multiplier (default 2)\n"
@@ -150,6 +152,9 @@ options parse(int argc, char** argv) {
         };
         if (a == "-h" || a == "--help") {
             usage(stdout);
+            std::exit(0);
+        } else if (a == "-V" || a == "--version") {
+            std::fputs(version_text("railbench").c_str(), stdout);
             std::exit(0);
         } else if (a == "-b" || a == "--minbytes") {
             if (!bench::parse_size(val(), o.min_bytes)) die(a + ": bad size");

@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "control/version.hpp"
 #include "client/railgate/embedded.hpp"
 #include "client/railgate/udp_transport.hpp"
 #include "client/railgate/verbs_transport.hpp"
@@ -71,6 +72,7 @@ struct options {
 void usage(std::FILE* f) {
     std::fprintf(f,
                  "usage: raillat [options]\n"
+                 "  -V, --version         the version, the commit, and what it was built with\n"
                  "  --transport T         udp|dpdk|verbs (default udp)\n"
                  "                        or a floor to judge them by, measured without railgated:\n"
                  "                        floor-udp (kernel UDP ping-pong on loopback), floor-ring\n"
@@ -112,6 +114,9 @@ options parse(int argc, char** argv) {
         };
         if (a == "-h" || a == "--help") {
             usage(stdout);
+            std::exit(0);
+        } else if (a == "-V" || a == "--version") {
+            std::fputs(version_text("raillat").c_str(), stdout);
             std::exit(0);
         } else if (a == "--transport" || a == "--compare") {
             o.compare = a == "--compare";

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "control/pcapng.hpp"
+#include "control/version.hpp"
 #include "dataplane/proto/ipv4.hpp"
 
 namespace railgate {
@@ -100,7 +101,7 @@ json capture_sessions::start(const std::vector<std::size_t>& rails, const json& 
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
     s.wall_minus_clock = static_cast<std::int64_t>(wall) - static_cast<std::int64_t>(net::daemon::clock_ns());
-    control::pcapng::begin(s.out, "railgated 0.1.0 (railctl capture)", ifs);
+    control::pcapng::begin(s.out, std::string("railgated ") + version() + " (git " + git_describe() + ", railctl capture)", ifs);
     for (std::size_t k = 0; k < s.taps.size(); ++k)
         if (e = d_.set_capture(s.taps[k].rail, s.taps[k].ring.get(), s.filter); !e.empty()) {
             for (std::size_t j = 0; j <= k; ++j) d_.set_capture(s.taps[j].rail, nullptr);

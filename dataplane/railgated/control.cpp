@@ -8,6 +8,7 @@
 
 #include <rte_telemetry.h>
 
+#include "control/version.hpp"
 #include "dataplane/net/fib.hpp"
 #include "dataplane/railgated/verbs_control.hpp"
 #include "dataplane/reduce/reduce.hpp"
@@ -219,7 +220,8 @@ json control_plane::handle(const control::request& r) {
         for (const net::rail_status& s : d_.status()) rails.push_back(rail_json(s));
         const auto up = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
         return ok({{"daemon",
-                    {{"version", "0.1.0"},
+                    {{"version", version()},
+                     {"git", git_describe()},
                      {"pid", getpid()},
                      {"uptime_s", up},
                      {"config", cfg_.source},

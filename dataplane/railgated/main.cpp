@@ -24,6 +24,7 @@
 #include "control/config.hpp"
 #include "control/metrics.hpp"
 #include "control/server.hpp"
+#include "control/version.hpp"
 #include "dataplane/bpf/xdp_steer.hpp"
 #include "dataplane/engine/engine.hpp"
 #include "dataplane/fault/injector.hpp"
@@ -51,6 +52,8 @@ void usage(std::FILE* f) {
                  "                      rdma_cm on the rail's address and udp_port; with verbs rails only,\n"
                  "                      no EAL starts\n"
                  "  --check             validate the configuration, print it, and exit\n"
+                 "  -V, --version       the version, the commit, and what it was built with (before or\n"
+                 "                      after --)\n"
                  "  --rail DEVARGS      instead of a file: a DPDK vdev (net_af_packet0,iface=eth1) or PCI\n"
                  "                      address; repeatable. Then per rail:\n"
                  "    --ip A.B.C.D      the rail's IPv4 address\n"
@@ -163,6 +166,10 @@ int main(int argc, char** argv) {
             usage(stdout);
             return 0;
         }
+        if (!std::strcmp(argv[i], "-V") || !std::strcmp(argv[i], "--version")) {
+            std::fputs(version_text("railgated").c_str(), stdout);
+            return 0;
+        }
         eal_args.push_back(argv[i]);
     }
     config::appliance app;
@@ -184,6 +191,9 @@ int main(int argc, char** argv) {
         };
         if (a == "-h" || a == "--help") {
             usage(stdout);
+            return 0;
+        } else if (a == "-V" || a == "--version") {
+            std::fputs(version_text("railgated").c_str(), stdout);
             return 0;
         } else if (a == "--config") {
             config_file = val();

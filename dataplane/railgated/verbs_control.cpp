@@ -1,7 +1,7 @@
 #include "dataplane/railgated/verbs_control.hpp"
-
 #include <unistd.h>
 
+#include "control/version.hpp"
 #include "dataplane/proto/ipv4.hpp"
 #include "dataplane/reduce/reduce.hpp"
 
@@ -109,7 +109,8 @@ json verbs_only_handle(const verbs::plane& p, const config::appliance& cfg,
         const auto up = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
         const auto st = p.status();
         return control::ok({{"daemon",
-                             {{"version", "0.1.0"},
+                             {{"version", version()},
+                     {"git", git_describe()},
                               {"pid", getpid()},
                               {"uptime_s", up},
                               {"config", cfg.source},

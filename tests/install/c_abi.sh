@@ -20,6 +20,8 @@ pc=$(find "$root" -name railgate.pc | head -n 1)
 hdr=$(find "$root" -name railgate.h | head -n 1)
 lib=$(find "$root" -name 'librailgate.so.0' | head -n 1)
 [ -n "$hdr" ] && [ -n "$lib" ] || fail "railgate.h or librailgate.so.0 not installed"
+lic=$(find "$root" -path '*/doc/railgate/LICENSE' | head -n 1)
+[ -n "$lic" ] && grep -q "BSD 3-Clause" "$lic" || fail "LICENSE not installed in share/doc/railgate"
 export PKG_CONFIG_PATH=$(dirname "$pc") PKG_CONFIG_SYSROOT_DIR=$root
 flags=$(pkg-config --cflags --libs railgate) || fail "pkg-config railgate"
 echo "pkg-config --cflags --libs railgate: $flags"
