@@ -4,23 +4,31 @@
 #   tools/setup.sh demo   # embedded railgated + 4 workers over 2 virtual rails
 #   tools/setup.sh test   # the whole test suite, then the sanitizer runs (what CI runs)
 #   tools/setup.sh sanitize  # only the sanitizer runs: ASan+UBSan, then TSan
-#   tools/setup.sh deps   # only install the Debian packages
+#   tools/setup.sh deps   # only install the Debian packages (the tests' too)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# What builds and runs railgate (the demo needs no more).
 packages=(
   build-essential meson ninja-build pkg-config clang llvm libclang-rt-14-dev
   libdpdk-dev dpdk-dev dpdk
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers
   libtbb-dev libhwloc-dev libbpf-dev libxdp-dev
   libboost-test-dev libtomlplusplus-dev nlohmann-json3-dev
-  iproute2 iputils-ping procps iperf3 python3 python3-torch cpio ethtool tshark
+  iproute2 procps python3
+)
+# What the test suite adds: peers and probes (ping, iperf3, torch for the
+# DDP test, tshark for captures, promtool for the metrics lint, perftest),
+# and the QEMU guest with a real SoftRoCE for the verbs tests.
+test_packages=(
+  iputils-ping iperf3 python3-torch cpio ethtool tshark prometheus
   linux-image-amd64 qemu-system-x86 busybox-static ibverbs-utils perftest
 )
 
-install_deps() {
-  local missing=()
-  for p in "${packages[@]}"; do
+install_deps() { # [test]
+  local missing=() want=("${packages[@]}")
+  [ "${1:-}" = test ] && want+=("${test_packages[@]}")
+  for p in "${want[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   if ((${#missing[@]})); then
@@ -69,20 +77,20 @@ for t in json.load(sys.stdin):
 
 mode=${1:-demo}
 case "$mode" in
-  deps) install_deps ;;
+  deps) install_deps test ;;
   demo)
     install_deps
     build
     exec build/tools/railbench --embedded
     ;;
   test)
-    install_deps
+    install_deps test
     build
     meson test -C build --print-errorlogs --num-processes 1
     sanitize
     ;;
   sanitize)
-    install_deps
+    install_deps test
     sanitize
     ;;
   *) echo "usage: $0 demo|test|sanitize|deps" >&2; exit 2 ;;

@@ -6,6 +6,7 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include <rte_cycles.h>
 #include <rte_telemetry.h>
 
 #include "control/version.hpp"
@@ -528,6 +529,9 @@ std::string control_plane::prometheus() {
         const char* help;
         const net::counter net::rail_counters::*c;
     };
+    metric("railgate_build_info", "gauge", "railgated's version and what it was built with (always 1).");
+    o += "railgate_build_info{version=\"" + std::string(version()) + "\",git=\"" + git_describe() +
+         "\",kernels=\"" + std::string(reduce::best().name) + "\"} 1\n";
     static const field fields[] = {
         {"railgate_rx_packets_total", "Packets received on the rail.", &net::rail_counters::rx_packets},
         {"railgate_rx_bytes_total", "Bytes received on the rail.", &net::rail_counters::rx_bytes},
@@ -549,6 +553,20 @@ std::string control_plane::prometheus() {
          &net::rail_counters::stalls},
         {"railgate_job_expirations_total", "Jobs that did not assemble, or went idle, in time.",
          &net::rail_counters::expirations},
+        {"railgate_job_takeovers_total", "Jobs ended because a rank re-joined as a new process.",
+         &net::rail_counters::takeovers},
+        {"railgate_leaves_total", "LEAVEs accepted.", &net::rail_counters::leaves},
+        {"railgate_pongs_total", "PINGs answered.", &net::rail_counters::pongs},
+        {"railgate_rtt_reports_total", "RTT_REPORT messages merged.", &net::rail_counters::rtt_reports},
+        {"railgate_arp_replies_total", "ARP requests for the rail's address answered.", &net::rail_counters::arp_replies},
+        {"railgate_icmp_echo_replies_total", "ICMP echo requests answered.", &net::rail_counters::icmp_replies},
+        {"railgate_fault_duplicated_total", "Frames the fault injector duplicated.", &net::rail_counters::fault_dups},
+        {"railgate_fault_reordered_total", "Frames the fault injector reordered.", &net::rail_counters::fault_reorders},
+        {"railgate_fault_corrupted_total", "Frames the fault injector corrupted.", &net::rail_counters::fault_corrupts},
+        {"railgate_arp_requests_total", "ARP requests the gateway sent for next hops.", &net::rail_counters::arp_requests},
+        {"railgate_neighbours_learned_total", "Next hops the gateway learnt.", &net::rail_counters::neighbours},
+        {"railgate_icmp_errors_total", "ICMP errors the gateway sent (time exceeded, unreachable).",
+         &net::rail_counters::icmp_errors},
         {"railgate_forwarded_packets_total", "Datagrams the gateway routed out of the rail.", &net::rail_counters::fwd_packets},
         {"railgate_forwarded_bytes_total", "Bytes the gateway routed out of the rail.", &net::rail_counters::fwd_bytes},
     };
@@ -558,6 +576,23 @@ std::string control_plane::prometheus() {
             if (!d_.rail_active(i)) continue;
             std::snprintf(line, sizeof line, "%s{rail=\"%s\"} %" PRIu64 "\n", f.name, d_.rail(i).name.c_str(),
                           (d_.counters(i).*f.c).load(std::memory_order_relaxed));
+            o += line;
+        }
+    }
+    // The lcore's time on the rail, as node_exporter reports CPU time: all
+    // of it, and the polls that found work (busy / poll is the busyness).
+    const double tsc_hz = static_cast<double>(rte_get_tsc_hz());
+    for (const bool busy : {false, true}) {
+        const char* name = busy ? "railgate_rail_busy_seconds_total" : "railgate_rail_poll_seconds_total";
+        metric(name, "counter",
+               busy ? "Time the rail's lcore spent on polls of the rail that found work."
+                    : "Time the rail's lcore spent polling the rail.");
+        for (std::size_t i = 0; i < d_.rail_count(); ++i) {
+            if (!d_.rail_active(i)) continue;
+            const net::rail_counters& c = d_.counters(i);
+            std::snprintf(line, sizeof line, "%s{rail=\"%s\"} %.6f\n", name, d_.rail(i).name.c_str(),
+                          static_cast<double>((busy ? c.busy_cycles : c.poll_cycles).load(std::memory_order_relaxed)) /
+                              tsc_hz);
             o += line;
         }
     }
@@ -599,9 +634,20 @@ std::string control_plane::prometheus() {
                 }
     }
     if (verbs_) o += verbs_prometheus(*verbs_);
-    metric("railgate_rail_mtu", "gauge", "The MTU the rail's port runs at.");
-    for (const net::rail_status& s : d_.status()) {
-        std::snprintf(line, sizeof line, "railgate_rail_mtu{rail=\"%s\"} %u\n", s.name.c_str(), s.mtu);
+    const std::vector<net::rail_status> status = d_.status();
+    metric("railgate_rail_mtu_bytes", "gauge", "The MTU the rail's port runs at.");
+    for (const net::rail_status& s : status) {
+        std::snprintf(line, sizeof line, "railgate_rail_mtu_bytes{rail=\"%s\"} %u\n", s.name.c_str(), s.mtu);
+        o += line;
+    }
+    metric("railgate_rail_up", "gauge", "Whether the rail's link is up (1) or down (0).");
+    for (const net::rail_status& s : status) {
+        std::snprintf(line, sizeof line, "railgate_rail_up{rail=\"%s\"} %d\n", s.name.c_str(), s.link_up ? 1 : 0);
+        o += line;
+    }
+    metric("railgate_rail_active_jobs", "gauge", "Jobs the rail carries now.");
+    for (const net::rail_status& s : status) {
+        std::snprintf(line, sizeof line, "railgate_rail_active_jobs{rail=\"%s\"} %u\n", s.name.c_str(), s.active_jobs);
         o += line;
     }
     const std::vector<net::route_status> routes = d_.routes();

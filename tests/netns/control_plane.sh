@@ -332,6 +332,18 @@ grep -q "^HTTP/1.0 200 OK" "$dir/metrics.log" || fail "metrics status"
 grep -qE '^railgate_contributions_total\{rail="r0"\} [1-9]' "$dir/metrics.log" || fail "metrics counter"
 grep -qE '^railgate_aggregation_latency_seconds_bucket\{rail="r1",le="\+Inf"\}' "$dir/metrics.log" || fail "metrics histogram"
 in_ns bash -c 'exec 3<>/dev/tcp/127.0.0.1/9477; printf "GET /nope HTTP/1.0\r\n\r\n" >&3; cat <&3' | grep -q "404" || fail "metrics 404"
+grep -qE '^railgate_build_info\{version="[0-9.]+",git="[^"]+",kernels="[a-z0-9_]+"\} 1$' "$dir/metrics.log" ||
+  fail "no railgate_build_info"
+for m in railgate_rail_mtu_bytes railgate_rail_busy_seconds_total railgate_rail_poll_seconds_total railgate_rail_up \
+  railgate_results_resent_total railgate_aborts_total railgate_join_errors_total railgate_neighbours_learned_total; do
+  grep -qE "^$m\{rail=\"r0\"\} [0-9]" "$dir/metrics.log" || fail "no $m for r0 in /metrics"
+done
+# The exposition, linted the way Prometheus does (names, units, types).
+if command -v promtool > /dev/null; then
+  sed '1,/^\r\?$/d' "$dir/metrics.log" | promtool check metrics > "$dir/promtool.log" 2>&1 ||
+    fail "promtool check metrics: $(cat "$dir/promtool.log")"
+  ok "promtool check metrics: clean"
+fi
 if command -v dpdk-telemetry.py > /dev/null; then
   printf '/railgate/status\n/railgate/rail,r0\n' | in_ns dpdk-telemetry.py -f "$prefix" > "$dir/telemetry.log" 2>&1
   grep -q '"policy": "rail"' "$dir/telemetry.log" || fail "telemetry /railgate/status"
