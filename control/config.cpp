@@ -16,6 +16,7 @@
 #define TOML_ENABLE_FORMATTERS 0
 #include <toml++/toml.h>
 
+#include "dataplane/proto/wire.hpp"
 #include "dataplane/fault/injector.hpp"
 #include "dataplane/net/fib.hpp"
 #include "dataplane/qos/classify.hpp"
@@ -56,8 +57,7 @@ std::string error::text() const {
 }
 
 std::string check_mtu(long long v, unsigned max) {
-    if (v < mtu_min || v > max)
-        return "MTU " + std::to_string(v) + " out of range " + std::to_string(mtu_min) + ".." + std::to_string(max);
+    if (v < mtu_min || v > max) return wire::mtu_range_error(v, max);
     return {};
 }
 

@@ -57,7 +57,7 @@ const char* const help_main =
     "  capture R[,R..]|all [--rx] [--tx] [--drops] [--count N] [--seconds S] [--snaplen B] [--job J] -w FILE.pcapng\n"
     "  nccl-env                            NCCL environment matching the rails\n"
     "  --socket PATH   control socket (default $RAILGATE_SOCKET or /run/railgate/railgated.sock)\n"
-    "  --json          machine-readable output on every command\n"
+    "  -j, --json      machine-readable output on every command (errors too)\n"
     "  -V, --version   the version, the commit, and what railctl was built with\n"
     "Every command takes --help. Exit status: 0 ok, 1 refused or failed, 2 bad usage.\n";
 
@@ -641,6 +641,10 @@ int cmd_gid(const std::vector<std::string>& a) {
                                          {"ipv4", r["ip"]}, {"netdev", r["ifname"]}});
     if (!filter.empty() && out["gids"].empty() && out["dpdk_rails"].empty())
         throw daemon_error{"no RDMA device, netdev or rail named '" + filter + "'"};
+    // Nothing in sysfs and no daemon: nothing was listed, which is a failure.
+    if (out["gids"].empty() && !daemon_note.empty())
+        throw daemon_error{"no GIDs in sysfs, and railgated not reached: " + daemon_note};
+    out["railgated"] = daemon_note.empty() ? json{{"reached", true}} : json{{"reached", false}, {"error", daemon_note}};
     if (json_out) return print_json(out), 0;
     std::printf("%-10s %-4s %-5s %-39s %-15s %-3s %s\n", "DEV", "PORT", "INDEX", "GID", "IPv4", "VER", "DEV");
     std::printf("%-10s %-4s %-5s %-39s %-15s %-3s %s\n", "---", "----", "-----", "---", "------------", "---", "---");
@@ -699,7 +703,7 @@ int main(int argc, char** argv) {
     bool help = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        if (a == "--json") json_out = true;
+        if (a == "--json" || a == "-j") json_out = true;
         else if (a == "-V" || a == "--version") {
             std::fputs(version_text("railctl").c_str(), stdout);
             return 0;
@@ -738,6 +742,7 @@ int main(int argc, char** argv) {
         if (cmd == "nccl-env") return cmd_nccl_env(args);
         usage("unknown command '" + cmd + "'");
     } catch (const usage_error& e) {
+        if (json_out) std::printf("%s\n", json({{"ok", false}, {"error", e.msg}, {"usage", true}}).dump().c_str());
         std::fprintf(stderr, "railctl: %s\n", e.msg.c_str());
         const auto it = help_cmd.find(cmd);
         std::fputs(it == help_cmd.end() ? help_main : it->second, stderr);

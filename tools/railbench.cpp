@@ -189,8 +189,9 @@ options parse(int argc, char** argv) {
             const std::string v = val();
             if (!wire::dtype_from_name(v, o.dt)) die("--dtype: unknown '" + v + "' (fp32|bf16|fp16|int32)");
         } else if (a == "--mtu") {
-            o.mtu = static_cast<std::uint16_t>(parse_uint(a, val(), wire::max_mtu));
-            if (o.mtu < wire::min_mtu) die("--mtu: below " + std::to_string(wire::min_mtu));
+            unsigned mtu = 0;
+            if (const std::string e = wire::parse_mtu(val(), mtu); !e.empty()) die("--mtu: " + e);
+            o.mtu = static_cast<std::uint16_t>(mtu);
         } else if (a == "--pool") {
             o.pool = static_cast<std::uint16_t>(parse_uint(a, val(), 65535));
         } else if (a == "--transport") {

@@ -42,9 +42,7 @@ daemon::daemon(const daemon_config& cfg) : p_(std::make_unique<impl>()) {
         if (!names.insert(r.name).second) fail(where + "duplicate name");
         if (r.ip == 0) fail(where + "ip missing");
         if (!ips.insert(r.ip).second) fail(where + "ip " + format_ipv4(r.ip) + " used by another rail");
-        if (r.mtu < wire::min_mtu || r.mtu > wire::max_mtu)
-            fail(where + "mtu " + std::to_string(r.mtu) + " out of range " + std::to_string(wire::min_mtu) +
-                 ".." + std::to_string(wire::max_mtu));
+        if (r.mtu < wire::min_mtu || r.mtu > wire::max_mtu) fail(where + wire::mtu_range_error(r.mtu));
         if (r.mtu_max && (r.mtu_max < r.mtu || r.mtu_max > wire::max_mtu))
             fail(where + "mtu_max " + std::to_string(r.mtu_max) + " out of range " + std::to_string(r.mtu) + ".." +
                  std::to_string(wire::max_mtu));
@@ -370,8 +368,7 @@ std::string daemon::set_mtu(std::size_t rail, unsigned mtu, std::string& state) 
     if (rail >= p_->rails.size()) return "no rail " + std::to_string(rail);
     rail_static& rs = *p_->rails[rail];
     if (mtu < wire::min_mtu || mtu > rs.cfg.mtu_max)
-        return "MTU " + std::to_string(mtu) + " out of range " + std::to_string(wire::min_mtu) + ".." +
-               std::to_string(rs.cfg.mtu_max) + " (the rail's mtu_max)";
+        return wire::mtu_range_error(mtu, rs.cfg.mtu_max) + " (the rail's mtu_max)";
     const auto old_target = rs.mtu_target.load();
     const bool raise = mtu > rs.mtu_now.load();
     lcore_command port;
@@ -501,7 +498,7 @@ std::string daemon::add_rail(const rail_config& rc, const std::string& devargs, 
     }
     if (n_active >= wire::max_rails) return "already " + std::to_string(n_active) + " rails (max " + std::to_string(wire::max_rails) + ")";
     if (p_->rails.size() >= p_->rails.capacity()) return "no room for more rails in this run; restart railgated";
-    if (rc.mtu < wire::min_mtu || rc.mtu > wire::max_mtu) return "MTU " + std::to_string(rc.mtu) + " out of range";
+    if (rc.mtu < wire::min_mtu || rc.mtu > wire::max_mtu) return wire::mtu_range_error(rc.mtu);
     if (devargs.rfind("net_af_xdp", 0) == 0)
         return "af_xdp rails are set up at start-up (their XDP program is prepared then); add it to the config";
     const std::string dev = devargs.substr(0, devargs.find(','));

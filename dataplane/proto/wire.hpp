@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <charconv>
+#include <string>
 #include <string_view>
 
 namespace railgate::wire {
@@ -26,6 +28,22 @@ inline constexpr std::uint64_t max_tensor_elems = std::uint64_t{1} << 40;
 inline constexpr unsigned min_mtu = 576;
 inline constexpr unsigned max_mtu = 9216;
 inline constexpr std::size_t max_error_text = 200;
+
+// A bad MTU, worded alike by every binary, config file and command.
+inline std::string mtu_range_error(long long mtu, unsigned max = max_mtu) {
+    return "MTU " + std::to_string(mtu) + " out of range " + std::to_string(min_mtu) + ".." + std::to_string(max);
+}
+// Parses an MTU given as text: "" or the error (mtu_range_error's wording).
+inline std::string parse_mtu(std::string_view text, unsigned& out) {
+    unsigned long long v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (text.empty() || ec == std::errc::invalid_argument || end != text.data() + text.size())
+        return "MTU '" + std::string(text) + "' is not a number";
+    if (ec == std::errc::result_out_of_range || v < min_mtu || v > max_mtu)
+        return mtu_range_error(ec == std::errc::result_out_of_range ? -1 : static_cast<long long>(v));
+    out = static_cast<unsigned>(v);
+    return {};
+}
 
 enum class msg_type : std::uint8_t {
     join = 1,      // worker -> railgated, one per rail

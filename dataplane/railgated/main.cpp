@@ -210,7 +210,8 @@ int main(int argc, char** argv) {
             const std::string v = val();
             if (!net::parse_ipv4(v, last().ip)) die("--ip: '" + v + "' is not an IPv4 address");
         } else if (a == "--mtu") {
-            last().mtu = static_cast<unsigned>(num(a, val(), wire::min_mtu, wire::max_mtu));
+            const std::string v = val();
+            if (const std::string e = wire::parse_mtu(v, last().mtu); !e.empty()) die("--mtu: " + e);
         } else if (a == "--lcore") {
             last().lcore = static_cast<int>(num(a, val(), 0, RTE_MAX_LCORE - 1));
         } else if (a == "--port") {

@@ -71,8 +71,7 @@ decode() { tshark -X lua_script:"$lua" -r "$log/rail0.pcapng" "$@"; }
 decode -T fields -e frame.interface_name -e frame.packet_flags_direction -e ip.dst -e railgate.type \
   -e railgate.job -e frame.comment > "$log/decoded.txt" 2> "$log/tshark.err" || fail "tshark could not read the capture"
 grep -v "Running as user" "$log/tshark.err" | grep . && fail "tshark reported errors"
-python3 - "$here" "$log/decoded.txt" "$log/r0.json" "$log/capture.err" <<'PY' ||
-  fail "the capture disagrees with railgated's counters"
+python3 - "$here" "$log/decoded.txt" "$log/r0.json" "$log/capture.err" <<'PY' || fail "the capture disagrees with railgated's counters"
 import collections, json, re, sys
 sys.path.insert(0, sys.argv[1])
 import railgate_msgs
@@ -163,12 +162,14 @@ for round in 1 2 3; do
   fi
   rm -f "$log/ab$round.pcapng"
 done
-python3 - "${off[*]}" "${on[*]}" <<'PY' || fail "capture slowed the job by more than 10%"
+# Under the sanitizers (which slow every process unevenly) the ratio is
+# reported, not judged, as with the other timing checks.
+python3 - "${off[*]}" "${on[*]}" "${RAILGATE_SANITIZED:-0}" <<'PY' || fail "capture slowed the job by more than 10%"
 import statistics, sys
 off, on = [list(map(float, a.split())) for a in sys.argv[1:3]]
 ratio = statistics.median(on) / statistics.median(off)
 print(f"busbw GB/s without capture {off}, with {on}: median ratio {ratio:.3f}")
-sys.exit(0 if ratio >= 0.9 else 1)
+sys.exit(0 if ratio >= 0.9 or sys.argv[3] == "1" else 1)
 PY
 stop_gated
 echo "PASS"

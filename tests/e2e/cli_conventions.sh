@@ -1,0 +1,43 @@
+#!/bin/sh
+# The binaries' shared conventions: a bad MTU is worded alike whether it
+# comes from railgated's flags, its config file, railbench or railctl;
+# railctl -j answers errors (usage ones too) as JSON; `gid list` with no
+# GIDs and no daemon fails instead of printing empty lists.
+#   cli_conventions.sh RAILGATED RAILBENCH RAILCTL SOURCE_DIR
+gated=$1 bench=$2 ctl=$3 src=$4
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+range="MTU 70000 out of range 576..9216"
+nan="MTU 'abc' is not a number"
+expect() { # WANT RC CMD... : CMD exits RC and says WANT on stderr
+  want=$1 rc=$2
+  shift 2
+  "$@" > "$tmp/out" 2> "$tmp/err"
+  got=$?
+  [ "$got" = "$rc" ] || fail "$* exited $got, not $rc: $(cat "$tmp/err")"
+  grep -qF "$want" "$tmp/err" || fail "$* did not say \"$want\": $(cat "$tmp/err")"
+  echo "ok: $(basename "$1") ${2:-}...: $(grep -F "$want" "$tmp/err" | head -n 1)"
+}
+expect "$range" 2 "$gated" -- --rail net_null0 --ip 1.2.3.4 --mtu 70000
+expect "$nan" 2 "$gated" -- --rail net_null0 --ip 1.2.3.4 --mtu abc
+expect "$range" 2 "$bench" --embedded --mtu 70000
+expect "$nan" 2 "$bench" --embedded --mtu abc
+expect "$nan" 2 "$ctl" --socket "$tmp/none" rail set r0 mtu abc
+sed 's/^mtu = 1500$/mtu = 70000/' "$src/config/embedded.toml" > "$tmp/bad.toml"
+grep -q "mtu = 70000" "$tmp/bad.toml" || fail "the test's config edit did not apply"
+"$gated" -- --config "$tmp/bad.toml" --check > "$tmp/out" 2>&1 && fail "--check passed an MTU of 70000"
+grep -qF "$range" "$tmp/out" || fail "--check's MTU error: $(cat "$tmp/out")"
+echo "ok: railgated --check: $(grep -F "$range" "$tmp/out" | head -n 1)"
+
+# railctl -j: a usage error is JSON on stdout (exit 2), so is a refusal (exit 1).
+"$ctl" -j rail frobnicate > "$tmp/out" 2> /dev/null
+[ $? = 2 ] || fail "railctl -j with bad usage did not exit 2"
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["ok"] is False and j["usage"] and j["error"] else 1)' \
+  "$tmp/out" || fail "railctl -j usage error is not JSON: $(cat "$tmp/out")"
+RAILGATE_SYSFS_IB=$tmp/no-ib "$ctl" --socket "$tmp/none" --json gid list > "$tmp/out" 2> /dev/null
+[ $? = 1 ] || fail "gid list with no GIDs and no daemon did not fail"
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["ok"] is False and "not reached" in j["error"] else 1)' \
+  "$tmp/out" || fail "gid list's failure is not JSON: $(cat "$tmp/out")"
+echo "ok: railctl -j: usage errors and refusals as JSON; gid list with nothing to list fails"
+echo PASS
