@@ -128,11 +128,15 @@ const std::map<std::string, const char*> help_cmd = {
 
 [[noreturn]] void usage(const std::string& m) { throw usage_error{m}; }
 
-json call(const std::string& cmd, const json& args = json::object()) {
-    control::client c(socket_path);
-    json r = c.call(cmd, args);
+// A response's result, or its refusal thrown.
+json result_of(const json& r) {
     if (!r["ok"].get<bool>()) throw daemon_error{r.value("error", std::string("railgated refused"))};
     return r["result"];
+}
+
+json call(const std::string& cmd, const json& args = json::object()) {
+    control::client c(socket_path);
+    return result_of(c.call(cmd, args));
 }
 
 void print_json(const json& j) { std::printf("%s\n", j.dump(2).c_str()); }
@@ -496,8 +500,9 @@ int cmd_capture(const std::vector<std::string>& a) {
         else if (a[i] == "all") args["rails"] = "all";
         else {
             std::size_t from = 0;
-            for (std::size_t comma; (comma = a[i].find(',', from)) != std::string::npos || from <= a[i].size();) {
-                const std::string name = a[i].substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+            for (;;) {
+                const std::size_t comma = a[i].find(',', from);
+                const std::string name = a[i].substr(from, comma - from); // npos - from: the rest
                 if (name.empty()) usage("capture: empty rail name in '" + a[i] + "'");
                 rails.push_back(name);
                 if (comma == std::string::npos) break;
@@ -518,9 +523,7 @@ int cmd_capture(const std::vector<std::string>& a) {
     std::signal(SIGINT, on_int);
     std::signal(SIGTERM, on_int);
     auto checked = [&](const std::string& cmd, const json& x, int pass = -1) {
-        json r = c.call_with_fd(cmd, x, pass);
-        if (!r["ok"].get<bool>()) throw daemon_error{r.value("error", std::string("railgated refused"))};
-        return r["result"];
+        return result_of(c.call_with_fd(cmd, x, pass));
     };
     json started;
     try {

@@ -30,8 +30,11 @@ inline constexpr unsigned max_mtu = 9216;
 inline constexpr std::size_t max_error_text = 200;
 
 // A bad MTU, worded alike by every binary, config file and command.
+inline std::string mtu_range_error(std::string_view mtu, unsigned max = max_mtu) {
+    return "MTU " + std::string(mtu) + " out of range " + std::to_string(min_mtu) + ".." + std::to_string(max);
+}
 inline std::string mtu_range_error(long long mtu, unsigned max = max_mtu) {
-    return "MTU " + std::to_string(mtu) + " out of range " + std::to_string(min_mtu) + ".." + std::to_string(max);
+    return mtu_range_error(std::to_string(mtu), max);
 }
 // Parses an MTU given as text: "" or the error (mtu_range_error's wording).
 inline std::string parse_mtu(std::string_view text, unsigned& out) {
@@ -39,8 +42,7 @@ inline std::string parse_mtu(std::string_view text, unsigned& out) {
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (text.empty() || ec == std::errc::invalid_argument || end != text.data() + text.size())
         return "MTU '" + std::string(text) + "' is not a number";
-    if (ec == std::errc::result_out_of_range || v < min_mtu || v > max_mtu)
-        return mtu_range_error(ec == std::errc::result_out_of_range ? -1 : static_cast<long long>(v));
+    if (ec == std::errc::result_out_of_range || v < min_mtu || v > max_mtu) return mtu_range_error(text);
     out = static_cast<unsigned>(v);
     return {};
 }

@@ -634,21 +634,24 @@ std::string control_plane::prometheus() {
                 }
     }
     if (verbs_) o += verbs_prometheus(*verbs_);
+    struct gauge {
+        const char* name;
+        const char* help;
+        unsigned (*of)(const net::rail_status&);
+    };
+    static const gauge gauges[] = {
+        {"railgate_rail_mtu_bytes", "The MTU the rail's port runs at.", [](const net::rail_status& r) { return r.mtu; }},
+        {"railgate_rail_up", "Whether the rail's link is up (1) or down (0).",
+         [](const net::rail_status& r) { return r.link_up ? 1u : 0u; }},
+        {"railgate_rail_active_jobs", "Jobs the rail carries now.", [](const net::rail_status& r) { return r.active_jobs; }},
+    };
     const std::vector<net::rail_status> status = d_.status();
-    metric("railgate_rail_mtu_bytes", "gauge", "The MTU the rail's port runs at.");
-    for (const net::rail_status& s : status) {
-        std::snprintf(line, sizeof line, "railgate_rail_mtu_bytes{rail=\"%s\"} %u\n", s.name.c_str(), s.mtu);
-        o += line;
-    }
-    metric("railgate_rail_up", "gauge", "Whether the rail's link is up (1) or down (0).");
-    for (const net::rail_status& s : status) {
-        std::snprintf(line, sizeof line, "railgate_rail_up{rail=\"%s\"} %d\n", s.name.c_str(), s.link_up ? 1 : 0);
-        o += line;
-    }
-    metric("railgate_rail_active_jobs", "gauge", "Jobs the rail carries now.");
-    for (const net::rail_status& s : status) {
-        std::snprintf(line, sizeof line, "railgate_rail_active_jobs{rail=\"%s\"} %u\n", s.name.c_str(), s.active_jobs);
-        o += line;
+    for (const gauge& g : gauges) {
+        metric(g.name, "gauge", g.help);
+        for (const net::rail_status& r : status) {
+            std::snprintf(line, sizeof line, "%s{rail=\"%s\"} %u\n", g.name, r.name.c_str(), g.of(r));
+            o += line;
+        }
     }
     const std::vector<net::route_status> routes = d_.routes();
     if (!routes.empty()) {
