@@ -68,16 +68,23 @@ inline void mirror(rail_state& rs, const rte_mbuf* m, capture_dir dir, drop_reas
     rs.cap->commit();
     bump(rs.ctr.capture_packets);
 }
-inline void mirror_burst(rail_state& rs, rte_mbuf* const* v, unsigned n, capture_dir dir) noexcept {
+// Out of line and cold, as the fault injector's path is: with capture off
+// the rail loop carries only the test of rs.hooks, not this code.
+[[gnu::cold, gnu::noinline]] inline void mirror_burst(rail_state& rs, rte_mbuf* const* v, unsigned n,
+                                                      capture_dir dir) noexcept {
     const std::uint64_t ns = capture_ns(rs);
     for (unsigned i = 0; i < n; ++i) mirror(rs, v[i], dir, drop_reason::none, ns);
 }
 // A packet railgated drops (the caller frees or reuses it): counted, and
 // mirrored when a capture asks for drops.
+[[gnu::cold, gnu::noinline]] inline void mirror_drop(rail_state& rs, const rte_mbuf* m, drop_reason r,
+                                                     capture_dir dir) noexcept {
+    mirror(rs, m, dir, r, capture_ns(rs));
+}
 inline void count_drop(rail_state& rs, const rte_mbuf* m, drop_reason r, capture_dir dir = capture_dir::rx) noexcept {
     rs.ctr.drop(r);
     if (rs.hooks & rail_state::hook_cap_drop) [[unlikely]]
-        mirror(rs, m, dir, r, capture_ns(rs));
+        mirror_drop(rs, m, r, dir);
 }
 
 inline void flush(rail_state& rs) noexcept {
