@@ -23,12 +23,12 @@ client::client(const std::string& path) : path_(path) {
         close(fd_);
         fd_ = -1;
         if (e == ENOENT || e == ECONNREFUSED)
-            throw std::runtime_error("cannot reach railgated at " + path + ": " + std::strerror(e) +
+            throw unreachable("cannot reach railgated at " + path + ": " + std::strerror(e) +
                                      " (is it running? --socket or RAILGATE_SOCKET choose the socket)");
         if (e == EACCES || e == EPERM)
-            throw std::runtime_error("permission denied on " + path +
+            throw unreachable("permission denied on " + path +
                                      " (the control socket's owner, group and mode decide who may use it)");
-        throw std::runtime_error("cannot connect to " + path + ": " + std::strerror(e));
+        throw unreachable("cannot connect to " + path + ": " + std::strerror(e));
     }
 }
 

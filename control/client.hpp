@@ -1,15 +1,22 @@
 // railctl's side of the control socket.
 #pragma once
 
+#include <stdexcept>
 #include <string>
 
 #include "control/protocol.hpp"
 
 namespace railgate::control {
 
+// railgated could not be reached at all (no socket, nobody listening, no
+// permission): railctl's exit status 3, apart from a refusal's 1.
+struct unreachable : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
 class client {
 public:
-    // Connects; throws std::runtime_error with a message for the user
+    // Connects; throws control::unreachable with a message for the user
     // (no daemon, no permission, ...).
     explicit client(const std::string& path);
     ~client();

@@ -74,7 +74,7 @@ std::string check_rail_name(std::string_view s) {
     return {};
 }
 
-std::string check_metrics(std::string_view v) {
+std::string check_metrics(std::string_view v, bool allow_public) {
     const auto colon = v.rfind(':');
     const std::string host(colon == std::string_view::npos ? std::string_view{} : v.substr(0, colon));
     const std::string port(colon == std::string_view::npos ? std::string_view{} : v.substr(colon + 1));
@@ -82,9 +82,41 @@ std::string check_metrics(std::string_view v) {
     const long p = std::strtol(port.c_str(), &end, 10);
     in_addr ia{};
     if (port.empty() || *end || p < 1 || p > 65535 || host.empty()) return "'" + std::string(v) + "' is not HOST:PORT";
-    if (host != "localhost" && (inet_pton(AF_INET, host.c_str(), &ia) != 1 || (ntohl(ia.s_addr) >> 24) != 127))
-        return "'" + host + "' is not a loopback address (metrics stay on 127.0.0.0/8)";
+    if (host == "localhost") return {};
+    if (inet_pton(AF_INET, host.c_str(), &ia) != 1) return "'" + host + "' is not an IPv4 address";
+    if (!allow_public && (ntohl(ia.s_addr) >> 24) != 127)
+        return "'" + host + "' is not a loopback address (metrics stay on 127.0.0.0/8 unless metrics_public = true, "
+               "or railgated's --metrics-public, says otherwise)";
     return {};
+}
+
+bool is_pci(const rail& r) { return r.transport == transport::dpdk && r.devargs.rfind("net_", 0) != 0; }
+
+std::vector<std::string> eal_arguments(const appliance& a) {
+    const eal_options& e = a.eal;
+    std::vector<std::string> v;
+    auto flag = [&](const char* f, const std::string& x) {
+        if (x.empty()) return;
+        v.push_back(f);
+        v.push_back(x);
+    };
+    flag("-l", e.lcores);
+    if (e.main_lcore >= 0) flag("--main-lcore", std::to_string(e.main_lcore));
+    if (!e.hugepages) v.push_back("--no-huge");
+    flag("-m", e.memory_mb ? std::to_string(e.memory_mb) : e.hugepages ? "" : "512");
+    flag("--socket-mem", e.socket_mem);
+    flag("--huge-dir", e.huge_dir);
+    const bool pci = e.pci.value_or(std::any_of(a.rails.begin(), a.rails.end(), is_pci));
+    if (!pci) v.push_back("--no-pci");
+    // Without hugepages the EAL uses legacy memory, which --in-memory refuses;
+    // --no-shconf keeps the same promise (no files, no secondaries) there.
+    if (e.in_memory) v.push_back(e.hugepages ? "--in-memory" : "--no-shconf");
+    flag("--file-prefix", e.file_prefix);
+    if (!e.telemetry) v.push_back("--no-telemetry");
+    flag("--iova-mode", e.iova_mode);
+    for (const std::string& l : e.log_levels) flag("--log-level", l);
+    v.insert(v.end(), e.args.begin(), e.args.end());
+    return v;
 }
 
 namespace {
@@ -254,20 +286,58 @@ void read_daemon(reader& r, appliance& a, std::vector<error>&) {
         r.fail(r.get("socket_owner"), "socket_owner", "no user '" + a.socket_owner + "'");
     if (r.string("socket_group", a.socket_group) && !getgrnam(a.socket_group.c_str()))
         r.fail(r.get("socket_group"), "socket_group", "no group '" + a.socket_group + "'");
+    r.boolean("metrics_public", a.metrics_public);
     if (r.string("metrics", a.metrics) && !a.metrics.empty())
-        if (std::string e = check_metrics(a.metrics); !e.empty()) r.fail(r.get("metrics"), "metrics", e);
+        if (std::string e = check_metrics(a.metrics, a.metrics_public); !e.empty()) r.fail(r.get("metrics"), "metrics", e);
     r.integer("stats_interval", 0, 86400, a.stats_interval);
     r.integer("neighbour_reachable", 1, 86400, a.neighbour_reachable);
     r.choice<idle_mode>("idle", {{"auto", idle_mode::automatic}, {"spin", idle_mode::spin}, {"yield", idle_mode::yield}},
                         a.idle);
-    if (const toml::node* n = r.get("eal_args")) {
-        const toml::array* arr = n->as_array();
-        if (!arr) return r.fail(n, "eal_args", "must be an array of strings");
-        for (const toml::node& e : *arr) {
-            if (!e.is_string()) return r.fail(&e, "eal_args", "must be an array of strings");
-            a.eal_args.push_back(*e.value<std::string>());
-        }
+    if (const toml::node* n = r.get("eal_args"))
+        r.fail(n, "eal_args", "moved to the [eal] table (its keys, and args = [...] for other EAL flags)");
+    r.reject_unknown();
+}
+
+// A string of the characters in `allowed` only (EAL list syntaxes).
+void charset(reader& r, const std::string& key, std::string& out, std::string_view allowed, const char* what) {
+    if (!r.string(key, out)) return;
+    if (out.empty() || out.find_first_not_of(allowed) != std::string::npos)
+        r.fail(r.get(key), key, "'" + out + "' is not " + what);
+}
+
+void strings(reader& r, const std::string& key, std::vector<std::string>& out) {
+    const toml::node* n = r.get(key);
+    if (!n) return;
+    const toml::array* arr = n->as_array();
+    if (!arr) return r.fail(n, key, "must be an array of strings");
+    for (const toml::node& e : *arr) {
+        if (!e.is_string() || e.value<std::string>()->empty()) return r.fail(&e, key, "must be an array of non-empty strings");
+        out.push_back(*e.value<std::string>());
     }
+}
+
+void read_eal(reader& r, appliance& a) {
+    eal_options& e = a.eal;
+    charset(r, "lcores", e.lcores, "0123456789,-", "a CPU list like \"0-3,8\"");
+    r.integer("main_lcore", 0, 1023, e.main_lcore);
+    r.integer("memory_mb", 0, 1 << 24, e.memory_mb);
+    charset(r, "socket_mem", e.socket_mem, "0123456789,", "megabytes per NUMA node like \"1024,1024\"");
+    r.boolean("hugepages", e.hugepages);
+    if (r.string("huge_dir", e.huge_dir) && (e.huge_dir.empty() || e.huge_dir[0] != '/'))
+        r.fail(r.get("huge_dir"), "huge_dir", "must be an absolute path");
+    if (bool pci = true; r.boolean("pci", pci)) e.pci = pci;
+    r.boolean("in_memory", e.in_memory);
+    r.boolean("telemetry", e.telemetry);
+    r.choice<std::string>("iova_mode", {{"va", "va"}, {"pa", "pa"}}, e.iova_mode);
+    charset(r, "file_prefix", e.file_prefix,
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.", "a name of letters, digits, '_', '-', '.'");
+    strings(r, "log_levels", e.log_levels);
+    strings(r, "args", e.args);
+    if (!e.hugepages && (!e.socket_mem.empty() || !e.huge_dir.empty()))
+        r.fail(r.get(e.socket_mem.empty() ? "huge_dir" : "socket_mem"), e.socket_mem.empty() ? "huge_dir" : "socket_mem",
+               "needs hugepages (hugepages = false)");
+    if (e.in_memory && !e.file_prefix.empty())
+        r.fail(r.get("file_prefix"), "file_prefix", "has no effect with in_memory = true");
     r.reject_unknown();
 }
 
@@ -474,6 +544,7 @@ result parse(std::string_view text, const std::string& file) {
     section("daemon", [&](reader& r) { read_daemon(r, a, res.errors); });
     section("jobs", [&](reader& r) { read_jobs(r, a); });
     section("pools", [&](reader& r) { read_pools(r, a); });
+    section("eal", [&](reader& r) { read_eal(r, a); });
     section("policy", [&](reader& r) { read_policy(r, a); });
     if (const toml::node* n = top.get("rail")) {
         const toml::array* arr = n->as_array();
@@ -512,6 +583,8 @@ result parse(std::string_view text, const std::string& file) {
         reader r(*arr->get(i)->as_table(), "rail[" + std::to_string(i) + "]", file, res.errors);
         if (!x.name.empty() && !names.insert(x.name).second) r.fail(r.get("name"), "name", "'" + x.name + "' names two rails");
         if (x.ip && !ips.insert(x.ip).second) r.fail(r.get("ip"), "ip", "address used by another rail");
+        if (is_pci(x) && a.eal.pci == false)
+            r.fail(r.get("devargs"), "devargs", "'" + x.devargs + "' is a PCI device, and [eal] pci = false");
     }
     for (rail& x : a.rails)
         if (!x.mtu_max) x.mtu_max = std::max(x.mtu, 9000u);

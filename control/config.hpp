@@ -4,8 +4,11 @@
 //
 // Schema (see config/*.toml for complete examples):
 //   [daemon]  udp_port, control_socket, socket_mode, socket_owner,
-//             socket_group, metrics, stats_interval, idle, eal_args,
+//             socket_group, metrics, metrics_public, stats_interval, idle,
 //             neighbour_reachable (gateway: seconds a next hop's MAC is trusted)
+//   [eal]     lcores, main_lcore, memory_mb, socket_mem, hugepages, huge_dir,
+//             pci, in_memory, telemetry, iova_mode, file_prefix, log_levels,
+//             args (DPDK's EAL; eal_arguments() makes its flags)
 //   [pools]   max_jobs, default_slots, max_slots, mbufs_per_rail
 //   [jobs]    stall_ms, assemble_ms, idle_ms, max_pending_joins (the job
 //             lifecycle: agg::job_table), fault (the fault injector, labs)
@@ -91,6 +94,26 @@ struct route {
     std::uint32_t via = 0;   // next hop; 0: the destination is on the rail's link
 };
 
+// [eal]: DPDK's EAL options as keys. With no [eal] table a file gets a real
+// EAL (hugepages, PCI when a rail names a PCI device, telemetry); only the
+// embedded default and the tests turn hugepages and PCI off.
+struct eal_options {
+    std::string lcores;                  // -l "0-3,8"; "": every CPU railgated may run on
+    int main_lcore = -1;                 // --main-lcore; -1: the first of lcores
+    unsigned memory_mb = 0;              // -m; 0: as needed from hugepages (512 without them)
+    std::string socket_mem;              // --socket-mem "1024,1024" (per NUMA node)
+    bool hugepages = true;               // false: --no-huge (anonymous memory; tests, demos)
+    std::string huge_dir;                // --huge-dir
+    std::optional<bool> pci;             // false: --no-pci; unset: whether a rail names a PCI device
+    bool in_memory = true;               // --in-memory (--no-shconf without hugepages): no files under
+                                         // /var/run/dpdk, no secondary processes
+    bool telemetry = true;               // false: --no-telemetry
+    std::string iova_mode;               // --iova-mode va|pa; "": DPDK chooses
+    std::string file_prefix;             // --file-prefix (with in_memory = false)
+    std::vector<std::string> log_levels; // --log-level each: "lib.eal:error", "pmd.net.mlx5:debug"
+    std::vector<std::string> args;       // any other EAL flags, appended as written
+};
+
 struct appliance {
     std::string source = "(embedded default)"; // file name for messages
     std::uint16_t udp_port = 47000;
@@ -101,7 +124,8 @@ struct appliance {
     unsigned stats_interval = 0;
     unsigned neighbour_reachable = 30; // seconds; the gateway then confirms a next hop again
     idle_mode idle = idle_mode::automatic;
-    std::vector<std::string> eal_args;       // empty: the embedded EAL flags
+    bool metrics_public = false;            // metrics may listen on a non-loopback address
+    eal_options eal;
     unsigned max_jobs = 8, default_slots = 64, max_slots = 256, mbufs_per_rail = 8192;
     policy_mode policy = policy_mode::rail;
     lag_hash hash = lag_hash::l3l4;
@@ -144,8 +168,17 @@ std::string check_mtu(long long v, unsigned max = mtu_max);
 std::string check_gid_index(long long v);
 std::string check_rail_name(std::string_view s);
 // The Prometheus endpoint, HOST:PORT with HOST an IPv4 address or
-// "localhost": on loopback (127.0.0.0/8) only. Checked the same way from
-// the file, railgated's --metrics and --check.
-std::string check_metrics(std::string_view v);
+// "localhost": on loopback (127.0.0.0/8) unless allow_public (the file's
+// metrics_public = true, railgated's --metrics-public), which takes any
+// IPv4 address (0.0.0.0: every interface). Checked the same way from the
+// file, railgated's --metrics and --check.
+std::string check_metrics(std::string_view v, bool allow_public = false);
+
+// Whether a dpdk rail's devargs name a PCI device (0000:3b:00.0, 3b:00.0)
+// rather than a vdev (net_*).
+bool is_pci(const rail& r);
+// The EAL's flags for this configuration, without argv[0] and without the
+// rails' devices (railgated adds --vdev / -a for each).
+std::vector<std::string> eal_arguments(const appliance& a);
 
 } // namespace railgate::config

@@ -2,7 +2,8 @@
 //
 //   railctl [--socket PATH] [--json] COMMAND ...
 //
-// Exit status: 0 success, 1 the daemon refused or failed, 2 bad usage.
+// Exit status: 0 success, 1 the daemon refused or failed, 2 bad usage, 3 the
+// daemon not reachable.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -59,7 +60,7 @@ const char* const help_main =
     "  --socket PATH   control socket (default $RAILGATE_SOCKET or /run/railgate/railgated.sock)\n"
     "  -j, --json      machine-readable output on every command (errors too)\n"
     "  -V, --version   the version, the commit, and what railctl was built with\n"
-    "Every command takes --help. Exit status: 0 ok, 1 refused or failed, 2 bad usage.\n";
+    "Every command takes --help. Exit status: 0 ok, 1 refused or failed, 2 bad usage, 3 railgated not reachable.\n";
 
 const std::map<std::string, const char*> help_cmd = {
     {"status", "usage: railctl status\n  The daemon (pid, uptime, config, kernels, policy) and a table of its rails.\n"},
@@ -754,6 +755,10 @@ int main(int argc, char** argv) {
         if (json_out) std::printf("%s\n", json({{"ok", false}, {"error", e.msg}}).dump().c_str());
         std::fprintf(stderr, "railctl: %s\n", e.msg.c_str());
         return 1;
+    } catch (const control::unreachable& e) {
+        if (json_out) std::printf("%s\n", json({{"ok", false}, {"error", e.what()}, {"unreachable", true}}).dump().c_str());
+        std::fprintf(stderr, "railctl: %s\n", e.what());
+        return 3;
     } catch (const std::exception& e) {
         if (json_out) std::printf("%s\n", json({{"ok", false}, {"error", e.what()}}).dump().c_str());
         std::fprintf(stderr, "railctl: %s\n", e.what());

@@ -19,8 +19,8 @@ ip netns exec "$w" ethtool -K rgw0 tx off > /dev/null # UDP checksums in full (r
 run() { # MODE ROUND -> prints busbw GB/s
   local mode=$1 flag=""
   [ "$mode" = plain ] && flag=--no-xdp-steer
-  ip netns exec "$d" "$railgated" --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 \
-    --log-level lib.eal:error -- --socket "$log/rg.sock" --metrics off --rail net_af_xdp0,iface=rgb0 --ip 198.18.0.1 $flag > "$log/g" 2>&1 &
+  ip netns exec "$d" "$railgated" --socket "$log/rg.sock" --metrics off --rail net_af_xdp0,iface=rgb0 --ip 198.18.0.1 $flag \
+    -- --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 --log-level lib.eal:error > "$log/g" 2>&1 &
   gated=$!
   for _ in $(seq 150); do grep -q "railgated: ready" "$log/g" && break; sleep 0.1; done
   local pids=()

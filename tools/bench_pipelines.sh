@@ -18,10 +18,10 @@ for r in 0 1; do
   ip netns exec "$w" ethtool -K "rgq$r" tx off > /dev/null # UDP checksums in full (railgated verifies them)
 done
 ip -n "$w" link set lo up
-ip netns exec "$d" "$railgated" --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 \
-  --log-level lib.eal:error -- --socket "$log/rg.sock" --metrics off \
+ip netns exec "$d" "$railgated" --socket "$log/rg.sock" --metrics off \
   --rail "net_af_packet0,iface=rgp0,framesz=2048,blocksz=4096,framecnt=1024" --ip 198.18.0.1 \
-  --rail "net_af_packet1,iface=rgp1,framesz=2048,blocksz=4096,framecnt=1024" --ip 198.18.1.1 > "$log/g" 2>&1 &
+  --rail "net_af_packet1,iface=rgp1,framesz=2048,blocksz=4096,framecnt=1024" --ip 198.18.1.1 \
+  -- --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 --log-level lib.eal:error > "$log/g" 2>&1 &
 gated=$!
 for _ in $(seq 150); do grep -q "railgated: ready" "$log/g" && break; sleep 0.1; done
 

@@ -28,8 +28,13 @@ device = "rxe0"
 ip = "198.18.0.1"
 TOML
 cat > "$W/tap.toml" <<TOML
-[daemon]
-eal_args = ["--no-huge", "--no-pci", "--no-shconf", "--no-telemetry", "-l", "0-1", "-m", "256", "--log-level", "lib.eal:error"]
+[eal]
+lcores = "0-1"
+memory_mb = 256
+hugepages = false
+pci = false
+telemetry = false
+log_levels = ["lib.eal:error"]
 [[rail]]
 name = "t0"
 devargs = "net_tap0,iface=rgt0"
@@ -39,7 +44,7 @@ TOML
 start() { # NAME CONFIG ARGS...: starts railgated, sets $rg
   local name=$1 cfg=$2
   shift 2
-  "$B/dataplane/railgated" -- --config "$cfg" --socket off --metrics off "$@" > "$W/$name.log" 2>&1 &
+  "$B/dataplane/railgated" --config "$cfg" --socket off --metrics off "$@" > "$W/$name.log" 2>&1 &
   rg=$!
   for _ in $(seq 300); do
     grep -q "railgated: ready" "$W/$name.log" && return 0

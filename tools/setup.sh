@@ -13,7 +13,7 @@ packages=(
   build-essential meson ninja-build pkg-config clang llvm libclang-rt-14-dev
   libdpdk-dev dpdk-dev dpdk
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers
-  libtbb-dev libhwloc-dev libbpf-dev libxdp-dev
+  libtbb-dev libhwloc-dev libbpf-dev libxdp-dev libsystemd-dev
   libboost-test-dev libtomlplusplus-dev nlohmann-json3-dev
   iproute2 procps python3
 )
@@ -21,7 +21,7 @@ packages=(
 # DDP test, tshark for captures, promtool for the metrics lint, perftest),
 # and the QEMU guest with a real SoftRoCE for the verbs tests.
 test_packages=(
-  iputils-ping iperf3 python3-torch cpio ethtool tshark prometheus
+  iputils-ping iperf3 python3-torch cpio ethtool tshark prometheus systemd
   linux-image-amd64 qemu-system-x86 busybox-static ibverbs-utils perftest
 )
 

@@ -17,11 +17,10 @@ d=rgsd$$ w=rgsw$$ log=$(mktemp -d)
 gated_pid=
 trap 'cleanup_netns "$d $w" "$log"' EXIT
 two_rail_netns "$d" "$w"
-ip netns exec "$d" "$railgated" --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 --log-level lib.eal:error -- \
-  --socket "$log/rg.sock" --metrics off --max-jobs 8 \
+ip netns exec "$d" "$railgated" --socket "$log/rg.sock" --metrics off --max-jobs 8 \
   --rail "net_af_packet0,iface=rgd0,framesz=2048,blocksz=4096,framecnt=1024" --ip 198.18.0.1 \
   --rail "net_af_packet1,iface=rgd1,framesz=2048,blocksz=4096,framecnt=1024" --ip 198.18.1.1 \
-  > "$log/railgated.log" 2>&1 &
+  -- $test_eal_flags > "$log/railgated.log" 2>&1 &
 gated_pid=$!
 wait_ready "$log/railgated.log"
 ctl() { ip netns exec "$d" "$railctl" --socket "$log/rg.sock" "$@"; }

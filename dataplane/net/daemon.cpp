@@ -19,6 +19,7 @@
 #include "dataplane/net/daemon_impl.hpp"
 #include "dataplane/proto/ipv4.hpp"
 #include "dataplane/reduce/reduce.hpp"
+#include "dataplane/log/log.hpp"
 
 namespace railgate::net {
 using namespace detail;
@@ -198,7 +199,7 @@ void daemon::impl::check_links() {
         const bool up = link_is_up(*r);
         const bool was = r->link_up.exchange(up);
         if (up != was)
-            std::fprintf(stderr, "railgated: rail %s: link %s%s\n", r->cfg.name.c_str(), up ? "up" : "down",
+            log::write(up ? log::level::notice : log::level::warning, "rail %s: link %s%s", r->cfg.name.c_str(), up ? "up" : "down",
                          up ? ": jobs created from now on use it" : ": its jobs end, new jobs stripe around it");
         if (!up && r->stripe >= 0 && r->stripe < 32) {
             down |= 1u << r->stripe;

@@ -26,6 +26,7 @@
 #include "dataplane/net/daemon_impl.hpp"
 #include "dataplane/net/eal.hpp"
 #include "dataplane/net/topology.hpp"
+#include "dataplane/log/log.hpp"
 
 namespace railgate::net {
 using namespace detail;
@@ -199,7 +200,7 @@ std::unique_ptr<rail_static> daemon::impl::open_rail(std::size_t i, const rail_c
             return make_pktmbuf_pool(name, n, data_room, sock);
         } catch (const std::runtime_error& e) {
             if (sock == static_cast<int>(SOCKET_ID_ANY)) throw;
-            std::fprintf(stderr, "railgated: warning: rail %s: %s on NUMA node %d; allocating on any node\n",
+            log::warning("rail %s: %s on NUMA node %d; allocating on any node",
                          rs->cfg.name.c_str(), e.what(), sock);
             return make_pktmbuf_pool(name, n, data_room, SOCKET_ID_ANY);
         }
@@ -217,9 +218,8 @@ std::unique_ptr<rail_static> daemon::impl::open_rail(std::size_t i, const rail_c
     rs->pmd_max_mtu = pmd_mtu;
     conf.rxmode.mtu = mtu_beyond_pmd ? pmd_mtu : rs->cfg.mtu;
     if (mtu_beyond_pmd)
-        std::fprintf(stderr,
-                     "railgated: warning: rail %s: %s states max MTU %u; using MTU %u as set on the "
-                     "kernel interface\n",
+        log::warning("rail %s: %s states max MTU %u; using MTU %u as set on the "
+                     "kernel interface",
                      rs->cfg.name.c_str(), rs->driver.c_str(), pmd_mtu, rs->cfg.mtu);
     // net_ring passes mbuf pointers through untouched, so chains are fine
     // there even though it does not advertise the offload.
@@ -288,9 +288,8 @@ void daemon::impl::attach_steering(rail_static& rs, unsigned ifindex) {
     if (!rs.steering) return;
     rs.steering->program_maps().configure(rs.cfg.ip, rs.cfg.udp_port, wire::protocol_version);
     if (!kernel_owns(rs.ifname, rs.cfg.ip))
-        std::fprintf(stderr,
-                     "railgated: warning: rail %s: XDP steering leaves ARP to the kernel, but %s does not "
-                     "own %s; add it (ip addr add %s/N dev %s) or workers cannot resolve the rail\n",
+        log::warning("rail %s: XDP steering leaves ARP to the kernel, but %s does not "
+                     "own %s; add it (ip addr add %s/N dev %s) or workers cannot resolve the rail",
                      rs.cfg.name.c_str(), rs.ifname.c_str(), format_ipv4(rs.cfg.ip).c_str(),
                      format_ipv4(rs.cfg.ip).c_str(), rs.ifname.c_str());
 }
@@ -314,7 +313,7 @@ unsigned daemon::impl::place_rail(rail_static& rs, const std::vector<unsigned>& 
                                  " is not a worker lcore serving rails");
     if (std::string e = engine::place(slots, needs, out); !e.empty()) throw std::runtime_error(e);
     const engine::rail_place& p = out.back();
-    if (!p.warning.empty()) std::fprintf(stderr, "railgated: warning: %s\n", p.warning.c_str());
+    if (!p.warning.empty()) log::warning("%s", p.warning.c_str());
     rs.lcore = p.cpu;
     ++load[rs.lcore];
     return rs.lcore;

@@ -5,6 +5,7 @@
 
 #include "dataplane/net/daemon_impl.hpp"
 #include "dataplane/proto/ipv4.hpp"
+#include "dataplane/log/log.hpp"
 
 namespace railgate::net {
 using namespace detail;
@@ -66,10 +67,9 @@ std::string daemon::impl::publish_routes(std::vector<route_config> next) {
     if (!routes.empty())
         for (const auto& r : rails)
             if (r->active && r->steering)
-                std::fprintf(stderr,
-                             "railgated: warning: rail %s: its XDP program passes everything but railgate's UDP to "
+                log::warning("rail %s: its XDP program passes everything but railgate's UDP to "
                              "the kernel, so the gateway never sees traffic to route that arrives there; start "
-                             "railgated with --no-xdp-steer for gateway rails\n",
+                             "railgated with --no-xdp-steer for gateway rails",
                              r->cfg.name.c_str());
     return {};
 }

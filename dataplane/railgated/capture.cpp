@@ -15,6 +15,7 @@
 #include "control/pcapng.hpp"
 #include "control/version.hpp"
 #include "dataplane/proto/ipv4.hpp"
+#include "dataplane/log/log.hpp"
 
 namespace railgate {
 
@@ -192,7 +193,7 @@ void capture_sessions::reap() {
         if (now - it->second.last_seen > lease) {
             halt(s);
             s.abandoned.store(true, std::memory_order_release);
-            std::fprintf(stderr, "railgated: capture %llu: nobody asked about it for %lld s, stopped\n",
+            log::notice("capture %llu: nobody asked about it for %lld s, stopped",
                          static_cast<unsigned long long>(it->first), static_cast<long long>(lease.count()));
             it = sessions_.erase(it);
         } else {

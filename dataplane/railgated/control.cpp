@@ -13,6 +13,7 @@
 #include "dataplane/net/fib.hpp"
 #include "dataplane/railgated/verbs_control.hpp"
 #include "dataplane/reduce/reduce.hpp"
+#include "dataplane/log/log.hpp"
 
 namespace railgate {
 
@@ -36,7 +37,7 @@ control_plane::control_plane(net::daemon& d, const config::appliance& cfg)
     : d_(d), cfg_(cfg), hash_(cfg.hash), started_(std::chrono::steady_clock::now()) {}
 
 void control_plane::log_change(const control::request& r, const std::string& what) {
-    std::fprintf(stderr, "railgated: control: uid %ld pid %ld: %s\n", r.peer_uid, r.peer_pid, what.c_str());
+    log::notice("control: uid %ld pid %ld: %s", r.peer_uid, r.peer_pid, what.c_str());
 }
 
 // A rail's entry in a status list (which skips removed rails), by index.

@@ -1,16 +1,21 @@
 // railgated: the poll-mode aggregation data plane.
 //
-//   railgated [EAL options] [-- OPTIONS]
+//   railgated [OPTIONS] [-- EAL-OPTIONS]
 //
 // The rails come from --config FILE, or from --rail flags, or, with
 // neither, from the embedded default (config/embedded.toml: two tap rails).
-// EAL options given before "--" replace the config's eal_args.
+// The EAL's options come from the config's [eal] table; EAL options after
+// "--" replace them. Only the embedded default and the tests run the EAL
+// without hugepages and PCI.
 //
 // af_xdp rails get railgate's XDP program (dataplane/bpf/railgate_xdp.c)
 // unless their devargs name another xdp_prog or --no-xdp-steer is given: the
 // kernel then keeps the interface's other traffic.
 #include <unistd.h>
 
+#include <systemd/sd-daemon.h>
+
+#include <cctype>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -28,10 +33,12 @@
 #include "dataplane/bpf/xdp_steer.hpp"
 #include "dataplane/engine/engine.hpp"
 #include "dataplane/fault/injector.hpp"
+#include "dataplane/log/log.hpp"
 #include "dataplane/net/daemon.hpp"
 #include "dataplane/net/eal.hpp"
 #include "dataplane/net/topology.hpp"
 #include "dataplane/railgated/control.hpp"
+#include "dataplane/railgated/host_check.hpp"
 #include "dataplane/railgated/verbs_control.hpp"
 #include "dataplane/verbs/plane.hpp"
 
@@ -44,16 +51,21 @@ extern "C" void on_signal(int) { stop_requested = 1; }
 
 void usage(std::FILE* f) {
     std::fprintf(f,
-                 "usage: railgated [EAL options] [-- OPTIONS]\n"
-                 "  --config FILE       rails, pools, policy, control socket and metrics from a TOML file\n"
-                 "                      (see config/*.toml); without it and without --rail: the embedded\n"
-                 "                      default, two tap rails rg0/rg1 (198.18.0.1, 198.18.1.1)\n"
-                 "                      verbs rails (transport = \"verbs\") are served through rdma-core with\n"
+                 "usage: railgated [OPTIONS] [-- EAL-OPTIONS]\n"
+                 "  --config FILE       rails, pools, policy, EAL, control socket and metrics from a TOML file\n"
+                 "                      (railgated.toml(5); examples in config/ and share/railgate); without\n"
+                 "                      it and without --rail: the embedded default, two tap rails rg0/rg1\n"
+                 "                      (198.18.0.1, 198.18.1.1) on an EAL without hugepages or PCI.\n"
+                 "                      Verbs rails (transport = \"verbs\") are served through rdma-core with\n"
                  "                      rdma_cm on the rail's address and udp_port; with verbs rails only,\n"
                  "                      no EAL starts\n"
-                 "  --check             validate the configuration, print it, and exit\n"
-                 "  -V, --version       the version, the commit, and what it was built with (before or\n"
-                 "                      after --)\n"
+                 "  --check             validate the configuration and the host (hugepages, lcores, each\n"
+                 "                      rail's device and driver), print both, and exit: 0 ready, 1 the\n"
+                 "                      host is not, 2 the configuration is invalid\n"
+                 "  --log-level L       %s (default info); DPDK's own log levels are\n"
+                 "                      EAL options ([eal] log_levels, or --log-level after --)\n"
+                 "  -V, --version       the version, the commit, and what it was built with\n"
+                 "  -h, --help          this text\n"
                  "  --rail DEVARGS      instead of a file: a DPDK vdev (net_af_packet0,iface=eth1) or PCI\n"
                  "                      address; repeatable. Then per rail:\n"
                  "    --ip A.B.C.D      the rail's IPv4 address\n"
@@ -65,6 +77,7 @@ void usage(std::FILE* f) {
                  "  --mbufs N           mbufs per rail (default 8192)\n"
                  "  --socket PATH|off   the control socket (default: the config's, %s)\n"
                  "  --metrics HOST:PORT|off  the Prometheus endpoint (default: the config's, 127.0.0.1:9477)\n"
+                 "  --metrics-public    let --metrics listen on a non-loopback address (0.0.0.0: all)\n"
                  "  --stats-interval S  print counters every S seconds (default: only at exit)\n"
                  "  --idle spin|yield   when the rails are idle, spin (isolated cores) or yield the core to\n"
                  "                      the kernel (default for af_xdp/af_packet/tap rails, whose packets\n"
@@ -77,9 +90,29 @@ void usage(std::FILE* f) {
                  "                      set/clear changes it live)\n"
                  "  --stall-ms N        a slot waits N ms for its missing ranks before the job ends naming\n"
                  "                      them (default: the config's [jobs] stall_ms, 1000)\n"
+                 "EAL-OPTIONS (after --) replace the config's [eal] table, e.g.\n"
+                 "  railgated --rail 0000:3b:00.0 --ip 10.0.0.1 -- -l 0-1 --in-memory\n"
+                 "Under systemd (Type=notify) railgated tells the service manager when it is ready.\n"
                  "At exit railgated checks that every buffer of every rail's pools came back; a leak is\n"
                  "reported and the exit status is 3.\n",
-                 wire::min_mtu, wire::max_mtu, wire::default_udp_port, control::default_socket);
+                 std::string(log::level_names).c_str(), wire::min_mtu, wire::max_mtu, wire::default_udp_port,
+                 control::default_socket);
+}
+
+// railgated's options that take a value; the others are flags. Both lists
+// also tell a misplaced option on either side of "--".
+constexpr const char* valued_options[] = {"--config", "--log-level", "--rail", "--ip", "--mtu", "--lcore", "--port",
+                                          "--pool", "--max-jobs", "--mbufs", "--socket", "--metrics",
+                                          "--stats-interval", "--idle", "--fault", "--stall-ms"};
+constexpr const char* flag_options[] = {"--check", "--metrics-public", "--no-xdp-steer", "--version", "--help"};
+// Common EAL options, to say where they go when given before "--".
+constexpr const char* eal_options[] = {"-l", "-c", "-n", "-m", "-a", "-b", "--lcores", "--main-lcore", "--vdev",
+                                       "--no-huge", "--no-pci", "--in-memory", "--no-shconf", "--no-telemetry",
+                                       "--socket-mem", "--huge-dir", "--file-prefix", "--iova-mode", "--proc-type",
+                                       "--legacy-mem", "--single-file-segments", "--allow", "--block"};
+
+bool in(const std::string& a, const auto& list) {
+    return std::any_of(std::begin(list), std::end(list), [&](const char* o) { return a == o; });
 }
 
 [[noreturn]] void die(const std::string& m) {
@@ -120,7 +153,7 @@ void prepare_af_xdp(std::string& d, bool steer) {
     if (iface.empty()) die("--rail " + d + ": af_xdp needs iface=");
     try {
         if (xdp::clear_stale(iface))
-            std::fprintf(stderr, "railgated: removed a stale railgate XDP program from %s\n", iface.c_str());
+            log::notice("removed a stale railgate XDP program from %s", iface.c_str());
     } catch (const std::exception& e) {
         die(e.what());
     }
@@ -159,28 +192,26 @@ void print_config(const config::appliance& a) {
 } // namespace
 
 int main(int argc, char** argv) {
-    std::vector<std::string> eal_args{argv[0]};
-    int i = 1;
-    for (; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
-        if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!std::strcmp(argv[i], "-V") || !std::strcmp(argv[i], "--version")) {
-            std::fputs(version_text("railgated").c_str(), stdout);
-            return 0;
-        }
-        eal_args.push_back(argv[i]);
-    }
+    std::setvbuf(stdout, nullptr, _IOLBF, 0); // reports and log lines in order in one file
     config::appliance app;
     std::string config_file, socket_override, metrics_override, fault_override;
     unsigned stall_override = 0;
-    bool check_only = false, xdp_steer = true, idle_set = false, cli_rails = false;
+    bool check_only = false, xdp_steer = true, idle_set = false, cli_rails = false, metrics_public = false;
     net::idle_policy idle = net::idle_policy::spin;
     std::uint16_t udp_port = wire::default_udp_port;
     bool udp_port_set = false;
-    for (++i; i < argc; ++i) {
+    std::vector<std::string> eal_cli; // after "--"
+    for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
+        if (a == "--") {
+            for (++i; i < argc; ++i) {
+                const std::string e = argv[i];
+                if (e != "--log-level" && (in(e, valued_options) || in(e, flag_options)))
+                    die("'" + e + "' is railgated's option, not the EAL's: give it before --");
+                eal_cli.push_back(e);
+            }
+            break;
+        }
         auto val = [&]() -> std::string {
             if (i + 1 >= argc) die(a + " needs a value");
             return argv[++i];
@@ -199,6 +230,15 @@ int main(int argc, char** argv) {
             config_file = val();
         } else if (a == "--check") {
             check_only = true;
+        } else if (a == "--log-level") {
+            const std::string v = val();
+            log::level l{};
+            if (!log::parse(v, l))
+                die("--log-level: '" + v + "' is not one of " + std::string(log::level_names) +
+                    (v.find_first_of(":.") != std::string::npos || std::isdigit(static_cast<unsigned char>(v[0]))
+                         ? " (DPDK's log levels are EAL options: [eal] log_levels, or --log-level after --)"
+                         : ""));
+            log::set_level(l);
         } else if (a == "--rail") {
             config::rail r;
             r.devargs = val();
@@ -228,6 +268,8 @@ int main(int argc, char** argv) {
             socket_override = val();
         } else if (a == "--metrics") {
             metrics_override = val();
+        } else if (a == "--metrics-public") {
+            metrics_public = true;
         } else if (a == "--stats-interval") {
             app.stats_interval = static_cast<unsigned>(num(a, val(), 1, 86400));
         } else if (a == "--idle") {
@@ -244,9 +286,11 @@ int main(int argc, char** argv) {
             if (std::string e = fault::parse(fault_override, f); !e.empty()) die("--fault: " + e);
         } else if (a == "--stall-ms") {
             stall_override = static_cast<unsigned>(num(a, val(), 10, 3600000));
+        } else if (in(a, eal_options)) {
+            die("'" + a + "' is an EAL option: give it after -- (railgated [OPTIONS] -- EAL-OPTIONS), or in the "
+                "config's [eal] table");
         } else {
-            usage(stderr);
-            die("unknown option '" + a + "'");
+            die("unknown option '" + a + "' (railgated --help lists them)");
         }
     }
 
@@ -259,6 +303,7 @@ int main(int argc, char** argv) {
         app = r.cfg;
     } else if (cli_rails) {
         app.source = "(command line)";
+        app.eal = {}; // a real EAL: hugepages, PCI for PCI rails (EAL options after -- replace it)
         for (const config::rail& r : app.rails)
             if (!r.ip) die("rail " + r.name + " (" + r.devargs + "): --ip missing");
         for (config::rail& r : app.rails) r.mtu_max = r.mtu;
@@ -267,17 +312,38 @@ int main(int argc, char** argv) {
         app = config::embedded_default();
     }
     if (!socket_override.empty()) app.control_socket = socket_override == "off" ? "" : socket_override;
-    if (!metrics_override.empty()) {
-        app.metrics = metrics_override == "off" ? "" : metrics_override;
-        if (!app.metrics.empty())
-            if (std::string e = config::check_metrics(app.metrics); !e.empty()) die("--metrics: " + e);
-    }
+    if (metrics_public) app.metrics_public = true;
+    if (!metrics_override.empty()) app.metrics = metrics_override == "off" ? "" : metrics_override;
+    if (!app.metrics.empty())
+        if (std::string e = config::check_metrics(app.metrics, app.metrics_public); !e.empty()) die("--metrics: " + e);
     if (!fault_override.empty()) app.fault = fault_override;
     if (stall_override) app.stall_ms = stall_override;
+    // The EAL's flags: after "--", else the config's [eal] table.
+    std::vector<std::string> eal_args{argv[0]};
+    if (!eal_cli.empty()) eal_args.insert(eal_args.end(), eal_cli.begin(), eal_cli.end());
+    else for (std::string& e : config::eal_arguments(app)) eal_args.push_back(std::move(e));
+
+    // Can this host run it? --check says and exits; a start logs the
+    // problems and goes on (the EAL or the device then says why it fails).
+    const std::vector<host::finding> findings = host::check(app);
+    const auto problems = std::count_if(findings.begin(), findings.end(), [](const host::finding& f) { return f.problem; });
     if (check_only) {
         print_config(app);
+        std::string joined;
+        for (std::size_t k = 1; k < eal_args.size(); ++k) joined += (k > 1 ? " " : "") + eal_args[k];
+        const bool dpdk_rails = std::any_of(app.rails.begin(), app.rails.end(),
+                                            [](const config::rail& r) { return r.transport == config::transport::dpdk; });
+        std::printf("  eal: %s\n", dpdk_rails ? joined.c_str() : "(none: verbs rails only)");
+        for (const host::finding& f : findings) std::printf("  host: %s: %s\n", f.problem ? "problem" : "ok", f.what.c_str());
+        if (problems) {
+            std::printf("railgated: the host is not ready for %s: %ld problem(s)\n", app.source.c_str(), static_cast<long>(problems));
+            return 1;
+        }
+        std::printf("railgated: the host is ready for %s\n", app.source.c_str());
         return 0;
     }
+    for (const host::finding& f : findings)
+        if (f.problem) log::warning("host: %s", f.what.c_str());
     // Verbs rails go to the verbs plane; the DPDK daemon (and the EAL) run
     // only when there are DPDK rails.
     verbs::plane_config vcfg;
@@ -315,12 +381,6 @@ int main(int argc, char** argv) {
         vcfg.rails.push_back(v);
     }
     std::erase_if(app.rails, [](const config::rail& r) { return r.transport == config::transport::verbs; });
-    if (eal_args.size() == 1)
-        eal_args = app.eal_args.empty() ? net::embedded_eal_args(argv[0]) : [&] {
-            std::vector<std::string> v{argv[0]};
-            v.insert(v.end(), app.eal_args.begin(), app.eal_args.end());
-            return v;
-        }();
 
     net::daemon_config cfg;
     cfg.max_jobs = app.max_jobs;
@@ -374,7 +434,7 @@ int main(int argc, char** argv) {
     try {
         // The TBB engine: an arena per NUMA node for heavy per-rail work.
         const engine::engine eng(engine::topology::load());
-        std::printf("railgated: engine: %s\n", eng.describe().c_str());
+        log::info("engine: %s", eng.describe().c_str());
         vcfg.eng = &eng;
         std::unique_ptr<verbs::plane> vp;
         if (!vcfg.rails.empty()) vp = std::make_unique<verbs::plane>(vcfg);
@@ -412,16 +472,19 @@ int main(int argc, char** argv) {
                 [&] {
                     if (cp) cp->tick();
                 });
-            std::printf("railgated: control socket %s (mode %04o)\n", ctl->path().c_str(), app.socket_mode);
+            log::info("control socket %s (mode %04o)", ctl->path().c_str(), app.socket_mode);
         }
         std::unique_ptr<control::metrics_server> metrics;
         if (!app.metrics.empty()) {
             metrics = std::make_unique<control::metrics_server>(
                 app.metrics, [&cp, &vp] { return cp ? cp->prometheus() : verbs_prometheus(*vp); });
-            std::printf("railgated: metrics on http://%s/metrics\n", app.metrics.c_str());
+            log::info("metrics on http://%s/metrics", app.metrics.c_str());
         }
-        std::printf("railgated: ready\n");
         std::fflush(stdout);
+        log::notice("ready: %zu rail(s) from %s", cfg.rails.size() + vcfg.rails.size(), app.source.c_str());
+        // systemd (Type=notify): started. Nothing happens without $NOTIFY_SOCKET.
+        sd_notifyf(0, "READY=1\nSTATUS=serving %zu rail(s) from %s\nMAINPID=%ld", cfg.rails.size() + vcfg.rails.size(),
+                   app.source.c_str(), static_cast<long>(getpid()));
         auto print_stats = [&] {
             if (d) d->print_stats(stdout);
             if (vp) vp->print_stats(stdout);
@@ -432,7 +495,8 @@ int main(int argc, char** argv) {
             usleep(100000);
             if (app.stats_interval && ++ticks % (app.stats_interval * 10) == 0) print_stats();
         }
-        std::printf("railgated: stopping\n");
+        log::notice("stopping");
+        sd_notify(0, "STOPPING=1");
         metrics.reset();
         ctl.reset();
         if (d) d->stop();
@@ -441,12 +505,13 @@ int main(int argc, char** argv) {
         // Every buffer a port, a ring or a job held must be back.
         if (d) {
             const std::vector<std::string> leaks = d->close();
-            for (const std::string& l : leaks) std::fprintf(stderr, "railgated: leak: %s\n", l.c_str());
+            for (const std::string& l : leaks) log::error("leak: %s", l.c_str());
             if (!leaks.empty()) return 3;
-            std::printf("railgated: every rail's buffers came back\n");
+            log::info("every rail's buffers came back");
         }
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "railgated: %s\n", e.what());
+        log::error("%s", e.what());
+        sd_notifyf(0, "STATUS=failed: %s", e.what());
         return 1;
     }
     return 0;

@@ -15,6 +15,7 @@
 #include "dataplane/proto/ipv4.hpp"
 #include "dataplane/proto/parse.hpp"
 #include "dataplane/reduce/reduce.hpp"
+#include "dataplane/log/log.hpp"
 
 namespace railgate::verbs {
 namespace {
@@ -417,7 +418,7 @@ void plane::rail_state::on_connect_request(rdma_cm_id* id, const rdma_conn_param
         p.retry_count = 7;
         if (rdma_accept(id, &p)) throw std::runtime_error(std::string("rdma_accept: ") + std::strerror(errno));
     } catch (const std::exception& ex) {
-        std::fprintf(stderr, "railgated: verbs rail %s: connection refused: %s\n", cfg.name.c_str(), ex.what());
+        log::warning("verbs rail %s: connection refused: %s", cfg.name.c_str(), ex.what());
         c->qp.reset();
         rdma_reject(id, nullptr, 0);
         bump(ctr.rejected);
@@ -815,7 +816,7 @@ void plane::rail_state::detach(conn& c) {
 void plane::rail_state::abort_job(vjob& x, wire::error_code code, std::uint64_t detail, const std::string& why,
                                   const conn* skip) {
     if (x.st != agg::job_state::active) return;
-    std::fprintf(stderr, "railgated: verbs rail %s: job %u ends: %s\n", cfg.name.c_str(), x.id, why.c_str());
+    log::notice("verbs rail %s: job %u ends: %s", cfg.name.c_str(), x.id, why.c_str());
     for (unsigned r = 0; r < x.world; ++r) {
         conn* m = x.x.members[r];
         if (!m) continue;

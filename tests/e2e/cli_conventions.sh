@@ -19,14 +19,14 @@ expect() { # WANT RC CMD... : CMD exits RC and says WANT on stderr
   grep -qF "$want" "$tmp/err" || fail "$* did not say \"$want\": $(cat "$tmp/err")"
   echo "ok: $(basename "$1") ${2:-}...: $(grep -F "$want" "$tmp/err" | head -n 1)"
 }
-expect "$range" 2 "$gated" -- --rail net_null0 --ip 1.2.3.4 --mtu 70000
-expect "$nan" 2 "$gated" -- --rail net_null0 --ip 1.2.3.4 --mtu abc
+expect "$range" 2 "$gated" --rail net_null0 --ip 1.2.3.4 --mtu 70000
+expect "$nan" 2 "$gated" --rail net_null0 --ip 1.2.3.4 --mtu abc
 expect "$range" 2 "$bench" --embedded --mtu 70000
 expect "$nan" 2 "$bench" --embedded --mtu abc
 expect "$nan" 2 "$ctl" --socket "$tmp/none" rail set r0 mtu abc
 sed 's/^mtu = 1500$/mtu = 70000/' "$src/config/embedded.toml" > "$tmp/bad.toml"
 grep -q "mtu = 70000" "$tmp/bad.toml" || fail "the test's config edit did not apply"
-"$gated" -- --config "$tmp/bad.toml" --check > "$tmp/out" 2>&1 && fail "--check passed an MTU of 70000"
+"$gated" --config "$tmp/bad.toml" --check > "$tmp/out" 2>&1 && fail "--check passed an MTU of 70000"
 grep -qF "$range" "$tmp/out" || fail "--check's MTU error: $(cat "$tmp/out")"
 echo "ok: railgated --check: $(grep -F "$range" "$tmp/out" | head -n 1)"
 
@@ -39,5 +39,10 @@ RAILGATE_SYSFS_IB=$tmp/no-ib "$ctl" --socket "$tmp/none" --json gid list > "$tmp
 [ $? = 1 ] || fail "gid list with no GIDs and no daemon did not fail"
 python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["ok"] is False and "not reached" in j["error"] else 1)' \
   "$tmp/out" || fail "gid list's failure is not JSON: $(cat "$tmp/out")"
-echo "ok: railctl -j: usage errors and refusals as JSON; gid list with nothing to list fails"
+# No daemon at all: exit 3, apart from a refusal (1) and bad usage (2).
+"$ctl" --socket "$tmp/none" -j status > "$tmp/out" 2> /dev/null
+[ $? = 3 ] || fail "railctl with no daemon did not exit 3"
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["ok"] is False and j["unreachable"] is True else 1)' \
+  "$tmp/out" || fail "no daemon: not JSON with unreachable: $(cat "$tmp/out")"
+echo "ok: railctl -j: usage errors and refusals as JSON; gid list with nothing to list fails; no daemon exits 3"
 echo PASS

@@ -1,6 +1,7 @@
 #!/bin/sh
 # --version (and -V) on every binary: exit 0 without starting anything (for
-# railgated: no EAL, before or after --), one first line
+# railgated: no EAL; after "--", where the EAL's options go, it is refused
+# by name), one first line
 # "NAME VERSION (git DESCRIBE)" with the project's version, and the DPDK and
 # libibverbs versions it was built with.
 #   version.sh VERSION RAILGATED RAILCTL RAILBENCH RAILLAT
@@ -21,6 +22,10 @@ for bin in "$@"; do
   done
   echo "ok: $first"
 done
-out=$(timeout 10 "$1" -- --version 2>&1) || { echo "FAIL: railgated -- --version exited $?"; exit 1; }
-echo "$out" | grep -q "EAL" && { echo "FAIL: railgated -- --version started the EAL: $out"; exit 1; }
+out=$(timeout 10 "$1" -- --version 2>&1); rc=$?
+[ $rc -eq 2 ] || { echo "FAIL: railgated -- --version exited $rc: $out"; exit 1; }
+echo "$out" | grep -q "'--version' is railgated's option, not the EAL's: give it before --" ||
+  { echo "FAIL: railgated -- --version: $out"; exit 1; }
+echo "$out" | grep -q "EAL:" && { echo "FAIL: railgated -- --version started the EAL: $out"; exit 1; }
+echo "ok: railgated -- --version: $out"
 echo PASS

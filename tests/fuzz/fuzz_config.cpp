@@ -39,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     if (!r.ok()) return 0;
     const config::appliance& c = r.cfg;
-    if (!c.metrics.empty() && !config::check_metrics(c.metrics).empty()) broken("accepted metrics address");
+    if (!c.metrics.empty() && !config::check_metrics(c.metrics, c.metrics_public).empty()) broken("accepted metrics address");
     if (c.default_slots == 0 || c.default_slots > c.max_slots) broken("accepted slot limits");
     if (c.max_jobs == 0) broken("accepted max_jobs 0");
     fault::spec f;

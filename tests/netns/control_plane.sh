@@ -32,19 +32,39 @@ ip netns add "$ns" || fail "netns"
 in_ns ip link set lo up
 
 # --- config files: --check on the shipped examples and on a broken file.
-for f in embedded lab-2node dgx-8rail; do
-  "$railgated" -- --config "$src/config/$f.toml" --check > "$dir/check-$f.log" 2>&1 || fail "--check $f.toml"
+# --check judges the host too: exit 0 ready, 1 not (each problem named), 2 a
+# bad file. This host has the embedded default's tap but none of the real
+# nodes' NICs or RDMA devices.
+"$railgated" --check > "$dir/check-default.log" 2>&1 || fail "--check of the embedded default: $(cat "$dir/check-default.log")"
+grep -q "eal: -l 0-1 --no-huge -m 512 --no-pci --no-shconf --no-telemetry" "$dir/check-default.log" || fail "embedded EAL flags"
+grep -q "the host is ready for (embedded default)" "$dir/check-default.log" || fail "--check: host not ready"
+for f in embedded lab-2node dgx-8rail gateway; do
+  "$railgated" --config "$src/config/$f.toml" --check > "$dir/check-$f.log" 2>&1; rc=$?
+  grep -q "configuration $src/config/$f.toml is valid" "$dir/check-$f.log" || fail "--check $f.toml: $(cat "$dir/check-$f.log")"
+  [ $f = embedded ] && want=0 || want=1
+  [ $rc -eq $want ] || fail "--check $f.toml exited $rc, not $want"
 done
+grep -q "host: problem: rail p0 (mlx5_0 port 1): no RDMA device mlx5_0" "$dir/check-lab-2node.log" || fail "lab-2node: no RDMA problem"
+grep -q "host: problem: rail gpu0 (0000:0c:00.0): no such PCI device" "$dir/check-dgx-8rail.log" || fail "dgx: no PCI problem"
+grep -q "eal: -l 0,2-9,66-73 --socket-mem 2048,2048 --in-memory$" "$dir/check-dgx-8rail.log" || fail "dgx: a real EAL"
+"$railgated" --rail net_af_packet0,iface=rg-none0 --ip 10.0.0.1 --check > "$dir/check-iface.log" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "no interface rg-none0 in this network namespace" "$dir/check-iface.log" ||
+  fail "--check of a missing interface (exit $rc): $(cat "$dir/check-iface.log")"
+"$railgated" --check --metrics 0.0.0.0:9477 > "$dir/check-public.log" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "is not a loopback address" "$dir/check-public.log" || fail "--metrics 0.0.0.0 accepted (exit $rc)"
+"$railgated" --check --metrics 0.0.0.0:9477 --metrics-public > "$dir/check-public.log" 2>&1 ||
+  fail "--metrics-public refused: $(cat "$dir/check-public.log")"
+ok "--check: the embedded default ready here; lab-2node, dgx-8rail and gateway valid with their host problems named"
 printf '[[rail]]\nname = "r0"\ndevargs = "net_null0"\nip = "10.0.0.1"\nmtu = 70000\nmttu = 1\n' > "$dir/bad.toml"
-"$railgated" -- --config "$dir/bad.toml" --check > "$dir/check-bad.log" 2>&1; rc=$?
+"$railgated" --config "$dir/bad.toml" --check > "$dir/check-bad.log" 2>&1; rc=$?
 [ $rc -eq 2 ] || fail "--check of a bad file exited $rc"
 grep -q "bad.toml:5:7: rail\[0\].mtu: MTU 70000 out of range 576..9216" "$dir/check-bad.log" || fail "bad.toml: mtu error"
 grep -q "bad.toml:6:1: rail\[0\].mttu: unknown key (did you mean 'mtu'?)" "$dir/check-bad.log" || fail "bad.toml: key error"
 ok "config --check: 3 examples valid, a broken file rejected with file:line:col errors"
 
 # --- railgated on the embedded default (no config, no --rail).
-ip netns exec "$ns" "$railgated" -l 0-1 --no-huge --no-pci -m 512 --file-prefix "$prefix" --log-level lib.eal:error \
-  --log-level pmd.net.tap:critical -- --socket "$sock" > "$dir/railgated.log" 2>&1 &
+ip netns exec "$ns" "$railgated" --socket "$sock" -- -l 0-1 --no-huge --no-pci -m 512 --file-prefix "$prefix" \
+  --log-level lib.eal:error --log-level pmd.net.tap:critical > "$dir/railgated.log" 2>&1 &
 gated_pid=$!
 wait_ready "$dir/railgated.log"
 alive() { kill -0 "$gated_pid" 2>/dev/null || fail "railgated died: $*"; }
@@ -120,7 +140,7 @@ PY
 alive "garbage"
 # A client without permission (socket 0660 root:root; nobody is neither).
 setpriv --reuid=65534 --regid=65534 --clear-groups "$railctl" --socket "$sock" status > "$dir/out.log" 2> "$dir/err.log"; rc=$?
-[ $rc -eq 1 ] || fail "unprivileged client exit $rc"
+[ $rc -eq 3 ] || fail "unprivileged client exit $rc (3: railgated not reachable)"
 grep -q "permission denied" "$dir/err.log" || fail "unprivileged client message"
 alive "unprivileged client"
 ok "bad input: 15 bad commands, 8 bad socket requests, no permission: all refused clearly, state unchanged"

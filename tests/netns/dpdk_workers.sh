@@ -29,11 +29,10 @@ for r in 0 1; do
   csum_in_software "$w" "wk2$r"
 done
 
-ip netns exec "$d" "$railgated" --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 \
-  --log-level lib.eal:error -- --socket "$log/railgated.sock" --metrics off \
+ip netns exec "$d" "$railgated" --socket "$log/railgated.sock" --metrics off \
   --rail "net_af_packet0,iface=rgk0,framesz=2048,blocksz=4096,framecnt=1024" --ip 198.18.0.1 \
   --rail "net_af_packet1,iface=rgk1,framesz=2048,blocksz=4096,framecnt=1024" --ip 198.18.1.1 \
-  > "$log/railgated.log" 2>&1 &
+  -- $test_eal_flags > "$log/railgated.log" 2>&1 &
 gated_pid=$!
 wait_ready "$log/railgated.log"
 

@@ -31,8 +31,8 @@ trap 'cleanup_netns "$d $w" "$log"' EXIT
 two_rail_netns "$d" "$w"
 
 cat > "$log/rg.toml" <<TOML
+$test_eal
 [daemon]
-eal_args = ["--no-huge", "--no-pci", "--no-shconf", "--no-telemetry", "-l", "0-1", "-m", "512", "--log-level", "lib.eal:error"]
 control_socket = "$log/rg.sock"
 metrics = "127.0.0.1:9478"
 [pools]
@@ -51,7 +51,7 @@ ip = "198.18.1.1"
 TOML
 
 start_gated() { # LOGNAME
-  ip netns exec "$d" "$railgated" -- --config "$log/rg.toml" > "$log/railgated-$1.log" 2>&1 &
+  ip netns exec "$d" "$railgated" --config "$log/rg.toml" > "$log/railgated-$1.log" 2>&1 &
   gated_pid=$!
   wait_ready "$log/railgated-$1.log"
 }

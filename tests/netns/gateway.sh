@@ -32,8 +32,8 @@ ip netns exec "$a" ethtool -K rgga1 tx off > /dev/null || fail "ethtool -K rgga1
 ip netns exec "$b" ethtool -K rggb1 tx off > /dev/null || fail "ethtool -K rggb1 tx off"
 
 cat > "$log/gw.toml" <<TOML
+$test_eal
 [daemon]
-eal_args = ["--no-huge", "--no-pci", "--no-shconf", "--no-telemetry", "-l", "0-1", "-m", "512", "--log-level", "lib.eal:error"]
 [[rail]]
 name = "g0"
 devargs = "net_af_packet0,iface=rgga0,framesz=2048,blocksz=4096,framecnt=1024"
@@ -56,12 +56,12 @@ prefix = "10.2.0.0/24"
 rail = "g1"
 TOML
 printf '[[rail]]\nname = "g0"\ndevargs = "net_null0"\nip = "10.1.0.1"\n[[route]]\nprefix = "10.2.0.0/16"\nrail = "g9"\n' > "$log/bad.toml"
-"$railgated" -- --config "$log/bad.toml" --check > "$log/bad.log" 2>&1 && fail "a route by a missing rail was accepted"
+"$railgated" --config "$log/bad.toml" --check > "$log/bad.log" 2>&1 && fail "a route by a missing rail was accepted"
 grep -q "bad.toml:7:8: route\[0\].rail: no rail 'g9'" "$log/bad.log" || fail "bad route not located"
 
-"$railgated" -- --config "$log/gw.toml" --check > "$log/check.log" 2>&1 || fail "--check of the gateway config"
+ip netns exec "$g" "$railgated" --config "$log/gw.toml" --check > "$log/check.log" 2>&1 || fail "--check of the gateway config"
 grep -q "route 10.2.0.0/24 *-> rail g1 (on-link)" "$log/check.log" || fail "--check does not show the routes"
-ip netns exec "$g" "$railgated" -- --config "$log/gw.toml" --socket "$log/ctl.sock" --metrics 127.0.0.1:9479 \
+ip netns exec "$g" "$railgated" --config "$log/gw.toml" --socket "$log/ctl.sock" --metrics 127.0.0.1:9479 \
   > "$log/railgated.log" 2>&1 &
 gated_pid=$!
 wait_ready "$log/railgated.log"

@@ -4,6 +4,19 @@
 # from here): random, as a training job's rendezvous makes it.
 export RAILGATE_TOKEN=${RAILGATE_TOKEN:-$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')}
 
+# The [eal] table of the tests' railgated configs: no hugepages, no PCI,
+# no telemetry socket (a real node's config leaves these keys out).
+test_eal='[eal]
+lcores = "0-1"
+memory_mb = 512
+hugepages = false
+pci = false
+telemetry = false
+log_levels = ["lib.eal:error"]'
+
+# The same as EAL options after "--" (railgated [OPTIONS] -- EAL-OPTIONS).
+test_eal_flags="--no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 --log-level lib.eal:error"
+
 # Skips (exit 77) where network namespaces cannot be made.
 require_netns() {
   [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for network namespaces"; exit 77; }
@@ -92,11 +105,10 @@ start_two_rail_gated() { # RAILGATED D W LOGFILE [MTU [ARGS...]]
     ip -n "$dns" link set "rgd$r" mtu "$mtu"
     ip -n "$wns" link set "rgw$r" mtu "$mtu"
   done
-  ip netns exec "$dns" "$gated" --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 \
-    --log-level lib.eal:error -- \
+  ip netns exec "$dns" "$gated" \
     --rail "net_af_packet0,iface=rgd0,framesz=$fs,blocksz=$bs,framecnt=1024" --ip 198.18.0.1 --mtu "$mtu" \
     --rail "net_af_packet1,iface=rgd1,framesz=$fs,blocksz=$bs,framecnt=1024" --ip 198.18.1.1 --mtu "$mtu" \
-    "$@" > "$out" 2>&1 &
+    "$@" -- $test_eal_flags > "$out" 2>&1 &
   gated_pid=$!
   wait_ready "$out"
 }

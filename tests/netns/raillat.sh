@@ -22,8 +22,8 @@ ip netns exec "$ns" ip link set lo up
 ip netns exec "$ns" "$raillat" --compare floor-udp,floor-ring -n 2000 -w 200 --bw-size 0 > "$dir/floors.log" 2>&1 ||
   fail "raillat floors"
 cat "$dir/floors.log"
-ip netns exec "$ns" "$railgated" -l 0-1 --no-huge --no-pci -m 512 --file-prefix "$prefix" --log-level lib.eal:error \
-  --log-level pmd.net.tap:critical -- --socket off --metrics off > "$dir/railgated.log" 2>&1 &
+ip netns exec "$ns" "$railgated" --socket off --metrics off -- -l 0-1 --no-huge --no-pci -m 512 --file-prefix "$prefix" \
+  --log-level lib.eal:error --log-level pmd.net.tap:critical > "$dir/railgated.log" 2>&1 &
 gated_pid=$!
 wait_ready "$dir/railgated.log"
 

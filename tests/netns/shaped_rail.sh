@@ -21,8 +21,8 @@ ip -n "$d" link set rgs0 up && ip -n "$w" link set rgs1 up && ip -n "$w" link se
 csum_in_software "$w" rgs1
 
 cat > "$log/shaped.toml" <<TOML
+$test_eal
 [daemon]
-eal_args = ["--no-huge", "--no-pci", "--no-shconf", "--no-telemetry", "-l", "0-1", "-m", "512", "--log-level", "lib.eal:error"]
 [[rail]]
 name = "s0"
 devargs = "net_af_packet0,iface=rgs0,framesz=2048,blocksz=4096,framecnt=1024"
@@ -38,12 +38,12 @@ strict = true
 rate = "1Mbit"
 TOML
 printf '[[rail]]\nname = "s0"\ndevargs = "net_null0"\nip = "198.18.0.1"\n[[rail.tc]]\nid = 9\n' > "$log/bad.toml"
-"$railgated" -- --config "$log/bad.toml" --check > "$log/bad.log" 2>&1 && fail "a TC id of 9 was accepted"
+"$railgated" --config "$log/bad.toml" --check > "$log/bad.log" 2>&1 && fail "a TC id of 9 was accepted"
 grep -q "bad.toml:6:6: rail\[0\].tc\[0\].id: 9 out of range 0..7" "$log/bad.log" || fail "bad TC not located"
-"$railgated" -- --config "$log/shaped.toml" --check > "$log/check.log" 2>&1 || fail "--check of the shaped config"
+ip netns exec "$d" "$railgated" --config "$log/shaped.toml" --check > "$log/check.log" 2>&1 || fail "--check of the shaped config"
 grep -q "rail s0       shaped: rate 0.040 Gbit/s, TCs 0:w3 6:strict@1Mbit" "$log/check.log" || fail "--check does not show the shaping"
 
-ip netns exec "$d" "$railgated" -- --config "$log/shaped.toml" --socket "$log/ctl.sock" --metrics 127.0.0.1:9478 \
+ip netns exec "$d" "$railgated" --config "$log/shaped.toml" --socket "$log/ctl.sock" --metrics 127.0.0.1:9478 \
   > "$log/railgated.log" 2>&1 &
 gated_pid=$!
 wait_ready "$log/railgated.log"

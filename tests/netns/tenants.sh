@@ -44,8 +44,8 @@ for r in 0 1; do
 done
 
 cat > "$log/rg.toml" <<TOML
+$test_eal
 [daemon]
-eal_args = ["--no-huge", "--no-pci", "--no-shconf", "--no-telemetry", "-l", "0-1", "-m", "512", "--log-level", "lib.eal:error"]
 control_socket = "$log/rg.sock"
 metrics = ""
 [pools]
@@ -61,7 +61,7 @@ name = "r1"
 devargs = "net_af_packet1,iface=rgd1,framesz=2048,blocksz=4096,framecnt=1024"
 ip = "198.18.1.1"
 TOML
-ip netns exec "$d" "$railgated" -- --config "$log/rg.toml" > "$log/railgated.log" 2>&1 &
+ip netns exec "$d" "$railgated" --config "$log/rg.toml" > "$log/railgated.log" 2>&1 &
 gated_pid=$!
 wait_ready "$log/railgated.log"
 ctl() { ip netns exec "$d" "$railctl" --socket "$log/rg.sock" "$@"; }

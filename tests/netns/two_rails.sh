@@ -29,11 +29,10 @@ start_gated() { # MTU
     ip -n "$d" link set "rgd$r" mtu "$mtu"
     ip -n "$w" link set "rgw$r" mtu "$mtu"
   done
-  ip netns exec "$d" "$railgated" --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 \
-    --log-level lib.eal:error -- --socket "$log/railgated.sock" \
+  ip netns exec "$d" "$railgated" --socket "$log/railgated.sock" \
     --rail "net_af_packet0,iface=rgd0,framesz=$fs,blocksz=$bs,framecnt=1024" --ip 198.18.0.1 --mtu "$mtu" \
     --rail "net_af_packet1,iface=rgd1,framesz=$fs,blocksz=$bs,framecnt=1024" --ip 198.18.1.1 --mtu "$mtu" \
-    > "$log/railgated-$mtu.log" 2>&1 &
+    -- $test_eal_flags > "$log/railgated-$mtu.log" 2>&1 &
   gated_pid=$!
   wait_ready "$log/railgated-$mtu.log"
   # railgated answers ARP and ping for its rail addresses.

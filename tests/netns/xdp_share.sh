@@ -37,9 +37,8 @@ csum_in_software "$w" rgw0
 xdp_attached() { ip -n "$d" -d link show rgx0 | grep -q "prog/xdp"; }
 
 start_gated() { # LOGNAME
-  ip netns exec "$d" "$railgated" --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 \
-    --log-level lib.eal:error -- --socket "$log/railgated.sock" --rail net_af_xdp0,iface=rgx0 --ip 198.18.0.1 \
-    > "$log/$1" 2>&1 &
+  ip netns exec "$d" "$railgated" --socket "$log/railgated.sock" --rail net_af_xdp0,iface=rgx0 --ip 198.18.0.1 \
+    -- $test_eal_flags > "$log/$1" 2>&1 &
   gated_pid=$!
   wait_ready "$log/$1"
 }

@@ -16,7 +16,7 @@ BUILD=$2 WORK=$(mktemp -d)
 . "$here/lib.sh"
 
 sed 's/device = "rxe0"/device = "mlx5_0"/' "$here/verbs.toml" > "$WORK/wrong.toml"
-"$BUILD/dataplane/railgated" -- --config "$WORK/wrong.toml" --socket off > "$WORK/wrong.log" 2>&1
+"$BUILD/dataplane/railgated" --config "$WORK/wrong.toml" --socket off > "$WORK/wrong.log" 2>&1
 rc=$?
 cat "$WORK/wrong.log"
 [ $rc -ne 0 ] && grep -q "the address is on rxe0, not on mlx5_0" "$WORK/wrong.log" ||

@@ -45,7 +45,10 @@ BOOST_AUTO_TEST_CASE(embedded_default_is_valid) {
     BOOST_TEST(a.rails[0].mtu_max == 9000u);
     BOOST_TEST(a.socket_mode == 0660u);
     BOOST_TEST(a.metrics == "127.0.0.1:9477");
-    BOOST_TEST(!a.eal_args.empty());
+    // The embedded default is the one place (with the tests) without hugepages or PCI.
+    const std::vector<std::string> want{"-l", "0-1", "--no-huge", "-m", "512", "--no-pci", "--no-shconf",
+                                        "--no-telemetry", "--log-level", "lib.eal:error"};
+    BOOST_TEST(config::eal_arguments(a) == want, boost::test_tools::per_element());
     BOOST_TEST(config::embedded_default().rails.size() == 2u);
 }
 
@@ -85,7 +88,13 @@ BOOST_AUTO_TEST_CASE(errors_name_file_line_field_and_reason) {
     BOOST_TEST(only_error("[policy]\nhash = \"l2\"\n" + rail0) ==
                "t.toml:2:8: policy.hash: applies to mode = \"lag\" only");
     BOOST_TEST(only_error("[daemon]\nmetrics = \"10.0.0.1:9477\"\n" + rail0) ==
-               "t.toml:2:11: daemon.metrics: '10.0.0.1' is not a loopback address (metrics stay on 127.0.0.0/8)");
+               "t.toml:2:11: daemon.metrics: '10.0.0.1' is not a loopback address (metrics stay on 127.0.0.0/8 "
+               "unless metrics_public = true, or railgated's --metrics-public, says otherwise)");
+    BOOST_TEST(parse("[daemon]\nmetrics_public = true\nmetrics = \"0.0.0.0:9477\"\n" + rail0).ok());
+    BOOST_TEST(only_error("[daemon]\nmetrics_public = true\nmetrics = \"example.org:9477\"\n" + rail0) ==
+               "t.toml:3:11: daemon.metrics: 'example.org' is not an IPv4 address");
+    BOOST_TEST(only_error("[daemon]\neal_args = [\"-l\", \"0\"]\n" + rail0) ==
+               "t.toml:2:12: daemon.eal_args: moved to the [eal] table (its keys, and args = [...] for other EAL flags)");
     BOOST_TEST(only_error("[daemon]\nsocket_mode = \"0999\"\n" + rail0) ==
                "t.toml:2:15: daemon.socket_mode: '0999' is not an octal mode like \"0660\"");
     BOOST_TEST(only_error("[daemon]\ncontrol_socket = \"relative.sock\"\n" + rail0) ==
@@ -236,6 +245,48 @@ BOOST_AUTO_TEST_CASE(syntax_errors_are_located) {
     BOOST_TEST_REQUIRE(r.errors.size() == 2u);
     BOOST_TEST(r.errors[0].text() == "t.toml:1:8: rail: must be an array of tables ([[rail]])");
     BOOST_TEST(only_error("daemon = 3\n" + rail0) == "t.toml:1:10: daemon: must be a table ([daemon])");
+}
+
+// A file gets a real EAL unless it says otherwise: hugepages, telemetry, and
+// PCI when a rail names a PCI device.
+BOOST_AUTO_TEST_CASE(eal_table) {
+    using v = std::vector<std::string>;
+    BOOST_TEST(config::eal_arguments(parse(rail0).cfg) == (v{"--no-pci", "--in-memory"}),
+               boost::test_tools::per_element());
+    const std::string pci_rail = "[[rail]]\nname = \"p0\"\ndevargs = \"0000:3b:00.0\"\nip = \"10.0.0.1\"\n";
+    BOOST_TEST(config::eal_arguments(parse(pci_rail).cfg) == (v{"--in-memory"}), boost::test_tools::per_element());
+    const config::result full = parse(R"([eal]
+lcores = "0,2-9"
+main_lcore = 0
+socket_mem = "1024,1024"
+huge_dir = "/dev/hugepages1G"
+pci = true
+in_memory = false
+file_prefix = "rg1"
+iova_mode = "va"
+log_levels = ["lib.eal:error", "pmd.net.mlx5:debug"]
+args = ["--legacy-mem"]
+)" + rail0);
+    for (const auto& e : full.errors) BOOST_TEST_MESSAGE(e.text());
+    BOOST_TEST_REQUIRE(full.ok());
+    BOOST_TEST(config::eal_arguments(full.cfg) ==
+                   (v{"-l", "0,2-9", "--main-lcore", "0", "--socket-mem", "1024,1024", "--huge-dir", "/dev/hugepages1G",
+                      "--file-prefix", "rg1", "--iova-mode", "va", "--log-level", "lib.eal:error", "--log-level",
+                      "pmd.net.mlx5:debug", "--legacy-mem"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(only_error("[eal]\nlcores = \"0-3;8\"\n" + rail0) ==
+               "t.toml:2:10: eal.lcores: '0-3;8' is not a CPU list like \"0-3,8\"");
+    BOOST_TEST(only_error("[eal]\nhugepages = false\nsocket_mem = \"512\"\n" + rail0) ==
+               "t.toml:3:14: eal.socket_mem: needs hugepages (hugepages = false)");
+    BOOST_TEST(only_error("[eal]\nfile_prefix = \"x\"\n" + rail0) ==
+               "t.toml:2:15: eal.file_prefix: has no effect with in_memory = true");
+    BOOST_TEST(only_error("[eal]\niova_mode = \"ab\"\n" + rail0) == "t.toml:2:13: eal.iova_mode: 'ab' is not one of va, pa");
+    BOOST_TEST(only_error("[eal]\nargs = [\"\"]\n" + rail0) ==
+               "t.toml:2:9: eal.args: must be an array of non-empty strings");
+    BOOST_TEST(only_error("[eal]\nhugepage = false\n" + rail0) ==
+               "t.toml:2:1: eal.hugepage: unknown key (did you mean 'hugepages'?)");
+    BOOST_TEST(only_error("[eal]\npci = false\n" + pci_rail) ==
+               "t.toml:5:11: rail[0].devargs: '0000:3b:00.0' is a PCI device, and [eal] pci = false");
 }
 
 BOOST_AUTO_TEST_CASE(shared_validators) {

@@ -1,0 +1,178 @@
+// railgated --check's look at the host, on a made-up tree of /sys, /dev and
+// /proc files: each finding a real node would meet (no hugepages, a CPU
+// that is not there, a NIC still on its kernel driver, vfio without an
+// IOMMU group, a missing interface, an RDMA port that is down). And the
+// log's line format (terminal and journald).
+#define BOOST_TEST_MODULE host_check
+#include <boost/test/unit_test.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "control/config.hpp"
+#include "dataplane/log/log.hpp"
+#include "dataplane/railgated/host_check.hpp"
+
+using namespace railgate;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A scratch root with the files a host shows; removed at the end.
+struct fake_host {
+    fs::path root = fs::temp_directory_path() / ("rg_host_" + std::to_string(getpid()));
+    fake_host() {
+        fs::remove_all(root);
+        file("/sys/devices/system/cpu/online", "0-3");
+    }
+    ~fake_host() { fs::remove_all(root); }
+    void file(const std::string& p, const std::string& text) {
+        fs::create_directories((root / p.substr(1)).parent_path());
+        std::ofstream(root / p.substr(1)) << text << "\n";
+    }
+    void dir(const std::string& p) { fs::create_directories(root / p.substr(1)); }
+    void link(const std::string& p, const std::string& to) {
+        fs::create_directories((root / p.substr(1)).parent_path());
+        fs::create_directory_symlink(to, root / p.substr(1));
+    }
+    void hugepages(unsigned nr, unsigned free) {
+        file("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", std::to_string(nr));
+        file("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", std::to_string(free));
+    }
+    // The problems only, joined by " | ".
+    std::string problems(const config::appliance& a) const {
+        std::string s;
+        for (const host::finding& f : host::check(a, root.string()))
+            if (f.problem) s += (s.empty() ? "" : " | ") + f.what;
+        return s;
+    }
+    std::string facts(const config::appliance& a) const {
+        std::string s;
+        for (const host::finding& f : host::check(a, root.string()))
+            if (!f.problem) s += (s.empty() ? "" : " | ") + f.what;
+        return s;
+    }
+};
+
+config::appliance pci_node(const std::string& lcores = "0-1") {
+    const config::result r = config::parse("[eal]\nlcores = \"" + lcores +
+                                               "\"\n[[rail]]\nname = \"g0\"\ndevargs = \"3b:00.0\"\nip = \"10.0.0.1\"\n",
+                                           "t.toml");
+    BOOST_TEST_REQUIRE(r.ok());
+    return r.cfg;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(pci_addresses_and_cpu_lists) {
+    BOOST_TEST(host::pci_address("3b:00.0") == "0000:3b:00.0");
+    BOOST_TEST(host::pci_address("0000:3B:00.1,rxq_cqe_comp_en=0") == "0000:3b:00.1");
+    BOOST_TEST(host::pci_address("net_tap0") == "");
+    BOOST_TEST(host::pci_address("0000:3b:00") == "");
+    std::vector<unsigned> c;
+    BOOST_TEST(host::parse_cpu_list("0,2-4", c));
+    BOOST_TEST(c == (std::vector<unsigned>{0, 2, 3, 4}), boost::test_tools::per_element());
+    BOOST_TEST(!host::parse_cpu_list("1-", c));
+    BOOST_TEST(!host::parse_cpu_list("3-1", c));
+    BOOST_TEST(!host::parse_cpu_list("", c));
+    BOOST_TEST(!host::parse_cpu_list("0,,1", c));
+}
+
+BOOST_AUTO_TEST_CASE(a_ready_pci_node) {
+    fake_host h;
+    h.hugepages(1024, 1024);
+    h.file("/sys/bus/pci/devices/0000:3b:00.0/numa_node", "0");
+    h.link("/sys/bus/pci/devices/0000:3b:00.0/driver", "../../../bus/pci/drivers/vfio-pci");
+    h.link("/sys/bus/pci/devices/0000:3b:00.0/iommu_group", "../../../kernel/iommu_groups/12");
+    h.file("/dev/vfio/vfio", "");
+    BOOST_TEST(h.problems(pci_node()) == "");
+    BOOST_TEST(h.facts(pci_node()) ==
+               "hugepages: 1024 of 1024 x 2048kB free | rail g0 (0000:3b:00.0): vfio-pci, NUMA node 0");
+}
+
+BOOST_AUTO_TEST_CASE(what_a_new_node_gets_wrong) {
+    fake_host h;
+    h.hugepages(0, 0);
+    h.dir("/sys/bus/pci/devices/0000:3b:00.0");
+    h.link("/sys/bus/pci/devices/0000:3b:00.0/driver", "../../../bus/pci/drivers/ice");
+    BOOST_TEST(h.problems(pci_node("0-1,6")) ==
+               "no free hugepages (0 of 0 x 2048kB free): reserve them (echo 2048 > "
+               "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages, or hugepagesz=1G hugepages=N on the kernel "
+               "command line), or set [eal] hugepages = false for a test | [eal] lcores \"0-1,6\": CPU 6 not online "
+               "(online: 0-3) | rail g0 (0000:3b:00.0): bound to the kernel's ice driver: DPDK cannot drive it; bind it "
+               "to vfio-pci (dpdk-devbind.py -b vfio-pci 0000:3b:00.0)");
+    // vfio-pci without an IOMMU group, and too few hugepages for socket_mem.
+    fake_host v;
+    v.hugepages(512, 256);
+    v.dir("/sys/bus/pci/devices/0000:3b:00.0");
+    v.link("/sys/bus/pci/devices/0000:3b:00.0/driver", "../../../bus/pci/drivers/vfio-pci");
+    v.file("/dev/vfio/vfio", "");
+    config::appliance a = pci_node();
+    a.eal.socket_mem = "1024";
+    BOOST_TEST(v.problems(a) ==
+               "[eal] asks for 1024 MB of hugepages; 512 MB are free (256 of 512 x 2048kB free) | rail g0 "
+               "(0000:3b:00.0): vfio-pci, but the device has no IOMMU group: enable the IOMMU (intel_iommu=on "
+               "iommu=pt) or, unsafely, vfio's enable_unsafe_noiommu_mode");
+    v.file("/sys/module/vfio/parameters/enable_unsafe_noiommu_mode", "Y");
+    a.eal.socket_mem = "512";
+    BOOST_TEST(v.problems(a) == "");
+    // The device not there at all; a mlx5 port (bifurcated) is fine.
+    fake_host m;
+    m.hugepages(8, 8);
+    BOOST_TEST(m.problems(pci_node()) == "rail g0 (0000:3b:00.0): no such PCI device (lspci -D lists them)");
+    m.dir("/sys/bus/pci/devices/0000:3b:00.0");
+    m.link("/sys/bus/pci/devices/0000:3b:00.0/driver", "../../../bus/pci/drivers/mlx5_core");
+    BOOST_TEST(m.problems(pci_node()) == "");
+}
+
+BOOST_AUTO_TEST_CASE(vdevs_and_verbs_rails) {
+    fake_host h;
+    const config::result r = config::parse(R"([eal]
+hugepages = false
+[[rail]]
+name = "t0"
+devargs = "net_tap0,iface=rg0"
+ip = "10.0.0.1"
+[[rail]]
+name = "x0"
+devargs = "net_af_xdp0,iface=ens1f0"
+ip = "10.0.1.1"
+[[rail]]
+name = "v0"
+transport = "verbs"
+device = "mlx5_0"
+ip = "10.0.2.1"
+)",
+                                           "t.toml");
+    BOOST_TEST_REQUIRE(r.ok());
+    BOOST_TEST(h.problems(r.cfg) == "rail t0 (net_tap0): /dev/net/tun is missing (modprobe tun) | rail x0 (net_af_xdp0): "
+                                    "no interface ens1f0 in this network namespace | rail v0 (mlx5_0 port 1): no RDMA "
+                                    "device mlx5_0 (rdma link show, ibv_devices)");
+    h.file("/dev/net/tun", "");
+    h.dir("/sys/class/net/ens1f0");
+    h.file("/sys/class/infiniband/mlx5_0/ports/1/state", "1: DOWN");
+    BOOST_TEST(h.problems(r.cfg) == "rail v0 (mlx5_0 port 1): port state 1: DOWN, not ACTIVE");
+    h.file("/sys/class/infiniband/mlx5_0/ports/1/state", "4: ACTIVE");
+    h.file("/sys/class/infiniband/mlx5_0/ports/1/link_layer", "Ethernet");
+    BOOST_TEST(h.problems(r.cfg) == "");
+    BOOST_TEST(h.facts(r.cfg).find("rail v0 (mlx5_0 port 1): ACTIVE, link layer Ethernet") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(log_lines) {
+    const long long t = 1795509914123456789LL; // 2026-11-24T...
+    const std::string term = log::format_line(log::level::warning, "rail r0: link down\nagain", t, false);
+    BOOST_TEST(term.substr(25) == "warning railgated: rail r0: link down again\n");
+    BOOST_TEST(term[4] == '-');
+    BOOST_TEST(term.substr(19, 5) == ".123Z");
+    BOOST_TEST(log::format_line(log::level::notice, "ready", t, true) == "<5>railgated: ready\n");
+    log::level l{};
+    BOOST_TEST(log::parse("warn", l));
+    BOOST_TEST((l == log::level::warning));
+    BOOST_TEST(!log::parse("lib.eal:debug", l));
+    log::set_level(log::level::notice);
+    BOOST_TEST(!log::enabled(log::level::info));
+    BOOST_TEST(log::enabled(log::level::error));
+}
