@@ -141,6 +141,20 @@ unsigned edit_distance(std::string_view a, std::string_view b) {
     return prev[b.size()];
 }
 
+// While known_keys() runs: every key a reader is asked about, as
+// "table.key" ("rail.tc.weight").
+thread_local std::set<std::string>* key_log = nullptr;
+
+// "rail[1].tc[0]" -> "rail.tc"
+std::string table_of(const std::string& prefix) {
+    std::string t;
+    for (std::size_t i = 0; i < prefix.size(); ++i) {
+        if (prefix[i] == '[') i = prefix.find(']', i);
+        else t += prefix[i];
+    }
+    return t;
+}
+
 // Reads one table's keys into typed fields, recording located errors, and
 // flags keys it was never asked about.
 class reader {
@@ -164,6 +178,7 @@ public:
 
     const toml::node* get(const std::string& key) {
         known_.insert(key);
+        if (key_log && !prefix_.empty()) key_log->insert(table_of(prefix_) + "." + key);
         return t_.get(key);
     }
 
@@ -616,6 +631,37 @@ result load(const std::string& path) {
     std::stringstream ss;
     ss << in.rdbuf();
     return parse(ss.str(), path);
+}
+
+std::set<std::string> known_keys() {
+    // A file that takes every branch of the parser: each table present, a
+    // dpdk rail with a traffic class, a verbs rail, a route. Its values do
+    // not matter; the readers record each key they look up.
+    static constexpr std::string_view every_branch = R"([daemon]
+[eal]
+[pools]
+[jobs]
+[policy]
+[[rail]]
+name = "d"
+devargs = "net_null0"
+ip = "10.0.0.1"
+[[rail.tc]]
+id = 1
+[[rail]]
+name = "v"
+transport = "verbs"
+device = "x"
+ip = "10.0.0.2"
+[[route]]
+prefix = "10.1.0.0/16"
+rail = "d"
+)";
+    std::set<std::string> keys;
+    key_log = &keys;
+    parse(every_branch, "(known keys)");
+    key_log = nullptr;
+    return keys;
 }
 
 appliance embedded_default() {

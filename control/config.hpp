@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -162,6 +163,9 @@ result load(const std::string& path);
 // on tap interfaces (config/embedded.toml, compiled in).
 std::string_view embedded_default_text() noexcept;
 appliance embedded_default();
+// Every key the parser knows, as "table.key" ("daemon.udp_port",
+// "rail.tc.weight"): what railgated.toml(5) must document.
+std::set<std::string> known_keys();
 
 // Field validators, shared with the control socket: empty string = valid.
 std::string check_mtu(long long v, unsigned max = mtu_max);

@@ -13,7 +13,7 @@ packages=(
   build-essential meson ninja-build pkg-config clang llvm libclang-rt-14-dev
   libdpdk-dev dpdk-dev dpdk
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers
-  libtbb-dev libhwloc-dev libbpf-dev libxdp-dev libsystemd-dev
+  libtbb-dev libhwloc-dev libbpf-dev libxdp-dev libsystemd-dev help2man
   libboost-test-dev libtomlplusplus-dev nlohmann-json3-dev
   iproute2 procps python3
 )

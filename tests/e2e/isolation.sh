@@ -3,7 +3,7 @@
 # (railbench --embedded --isolation): a strict TC's ping-pong keeps its
 # latency while a bulk TC saturates the rail, and two saturating ETS TCs
 # share it by their weights (3:1). Generous margins; the figures are the
-# benchmark's (README).
+# benchmark's (doc/performance.md).
 #   isolation.sh RAILBENCH
 set -u
 # The machine is shared: a run that a neighbour starved may miss the

@@ -4,7 +4,7 @@
 # policy must get about the sum of the links, one flow under LAG about one
 # link, and four flows under LAG more than one link (their l3l4 hash puts
 # them 1:3 on the two members, so about 4/3 of a link). Margins are generous;
-# the figures are the benchmark's (README).
+# the figures are the benchmark's (doc/performance.md).
 #   lag_vs_rail.sh RAILBENCH
 set -u
 # The machine is shared: a run that a neighbour starved may miss the

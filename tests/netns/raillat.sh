@@ -38,7 +38,7 @@ grep -qE "^verbs +unavailable: .*RDMA CM" "$dir/compare.log" || fail "verbs not 
 grep -qE " 1\.00x " "$dir/compare.log" || fail "no transport is the 1.00x reference"
 # The latency guard: each transport against its floor measured in this run
 # (floor-udp: kernel UDP ping-pong on loopback; floor-ring: a cache-line
-# ping-pong between two threads), within 3x the ratio the README records
+# ping-pong between two threads), within 3x the ratio doc/performance.md records
 # (udp 2.0x, dpdk 6.9x of their floors on 2026-11-23). Noise cannot trip
 # it; the 3-13x regression of commit 8523a2a (udp 5.6x, dpdk 37x) could not
 # pass it.

@@ -20,7 +20,7 @@ done
 echo "$out" | grep -qE "^verbs latency: raillat t_typical [0-9.]+ us, ib_write_lat t_typical [0-9.]+ us, ratio [0-9.]+$" ||
   { echo "FAIL: no latency summary"; exit 1; }
 # The latency guard: raillat verbs within 3x the ratio to ib_write_lat (same
-# guest, same run) that the README records (1.98x on 2026-11-23); the
+# guest, same run) that doc/performance.md records (1.98x on 2026-11-23); the
 # regression of commit 8523a2a (9-13x) could not pass it.
 ratio=$(echo "$out" | sed -nE 's/^verbs latency: .*, ratio ([0-9.]+)$/\1/p')
 awk -v r="$ratio" 'BEGIN {exit !(r > 0 && r <= 3 * 1.98)}' ||

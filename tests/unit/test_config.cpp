@@ -3,6 +3,9 @@
 #define BOOST_TEST_MODULE config
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+#include <fstream>
+#include <set>
 #include <string>
 
 #include "control/config.hpp"
@@ -53,7 +56,7 @@ BOOST_AUTO_TEST_CASE(embedded_default_is_valid) {
 }
 
 BOOST_AUTO_TEST_CASE(shipped_examples_are_valid) {
-    for (const char* f : {"embedded.toml", "lab-2node.toml", "dgx-8rail.toml", "gateway.toml"}) {
+    for (const char* f : {"embedded.toml", "lab-2node.toml", "dgx-8rail.toml", "gateway.toml", "railgated.toml"}) {
         const config::result r = config::load(std::string(RAILGATE_SOURCE_ROOT "/config/") + f);
         for (const auto& e : r.errors) BOOST_TEST_MESSAGE(e.text());
         BOOST_TEST(r.ok(), f);
@@ -287,6 +290,30 @@ args = ["--legacy-mem"]
                "t.toml:2:1: eal.hugepage: unknown key (did you mean 'hugepages'?)");
     BOOST_TEST(only_error("[eal]\npci = false\n" + pci_rail) ==
                "t.toml:5:11: rail[0].devargs: '0000:3b:00.0' is a PCI device, and [eal] pci = false");
+}
+
+// railgated.toml(5) documents every key the parser knows, under its table,
+// and no key the parser does not.
+BOOST_AUTO_TEST_CASE(man_page_documents_every_key) {
+    std::ifstream in(RAILGATE_SOURCE_ROOT "/doc/railgated.toml.5");
+    BOOST_TEST_REQUIRE(in.good());
+    std::set<std::string> documented;
+    std::string line, table;
+    while (std::getline(in, line)) {
+        if (line.rfind(".SS [", 0) == 0) {
+            table = line.substr(4);
+            table.erase(std::remove(table.begin(), table.end(), '['), table.end());
+            table.erase(std::remove(table.begin(), table.end(), ']'), table.end());
+        } else if (line.rfind(".SH", 0) == 0) {
+            table.clear();
+        } else if (!table.empty() && line.rfind(".B ", 0) == 0 && line.find(' ', 3) == std::string::npos) {
+            documented.insert(table + "." + line.substr(3));
+        }
+    }
+    const std::set<std::string> known = config::known_keys();
+    BOOST_TEST(known.size() > 60u);
+    for (const std::string& k : known) BOOST_TEST(documented.count(k), k << " is not in railgated.toml(5)");
+    for (const std::string& k : documented) BOOST_TEST(known.count(k), k << " is documented but not parsed");
 }
 
 BOOST_AUTO_TEST_CASE(shared_validators) {
