@@ -68,7 +68,43 @@ struct options {
     unsigned flows = 0;                // embedded: independent one-worker jobs
     bool lag_table = false;
     bool isolation = false;
+    enum class format { table, json, csv } out = format::table; // --json, --csv: stdout is only the results
 };
+
+// Where the commentary goes: with the table, stdout (nccl-tests' "#" lines);
+// with --json or --csv, stderr, so that stdout parses.
+std::FILE* notes = stdout;
+
+// nccl-tests' names for the types (-d float, the table's "type" column).
+std::string_view nccl_type_name(wire::dtype d) {
+    switch (d) {
+    case wire::dtype::fp32: return "float";
+    case wire::dtype::bf16: return "bfloat16";
+    case wire::dtype::fp16: return "half";
+    default: return "int32";
+    }
+}
+
+bool parse_type(const std::string& v, wire::dtype& out) {
+    for (wire::dtype d : {wire::dtype::fp32, wire::dtype::bf16, wire::dtype::fp16, wire::dtype::int32})
+        if (v == nccl_type_name(d)) return out = d, true;
+    return wire::dtype_from_name(v, out);
+}
+
+[[noreturn]] void die(const std::string& msg);
+
+// The first of the launchers' rank (or size) variables that is set: Open
+// MPI, MPICH/PMI (Slurm's too), Slurm.
+int env_number(std::initializer_list<const char*> names) {
+    for (const char* n : names)
+        if (const char* v = std::getenv(n); v && *v) {
+            char* end = nullptr;
+            const long x = std::strtol(v, &end, 10);
+            if (*end || x < 0 || x >= static_cast<long>(wire::max_world)) die(std::string(n) + "='" + v + "' is not a rank");
+            return static_cast<int>(x);
+        }
+    return -1;
+}
 
 void usage(std::FILE* f) {
     std::fprintf(f,
@@ -82,7 +118,11 @@ void usage(std::FILE* f) {
                  "      --count N[,N...]    exact element counts instead of -b/-e/-f\n"
                  "      --workers W         world size (default 4)\n"
                  "      --rails R           rails in embedded mode (default 2)\n"
-                 "      --dtype T           fp32|bf16|fp16|int32 (default fp32)\n"
+                 "  -d, --dtype T           float|bfloat16|half|int32, nccl-tests' names (or fp32|bf16|fp16|\n"
+                 "                          int32; default float); the table prints nccl-tests' names\n"
+                 "  -o, --op sum            the reduction (railgated sums)\n"
+                 "      --json | --csv      the results only on stdout, as one JSON object or CSV rows; the\n"
+                 "                          commentary (\"#\" lines, placement, latency) goes to stderr\n"
                  "      --mtu N             rail MTU in embedded mode (default 1500)\n"
                  "      --pool N            slots per rail to ask for (default: railgated's)\n"
                  "      --transport T       udp|dpdk|verbs (default dpdk)\n"
@@ -90,7 +130,9 @@ void usage(std::FILE* f) {
                  "                          in-process DPDK rings (no privileges, no setup)\n"
                  "      --server IP         railgated's rail-0 address (udp, verbs)\n"
                  "      --port P            railgated's UDP port, also its rdma_cm port (default %u)\n"
-                 "      --rank R            this process's rank (udp, verbs)\n"
+                 "      --rank R            this process's rank (udp, verbs); without it, the launcher's:\n"
+                 "                          OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID (and --workers\n"
+                 "                          from OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS)\n"
                  "      --gid-index N       verbs: the local GID index (default: the RoCEv2 IPv4 GID)\n"
                  "      --job ID --token T  job id and its 64-bit secret token (every rank the same; default\n"
                  "                          $RAILGATE_TOKEN; --embedded makes a random one). Make one with\n"
@@ -144,6 +186,7 @@ std::uint64_t parse_uint(const std::string& flag, const std::string& v, std::uin
 
 options parse(int argc, char** argv) {
     options o;
+    bool workers_set = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto val = [&]() -> std::string {
@@ -181,13 +224,22 @@ options parse(int argc, char** argv) {
                 if (comma == std::string::npos) break;
                 start = comma + 1;
             }
-        } else if (a == "--workers") {
+        } else if (a == "--workers" || a == "--nranks") {
             o.workers = static_cast<unsigned>(parse_uint(a, val(), wire::max_world));
+            workers_set = true;
         } else if (a == "--rails") {
             o.rails = static_cast<unsigned>(parse_uint(a, val(), 8));
-        } else if (a == "--dtype") {
+        } else if (a == "--dtype" || a == "-d" || a == "--datatype") {
             const std::string v = val();
-            if (!wire::dtype_from_name(v, o.dt)) die("--dtype: unknown '" + v + "' (fp32|bf16|fp16|int32)");
+            if (!parse_type(v, o.dt))
+                die(a + ": unknown '" + v + "' (float|bfloat16|half|int32, or fp32|bf16|fp16|int32)");
+        } else if (a == "-o" || a == "--op") {
+            const std::string v = val();
+            if (v != "sum") die(a + ": '" + v + "': railgated reduces with sum only");
+        } else if (a == "--json") {
+            o.out = options::format::json;
+        } else if (a == "--csv") {
+            o.out = options::format::csv;
         } else if (a == "--mtu") {
             unsigned mtu = 0;
             if (const std::string e = wire::parse_mtu(val(), mtu); !e.empty()) die("--mtu: " + e);
@@ -255,7 +307,13 @@ options parse(int argc, char** argv) {
             die("unknown option '" + a + "'");
         }
     }
+    // Under mpirun or srun the rank and world size come from the launcher.
+    if (!o.embedded && o.rank < 0) o.rank = env_number({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"});
+    if (!workers_set && !o.embedded)
+        if (const int n = env_number({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}); n > 0) o.workers = static_cast<unsigned>(n);
     if (o.workers == 0) die("--workers must be at least 1");
+    if (o.out != options::format::table && (o.lag_table || o.isolation))
+        die("--json and --csv report the allreduce table; --lag-table and --isolation print their own");
     if (!o.token)
         if (const char* t = std::getenv("RAILGATE_TOKEN"); t && *t) o.token = parse_uint("RAILGATE_TOKEN", t, UINT64_MAX);
     if (!o.token) {
@@ -299,6 +357,40 @@ std::vector<std::uint64_t> counts_of(const options& o) {
     return v;
 }
 
+// One size of the table.
+struct row {
+    std::uint64_t bytes, count;
+    double time_us, algbw, busbw;
+    std::uint64_t wrong;
+};
+
+// --json: one object (the run, then a row per size, nccl-tests' columns
+// and units); --csv: a header and a row per size. Nothing else on stdout.
+void print_machine(const options& o, const std::vector<unsigned>& ranks, const std::vector<row>& rows,
+                   std::uint64_t wrong, double avg_busbw) {
+    if (o.out == options::format::csv) {
+        std::printf("size,count,type,redop,time_us,algbw_GBps,busbw_GBps,wrong\n");
+        for (const row& r : rows)
+            std::printf("%" PRIu64 ",%" PRIu64 ",%s,sum,%.3f,%.4f,%.4f,%" PRIu64 "\n", r.bytes, r.count,
+                        std::string(nccl_type_name(o.dt)).c_str(), r.time_us, r.algbw, r.busbw, r.wrong);
+        return;
+    }
+    if (o.out != options::format::json) return;
+    std::printf("{\"tool\": \"railbench\", \"version\": \"%s\", \"git\": \"%s\", \"mode\": \"%s\", "
+                "\"transport\": \"%s\", \"workers\": %u, \"ranks\": [",
+                version(), git_describe(), o.embedded ? "embedded" : "remote", o.transport.c_str(), o.workers);
+    for (std::size_t i = 0; i < ranks.size(); ++i) std::printf("%s%u", i ? ", " : "", ranks[i]);
+    std::printf("], \"type\": \"%s\", \"redop\": \"sum\", \"iters\": %u, \"warmup_iters\": %u, \"results\": [",
+                std::string(nccl_type_name(o.dt)).c_str(), o.iters, o.warmup);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        const row& r = rows[i];
+        std::printf("%s{\"size\": %" PRIu64 ", \"count\": %" PRIu64 ", \"time_us\": %.3f, \"algbw_GBps\": %.4f, "
+                    "\"busbw_GBps\": %.4f, \"wrong\": %" PRIu64 "}",
+                    i ? ", " : "", r.bytes, r.count, r.time_us, r.algbw, r.busbw, r.wrong);
+    }
+    std::printf("], \"wrong\": %" PRIu64 ", \"avg_busbw_GBps\": %.4f}\n", wrong, avg_busbw);
+}
+
 // Runs the table for `ranks` local workers (all W in embedded mode, one in
 // udp mode). Returns the number of wrong elements (or errors).
 std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, const std::vector<unsigned>& ranks,
@@ -311,10 +403,11 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
     std::vector<std::uint8_t> ref(max_count * es);
     for (auto& b : buf) b.resize(max_count * es);
 
-    std::printf("#\n# %12s %12s %6s %6s %12s %12s %12s %8s\n", "size", "count", "type", "redop", "time(us)",
+    std::fprintf(notes, "#\n# %12s %12s %8s %6s %12s %12s %12s %8s\n", "size", "count", "type", "redop", "time(us)",
                 "algbw(GB/s)", "busbw(GB/s)", "#wrong");
     std::uint64_t total_wrong = 0;
     double busbw_sum = 0;
+    std::vector<row> rows;
     for (std::uint64_t count : counts) {
         // Every rank's input, to build the rank-order reference locally.
         std::vector<const void*> ptrs;
@@ -353,12 +446,16 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
         const double busbw = algbw * 2.0 * (o.workers - 1) / o.workers;
         busbw_sum += busbw;
         total_wrong += wrong;
-        std::printf("  %12" PRIu64 " %12" PRIu64 " %6s %6s %12.2f %12.3f %12.3f %8" PRIu64 "\n", count * es, count,
-                    std::string(wire::dtype_name(o.dt)).c_str(), "sum", t * 1e6, algbw, busbw, wrong);
-        std::fflush(stdout);
+        rows.push_back({count * es, count, t * 1e6, algbw, busbw, wrong});
+        if (o.out == options::format::table) {
+            std::printf("  %12" PRIu64 " %12" PRIu64 " %8s %6s %12.2f %12.3f %12.3f %8" PRIu64 "\n", count * es, count,
+                        std::string(nccl_type_name(o.dt)).c_str(), "sum", t * 1e6, algbw, busbw, wrong);
+            std::fflush(stdout);
+        }
     }
-    std::printf("# Out of bounds values : %" PRIu64 " %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
-    std::printf("# Avg bus bandwidth    : %.3f GB/s\n#\n", busbw_sum / static_cast<double>(counts.size()));
+    std::fprintf(notes, "# Out of bounds values : %" PRIu64 " %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
+    std::fprintf(notes, "# Avg bus bandwidth    : %.3f GB/s\n#\n", busbw_sum / static_cast<double>(counts.size()));
+    print_machine(o, ranks, rows, total_wrong, busbw_sum / static_cast<double>(counts.size()));
     return total_wrong;
 }
 
@@ -454,7 +551,7 @@ int run_lag(const options& o) {
     else rows = {{o.policy == "lag" ? wire::rail_policy::lag : wire::rail_policy::rail, n_flows}};
     const std::uint64_t bytes = (o.counts.empty() ? o.max_bytes / wire::dtype_size(o.dt) : o.counts.back()) *
                                 wire::dtype_size(o.dt);
-    std::printf("# railbench: LAG versus rail, %u rails%s, %" PRIu64 "-byte allreduce per flow, %u iterations, "
+    std::fprintf(notes, "# railbench: LAG versus rail, %u rails%s, %" PRIu64 "-byte allreduce per flow, %u iterations, "
                 "flows are one-worker jobs (l3l4 hash)\n",
                 o.rails, o.rail_rate ? (" shaped to " + std::to_string(o.rail_rate / 1e9).substr(0, 5) + " Gbit/s each").c_str() : " (unshaped)",
                 bytes, o.iters);
@@ -463,7 +560,7 @@ int run_lag(const options& o) {
     // FCS and gap, which is what the shaper counts against the rate.
     const double chunk = wire::chunk_bytes_for_mtu(o.mtu);
     const double wire_per_byte = (chunk + static_cast<double>(wire::header_bytes + wire::l2l4_bytes) + 24) / chunk;
-    std::printf("# %-7s %6s %12s %12s %14s %12s\n", "policy", "flows", "Gbit/s", "x one link", "wire Gbit/s",
+    std::fprintf(notes, "# %-7s %6s %12s %12s %14s %12s\n", "policy", "flows", "Gbit/s", "x one link", "wire Gbit/s",
                 "wire/rate");
     int rc = 0;
     std::uint32_t job = o.job;
@@ -480,7 +577,7 @@ int run_lag(const options& o) {
         std::fflush(stdout);
     }
     d.stop();
-    d.print_stats(stdout);
+    d.print_stats(notes);
     return rc;
 }
 
@@ -558,13 +655,13 @@ int run_isolation(const options& o) {
     probe_run({}, {}, n / 10); // warm-up
     const auto idle = probe_run({}, {}, n);
     const auto loaded = probe_run({bulk0.get()}, {b0.data()}, n);
-    std::printf("# railbench --isolation: one rail shaped to %.3f Gbit/s; TC 5 strict, TC 0 ETS weight 3, TC 1 weight 1\n",
+    std::fprintf(notes, "# railbench --isolation: one rail shaped to %.3f Gbit/s; TC 5 strict, TC 0 ETS weight 3, TC 1 weight 1\n",
                 static_cast<double>(rate) / 1e9);
-    std::printf("# %-34s %10s %10s %10s\n", "1 KiB ping-pong in TC 5 (round trip)", "p50 us", "p99 us", "p99.9 us");
+    std::fprintf(notes, "# %-34s %10s %10s %10s\n", "1 KiB ping-pong in TC 5 (round trip)", "p50 us", "p99 us", "p99.9 us");
     std::printf("  %-34s %10.2f %10.2f %10.2f\n", "alone", pct(idle, 0.5), pct(idle, 0.99), pct(idle, 0.999));
     std::printf("  %-34s %10.2f %10.2f %10.2f\n", "against bulk in TC 0", pct(loaded, 0.5), pct(loaded, 0.99),
                 pct(loaded, 0.999));
-    std::printf("# strict TC p99 loaded / idle: %.2f (goal <= 2)\n", pct(loaded, 0.99) / pct(idle, 0.99));
+    std::fprintf(notes, "# strict TC p99 loaded / idle: %.2f (goal <= 2)\n", pct(loaded, 0.99) / pct(idle, 0.99));
 
     // ETS: both bulk TCs saturating for about a second.
     const net::rail_counters& c = d.counters(0);
@@ -579,7 +676,7 @@ int run_isolation(const options& o) {
     const double s0 = static_cast<double>(c.tc_bytes[0].load() - a0), s1 = static_cast<double>(c.tc_bytes[1].load() - a1);
     client::worker* both[] = {bulk0.get(), bulk1.get()};
     client::complete(both);
-    std::printf("# ETS under contention: TC 0 %.1f%% (weight 3: 75%%), TC 1 %.1f%% (weight 1: 25%%), together %.3f "
+    std::fprintf(notes, "# ETS under contention: TC 0 %.1f%% (weight 3: 75%%), TC 1 %.1f%% (weight 1: 25%%), together %.3f "
                 "Gbit/s of %.3f\n",
                 100 * s0 / (s0 + s1), 100 * s1 / (s0 + s1), (s0 + s1) * 8 / 1e9, static_cast<double>(rate) / 1e9);
     for (auto* w : {probe.get(), bulk0.get(), bulk1.get()}) w->leave();
@@ -598,7 +695,7 @@ int run_embedded(const options& o) {
     dc.mbufs_per_rail = 4096;
     if (o.stall_ms) dc.stall_ms = o.stall_ms;
     net::daemon d(dc);
-    d.print_placement(stdout);
+    d.print_placement(notes);
     d.launch();
     std::vector<std::unique_ptr<client::transport>> ts;
     std::vector<std::unique_ptr<client::worker>> owners;
@@ -615,24 +712,24 @@ int run_embedded(const options& o) {
         ranks.push_back(w);
     }
     const auto& ack = ws[0]->job_info();
-    std::printf("# railbench: embedded railgated, %u rails, %u workers, dtype %s, mtu %u, chunk %u B, pool %u, "
+    std::fprintf(notes, "# railbench: embedded railgated, %u rails, %u workers, dtype %s, mtu %u, chunk %u B, pool %u, "
                 "transport dpdk (net_ring), kernels %s\n",
                 ack.n_rails, o.workers, std::string(wire::dtype_name(o.dt)).c_str(), o.mtu, ack.chunk_bytes,
                 ack.pool_size, std::string(reduce::best().name).c_str());
     stats::histogram lat;
     const std::uint64_t wrong = run_table(o, ws, ranks, lat);
-    stats::print_latency(stdout, lat, "per-chunk round trip, all workers");
+    stats::print_latency(notes, lat, "per-chunk round trip, all workers");
     std::uint64_t retx = 0;
     for (auto* w : ws) retx += w->retransmits();
-    std::printf("# retransmits %" PRIu64 ", virtual switch drops %" PRIu64 "\n", retx, fabric.switch_drops());
+    std::fprintf(notes, "# retransmits %" PRIu64 ", virtual switch drops %" PRIu64 "\n", retx, fabric.switch_drops());
     if (o.fault.any())
         for (const auto& [dir, t] : {std::pair{"to railgated", fabric.faults_up()}, {"to the workers", fabric.faults_down()}})
-            std::printf("# faults injected %s (%s): dropped %" PRIu64 ", duplicated %" PRIu64 ", reordered %" PRIu64
+            std::fprintf(notes, "# faults injected %s (%s): dropped %" PRIu64 ", duplicated %" PRIu64 ", reordered %" PRIu64
                         ", corrupted %" PRIu64 "\n",
                         dir, fault::format(o.fault).c_str(), t.drops, t.dups, t.reorders, t.corrupts);
     for (auto* w : ws) w->leave();
     d.stop();
-    d.print_stats(stdout);
+    d.print_stats(notes);
     // Every buffer railgated lent must be back once the workers and the
     // switch let go of theirs.
     ws.clear();
@@ -673,24 +770,24 @@ int run_remote(const options& o) {
         return 1;
     }
     const auto& ack = w.job_info();
-    std::printf("# railbench: rank %d of %u, server %s, %u rails, dtype %s, chunk %u B, pool %u, transport %s\n",
+    std::fprintf(notes, "# railbench: rank %d of %u, server %s, %u rails, dtype %s, chunk %u B, pool %u, transport %s\n",
                 o.rank, o.workers, o.server.c_str(), ack.n_rails, std::string(wire::dtype_name(o.dt)).c_str(),
                 ack.chunk_bytes, ack.pool_size, t->name());
     if (ack.excluded_rails)
-        std::printf("# striping over %zu of %u rails (0x%x excluded: down)\n", w.stripe_rails().size(), ack.n_rails,
+        std::fprintf(notes, "# striping over %zu of %u rails (0x%x excluded: down)\n", w.stripe_rails().size(), ack.n_rails,
                     ack.excluded_rails);
     if (wo.engine)
-        std::printf("# one pipeline per rail: %u rails on %d engine threads (%s)\n", ack.n_rails,
+        std::fprintf(notes, "# one pipeline per rail: %u rails on %d engine threads (%s)\n", ack.n_rails,
                     eng->arena_concurrency(eng->arena_of(-1)), eng->describe().c_str());
-    if (wo.pace_bps) std::printf("# paced: %.3f Gbit/s per rail\n", static_cast<double>(wo.pace_bps) / 1e9);
+    if (wo.pace_bps) std::fprintf(notes, "# paced: %.3f Gbit/s per rail\n", static_cast<double>(wo.pace_bps) / 1e9);
     std::vector<client::worker*> ws{&w};
     stats::histogram lat;
     const std::uint64_t wrong = run_table(o, ws, {static_cast<unsigned>(o.rank)}, lat);
-    stats::print_latency(stdout, lat, "per-chunk round trip");
-    std::printf("# retransmits %" PRIu64 ", dropped replies %" PRIu64 ", recoveries %" PRIu64 ", replays %" PRIu64 "\n",
+    stats::print_latency(notes, lat, "per-chunk round trip");
+    std::fprintf(notes, "# retransmits %" PRIu64 ", dropped replies %" PRIu64 ", recoveries %" PRIu64 ", replays %" PRIu64 "\n",
                 w.retransmits(), t->dropped(), w.recoveries(), w.replays());
     if (w.recoveries() && w.job_info().excluded_rails)
-        std::printf("# after recovering: striping over %zu of %u rails (0x%x excluded: down)\n", w.stripe_rails().size(),
+        std::fprintf(notes, "# after recovering: striping over %zu of %u rails (0x%x excluded: down)\n", w.stripe_rails().size(),
                     w.job_info().n_rails, w.job_info().excluded_rails);
     w.leave();
     return wrong == 0 ? 0 : 1;
@@ -702,6 +799,7 @@ int main(int argc, char** argv) {
     // Line by line even into a file or pipe: the table is a progress report.
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
     const options o = parse(argc, argv);
+    if (o.out != options::format::table) notes = stderr;
     try {
         return o.embedded ? run_embedded(o) : run_remote(o);
     } catch (const std::exception& e) {

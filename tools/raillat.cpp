@@ -53,11 +53,13 @@ struct options {
     std::string server, udp_server, verbs_server;
     std::uint16_t port = wire::default_udp_port;
     std::uint64_t bytes = 4;
+    bool sweep = false; // -a: every size, 4 .. max_bytes in powers of two (as perftest's -a)
     unsigned iters = 1000, warmup = 100;
     std::uint64_t bw_bytes = 1 << 20;
     unsigned bw_iters = 10;
     std::string dump;
     bool json = false;
+    static constexpr std::uint64_t max_bytes = 32768;
     int gid_index = -1;
     std::uint32_t job = 4242;
     std::uint64_t token = 0; // --token or RAILGATE_TOKEN; random otherwise (a one-worker job)
@@ -82,7 +84,9 @@ void usage(std::FILE* f) {
                  "  --udp-server IP       for udp only (overrides --server)\n"
                  "  --verbs-server IP     for verbs only (overrides --server)\n"
                  "  --port P              railgated's UDP / rdma_cm port (default %u)\n"
-                 "  -s, --size BYTES      message size, a multiple of 4 (default 4)\n"
+                 "  -s, --size BYTES      message size, a multiple of 4 up to 32768 (default 4)\n"
+                 "  -a, --all             every size from 4 to 32768 bytes in powers of two, a row each (as\n"
+                 "                        perftest's -a); the bandwidth phase once, after the last\n"
                  "  -n, --iters N         timed ping-pongs (default 1000)\n"
                  "  -w, --warmup N        untimed ping-pongs first (default 100)\n"
                  "  --bw-size BYTES       allreduce size of the bandwidth phase (default 1M; 0 skips it)\n"
@@ -139,7 +143,9 @@ options parse(int argc, char** argv) {
         } else if (a == "--port") {
             o.port = static_cast<std::uint16_t>(parse_num(a, val(), 65535));
         } else if (a == "-s" || a == "--size") {
-            o.bytes = parse_num(a, val(), 32768);
+            o.bytes = parse_num(a, val(), options::max_bytes);
+        } else if (a == "-a" || a == "--all") {
+            o.sweep = true;
         } else if (a == "-n" || a == "--iters") {
             o.iters = static_cast<unsigned>(parse_num(a, val(), 100000000));
         } else if (a == "-w" || a == "--warmup") {
@@ -172,6 +178,7 @@ options parse(int argc, char** argv) {
     if (o.bytes == 0 || o.bytes % 4) die("--size must be a positive multiple of 4 (fp32 elements)");
     if (o.bw_bytes % 4) die("--bw-size must be a multiple of 4");
     if (o.iters == 0) die("--iters must be at least 1");
+    if (o.sweep && o.compare) die("-a and --compare: give -a one --transport, or --compare one --size");
     for (const std::string& t : o.transports) {
         if (t == "udp" && o.udp_server.empty() && o.server.empty()) die("udp needs --server or --udp-server");
         if (t == "verbs" && o.verbs_server.empty() && o.server.empty()) die("verbs needs --server or --verbs-server");
@@ -181,6 +188,7 @@ options parse(int argc, char** argv) {
 
 struct result {
     std::string transport;
+    std::uint64_t bytes = 0;    // message size
     std::string error;          // non-empty: the transport could not run
     std::vector<double> us;     // half round trips, sorted
     double bw_gbs = 0;          // algorithm bandwidth of the bandwidth phase
@@ -356,20 +364,38 @@ std::uint32_t server_ip(const options& o, const std::string& specific) {
     return ip;
 }
 
-result run(const std::string& name, const options& o, std::vector<double>& raw) {
-    result r;
-    r.transport = name;
+// One transport at every size in `sizes` (the bandwidth phase after the
+// last), through one transport object: the embedded railgated (its rings
+// are named) is made once per process run. Each size is its own job.
+std::vector<result> run(const std::string& name, const options& o, const std::vector<std::uint64_t>& sizes,
+                        std::vector<std::vector<double>>& raws) {
+    std::vector<result> rs(sizes.size());
+    raws.assign(sizes.size(), {});
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+        rs[k].transport = name;
+        rs[k].bytes = sizes[k];
+    }
+    auto each = [&](auto&& measure_one) {
+        for (std::size_t k = 0; k < sizes.size(); ++k) {
+            options at = o;
+            at.bytes = sizes[k];
+            at.job = o.job + static_cast<std::uint32_t>(k);
+            if (k + 1 < sizes.size()) at.bw_bytes = 0;
+            measure_one(at, rs[k], raws[k]);
+            if (!rs[k].error.empty()) break;
+        }
+    };
     try {
         if (name.rfind("floor-", 0) == 0) {
-            measure_floor(name, o, r, raw);
+            each([&](const options& at, result& r, std::vector<double>& raw) { measure_floor(name, at, r, raw); });
         } else if (name == "udp") {
             auto t = client::make_udp_transport(server_ip(o, o.udp_server), o.port);
-            measure(*t, o, r, raw);
+            each([&](const options& at, result& r, std::vector<double>& raw) { measure(*t, at, r, raw); });
         } else if (name == "verbs") {
             client::verbs_options vo;
             vo.qp.gid_index = o.gid_index;
             client::verbs_transport t(server_ip(o, o.verbs_server), o.port, vo);
-            measure(t, o, r, raw);
+            each([&](const options& at, result& r, std::vector<double>& raw) { measure(t, at, r, raw); });
         } else {
             // railgated embedded: one rail over in-process rings, on lcore 1.
             static std::optional<net::eal> eal; // rte_eal_init: once per process
@@ -381,22 +407,32 @@ result run(const std::string& name, const options& o, std::vector<double>& raw) 
             net::daemon d(dc);
             d.launch();
             auto t = fabric.worker_transport(0);
-            measure(*t, o, r, raw);
+            each([&](const options& at, result& r, std::vector<double>& raw) { measure(*t, at, r, raw); });
             d.stop();
         }
     } catch (const std::exception& e) {
-        r.error = e.what();
+        // The transport could not be made (or failed mid-way): the sizes not
+        // measured report why.
+        for (result& r : rs)
+            if (r.us.empty() && r.error.empty()) r.error = e.what();
     }
-    return r;
+    return rs;
 }
 
-void print_perftest(const result& r, const options& o) {
-    std::printf("# raillat: transport %s, %llu bytes, %zu iterations, latency = half round trip (as ib_write_lat)\n",
-                r.transport.c_str(), static_cast<unsigned long long>(o.bytes), r.us.size());
-    std::printf(" #bytes #iterations  t_min[usec]  t_max[usec]  t_typical[usec]  t_avg[usec]  t_stdev[usec]  "
-                "99%% percentile[usec]  99.9%% percentile[usec]\n");
+// perftest's table: the header once per transport (with -a, before its
+// first size), then a row per size.
+void print_perftest(const result& r, const options& o, bool header) {
+    if (header) {
+        std::printf("# raillat: transport %s, %s, %zu iterations, latency = half round trip (as ib_write_lat)\n",
+                    r.transport.c_str(),
+                    o.sweep ? ("4.." + std::to_string(options::max_bytes) + " bytes").c_str()
+                            : (std::to_string(o.bytes) + " bytes").c_str(),
+                    r.us.size());
+        std::printf(" #bytes #iterations  t_min[usec]  t_max[usec]  t_typical[usec]  t_avg[usec]  t_stdev[usec]  "
+                    "99%% percentile[usec]  99.9%% percentile[usec]\n");
+    }
     std::printf(" %-6llu %-11zu  %-11.2f  %-11.2f  %-15.2f  %-11.2f  %-13.2f  %-20.2f  %-.2f\n",
-                static_cast<unsigned long long>(o.bytes), r.us.size(), r.us.front(), r.us.back(), r.at(0.5), r.avg(),
+                static_cast<unsigned long long>(r.bytes), r.us.size(), r.us.front(), r.us.back(), r.at(0.5), r.avg(),
                 r.stdev(), r.at(0.99), r.at(0.999));
     if (r.bw_gbs > 0)
         std::printf("# bandwidth: %.3f GB/s (allreduce of %llu bytes, %u iterations)\n", r.bw_gbs,
@@ -430,7 +466,8 @@ void print_json(const std::vector<result>& rs, const options& o) {
                 static_cast<unsigned long long>(o.bw_bytes));
     for (std::size_t i = 0; i < rs.size(); ++i) {
         const result& r = rs[i];
-        std::printf("%s{\"transport\": \"%s\"", i ? ", " : "", r.transport.c_str());
+        std::printf("%s{\"transport\": \"%s\", \"bytes\": %llu", i ? ", " : "", r.transport.c_str(),
+                    static_cast<unsigned long long>(r.bytes));
         if (!r.error.empty()) {
             std::string e;
             for (char c : r.error) e += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
@@ -453,17 +490,31 @@ int main(int argc, char** argv) {
     std::vector<result> rs;
     std::FILE* dump = nullptr;
     if (!o.dump.empty() && !(dump = std::fopen(o.dump.c_str(), "w"))) die("--dump: cannot write " + o.dump);
+    // -a: every power of two from 4 bytes up; the bandwidth phase once, after
+    // the largest size.
+    std::vector<std::uint64_t> sizes{o.bytes};
+    if (o.sweep) {
+        sizes.clear();
+        for (std::uint64_t b = 4; b <= options::max_bytes; b *= 2) sizes.push_back(b);
+    }
     for (const std::string& t : o.transports) {
-        std::vector<double> raw;
-        rs.push_back(run(t, o, raw));
-        if (dump) {
-            std::fprintf(dump, "# transport %s, %llu bytes, half round trip in usec, in sample order\n", t.c_str(),
-                         static_cast<unsigned long long>(o.bytes));
-            for (double x : raw) std::fprintf(dump, "%s %.3f\n", t.c_str(), x);
-        }
-        if (!o.compare && !o.json) {
-            if (!rs.back().error.empty()) die(t + ": " + rs.back().error);
-            print_perftest(rs.back(), o);
+        std::vector<std::vector<double>> raws;
+        const std::vector<result> got = run(t, o, sizes, raws);
+        for (std::size_t k = 0; k < got.size(); ++k) {
+            if (got[k].us.empty() && got[k].error.empty()) continue; // not reached: an earlier size failed
+            rs.push_back(got[k]);
+            if (dump) {
+                std::fprintf(dump, "# transport %s, %llu bytes, half round trip in usec, in sample order\n", t.c_str(),
+                             static_cast<unsigned long long>(got[k].bytes));
+                for (double x : raws[k]) std::fprintf(dump, "%s %.3f\n", t.c_str(), x);
+            }
+            if (!o.compare && !o.json) {
+                if (!got[k].error.empty()) die(t + ": " + got[k].error);
+                options at = o;
+                at.bytes = got[k].bytes;
+                if (k + 1 < got.size()) at.bw_bytes = 0;
+                print_perftest(got[k], at, k == 0);
+            }
         }
     }
     if (dump) std::fclose(dump);

@@ -3,11 +3,17 @@
 #include <atomic>
 #include <stdexcept>
 
+#include <cstdio>
+#include <string>
+
 #include <rte_eal.h>
+#include <rte_log.h>
 #include <rte_errno.h>
 #include <rte_mbuf.h>
 #include <rte_mbuf_pool_ops.h>
 #include <rte_mempool.h>
+
+#include "dataplane/log/log.hpp"
 
 namespace railgate::net {
 namespace {
@@ -25,6 +31,36 @@ eal::eal(const std::vector<std::string>& args) {
 }
 
 eal::~eal() { rte_eal_cleanup(); }
+
+namespace {
+
+// DPDK writes a message in pieces (fprintf); a line is logged when its
+// newline arrives, at the level of the message being written.
+std::string dpdk_pending;
+
+ssize_t dpdk_log_write(void*, const char* buf, size_t n) {
+    dpdk_pending.append(buf, n);
+    for (std::size_t nl; (nl = dpdk_pending.find('\n')) != std::string::npos; dpdk_pending.erase(0, nl + 1)) {
+        const int l = rte_log_cur_msg_loglevel();
+        const log::level lv = l <= static_cast<int>(RTE_LOG_ERR)       ? log::level::error
+                              : l == static_cast<int>(RTE_LOG_WARNING) ? log::level::warning
+                              : l == static_cast<int>(RTE_LOG_NOTICE)  ? log::level::notice
+                              : l == static_cast<int>(RTE_LOG_INFO)    ? log::level::info
+                                                                       : log::level::debug;
+        if (nl) log::write(lv, "dpdk: %.*s", static_cast<int>(nl), dpdk_pending.data());
+    }
+    return static_cast<ssize_t>(n);
+}
+
+} // namespace
+
+void route_dpdk_log() {
+    static cookie_io_functions_t fns{nullptr, dpdk_log_write, nullptr, nullptr};
+    if (std::FILE* f = fopencookie(nullptr, "w", fns)) {
+        std::setvbuf(f, nullptr, _IONBF, 0);
+        rte_openlog_stream(f);
+    }
+}
 
 std::vector<std::string> embedded_eal_args(const std::string& prog) {
     return {prog, "--no-huge", "--no-pci", "--no-shconf", "--no-telemetry", "-l", "0-1", "-m", "512",

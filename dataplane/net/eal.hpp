@@ -19,6 +19,12 @@ public:
     eal& operator=(const eal&) = delete;
 };
 
+// DPDK's own log lines (the EAL's, the PMDs') through railgated's log
+// (dataplane/log): one line each, with railgated's timestamp or journald
+// priority and its --log-level, instead of DPDK's bare stderr. Call before
+// the eal, once.
+void route_dpdk_log();
+
 // The CI and embedded EAL arguments: no hugepages, no PCI, no shared config,
 // no telemetry, lcores 0-1, 512 MiB.
 std::vector<std::string> embedded_eal_args(const std::string& prog);

@@ -530,9 +530,7 @@ std::string control_plane::prometheus() {
         const char* help;
         const net::counter net::rail_counters::*c;
     };
-    metric("railgate_build_info", "gauge", "railgated's version and what it was built with (always 1).");
-    o += "railgate_build_info{version=\"" + std::string(version()) + "\",git=\"" + git_describe() +
-         "\",kernels=\"" + std::string(reduce::best().name) + "\"} 1\n";
+    o += build_info_prometheus();
     static const field fields[] = {
         {"railgate_rx_packets_total", "Packets received on the rail.", &net::rail_counters::rx_packets},
         {"railgate_rx_bytes_total", "Bytes received on the rail.", &net::rail_counters::rx_bytes},

@@ -17,6 +17,7 @@
 
 #include <cctype>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <algorithm>
@@ -320,7 +321,18 @@ int main(int argc, char** argv) {
     if (stall_override) app.stall_ms = stall_override;
     // The EAL's flags: after "--", else the config's [eal] table.
     std::vector<std::string> eal_args{argv[0]};
-    if (!eal_cli.empty()) eal_args.insert(eal_args.end(), eal_cli.begin(), eal_cli.end());
+    if (!eal_cli.empty()) {
+        eal_args.insert(eal_args.end(), eal_cli.begin(), eal_cli.end());
+        // What the host check needs to know of them: hugepages, memory, CPUs.
+        app.eal = {};
+        for (std::size_t k = 0; k < eal_cli.size(); ++k) {
+            const bool more = k + 1 < eal_cli.size();
+            if (eal_cli[k] == "--no-huge") app.eal.hugepages = false;
+            else if (eal_cli[k] == "-l" && more) app.eal.lcores = eal_cli[++k];
+            else if (eal_cli[k] == "-m" && more) app.eal.memory_mb = static_cast<unsigned>(std::strtoul(eal_cli[++k].c_str(), nullptr, 10));
+            else if (eal_cli[k] == "--socket-mem" && more) app.eal.socket_mem = eal_cli[++k];
+        }
+    }
     else for (std::string& e : config::eal_arguments(app)) eal_args.push_back(std::move(e));
 
     // Can this host run it? --check says and exits; a start logs the
@@ -441,6 +453,7 @@ int main(int argc, char** argv) {
         std::optional<net::eal> eal;
         std::unique_ptr<net::daemon> d;
         if (!cfg.rails.empty()) {
+            net::route_dpdk_log();
             eal.emplace(eal_args);
             net::print_topology(stdout);
             d = std::make_unique<net::daemon>(cfg);
@@ -477,7 +490,7 @@ int main(int argc, char** argv) {
         std::unique_ptr<control::metrics_server> metrics;
         if (!app.metrics.empty()) {
             metrics = std::make_unique<control::metrics_server>(
-                app.metrics, [&cp, &vp] { return cp ? cp->prometheus() : verbs_prometheus(*vp); });
+                app.metrics, [&cp, &vp] { return cp ? cp->prometheus() : verbs_prometheus(*vp, true); });
             log::info("metrics on http://%s/metrics", app.metrics.c_str());
         }
         std::fflush(stdout);

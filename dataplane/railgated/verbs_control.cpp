@@ -71,8 +71,15 @@ json verbs_counters_json(const verbs::plane& p, const std::string& only) {
     return rails;
 }
 
-std::string verbs_prometheus(const verbs::plane& p) {
-    std::string o;
+std::string build_info_prometheus() {
+    return "# HELP railgate_build_info railgated's version and what it was built with (always 1).\n"
+           "# TYPE railgate_build_info gauge\n"
+           "railgate_build_info{version=\"" + std::string(version()) + "\",git=\"" + git_describe() +
+           "\",kernels=\"" + std::string(reduce::best().name) + "\"} 1\n";
+}
+
+std::string verbs_prometheus(const verbs::plane& p, bool standalone) {
+    std::string o = standalone ? build_info_prometheus() : std::string();
     const auto st = p.status();
     auto metric = [&](const char* name, const char* type, const char* help) {
         o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";

@@ -16,8 +16,13 @@ control::json verbs_rails_json(const verbs::plane& p);
 // Counters of every verbs rail, or of the one named `only`.
 control::json verbs_counters_json(const verbs::plane& p, const std::string& only = "");
 
-// The verbs rails' Prometheus metrics (text format 0.0.4).
-std::string verbs_prometheus(const verbs::plane& p);
+// railgate_build_info (its HELP, TYPE and sample): every endpoint's first
+// series, whatever rails railgated serves.
+std::string build_info_prometheus();
+
+// The verbs rails' Prometheus metrics (text format 0.0.4). With
+// `standalone` (a verbs-only railgated) they begin with build_info.
+std::string verbs_prometheus(const verbs::plane& p, bool standalone = false);
 
 // status and stats for a verbs-only daemon; other commands are refused with
 // the reason.

@@ -74,7 +74,7 @@ echo "ok: ping A -> B through the gateway, ttl=63"
 # railctl capture sees routed traffic: A's echo request arrives on g0 (TTL
 # 64) and leaves on g1 (TTL 63), each in its rail's interface and direction.
 if command -v tshark > /dev/null; then
-  "$railctl" --socket "$log/ctl.sock" capture g0,g1 --count 4 -w "$log/gw.pcapng" 2> "$log/capture.err" &
+  "$railctl" --socket "$log/ctl.sock" capture g0,g1 --count 64 --seconds 3 -w "$log/gw.pcapng" 2> "$log/capture.err" &
   cap=$!
   for _ in $(seq 100); do grep -q capturing "$log/capture.err" && break; sleep 0.05; done
   ip netns exec "$a" ping -c 1 -s 333 -W 2 10.2.0.2 > /dev/null 2>&1 || fail "ping during the capture"

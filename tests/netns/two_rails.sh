@@ -50,16 +50,43 @@ for mtu in 1500 9000; do
     extra=()
     case $dt in bf16|int32) extra=(--rail-threads) ;; fp16) extra=(--pace 400Mbit) ;; esac
     pids=()
-    for rank in 0 1 2; do
-      timeout 120 ip netns exec "$w" "$railbench" --transport udp --server 198.18.0.1 --rank "$rank" \
-        --workers 3 --dtype "$dt" --count 1000003,4097,1 -n 2 -w 0 --job "$job" "${extra[@]}" \
-        > "$log/bench-$mtu-$dt-$rank.log" 2>&1 &
-      pids+=($!)
-    done
+    if [ "$dt" = int32 ]; then
+      # As mpirun and srun start them: no --rank, no --workers, each rank
+      # from a different launcher's variables; rank 0 reports JSON.
+      launch=("env OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=3" "env PMI_RANK=1 PMI_SIZE=3"
+              "env SLURM_PROCID=2 SLURM_NTASKS=3")
+      for rank in 0 1 2; do
+        out=(); [ $rank = 0 ] && out=(--json)
+        # shellcheck disable=SC2086
+        timeout 120 ip netns exec "$w" ${launch[$rank]} "$railbench" --transport udp --server 198.18.0.1 \
+          --dtype int32 --count 1000003,4097,1 -n 2 -w 0 --job "$job" "${extra[@]}" "${out[@]}" \
+          > "$log/bench-$mtu-$dt-$rank.out" 2> "$log/bench-$mtu-$dt-$rank.log" &
+        pids+=($!)
+      done
+    else
+      for rank in 0 1 2; do
+        timeout 120 ip netns exec "$w" "$railbench" --transport udp --server 198.18.0.1 --rank "$rank" \
+          --workers 3 --dtype "$dt" --count 1000003,4097,1 -n 2 -w 0 --job "$job" "${extra[@]}" \
+          > "$log/bench-$mtu-$dt-$rank.log" 2>&1 &
+        pids+=($!)
+      done
+    fi
     for i in 0 1 2; do
       wait "${pids[$i]}" || fail "rank $i, $dt at MTU $mtu"
     done
-    grep -q "Out of bounds values : 0 OK" "$log/bench-$mtu-$dt-0.log" || fail "wrong values, $dt at MTU $mtu"
+    if [ "$dt" = int32 ]; then
+      python3 - "$log/bench-$mtu-$dt-0.out" <<'PY' || fail "rank 0's JSON ($(cat "$log/bench-$mtu-$dt-0.out"))"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["ranks"] == [0] and j["workers"] == 3 and j["type"] == "int32" and j["wrong"] == 0, j
+assert [r["count"] for r in j["results"]] == [1000003, 4097, 1], j["results"]
+assert all(r["time_us"] > 0 and r["algbw_GBps"] >= 0 and r["wrong"] == 0 for r in j["results"]), j["results"]
+assert j["results"][0]["busbw_GBps"] > 0, j["results"]
+PY
+      grep -q "Out of bounds values : 0 OK" "$log/bench-$mtu-$dt-0.log" || fail "rank 0's notes, $dt at MTU $mtu"
+    else
+      grep -q "Out of bounds values : 0 OK" "$log/bench-$mtu-$dt-0.log" || fail "wrong values, $dt at MTU $mtu"
+    fi
     echo "ok: MTU $mtu $dt ${extra[*]}, 3 workers, bit-exact"
     job=$((job + 1))
   done

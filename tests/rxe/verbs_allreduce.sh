@@ -38,6 +38,8 @@ python3 -c 'import urllib.request; print(urllib.request.urlopen("http://127.0.0.
   > "$WORK/metrics.txt" || { echo "FAIL: metrics endpoint"; exit 1; }
 grep -qE '^railgate_verbs_aggregations_total\{rail="v1"\} [1-9][0-9]*$' "$WORK/metrics.txt" ||
   { echo "FAIL: no verbs aggregations in /metrics"; cat "$WORK/metrics.txt"; exit 1; }
+grep -qE '^railgate_build_info\{version="[0-9.]+",git="[^"]+",kernels="[a-z0-9_]+"\} 1$' "$WORK/metrics.txt" ||
+  { echo "FAIL: a verbs-only railgated's /metrics lacks railgate_build_info"; cat "$WORK/metrics.txt"; exit 1; }
 kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; exit 1; }
 grep -q "verbs rail v1: connects 12" "$WORK/railgated.log" || { echo "FAIL: no exit stats"; tail "$WORK/railgated.log"; exit 1; }
 
