@@ -384,11 +384,11 @@ void print_machine(const options& o, const std::vector<unsigned>& ranks, const s
                 std::string(nccl_type_name(o.dt)).c_str(), o.iters, o.warmup);
     for (std::size_t i = 0; i < rows.size(); ++i) {
         const row& r = rows[i];
-        std::printf("%s{\"size\": %" PRIu64 ", \"count\": %" PRIu64 ", \"time_us\": %.3f, \"algbw_GBps\": %.4f, "
-                    "\"busbw_GBps\": %.4f, \"wrong\": %" PRIu64 "}",
+        std::printf("%s{\"size\": %" PRIu64 ", \"count\": %" PRIu64 ", \"time_us\": %.3f, \"algbw_GBps\": %.6g, "
+                    "\"busbw_GBps\": %.6g, \"wrong\": %" PRIu64 "}",
                     i ? ", " : "", r.bytes, r.count, r.time_us, r.algbw, r.busbw, r.wrong);
     }
-    std::printf("], \"wrong\": %" PRIu64 ", \"avg_busbw_GBps\": %.4f}\n", wrong, avg_busbw);
+    std::printf("], \"wrong\": %" PRIu64 ", \"avg_busbw_GBps\": %.6g}\n", wrong, avg_busbw);
 }
 
 // Runs the table for `ranks` local workers (all W in embedded mode, one in
