@@ -7,14 +7,14 @@
 namespace railgate::control {
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string first_line(const fs::path& p) {
-    std::ifstream in(p);
+std::string first_line(const std::string& path) {
+    std::ifstream in(path);
     std::string s;
     std::getline(in, s);
     return s;
 }
+
+namespace {
 
 bool all_zero(const std::string& gid) {
     return std::all_of(gid.begin(), gid.end(), [](char c) { return c == '0' || c == ':'; });

@@ -25,4 +25,7 @@ std::vector<gid_entry> read_gids(const std::string& root = "/sys/class/infiniban
 // "v1"/"v2"/"IB" from a sysfs type string.
 std::string gid_version(const std::string& type);
 
+// A sysfs attribute: the first line of the file, "" when it cannot be read.
+std::string first_line(const std::string& path);
+
 } // namespace railgate::control

@@ -1,5 +1,7 @@
 #include "dataplane/railgated/host_check.hpp"
 
+#include "control/gids.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -12,12 +14,7 @@ namespace railgate::host {
 namespace fs = std::filesystem;
 namespace {
 
-std::string read_line(const fs::path& p) {
-    std::ifstream in(p);
-    std::string s;
-    std::getline(in, s);
-    return s;
-}
+std::string read_line(const fs::path& p) { return control::first_line(p.string()); }
 
 bool present(const fs::path& p) {
     std::error_code ec;
