@@ -54,6 +54,8 @@ failure failure_of(wire::error_code c) noexcept {
     case wire::error_code::unknown_job: return failure::daemon_gone;
     case wire::error_code::expired: return failure::expired;
     case wire::error_code::rail_down: return failure::rail_down;
+    // Another run of the same id and token: re-joining would clash again.
+    case wire::error_code::rank_claimed: return failure::refused;
     default: return failure::aborted;
     }
 }
@@ -373,11 +375,18 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded) {
                             s.why = failure::rail_down;
                             return "rail " + std::to_string(r) + "'s connection failed during the join";
                         }
+                        const auto code = static_cast<wire::error_code>(m.h.aux);
+                        std::string why;
+                        // The job this JOIN just joined on the rail (its
+                        // incarnation) ended before the join finished.
+                        if (acked[i] && m.h.gen == s.inst[r] && m.h.gen != static_cast<std::uint32_t>(s.nonce)) {
+                            if (!text_of(m, why)) continue;
+                            s.why = failure_of(code);
+                            return "railgated ended the job on rail " + std::to_string(r) + ": " + why;
+                        }
                         // A refusal answers this JOIN (gen: its nonce); any
                         // other ERROR is about a job this worker has left.
                         if (m.h.gen != static_cast<std::uint32_t>(s.nonce)) continue;
-                        const auto code = static_cast<wire::error_code>(m.h.aux);
-                        std::string why;
                         if (!text_of(m, why)) continue;
                         const std::string text = "railgated refused the join on rail " + std::to_string(r) + ": " + why;
                         s.refusal = code;

@@ -15,7 +15,12 @@
 //     refused (rank_taken) while the binding is live, and replaces the old
 //     job (takeover: the old one is ended first) when the old peer has been
 //     silent for the stall time or is the same address with a new nonce (a
-//     restarted process).
+//     restarted process). Before the job has completed a chunk, a live
+//     binding claimed from elsewhere is a clash: the same id and token
+//     started twice at once, whose members could interleave (A's rank 0
+//     with B's rank 1) and sum each other's data. Nothing tells the two
+//     apart, so the job ends for both (rank_claimed), and JOINs of that id
+//     and token are refused for the assembly time (the runs' late ranks).
 //   - A job ends by LEAVE of its last rank, by an abort, or by expire():
 //     a slot that some ranks have contributed to and others not for the
 //     stall time (the missing ranks are named), a job whose ranks have not
@@ -130,6 +135,7 @@ enum class join_status : std::uint8_t {
     refused,  // err says why
     takeover, // the JOIN replaces the job: end `j` (its members are told), then join again;
               // err op_mismatch: the JOIN is one operation behind (detail: its operation)
+    clash,    // err rank_claimed: end `j` (its members are told) and refuse the JOIN
 };
 
 struct join_result {
@@ -244,9 +250,22 @@ public:
                     return r;
                 }
                 r.detail = silent;
+                if (!started(*j)) {
+                    clashes_[next_clash_++ % max_clashes] = {j->id, j->token, now, true};
+                    r.st = join_status::clash;
+                    r.err = wire::error_code::rank_claimed;
+                    r.j = j;
+                    return r;
+                }
                 return refuse(r, wire::error_code::rank_taken);
             }
         } else {
+            // A late rank of a run that clashed: refused like the others,
+            // never made the first member of a new job.
+            if (const std::uint64_t age = clash_age(h.job_id, h.job_token, now); age != no_clash) {
+                r.detail = age;
+                return refuse(r, wire::error_code::rank_claimed);
+            }
             if (life_.max_pending && pending_from(who.host) >= life_.max_pending)
                 return refuse(r, wire::error_code::too_many_pending);
             j = alloc();
@@ -297,6 +316,12 @@ public:
         return drop_reason::none;
     }
     static void heard(job_t& j, unsigned rank, std::uint64_t now) noexcept { j.heard[rank] = now; }
+    // Whether any chunk of the job has completed (a result went out).
+    static bool started(const job_t& j) noexcept {
+        for (unsigned s = 0; s < j.pool; ++s)
+            if (j.slots[s].gen) return true;
+        return false;
+    }
 
     // Slot bookkeeping shared by the transports: a contribution of `rank`
     // to s (already checked), and a slot's completion.
@@ -415,6 +440,16 @@ private:
         return nullptr;
     }
 
+    // How long ago job `id` with `token` clashed, while its JOINs are still
+    // refused (for the assembly time, or the stall time without one).
+    static constexpr std::uint64_t no_clash = ~std::uint64_t{0};
+    std::uint64_t clash_age(std::uint32_t id, std::uint64_t token, std::uint64_t now) const noexcept {
+        const std::uint64_t hold = life_.assemble ? life_.assemble : life_.stall;
+        for (const clash& c : clashes_)
+            if (c.used && c.id == id && now - c.at < hold && wire::token_equal(c.token, token)) return now - c.at;
+        return no_clash;
+    }
+
     static join_result& refuse(join_result& r, wire::error_code e) noexcept {
         r.st = join_status::refused;
         r.err = e;
@@ -423,6 +458,17 @@ private:
 
     unsigned max_jobs_, max_pool_;
     std::uint32_t instances_ = 0;
+    // The last clashes (join_status::clash), so that the late ranks of both
+    // runs are refused too.
+    struct clash {
+        std::uint32_t id = 0;
+        std::uint64_t token = 0;
+        std::uint64_t at = 0;
+        bool used = false;
+    };
+    static constexpr unsigned max_clashes = 16;
+    clash clashes_[max_clashes];
+    unsigned next_clash_ = 0;
     lifecycle life_;
     std::unique_ptr<job_t[]> jobs_;
     std::unique_ptr<slot[]> slots_;

@@ -178,6 +178,12 @@ void refusal_text(char* t, std::size_t n, const rail_state& rs, const wire::head
                       ms_of(rs, life.stall));
         return;
     }
+    case wire::error_code::rank_claimed:
+        std::snprintf(t, n,
+                      "job %u with this token ended %" PRIu64 " ms ago because two processes claimed one rank (the same "
+                      "id and token run twice?); refused for %" PRIu64 " ms: give each run its own token",
+                      h.job_id, ms_of(rs, jr.detail), ms_of(rs, life.assemble ? life.assemble : life.stall));
+        return;
     case wire::error_code::too_many_pending:
         std::snprintf(t, n, "this address has %u jobs still assembling on rail %s (the limit); they expire after %" PRIu64
                       " ms", life.max_pending, rs.s.cfg.name.c_str(), ms_of(rs, life.assemble));
@@ -228,6 +234,21 @@ void handle_join(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<c
         end_job(rs, table::as(jr.j), behind ? wire::error_code::op_mismatch : wire::error_code::rank_failed,
                 behind ? b.op : h.rank, t, h.rank);
         jr = rs.agg.join(h, b, member, who, rs.burst_tsc, lag, down);
+    }
+    if (jr.st == agg::join_status::clash) {
+        // Two live processes claim the rank before the job has completed a
+        // chunk: the same id and token started twice. Both are told.
+        const frame::endpoint& e = table::as(jr.j).x.members[h.rank];
+        char t[wire::max_error_text];
+        const ipv4_text held(e.ip), now_from(from.ip);
+        std::snprintf(t, sizeof t,
+                      "two processes claim rank %u of job %u (%s:%u and %s:%u) before it started: the same job id "
+                      "and token run twice? the job ends; give each run its own token",
+                      h.rank, h.job_id, held.s, e.udp_port, now_from.s, from.udp_port);
+        end_job(rs, table::as(jr.j), wire::error_code::rank_claimed, h.rank, t);
+        bump(rs.ctr.join_errors);
+        count_drop(rs, m, drop_reason::join_refused);
+        return send_error(rs, m, from, h, jr.err, t, h.rank, static_cast<std::uint32_t>(b.nonce));
     }
     if (jr.st == agg::join_status::refused || jr.st == agg::join_status::takeover) {
         bump(rs.ctr.join_errors);

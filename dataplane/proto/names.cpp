@@ -65,6 +65,7 @@ std::string_view error_name(error_code c) noexcept {
     case error_code::expired: return "the job expired";
     case error_code::rail_down: return "a rail of the job went down";
     case error_code::op_mismatch: return "the rank is at another operation than the job";
+    case error_code::rank_claimed: return "two processes claim the rank of a job that has not started";
     }
     return "unknown error";
 }

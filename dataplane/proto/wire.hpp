@@ -95,8 +95,13 @@ enum class error_code : std::uint32_t {
     expired = 16,         // the job did not assemble, or went idle, in time
     rail_down = 17,       // a rail of the job went down (offset: bitmap of rails)
     op_mismatch = 18,     // JOIN: the rank is at another operation than the job (offset: the job's)
+    // JOIN, and the job it ends: two live processes claim one rank of a job
+    // that has not yet completed a chunk (the same id and token started
+    // twice); neither can be told from the other, so neither gets the job
+    // (offset: the rank).
+    rank_claimed = 19,
 };
-inline constexpr std::uint32_t error_code_max = 18;
+inline constexpr std::uint32_t error_code_max = 19;
 
 // Host-order view of the 40-byte header.
 struct header {

@@ -704,6 +704,16 @@ void plane::rail_state::on_join(conn& c, const wire::header& h, std::span<const 
                       &c);
         jr = jobs.join(h, b, static_cast<std::uint16_t>(pool), who, now, shape, 0, admit);
     }
+    if (jr.st == agg::join_status::clash) {
+        // Two live connections claim the rank before the job has completed
+        // a chunk: the same id and token started twice. Both are told.
+        const std::string text = "two connections claim rank " + std::to_string(h.rank) + " of job " +
+                                 std::to_string(h.job_id) + " on rail " + cfg.name +
+                                 " before it started: the same job id and token run twice? the job ends; give each "
+                                 "run its own token";
+        abort_job(vtable::as(jr.j), wire::error_code::rank_claimed, h.rank, text, nullptr);
+        return refuse(jr.err, drop_reason::join_refused, text, h.rank);
+    }
     if (jr.st != agg::join_status::joined && jr.st != agg::join_status::again) {
         std::string text(wire::error_name(jr.err));
         if (jr.err == wire::error_code::no_buffers && !no_memory.empty()) text = no_memory;
@@ -713,6 +723,10 @@ void plane::rail_state::on_join(conn& c, const wire::header& h, std::span<const 
         if (jr.err == wire::error_code::op_mismatch)
             text = "job " + std::to_string(h.job_id) + "'s ranks joined at operation " + std::to_string(jr.detail) +
                    "; this rank is at " + std::to_string(b.op) + ": they cannot be summed together";
+        if (jr.err == wire::error_code::rank_claimed)
+            text = "job " + std::to_string(h.job_id) + " with this token ended " + std::to_string(jr.detail / 1000000) +
+                   " ms ago because two connections claimed one rank (the same id and token run twice?): give each "
+                   "run its own token";
         if (jr.err == wire::error_code::job_in_use)
             text = "job " + std::to_string(h.job_id) + " is in use by another job (its token differs): choose another job id";
         return refuse(jr.err, jr.err == wire::error_code::job_table_full ? drop_reason::job_table_full

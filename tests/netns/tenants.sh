@@ -7,7 +7,9 @@
 #     bit-exact or refused at JOIN naming the id in use; never a wrong
 #     element, never a timeout;
 #  2. the same id and token, team B while team A runs: B is refused
-#     (rank_taken, naming where each rank is bound), A bit-exact;
+#     (rank_taken, naming where each rank is bound), A bit-exact; then
+#     both at once: each team bit-exact or refused (a clash ends the job
+#     of both), never a wrong element;
 #  3. a flood from B (forged JOINs, contributions, LEAVEs, aborts, PINGs
 #     with random tokens for A's job and random jobs, truncated and garbage
 #     datagrams) during A's job: A bit-exact; a new job joins within the
@@ -89,8 +91,8 @@ verdict() {
       grep -q "Out of bounds values : 0 OK" "$log/$name-$r.log" || fail "$name rank $r: wrong values"
       ok=$((ok + 1))
     else
-      grep -qE "refused the join on rail [01]: (job [0-9]+ is in use by another job|rank [01] of job [0-9]+ is joined from)" \
-        "$log/$name-$r.log" || fail "$name rank $r failed without a clear refusal"
+      grep -qE "refused the join on rail [01]: (job [0-9]+ is in use by another job|rank [01] of job [0-9]+ is joined from|two processes claim rank|job [0-9]+ with this token ended)|ended the job on rail [01]: two processes claim rank" \
+        "$log/$name-$r.log" || { cat "$log/$name-$r.log"; fail "$name rank $r failed without a clear refusal"; }
       refused=$((refused + 1))
     fi
     r=$((r + 1))
@@ -125,6 +127,27 @@ verdict t2a "${pa[@]}"; va=$V
 [ "$va" = exact ] && [ "$vb" = refused ] || fail "same token: team A $va, team B $vb"
 grep -q "rank 0 of job 8 is joined from 198.18.0.10" "$log/t2b-0.log" || fail "same token: refusal does not say where rank 0 is bound"
 echo "ok: job 8, one token, team B while team A runs: B refused naming A's binding, A bit-exact"
+
+# --- 2b. same id and token, both teams at once: railgated cannot tell the
+# runs apart, so a rank claimed twice before the job has run a chunk ends
+# it for both and refuses that id and token for the assembly time; a team
+# that started a chunk earlier runs, the other waits for it (rank_taken)
+# or is refused.
+outcomes=
+for round in 1 2 3; do
+  t=$(tok) t0=$(now)
+  team "$a" "t4a$round" "2$round" "$t" 1 --count 1000003 -n 5 -w 0 --join-timeout 3000
+  pa=("${team_pids[@]}")
+  team "$b" "t4b$round" "2$round" "$t" 2 --count 1000003 -n 5 -w 0 --join-timeout 3000
+  pb=("${team_pids[@]}")
+  verdict "t4a$round" "${pa[@]}"; va=$V
+  verdict "t4b$round" "${pb[@]}"; vb=$V
+  took=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
+  awk -v t="$took" 'BEGIN { exit !(t < 20) }' || fail "same token at once: the teams took $took s"
+  outcomes="$outcomes A $va/B $vb ($took s);"
+  sleep 2.1 # the clash's hold (assemble_ms)
+done
+echo "ok: one id and token, both teams at once, 3 rounds:$outcomes never a wrong element or a wait"
 
 # --- 3. a flood from B's host during A's job, then alone.
 flood() { # COUNT SEED

@@ -186,6 +186,9 @@ BOOST_AUTO_TEST_CASE(a_rank_is_its_joiner_and_nobody_else) {
     h = hdr(2, 4);
     BOOST_TEST(drop_reason_name(t.check_sender(j, h, 102)) == "world_mismatch");
 
+    // The job has run a chunk.
+    for (unsigned r = 0; r < 3; ++r) table::mark(j, j.slots[0], r, 100);
+    table::completed(j, j.slots[0]);
     // The same process again: a repeat. Another address while the rank is
     // alive: refused, with how long it has been silent.
     BOOST_TEST((join(t, hdr(1), 500, peer_of(1)).st == agg::join_status::again));
@@ -200,6 +203,47 @@ BOOST_AUTO_TEST_CASE(a_rank_is_its_joiner_and_nobody_else) {
     table::heard(j, 2, 1500);
     r = join(t, hdr(2), 1501, peer_of(2, 2));
     BOOST_TEST((r.st == agg::join_status::takeover));
+}
+
+// The same id and token started twice at once: before a chunk has
+// completed, a live rank claimed from elsewhere ends the job for both runs
+// (either could be paired with the other's ranks); after it, the newcomer
+// is only refused.
+BOOST_AUTO_TEST_CASE(a_rank_claimed_twice_before_the_job_started_is_a_clash) {
+    table t(4, 8);
+    t.set_lifecycle(life());
+    agg::join_result r = join(t, hdr(0, 2), 0, peer_of(0));
+    BOOST_TEST((r.st == agg::join_status::joined));
+    job& j = table::as(r.j);
+    // Run B's rank 1 first, then run A's: a pair that would mix.
+    BOOST_TEST((join(t, hdr(1, 2), 1, {201, 201, 5}).st == agg::join_status::joined));
+    table::mark(j, j.slots[0], 0, 2); // contributions in flight do not start it
+    r = join(t, hdr(1, 2), 3, peer_of(1));
+    BOOST_TEST((r.st == agg::join_status::clash));
+    BOOST_TEST(code(r) == C(wire::error_code::rank_claimed));
+    BOOST_TEST(r.j == static_cast<void*>(&j));
+    t.end(j);
+    // The runs' late ranks are refused for the assembly time, not made a
+    // new job; another token is another job.
+    r = join(t, hdr(0, 2), 4, {202, 202, 6});
+    BOOST_TEST(code(r) == C(wire::error_code::rank_claimed));
+    BOOST_TEST(r.detail == 1u);
+    BOOST_TEST(t.active() == 0u);
+    BOOST_TEST((join(t, hdr(0, 2, 7, 0xbeef), 5, {202, 202, 6}).st == agg::join_status::joined));
+    t.end(*t.find(7));
+    // Past the assembly time the id and token are free again. A job that
+    // has completed a chunk: the newcomer is refused, the job lives.
+    const std::uint64_t t0 = 4 + life().assemble;
+    job& k = join_all(t, 2, t0);
+    table::mark(k, k.slots[1], 0, t0 + 1);
+    table::mark(k, k.slots[1], 1, t0 + 1);
+    table::completed(k, k.slots[1]);
+    r = join(t, hdr(1, 2), t0 + 2, {201, 201, 5});
+    BOOST_TEST(code(r) == C(wire::error_code::rank_taken));
+    BOOST_TEST((r.st == agg::join_status::refused));
+    BOOST_TEST(t.active() == 1u);
+    // A restarted process (same address, new nonce) is still a takeover.
+    BOOST_TEST((join(t, hdr(0, 2), t0 + 3, peer_of(0, 2)).st == agg::join_status::takeover));
 }
 
 // A rank one operation behind (railgated restarted before its last result
