@@ -664,9 +664,43 @@ BOOST_AUTO_TEST_CASE(a_stalled_rank_is_named_and_its_job_freed) {
     BOOST_TEST(join_ranks(f, 3) != inst);
 }
 
+// The same id and token started twice: a live rank claimed from another
+// port before the job has completed a chunk ends the job for its members
+// and refuses the JOIN (rank_claimed), and the id and token stay refused.
+BOOST_AUTO_TEST_CASE(a_rank_claimed_twice_before_the_job_ran_ends_it_for_both) {
+    rail_fixture f("vd_clash");
+    const std::uint32_t inst = join_ranks(f, 2);
+    f.inject(join_frame(f, 1, 2, 0x1234567899ull, 41000));
+    auto out = messages(f.collect(3));
+    BOOST_REQUIRE(out.size() == 3u);
+    unsigned told = 0, refused = 0;
+    for (const sent& e : out) {
+        BOOST_TEST((e.h.type == wire::msg_type::error));
+        BOOST_TEST(e.h.aux == static_cast<std::uint32_t>(wire::error_code::rank_claimed));
+        BOOST_TEST(e.text.find("two processes claim rank 1 of job 5 (198.18.0.10:40001 and 198.18.0.10:41000)") !=
+                       std::string::npos, e.text);
+        if (e.h.gen == inst) ++told;
+        if (e.h.gen == 0x34567899u) ++refused;
+    }
+    BOOST_TEST(told == 2u);
+    BOOST_TEST(refused == 1u);
+    BOOST_TEST(active(*f.d) == 0u);
+    // A late rank of either run is refused too, not made a new job.
+    f.inject(join_frame(f, 0, 2, 0x55));
+    out = messages(f.collect(1));
+    BOOST_REQUIRE(out.size() == 1u);
+    BOOST_TEST(out[0].h.aux == static_cast<std::uint32_t>(wire::error_code::rank_claimed));
+    BOOST_TEST(out[0].text.find("job 5 with this token ended") != std::string::npos, out[0].text);
+    BOOST_TEST(active(*f.d) == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(a_restarted_process_takes_its_rank_over_and_a_live_one_keeps_it) {
     rail_fixture f("vd_takeover");
     const std::uint32_t inst = join_ranks(f, 2);
+    // The job runs a chunk (both results out).
+    f.inject(contrib_frame(f, 0, 2));
+    f.inject(contrib_frame(f, 1, 2));
+    BOOST_REQUIRE(messages(f.collect(2)).size() == 2u);
     // Another process claims rank 1 from another port while rank 1 lives:
     // refused, the refusal carrying that JOIN's nonce.
     f.inject(join_frame(f, 1, 2, 0x1234567899ull, 41000));
