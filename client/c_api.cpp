@@ -4,7 +4,10 @@
 // nothing is queued, otherwise on its progress thread.
 #include "client/railgate.h"
 
+#include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -79,6 +82,10 @@ struct rg_comm {
     std::condition_variable work, done;
     std::deque<std::shared_ptr<op>> queue;
     bool busy = false;        // an allreduce, join or leave runs (the workers are in use)
+    // Between operations the progress thread PINGs the joined jobs this
+    // often (a quarter of railgated's stall time), so that a rank that
+    // computes longer than the stall time is not taken for dead.
+    std::atomic<unsigned> keepalive_ms{250};
     bool stopping = false;
     rg_status broken = RG_OK; // the first failure: every later allreduce fails with it
     std::string broken_err;
@@ -146,6 +153,8 @@ struct rg_comm {
             return st == RG_OK ? RG_ERR_SYSTEM : st;
         }
         mb.joined = true;
+        if (const unsigned stall = mb.w->job_info().stall_ms; stall)
+            keepalive_ms.store(std::min(keepalive_ms.load(), std::max(10u, stall / 4)));
         return RG_OK;
     }
 
@@ -239,7 +248,19 @@ struct rg_comm {
     void progress_loop() {
         std::unique_lock lk(m);
         for (;;) {
-            work.wait(lk, [&] { return stopping || (!queue.empty() && !busy); });
+            if (!work.wait_for(lk, std::chrono::milliseconds(keepalive_ms.load()),
+                               [&] { return stopping || (!queue.empty() && !busy); })) {
+                if (busy || broken != RG_OK) continue; // an operation speaks for itself
+                busy = true;
+                lk.unlock();
+                for (member& mb : members)
+                    if (mb.joined) mb.w->keepalive();
+                lk.lock();
+                busy = false;
+                work.notify_all();
+                done.notify_all();
+                continue;
+            }
             if (queue.empty()) return;   // stopping, nothing left
             std::shared_ptr<op> o = std::move(queue.front());
             queue.pop_front();

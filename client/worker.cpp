@@ -287,6 +287,15 @@ std::uint64_t worker::retransmits() const noexcept {
     for (const auto& r : s_->run) n += r.retransmits;
     return n;
 }
+void worker::keepalive() {
+    state& s = *s_;
+    if (!s.joined || s.active || s.failed.load(std::memory_order_relaxed)) return;
+    for (unsigned i = 0; i < s.rails && i < s.tr.size(); ++i) {
+        const tx_msg p{control_header(o_, wire::msg_type::ping, s.inst[s.tr[i]]), nullptr, 0};
+        t_.send(s.tr[i], &p, 1);
+    }
+}
+
 std::uint64_t worker::results() const noexcept {
     std::uint64_t n = 0;
     for (const auto& r : s_->run) n += r.results;

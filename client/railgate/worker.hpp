@@ -120,6 +120,11 @@ public:
     std::string join();
     // Leaves the job on every rail (best effort, short timeout).
     void leave();
+    // Between operations: tells railgated this rank is alive (a PING on
+    // every rail it stripes over), so that a rank computing for longer than
+    // the stall time while the others already contribute is slow, not dead.
+    // Call it about every stall_ms / 4 (job_info().stall_ms) while idle.
+    void keepalive();
     // Tells railgated to abort the job (the other workers get an ERROR with
     // `why`, and with code rail_down/rank_failed the rails or rank in `detail`).
     void abort(const std::string& why = {}, wire::error_code code = wire::error_code::aborted, std::uint64_t detail = 0);

@@ -96,6 +96,29 @@ except railgate.RailgateError as e:
 PY
   fail "the installed Python package"
 
+# A rank that computes 3 s between two allreduces (three times railgated's
+# stall time) while the other already contributes to the second: alive (the
+# communicator PINGs between operations), so slow, not dead; both finish.
+skew() { # RANK
+  timeout 60 ip netns exec "$w" env PYTHONPATH="$(dirname "$(dirname "$pkg")")" RAILGATE_LIBRARY="$lib" "$python" - "$1" <<'PY'
+import array, os, sys, time, railgate
+rank = int(sys.argv[1])
+with railgate.Comm("198.18.0.1", job=60, token=int(os.environ["RAILGATE_TOKEN"]), rank=rank, world=2) as c:
+    for step in range(2):
+        if rank == 1 and step == 1:
+            time.sleep(3)
+        a = array.array("f", [float(rank + 1)] * 1000)
+        c.allreduce(a, len(a))
+        assert set(a) == {3.0}, set(a)
+print(f"ok: rank {rank} finished")
+PY
+}
+skew 0 > "$log/skew-0.log" 2>&1 &
+s0=$!
+skew 1 > "$log/skew-1.log" 2>&1 || { cat "$log"/skew-*.log; fail "skew: the slow rank failed"; }
+wait "$s0" || { cat "$log"/skew-*.log; fail "skew: the waiting rank failed (was the slow one taken for dead?)"; }
+echo "ok: a rank computing 3 s between allreduces (stall 1 s) is waited for, not ended"
+
 # Rank 2 exits without leaving after 3 allreduces: ranks 0 and 1 fail naming it.
 start=$(date +%s%N)
 ranks die 3 40 3
