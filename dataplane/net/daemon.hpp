@@ -80,16 +80,8 @@ struct rail_status {
 // What a rail lcore does when a pass over its rails found nothing. Spinning
 // is right on isolated cores. Yielding lets the kernel's own work on that
 // core run (ksoftirqd: the packet path of af_xdp/af_packet rails), which
-// otherwise waits for the scheduler tick while the lcore spins. Sleeping
-// (nap) gives the core away when the rails stay idle past a short spin: for
-// a node whose cores railgated shares with other work (trainers), at the
-// cost of up to idle_nap_max_us of latency for the first packet after a
-// pause.
-enum class idle_policy : std::uint8_t { spin, yield, nap };
-// nap: idle passes before the first sleep, and the longest sleep (the
-// sleeps double from 1 us while the rails stay idle).
-inline constexpr unsigned idle_nap_after_passes = 512;
-inline constexpr unsigned idle_nap_max_us = 64;
+// otherwise waits for the scheduler tick while the lcore spins.
+enum class idle_policy : std::uint8_t { spin, yield };
 
 // Gateway forwarding: IPv4 datagrams sent to a rail's MAC for another
 // address leave by the rail of the longest matching prefix, through its

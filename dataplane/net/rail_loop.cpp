@@ -2,8 +2,6 @@
 // (DPDK l3fwd's loop), runs the job lifecycle's clock, and picks up the
 // control plane's commands between bursts.
 #include <sched.h>
-#include <sys/prctl.h>
-#include <time.h>
 
 #include <algorithm>
 
@@ -191,10 +189,6 @@ int daemon::impl::lcore_main(void* arg) {
     rebond();
     // The lifecycle's clock runs every 10 ms: stalls are judged in seconds.
     const std::uint64_t expire_every = rte_get_tsc_hz() / 100;
-    // idle_policy::nap: idle passes so far, and the next sleep. The timer
-    // slack of 1 us keeps a sleep near what it asks (Linux adds 50 us by default).
-    unsigned idle_passes = 0, nap_us = 0;
-    if (d.cfg.idle == idle_policy::nap) prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
     while (!d.stop.load(std::memory_order_relaxed)) {
         bool busy = false;
         std::uint64_t t0 = rte_rdtsc(); // one read per rail: its end is the next one's start
@@ -230,16 +224,7 @@ int daemon::impl::lcore_main(void* arg) {
             rebond();
             c->cmd.store(nullptr, std::memory_order_release);
         }
-        if (busy) {
-            idle_passes = 0;
-            nap_us = 0;
-        } else if (d.cfg.idle == idle_policy::yield) {
-            sched_yield();
-        } else if (d.cfg.idle == idle_policy::nap && ++idle_passes >= idle_nap_after_passes) {
-            nap_us = nap_us ? std::min(2 * nap_us, idle_nap_max_us) : 1;
-            const timespec ts{0, static_cast<long>(nap_us) * 1000};
-            nanosleep(&ts, nullptr);
-        }
+        if (!busy && d.cfg.idle == idle_policy::yield) sched_yield();
     }
     for (auto& r : mine) {
         flush(*r);

@@ -80,10 +80,9 @@ void usage(std::FILE* f) {
                  "  --metrics HOST:PORT|off  the Prometheus endpoint (default: the config's, 127.0.0.1:9477)\n"
                  "  --metrics-public    let --metrics listen on a non-loopback address (0.0.0.0: all)\n"
                  "  --stats-interval S  print counters every S seconds (default: only at exit)\n"
-                 "  --idle spin|yield|sleep  when the rails are idle, spin (isolated cores), yield the core\n"
-                 "                      to the kernel (default for af_xdp/af_packet/tap rails, whose packets\n"
-                 "                      the kernel moves on the same cores), or sleep after a short spin\n"
-                 "                      (cores shared with other work; up to 64 us more latency after a pause)\n"
+                 "  --idle spin|yield   when the rails are idle, spin (isolated cores) or yield the core to\n"
+                 "                      the kernel (default for af_xdp/af_packet/tap rails, whose packets\n"
+                 "                      the kernel moves on the same cores)\n"
                  "  --no-xdp-steer      af_xdp rails take every packet of their interface (the PMD's own\n"
                  "                      XDP program) instead of only railgate's (railgate_xdp.o)\n"
                  "  --fault SPEC        inject faults on every rail, received and sent frames alike:\n"
@@ -278,8 +277,7 @@ int main(int argc, char** argv) {
             const std::string v = val();
             if (v == "spin") idle = net::idle_policy::spin;
             else if (v == "yield") idle = net::idle_policy::yield;
-            else if (v == "sleep") idle = net::idle_policy::nap;
-            else die("--idle: '" + v + "' is not spin, yield or sleep");
+            else die("--idle: '" + v + "' is not spin or yield");
             idle_set = true;
         } else if (a == "--no-xdp-steer") {
             xdp_steer = false;
@@ -411,7 +409,6 @@ int main(int argc, char** argv) {
     cfg.hash = app.hash == config::lag_hash::l2 ? wire::lag_hash::l2 : wire::lag_hash::l3l4;
     if (app.idle == config::idle_mode::spin) cfg.idle = net::idle_policy::spin;
     if (app.idle == config::idle_mode::yield) cfg.idle = net::idle_policy::yield;
-    if (app.idle == config::idle_mode::nap) cfg.idle = net::idle_policy::nap;
     for (config::rail& r : app.rails) {
         std::string& d = r.devargs;
         if (d.rfind("net_af_xdp", 0) == 0) prepare_af_xdp(d, xdp_steer);

@@ -94,9 +94,6 @@ BOOST_AUTO_TEST_CASE(errors_name_file_line_field_and_reason) {
                "t.toml:2:11: daemon.metrics: '10.0.0.1' is not a loopback address (metrics stay on 127.0.0.0/8 "
                "unless metrics_public = true, or railgated's --metrics-public, says otherwise)");
     BOOST_TEST(parse("[daemon]\nmetrics_public = true\nmetrics = \"0.0.0.0:9477\"\n" + rail0).ok());
-    BOOST_TEST((parse("[daemon]\nidle = \"sleep\"\n" + rail0).cfg.idle == config::idle_mode::nap));
-    BOOST_TEST(only_error("[daemon]\nidle = \"nap\"\n" + rail0) ==
-               "t.toml:2:8: daemon.idle: 'nap' is not one of auto, spin, yield, sleep");
     BOOST_TEST(only_error("[daemon]\nmetrics_public = true\nmetrics = \"example.org:9477\"\n" + rail0) ==
                "t.toml:3:11: daemon.metrics: 'example.org' is not an IPv4 address");
     BOOST_TEST(only_error("[daemon]\neal_args = [\"-l\", \"0\"]\n" + rail0) ==
