@@ -1,36 +1,87 @@
 #!/usr/bin/env bash
-# railgate end to end against torch.distributed gloo, measured alternately in
-# one run (the machine is shared: only ratios from the same run count).
+# railgate end to end against torch.distributed gloo and OpenMPI, measured
+# alternately in one run (the machine is shared: only ratios from the same
+# run count).
 #   tools/compare_peers.sh [BUILD_DIR] [ROUNDS]
-# For 2 and 4 workers, each round runs railbench --embedded (railgated and
-# the workers in one process over in-process rings, MTU 1500 and 9000) and
-# tools/gloo_allreduce.py (gloo over loopback, one process per rank), fp32 at
-# 256 KiB, 4 MiB and 64 MiB. It prints each one's median busbw (GB/s,
-# nccl-tests' definition, as both print it) over the rounds and railgate's
-# ratio to gloo. Missing (issue 17): the kernel-UDP workers through railgated
-# in a namespace, and OpenMPI.
+# For 2 and 4 workers, each round runs, fp32 at 256 KiB, 4 MiB and 64 MiB:
+#   - railbench --embedded (railgated and the workers in one process over
+#     in-process rings), MTU 1500 and 9000;
+#   - railbench --transport udp workers (kernel UDP, one process per rank)
+#     through railgated on two af_packet rails at MTU 9000 in a namespace,
+#     as the README starts it (needs root: skipped otherwise);
+#   - tools/gloo_allreduce.py (gloo over loopback, one process per rank);
+#   - tools/mpi_allreduce.c, MPI_Allreduce under mpirun over TCP on
+#     loopback and over shared memory (vader), when OpenMPI is installed
+#     (openmpi-bin, libopenmpi-dev; skipped otherwise).
+# It prints each one's median busbw (GB/s, nccl-tests' definition, as all of
+# them print it) over the rounds, and railgate's ratios to gloo and to
+# OpenMPI over TCP.
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-2}
 iters=${ITERS:-10}
 railbench=$build/tools/railbench
+railgated=$build/dataplane/railgated
 here=$(cd "$(dirname "$0")" && pwd)
 [ -x "$railbench" ] || { echo "compare_peers: no $railbench (build first)" >&2; exit 2; }
 /usr/bin/python3 -c 'import torch' 2> /dev/null || { echo "compare_peers: /usr/bin/python3 has no torch (apt-get install python3-torch)" >&2; exit 2; }
 out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+log=$out # lib.sh's fail() shows the logs there
 sizes="262144 4194304 67108864"
 counts=$(for b in $sizes; do echo -n "$((b / 4)),"; done)
 counts=${counts%,}
+# railbench's table rows (size in bytes, busbw, wrong elements 0) as rows.
+rows() { awk -v who="$1" -v w="$2" '$1 ~ /^[0-9]+$/ && NF >= 8 && $8 == 0 {print who, w, $1, $7}'; }
+
+# The kernel-UDP workers' railgated, in namespaces of its own.
+udp=
+if [ "$(id -u)" = 0 ] && [ -x "$railgated" ]; then
+  set +e
+  . "$here/../tests/netns/lib.sh"
+  set -e
+  d=rgcd$$ wn=rgcw$$ gated_pid=
+  trap 'cleanup_netns "$d $wn" "$out"' EXIT
+  two_rail_netns "$d" "$wn"
+  start_two_rail_gated "$railgated" "$d" "$wn" "$out/railgated.log" 9000
+  udp=1
+else
+  trap 'rm -rf "$out"' EXIT
+  echo "# no kernel-UDP rows: they need root and $railgated" >&2
+fi
+mpi=
+if command -v mpicc > /dev/null && command -v mpirun > /dev/null; then
+  mpicc -O2 -o "$out/mpi_allreduce" "$here/mpi_allreduce.c" && mpi=1
+else
+  echo "# no OpenMPI rows: mpicc/mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)" >&2
+fi
+mpirun_() { # W BTL
+  timeout 600 mpirun --allow-run-as-root --oversubscribe -np "$1" --mca btl "self,$2" --mca btl_tcp_if_include lo \
+    "$out/mpi_allreduce" "${sizes// /,}" "$iters" 2> /dev/null | awk -v who="mpi-$2" '$1 == "mpi" {print who, $2, $3, $6}'
+}
+
 echo "# compare_peers: $rounds round(s), $iters iterations per size; $(date -u +%F) $(git -C "$here/.." rev-parse --short HEAD 2> /dev/null || echo '?')"
 for w in 2 4; do
   for r in $(seq "$rounds"); do
     for mtu in 1500 9000; do
       "$railbench" --embedded --workers "$w" --count "$counts" -n "$iters" -w 2 --mtu "$mtu" 2> /dev/null |
-        awk -v w="$w" -v m="$mtu" '$1 ~ /^[0-9]+$/ && NF >= 8 && $8 == 0 {print "railgate-" m, w, $1, $7}' >> "$out/rows"
+        rows "railgate-$mtu" "$w" >> "$out/rows"
     done
+    if [ -n "$udp" ]; then
+      pids=()
+      for k in $(seq 0 $((w - 1))); do
+        ip netns exec "$wn" "$railbench" --transport udp --server 198.18.0.1 --rank "$k" --workers "$w" \
+          --job $((100 + r * 10 + w)) --count "$counts" -n "$iters" -w 2 > "$out/udp-$k.log" 2>&1 &
+        pids+=($!)
+      done
+      for p in "${pids[@]}"; do wait "$p" || echo "# a kernel-UDP worker failed: $(tail -n 1 "$out"/udp-*.log | tr '\n' ' ')" >&2; done
+      rows railgate-udp "$w" < "$out/udp-0.log" >> "$out/rows"
+    fi
     timeout 600 /usr/bin/python3 "$here/gloo_allreduce.py" --world "$w" --bytes "${sizes// /,}" --iters "$iters" |
       awk '{print "gloo", $2, $3, $6}' >> "$out/rows"
+    if [ -n "$mpi" ]; then
+      mpirun_ "$w" tcp >> "$out/rows"
+      mpirun_ "$w" vader >> "$out/rows"
+    fi
   done
 done
 /usr/bin/python3 - "$out/rows" <<'PY'
@@ -40,12 +91,19 @@ for line in open(sys.argv[1]):
     who, w, b, bus = line.split()
     v[(who, int(w), int(b))].append(float(bus))
 med = {k: statistics.median(x) for k, x in v.items()}
-print(f"{'workers':>7} {'bytes':>9} {'gloo':>8} {'rg-1500':>8} {'rg-9000':>8} {'x gloo 1500':>11} {'x gloo 9000':>11}   (busbw GB/s)")
+cols = [("gloo", "gloo"), ("railgate-1500", "rg-1500"), ("railgate-9000", "rg-9000"), ("railgate-udp", "rg-udp"),
+        ("mpi-tcp", "mpi-tcp"), ("mpi-vader", "mpi-shm")]
+ratios = [("railgate-1500", "gloo"), ("railgate-9000", "gloo"), ("railgate-udp", "gloo"),
+          ("railgate-1500", "mpi-tcp"), ("railgate-9000", "mpi-tcp")]
+label = dict(cols)
+print(f"{'workers':>7} {'bytes':>9} " + " ".join(f"{l:>8}" for _, l in cols) + "   " +
+      " ".join(f"{label[a] + '/' + label[b]:>15}" for a, b in ratios) + "   (busbw GB/s)")
 for w in (2, 4):
     for b in (262144, 4194304, 67108864):
-        g = med.get(("gloo", w, b))
-        a, j = med.get(("railgate-1500", w, b)), med.get(("railgate-9000", w, b))
         f = lambda x: f"{x:8.3f}" if x is not None else "       -"
-        r = lambda x: f"{x / g:11.2f}" if x is not None and g else "          -"
-        print(f"{w:>7} {b:>9} {f(g)} {f(a)} {f(j)} {r(a)} {r(j)}")
+        def r(a, c):
+            x, y = med.get((a, w, b)), med.get((c, w, b))
+            return f"{x / y:15.2f}" if x is not None and y else "              -"
+        print(f"{w:>7} {b:>9} " + " ".join(f(med.get((k, w, b))) for k, _ in cols) + "   " +
+              " ".join(r(a, c) for a, c in ratios))
 PY
