@@ -35,7 +35,7 @@ for mtu in 1500 9000; do
   done
   a=$(awk '/gradient input absorbed/ {print $4}' "$out/dp-$mtu-nic") b=$(awk '/gradient input absorbed/ {print $4}' "$out/dp-$mtu-sw")
   row "one lcore, MTU $mtu, port checksums" "${a:-?} Gbit/s" "software checksums ${b:-?} Gbit/s" "$(ratio "$a" "$b")" \
-    "bench_dataplane --mtu $mtu --seconds 3 --csum nic|sw"
+    "bench_dataplane --mtu $mtu --seconds 3 --csum nic, then sw"
 done
 
 note "end to end (compare_peers.sh, about 2 minutes)"
