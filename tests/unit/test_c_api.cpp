@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstring>
 #include <string>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -47,6 +48,7 @@ public:
     }
     std::uint16_t port() const { return port_; }
     void silence(bool s) { silent_ = s; }
+    unsigned pings() const { return pings_; }
 
 private:
     void loop() {
@@ -86,7 +88,10 @@ private:
                 len = static_cast<std::size_t>(n);
                 break;
             case wire::msg_type::leave: r.type = wire::msg_type::leave_ack; break;
-            case wire::msg_type::ping: r.type = wire::msg_type::pong; break;
+            case wire::msg_type::ping:
+                ++pings_;
+                r.type = wire::msg_type::pong;
+                break;
             default: continue;   // RTT reports, aborts
             }
             wire::encode_header(r, out.data());
@@ -96,6 +101,7 @@ private:
     int fd_ = -1;
     std::uint16_t port_ = 0;
     std::atomic<bool> stop_{false}, silent_{false};
+    std::atomic<unsigned> pings_{0};
     std::thread th_;
 };
 
@@ -148,6 +154,31 @@ BOOST_AUTO_TEST_CASE(concurrent_submitters) {
     rg_stats st{};
     BOOST_TEST(rg_get_stats(comm, &st) == RG_OK);
     BOOST_TEST(st.allreduces == 80u);
+    rg_destroy(comm);
+}
+
+// Between operations the communicator PINGs its job every quarter of the
+// stall time (the server's JOIN_ACK says 1000 ms), so that a rank computing
+// longer than that is not taken for dead; operations submitted meanwhile
+// still run one at a time.
+BOOST_AUTO_TEST_CASE(an_idle_communicator_keeps_its_job_alive) {
+    fake_server s;
+    rg_comm* comm = make(s, 40);
+    const unsigned before = s.pings();
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    BOOST_TEST(s.pings() - before >= 2u);
+    std::vector<std::thread> ts;
+    std::atomic<int> failures{0};
+    for (int t = 0; t < 2; ++t)
+        ts.emplace_back([&] {
+            std::vector<float> v(3000, 1.0f);
+            for (int k = 0; k < 5; ++k) {
+                if (rg_allreduce(comm, v.data(), v.data(), v.size(), RG_FP32) != RG_OK) ++failures;
+                std::this_thread::sleep_for(std::chrono::milliseconds(120));
+            }
+        });
+    for (auto& t : ts) t.join();
+    BOOST_TEST(failures.load() == 0);
     rg_destroy(comm);
 }
 
