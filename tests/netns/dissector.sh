@@ -22,11 +22,22 @@ two_rail_netns "$d" "$w"
 start_two_rail_gated "$railgated" "$d" "$w" "$log/railgated.log" 1500 --socket "$log/rg.sock"
 ctl() { ip netns exec "$d" "$railctl" --socket "$log/rg.sock" "$@"; }
 
-# Capture before any railgate traffic, so that the window is railgated's whole life.
-ip netns exec "$w" tshark -q -i rgw0 -F pcapng -w "$log/rail0.pcapng" -f "udp port 47000" > "$log/capture.log" 2>&1 &
+# Capture before any railgate traffic, so that the window is railgated's whole
+# life. tshark's "Capturing on" can come before its socket takes packets (a
+# loaded CI machine missed the first JOINs), so probes to port 47009, which
+# railgated drops as udp_port and the checks below leave out, go until the
+# capture file holds one.
+ip netns exec "$w" tshark -q -i rgw0 -F pcapng -w "$log/rail0.pcapng" -f "udp port 47000 or udp port 47009" \
+  > "$log/capture.log" 2>&1 &
 cap=$!
-for _ in $(seq 100); do grep -q "Capturing on" "$log/capture.log" && break; sleep 0.1; done
-grep -q "Capturing on" "$log/capture.log" || fail "tshark did not start capturing"
+captured=
+for _ in $(seq 100); do
+  ip netns exec "$w" python3 -c "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'probe', ('198.18.0.1', 47009))"
+  sleep 0.2
+  [ -s "$log/rail0.pcapng" ] && tshark -r "$log/rail0.pcapng" -Y 'udp.dstport == 47009' 2> /dev/null | grep -q . &&
+    captured=1 && break
+done
+[ -n "$captured" ] || fail "tshark did not capture a probe in 20 s: $(cat "$log/capture.log")"
 
 # Ranks 0 and 1 of job 7 join (it assembles, waiting for rank 2); a JOIN
 # for job 7 with another token is refused; then rank 2 comes.
