@@ -157,6 +157,10 @@ struct worker::state {
         unsigned backoff = 0;
         // Pacing (worker_options::pace_bps): contributions leave no faster.
         qos::token_bucket<clock> pacer;
+        // Congestion control (worker_options::congestion_control): chunks
+        // are made in order while fewer than the window are in flight.
+        bool cc = false;
+        qos::delay_window cw;
         // Liveness: whether railgated spoke on the rail since the last scan,
         // when it last did (read by the other rails' pipelines), and when
         // this rail last asked it (PING).
@@ -282,6 +286,14 @@ void worker::merge_rtt() noexcept {
 }
 std::uint64_t worker::recoveries() const noexcept { return s_->recoveries; }
 std::uint64_t worker::replays() const noexcept { return s_->replays; }
+std::vector<worker::window_info> worker::windows() const {
+    std::vector<window_info> w;
+    for (const auto& rr : s_->run)
+        w.push_back({rr.cc ? rr.cw.exact() : static_cast<double>(s_->pool), rr.cc ? rr.cw.target() : 0,
+                     rr.cc ? rr.cw.base() : 0, rr.cw.decreases()});
+    return w;
+}
+
 std::uint64_t worker::retransmits() const noexcept {
     std::uint64_t n = 0;
     for (const auto& r : s_->run) n += r.retransmits;
@@ -480,7 +492,10 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded) {
     }
     merge_rtt(); // the last job's round trips stay in chunk_rtt()
     s.run = std::vector<state::rail_run>(s.rails);
-    for (auto& r : s.run) r.slots.assign(s.pool, {});
+    for (auto& r : s.run) {
+        r.slots.assign(s.pool, {});
+        r.cw = qos::delay_window(o_.cc);
+    }
     return "";
 }
 
@@ -605,13 +620,17 @@ void worker::start(void* data, std::size_t count, wire::dtype dt) {
         rr.heard_ns.store(now, std::memory_order_relaxed);
         rr.ping_ns = now;
         for (auto& sl : rr.slots) sl.busy = false;
+        // The window goes on from the job's last operation on this rail.
+        rr.cc = o_.congestion_control && !t_.reliable();
+        if (rr.cc) rr.cw.start(s.pool, now, true);
         // A pool's worth of burst: the first window leaves at once.
         if (o_.pace_bps) rr.pacer.set(o_.pace_bps, std::max<std::uint64_t>(o_.pace_burst_bytes, 16 * 1024), t0);
     }
     s.failed = false;
     for (unsigned r = 0; r < s.rails; ++r) {
         state::rail_run& rr = s.run[r];
-        for (; rr.made < std::min<std::uint64_t>(s.pool, rr.n_chunks); ++rr.made)
+        const std::uint64_t window = rr.cc ? rr.cw.window() : s.pool;
+        for (; rr.made < std::min<std::uint64_t>(window, rr.n_chunks); ++rr.made)
             rr.pending.push_back(s.contrib(o_, r, rr.made, 0, now));
     }
     if (chunks == 0) {
@@ -711,6 +730,7 @@ bool worker::progress_rail(unsigned r) {
             rr.rtt.record(sample);
             if (sl.retries == 0) {
                 rr.backoff = 0;
+                if (rr.cc) rr.cw.on_sample(sample, t);
                 if (!rr.srtt_ns) {
                     rr.srtt_ns = sample;
                     rr.rttvar_ns = sample / 2;
@@ -727,9 +747,16 @@ bool worker::progress_rail(unsigned r) {
         ++sl.gen;
         ++rr.done;
         const std::uint64_t k = sl.k;
-        const std::uint64_t next = k + s.pool;
-        // Same slot: (k + pool) % pool == k % pool.
-        if (next < rr.n_chunks) {
+        if (rr.cc) {
+            // In order, while the window has room and the next chunk's slot
+            // is free (its chunk one pool back came back).
+            const std::uint64_t window = rr.cw.window();
+            while (rr.made < rr.n_chunks && rr.made - rr.done < window && !rr.slots[rr.made % s.pool].busy) {
+                rr.pending.push_back(s.contrib(o_, r, rr.made, 0, t));
+                ++rr.made;
+            }
+        } else if (const std::uint64_t next = k + s.pool; next < rr.n_chunks) {
+            // Same slot: (k + pool) % pool == k % pool.
             rr.pending.push_back(s.contrib(o_, r, next, 0, t));
             rr.made = std::max(rr.made, next + 1);
         }
@@ -750,6 +777,7 @@ bool worker::progress_rail(unsigned r) {
     if (ooo && !t_.reliable()) {
         const std::uint64_t now = now_ns();
         const std::uint64_t reo = std::max<std::uint64_t>(rr.srtt_ns / 4, 20'000);
+        bool lost = false;
         for (std::size_t si = 0; si < s.pool; ++si) {
             state::slot_state& sl = rr.slots[si];
             if (!sl.busy || sl.queued || sl.sent_ns + reo >= rr.rack_ns) continue;
@@ -757,7 +785,9 @@ bool worker::progress_rail(unsigned r) {
             ++rr.retransmits;
             rr.pacer.consume(wire_bytes(c));
             t_.send(s.tr[r], &c, 1);
+            lost = true;
         }
+        if (lost && rr.cc) rr.cw.on_loss(now);
     }
     if (!rr.pending.empty()) send_pending(r);
     if (rr.done == rr.n_chunks) {
@@ -806,7 +836,10 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
         rr.pacer.consume(wire_bytes(c));
         t_.send(s.tr[r], &c, 1);
     }
-    if (timed_out) rr.backoff = std::min(rr.backoff + 1, 6u);
+    if (timed_out) {
+        if (rr.cc) rr.cw.on_loss(now, rr.backoff);
+        rr.backoff = std::min(rr.backoff + 1, 6u);
+    }
     // Liveness: railgated answers a PING even while the job waits for a
     // peer, so silence means the rail (or railgated) is gone.
     const std::uint64_t timeout = ns(o_.peer_timeout);

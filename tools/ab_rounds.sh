@@ -2,6 +2,8 @@
 # alternated in one run, so that a noisy machine's drift hits both alike.
 # The caller defines `run MODE JOB` (prints one figure, GB/s).
 #   ab_namespaces TAG                # namespaces $d (railgated) and $w (workers), logs in $log
+#   ab_two_rails DP WP               # veths DP0-1/WP0-1 between them, 198.18.{0,1}.10 on the workers' side
+#   ab_gated RAILGATED DP            # railgated on af_packet rails DP0-1 (MTU 1500); sets $gated
 #   ab_rounds ROUNDS MODE_A MODE_B   # prints every round; sets AB_A, AB_B (medians)
 # The job token every worker of a job shares (railbench and raillat take it
 # from here): random, as a training job's rendezvous makes it.
@@ -19,6 +21,25 @@ ab_cleanup() {
   wait 2>/dev/null
   ip netns del "$d" 2>/dev/null; ip netns del "$w" 2>/dev/null
   rm -rf "$log"
+}
+
+ab_two_rails() { # DP WP
+  local r
+  for r in 0 1; do
+    ip link add "$1$r" netns "$d" type veth peer name "$2$r" netns "$w"
+    ip -n "$w" addr add "198.18.$r.10/24" dev "$2$r"
+    ip -n "$d" link set "$1$r" up; ip -n "$w" link set "$2$r" up
+    ip netns exec "$w" ethtool -K "$2$r" tx off > /dev/null # UDP checksums in full (railgated verifies them)
+  done
+  ip -n "$w" link set lo up
+}
+ab_gated() { # RAILGATED DP
+  ip netns exec "$d" "$1" --socket "$log/rg.sock" --metrics off \
+    --rail "net_af_packet0,iface=${2}0,framesz=2048,blocksz=4096,framecnt=1024" --ip 198.18.0.1 \
+    --rail "net_af_packet1,iface=${2}1,framesz=2048,blocksz=4096,framecnt=1024" --ip 198.18.1.1 \
+    -- --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 --log-level lib.eal:error > "$log/g" 2>&1 &
+  gated=$!
+  for _ in $(seq 150); do grep -q "railgated: ready" "$log/g" && break; sleep 0.1; done
 }
 
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }

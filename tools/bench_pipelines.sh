@@ -11,19 +11,8 @@ build=${1:-build} rounds=${2:-5} size=${3:-4M}
 railgated=$build/dataplane/railgated railbench=$build/tools/railbench
 . "$(dirname "$0")/ab_rounds.sh"
 ab_namespaces p
-for r in 0 1; do
-  ip link add "rgp$r" netns "$d" type veth peer name "rgq$r" netns "$w"
-  ip -n "$w" addr add "198.18.$r.10/24" dev "rgq$r"
-  ip -n "$d" link set "rgp$r" up; ip -n "$w" link set "rgq$r" up
-  ip netns exec "$w" ethtool -K "rgq$r" tx off > /dev/null # UDP checksums in full (railgated verifies them)
-done
-ip -n "$w" link set lo up
-ip netns exec "$d" "$railgated" --socket "$log/rg.sock" --metrics off \
-  --rail "net_af_packet0,iface=rgp0,framesz=2048,blocksz=4096,framecnt=1024" --ip 198.18.0.1 \
-  --rail "net_af_packet1,iface=rgp1,framesz=2048,blocksz=4096,framecnt=1024" --ip 198.18.1.1 \
-  -- --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 --log-level lib.eal:error > "$log/g" 2>&1 &
-gated=$!
-for _ in $(seq 150); do grep -q "railgated: ready" "$log/g" && break; sleep 0.1; done
+ab_two_rails rgp rgq
+ab_gated "$railgated" rgp
 
 run() { # MODE JOB -> prints busbw GB/s
   local flag=()

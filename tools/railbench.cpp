@@ -60,6 +60,8 @@ struct options {
     int gid_index = -1;                // verbs: -1 automatic
     std::uint64_t rail_rate = 0;       // embedded: shape each rail to this many bit/s
     std::uint64_t pace = 0;            // each worker's contributions per rail, bit/s
+    bool cc = false;                   // --cc delay|off
+    std::uint64_t cc_target_ns = 0;    // --cc-target (0: the rail's base delay + headroom)
     bool rail_threads = false;         // one pipeline per rail on the TBB engine
     // --transport dpdk outside --embedded: per rail, a DPDK device (vdev
     // devargs or PCI address) and this worker's address on it.
@@ -150,6 +152,11 @@ void usage(std::FILE* f) {
                  "      --seed S            input seed (all ranks must agree)\n"
                  "      --pace RATE         each worker paces its contributions on each rail to RATE\n"
                  "                          (its traffic class's share: a shaped rail's rate / W)\n"
+                 "      --cc delay|off      congestion control: each rail's window of chunks in flight\n"
+                 "                          follows the round trips it measures (delay), or is the\n"
+                 "                          slot pool (off, the default)\n"
+                 "      --cc-target US      the round trip the window aims at (default: the rail's\n"
+                 "                          smallest round trip plus max(100 us, itself))\n"
                  "      --rail-threads      udp, dpdk: one pipeline per rail on the TBB engine's threads\n"
                  "      --dpdk-rail DEVARGS@IP  dpdk outside --embedded: this worker's DPDK device for the\n"
                  "                          next rail and its address there, e.g. net_af_xdp0,iface=eth1@10.0.0.10\n"
@@ -256,6 +263,12 @@ options parse(int argc, char** argv) {
         } else if (a == "--pace") {
             const std::string v = val();
             if (!qos::parse_rate(v, o.pace)) die("--pace: '" + v + "' is not a rate like 1Gbit or 250Mbit");
+        } else if (a == "--cc") {
+            const std::string v = val();
+            if (v != "delay" && v != "off") die("--cc: delay or off, not '" + v + "'");
+            o.cc = v == "delay";
+        } else if (a == "--cc-target") {
+            o.cc_target_ns = parse_uint(a, val(), 10'000'000) * 1000;
         } else if (a == "--dpdk-rail") {
             const std::string v = val();
             std::pair<std::string, std::uint32_t> rail;
@@ -459,6 +472,25 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
     return total_wrong;
 }
 
+// Each rail's congestion window after the run, over the workers: the
+// smallest and largest window, the target and how often it shrank.
+void print_windows(FILE* notes, std::span<client::worker* const> ws) {
+    std::vector<client::worker::window_info> all;
+    for (auto* w : ws)
+        for (const auto& i : w->windows()) all.push_back(i);
+    if (all.empty() || !all[0].target_ns) return;
+    double lo = all[0].window, hi = lo;
+    std::uint64_t dec = 0, target = 0;
+    for (const auto& i : all) {
+        lo = std::min(lo, i.window);
+        hi = std::max(hi, i.window);
+        dec += i.decreases;
+        target = std::max(target, i.target_ns);
+    }
+    std::fprintf(notes, "# congestion windows: %.1f..%.1f chunks per rail, target %.1f us, %" PRIu64 " decreases\n", lo, hi,
+                 static_cast<double>(target) / 1e3, dec);
+}
+
 client::worker_options worker_opts(const options& o, unsigned rank) {
     client::worker_options wo;
     wo.job_id = o.job;
@@ -468,6 +500,8 @@ client::worker_options worker_opts(const options& o, unsigned rank) {
     wo.dt = o.dt;
     wo.pool_size = o.pool;
     wo.pace_bps = o.pace;
+    wo.congestion_control = o.cc;
+    wo.cc.target_ns = o.cc_target_ns;
     wo.retries = o.retries;
     if (o.peer_timeout_ms) wo.peer_timeout = std::chrono::milliseconds(o.peer_timeout_ms);
     if (o.join_timeout_ms) wo.join_timeout = std::chrono::milliseconds(o.join_timeout_ms);
@@ -499,6 +533,8 @@ double run_flows(const options& o, net::daemon& d,
         wo.dt = o.dt;
         wo.pool_size = o.pool;
         wo.pace_bps = o.pace;
+        wo.congestion_control = o.cc;
+        wo.cc.target_ns = o.cc_target_ns;
         wo.max_count = count;
         owners.push_back(std::make_unique<client::worker>(*ts[f], wo));
         if (std::string e = owners.back()->join(); !e.empty()) {
@@ -722,6 +758,7 @@ int run_embedded(const options& o) {
     std::uint64_t retx = 0;
     for (auto* w : ws) retx += w->retransmits();
     std::fprintf(notes, "# retransmits %" PRIu64 ", virtual switch drops %" PRIu64 "\n", retx, fabric.switch_drops());
+    print_windows(notes, ws);
     if (o.fault.any())
         for (const auto& [dir, t] : {std::pair{"to railgated", fabric.faults_up()}, {"to the workers", fabric.faults_down()}})
             std::fprintf(notes, "# faults injected %s (%s): dropped %" PRIu64 ", duplicated %" PRIu64 ", reordered %" PRIu64
@@ -786,6 +823,7 @@ int run_remote(const options& o) {
     stats::print_latency(notes, lat, "per-chunk round trip");
     std::fprintf(notes, "# retransmits %" PRIu64 ", dropped replies %" PRIu64 ", recoveries %" PRIu64 ", replays %" PRIu64 "\n",
                 w.retransmits(), t->dropped(), w.recoveries(), w.replays());
+    print_windows(notes, ws);
     if (w.recoveries() && w.job_info().excluded_rails)
         std::fprintf(notes, "# after recovering: striping over %zu of %u rails (0x%x excluded: down)\n", w.stripe_rails().size(),
                     w.job_info().n_rails, w.job_info().excluded_rails);

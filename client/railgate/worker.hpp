@@ -7,7 +7,9 @@
 //
 // The tensor is cut into chunks of the job's chunk size; chunk i goes to
 // the (i % R)-th rail the job stripes over (rail policy), and the k-th chunk
-// of a rail to slot k % pool, so at most pool chunks are in flight per rail.
+// of a rail to slot k % pool, so at most pool chunks are in flight per rail;
+// over datagrams, at most the rail's congestion window (a delay-based
+// controller, qos::delay_window), which follows the round trips it sees.
 // A chunk's result overwrites it in place.
 //
 // Loss: a contribution or result lost on the way (or corrupted: it fails
@@ -38,6 +40,7 @@
 #include <vector>
 
 #include "client/railgate/transport.hpp"
+#include "dataplane/qos/delay_window.hpp"
 
 namespace railgate::engine {
 class engine;
@@ -82,6 +85,19 @@ struct worker_options {
     // rail past the retransmit timeout.
     std::uint64_t pace_bps = 0;
     std::uint64_t pace_burst_bytes = 0;
+    // Congestion control over datagram transports: each rail's window of
+    // chunks in flight follows the round trips it measures (qos::
+    // delay_window, in Swift's manner: grow under the target delay, shrink
+    // in proportion above it, halve on a loss), up to the slot pool, so a
+    // slow or shaped rail's queue stays near the target instead of a
+    // pool's worth. Off: the pool is the window. A reliable transport
+    // (verbs) keeps the pool. Pacing, when set, applies on top.
+    // Off by default: where workers and railgated share cores (this
+    // project's test machines), the round trip is mostly scheduling, not a
+    // queue, and the window would shrink for nothing (20-25% slower
+    // embedded; 4x slower kernel-UDP workers).
+    bool congestion_control = false;
+    qos::delay_window_params cc{};
     // One pipeline per rail on this engine's arena for `numa` (null: the
     // calling thread drives every rail). Used by allreduce() when the
     // transport's rails may run on separate threads (UDP).
@@ -163,6 +179,14 @@ public:
     std::uint64_t replays() const noexcept;
     // Results accepted since join (progress is visible as this moving).
     std::uint64_t results() const noexcept;
+    // Congestion control of each rail the job stripes over (in stripe
+    // order): its window now and what it reacted to. Read between operations.
+    struct window_info {
+        double window = 0;       // chunks in flight allowed
+        std::uint64_t target_ns = 0, base_ns = 0;
+        std::uint64_t decreases = 0;
+    };
+    std::vector<window_info> windows() const;
 
     struct state;
 

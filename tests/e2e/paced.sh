@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Worker pacing against a shaped rail: 4 one-worker flows with a pool of 256
-# slots on 2 rails shaped to 100 Mbit/s. Unpaced, each pool far exceeds the
-# rail's bandwidth-delay product: results queue past the retransmit timeout
-# and railgated resends what it already sent. Paced to their fair share
-# (--pace 25Mbit = 100 Mbit/s / 4 flows), the flows carry about two links
-# with (almost) no resends, and well above the unpaced run.
+# Congestion control and pacing against a shaped rail: 4 one-worker flows
+# with a pool of 256 slots on 2 rails shaped to 100 Mbit/s. With neither
+# (--cc off), each pool far exceeds the rail's bandwidth-delay product:
+# results queue past the retransmit timeout and railgated resends what it
+# already sent. Paced by hand to their fair share (--pace 25Mbit = 100
+# Mbit/s / 4 flows), or left to the delay-based window (--cc delay), the
+# flows carry about two links with few resends, well above the run with
+# neither.
 #   paced.sh RAILBENCH
 set -u
 run() { # ARGS... -> prints "links resent aggregations"
@@ -18,14 +20,19 @@ run() { # ARGS... -> prints "links resent aggregations"
 }
 railbench=$1
 attempt() {
-  read -r l0 r0 a0 < <(run)
-  read -r l1 r1 a1 < <(run --pace 25Mbit)
-  echo "unpaced: $l0 links, resent $r0 of $a0; paced 25Mbit: $l1 links, resent $r1 of $a1"
-  awk -v l0="$l0" -v l1="$l1" -v r1="$r1" -v a1="$a1" 'BEGIN {
-    if (a1 == 0) { print "FAIL: no aggregations"; exit 1 }
+  read -r l0 r0 a0 < <(run --cc off)
+  read -r l1 r1 a1 < <(run --cc off --pace 25Mbit)
+  read -r l2 r2 a2 < <(run --cc delay)
+  echo "neither: $l0 links, resent $r0 of $a0; paced 25Mbit: $l1 links, resent $r1 of $a1;" \
+    "congestion control: $l2 links, resent $r2 of $a2"
+  awk -v l0="$l0" -v r0="$r0" -v l1="$l1" -v r1="$r1" -v a1="$a1" -v l2="$l2" -v r2="$r2" -v a2="$a2" 'BEGIN {
+    if (a1 == 0 || a2 == 0) { print "FAIL: no aggregations"; exit 1 }
     if (!(l1 > 1.4 && l1 < 2.1)) { print "FAIL: paced flows at " l1 " links, not about two"; exit 1 }
     if (!(r1 <= a1 / 100)) { print "FAIL: paced flows still caused " r1 " resends"; exit 1 }
-    if (!(l1 > 1.3 * l0)) { print "FAIL: pacing (" l1 ") not above unpaced (" l0 ")"; exit 1 }
+    if (!(l1 > 1.3 * l0)) { print "FAIL: pacing (" l1 ") not above neither (" l0 ")"; exit 1 }
+    if (!(l2 > 1.4 && l2 < 2.1)) { print "FAIL: congestion-controlled flows at " l2 " links, not about two"; exit 1 }
+    if (!(r2 <= a2 / 20 && r2 * 5 < r0)) { print "FAIL: congestion-controlled flows caused " r2 " resends"; exit 1 }
+    if (!(l2 > 1.3 * l0)) { print "FAIL: congestion control (" l2 ") not above neither (" l0 ")"; exit 1 }
     print "PASS" }'
 }
 for try in 1 2 3; do

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "dataplane/qos/classify.hpp"
+#include "dataplane/qos/delay_window.hpp"
 #include "dataplane/qos/scheduler.hpp"
 #include "dataplane/qos/token_bucket.hpp"
 
@@ -176,4 +177,151 @@ BOOST_AUTO_TEST_CASE(full_queues_refuse_and_count) {
     std::array<tc_config, tc_count> bad{};
     bad[3].weight = 0;
     BOOST_TEST(check(bad) == "tc 3: weight 0 out of range 1..100");
+}
+
+// The delay-based congestion window (qos::delay_window), on a manual clock:
+// every time and round trip below is given, none is measured.
+namespace {
+constexpr std::uint64_t us = 1000;
+
+// Feeds `n` samples of round trip `rtt`, one every `gap` ns from `now`.
+std::uint64_t feed(delay_window& w, unsigned n, std::uint64_t rtt, std::uint64_t now, std::uint64_t gap) {
+    for (unsigned i = 0; i < n; ++i) w.on_sample(rtt, now += gap);
+    return now;
+}
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_window_starts_small_and_doubles_per_round_trip_under_its_target) {
+    delay_window w;
+    w.start(256, 0, false);
+    BOOST_TEST(w.window() == 16u);
+    // 16 results of a 20 us round trip (target: 20 + 100 us): 32.
+    std::uint64_t now = feed(w, 16, 20 * us, 0, us);
+    BOOST_TEST(w.window() == 32u);
+    BOOST_TEST(w.base() == 20 * us);
+    BOOST_TEST(w.target() == 120 * us);
+    now = feed(w, 32, 20 * us, now, us);
+    BOOST_TEST(w.window() == 64u);
+    // Capped by the pool.
+    feed(w, 1000, 20 * us, now, us);
+    BOOST_TEST(w.window() == 256u);
+    BOOST_TEST(w.decreases() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(above_its_target_a_window_shrinks_with_the_excess_once_per_round_trip) {
+    delay_window w;
+    w.start(64, 0, false);
+    std::uint64_t now = feed(w, 1, 20 * us, 0, us); // base 20 us, target 120 us
+    const double before = w.exact();
+    // 240 us: the excess is half the round trip: x (1 - 0.8 * 0.5) = x 0.6.
+    w.on_sample(240 * us, now += us);
+    BOOST_TEST(w.exact() == before * 0.6, boost::test_tools::tolerance(1e-9));
+    // Within the same (smoothed) round trip: no second decrease.
+    const double once = w.exact();
+    w.on_sample(240 * us, now += us);
+    BOOST_TEST(w.exact() == once);
+    // A (smoothed) round trip later it shrinks again; never by more than half.
+    w.on_sample(10'000 * us, now += 5000 * us);
+    BOOST_TEST(w.exact() == once * 0.5, boost::test_tools::tolerance(1e-9));
+    BOOST_TEST(w.decreases() == 2u);
+    // After a decrease, growth is additive: one chunk per window of results.
+    const double low = w.exact();
+    const unsigned n = w.window();
+    feed(w, n, 20 * us, now + 5000 * us, us);
+    BOOST_TEST(w.exact() > low + 0.9);
+    BOOST_TEST(w.exact() < low + 1.1);
+}
+
+BOOST_AUTO_TEST_CASE(a_loss_halves_the_window_and_timeouts_in_a_row_take_it_to_the_minimum) {
+    delay_window w;
+    w.start(64, 0, false);
+    std::uint64_t now = feed(w, 48, 20 * us, 0, us); // slow start to 64
+    BOOST_TEST(w.window() == 64u);
+    w.on_loss(now);
+    BOOST_TEST(w.window() == 32u);
+    w.on_loss(now + us); // the same round trip: once
+    BOOST_TEST(w.window() == 32u);
+    w.on_loss(now + 1000 * us, 1); // a timeout after one: halves again
+    BOOST_TEST(w.window() == 16u);
+    w.on_loss(now + 1001 * us, 2); // timeouts in a row: the minimum, at once
+    BOOST_TEST(w.window() == 1u);
+    // The window never goes below one chunk, nor above the pool.
+    w.on_loss(now + 5000 * us, 6);
+    BOOST_TEST(w.window() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(the_base_delay_forgets_a_path_that_got_longer_after_two_epochs) {
+    delay_window_params p;
+    p.epoch_ns = 1'000'000'000;
+    delay_window w(p);
+    w.start(64, 0, false);
+    w.on_sample(20 * us, 1000);
+    BOOST_TEST(w.base() == 20 * us);
+    // The base follows the smoothed round trip: one lucky sample pulls it
+    // down by an eighth of the difference only.
+    std::uint64_t now = feed(w, 100, 400 * us, 1000, us);
+    BOOST_TEST(w.base() == 20 * us); // this epoch still remembers 20 us
+    w.on_sample(40 * us, now += us);
+    BOOST_TEST(w.srtt() > 350 * us);
+    // The path now takes 400 us: the old base holds for this epoch and the next.
+    w.on_sample(400 * us, 1'500'000'000);
+    BOOST_TEST(w.base() == 20 * us);
+    w.on_sample(400 * us, 2'500'000'000);
+    BOOST_TEST(w.base() > 350 * us);
+    BOOST_TEST(w.base() <= 400 * us);
+    // A slow path gets headroom in proportion: target = base + base.
+    BOOST_TEST(w.target() == 2 * w.base());
+    // A fixed target replaces the base's.
+    p.target_ns = 50 * us;
+    BOOST_TEST(delay_window(p).target() == 50 * us);
+}
+
+BOOST_AUTO_TEST_CASE(the_operation_after_the_last_keeps_its_window_and_a_new_job_starts_over) {
+    delay_window w;
+    w.start(64, 0, false);
+    std::uint64_t now = feed(w, 48, 20 * us, 0, us);
+    w.on_loss(now);
+    BOOST_TEST(w.window() == 32u);
+    w.start(64, now + us, true);
+    BOOST_TEST(w.window() == 32u);
+    w.start(8, now + 2 * us, true); // a smaller pool caps it
+    BOOST_TEST(w.window() == 8u);
+    w.start(64, now + 3 * us, false);
+    BOOST_TEST(w.window() == 16u);
+    BOOST_TEST(w.base() == 0u);
+}
+
+// Closed loop: a bottleneck of one chunk per `per_chunk` ns behind a path of
+// `base` ns. A window w keeps max(0, w - bdp) chunks queued, and each
+// result reports the round trip that queue gives. The window settles where
+// the round trip is near the target, with the link kept busy (w >= bdp):
+// the queue is bounded by the target, not by the pool.
+BOOST_AUTO_TEST_CASE(against_a_bottleneck_the_window_holds_the_queue_near_the_target_and_the_link_busy) {
+    const std::uint64_t base = 50 * us, per_chunk = 5 * us; // bdp: 10 chunks
+    delay_window w;
+    w.start(256, 0, false);
+    std::uint64_t now = 0;
+    double lo = 1e9, hi = 0;
+    std::uint64_t worst = 0;
+    for (int i = 0; i < 20000; ++i) {
+        const double inflight = w.exact();
+        const double queued = std::max(0.0, inflight - static_cast<double>(base / per_chunk));
+        const std::uint64_t rtt = base + static_cast<std::uint64_t>(queued * static_cast<double>(per_chunk));
+        // Results come back one per chunk time while the link is busy.
+        now += inflight >= 10.0 ? per_chunk : base / static_cast<std::uint64_t>(std::max(1.0, inflight));
+        w.on_sample(rtt, now);
+        if (i > 5000) {
+            lo = std::min(lo, w.exact());
+            hi = std::max(hi, w.exact());
+            worst = std::max(worst, rtt);
+        }
+    }
+    BOOST_TEST_MESSAGE("window " << lo << ".." << hi << " chunks, worst round trip " << worst / us << " us, target "
+                                 << w.target() / us << " us");
+    // The base is the smallest round trip seen: the first window (16) was
+    // already past the bdp, so it holds some queue (80 us, not 50).
+    BOOST_TEST(w.base() <= 2 * base);
+    BOOST_TEST(lo >= 10.0);              // the link stays busy (at least the bdp)
+    BOOST_TEST(hi <= 40.0);              // far below the pool of 256
+    BOOST_TEST(worst <= 2 * w.target()); // the queue is bounded by the target
 }
