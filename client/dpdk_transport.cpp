@@ -194,6 +194,7 @@ private:
         out.frag_len[0] = first;
         out.frag[1] = nullptr;
         out.frag_len[1] = 0;
+        out.ce = (fi.src.tos & wire::ecn_mask) == wire::ecn_ce;
         // Its UDP checksum is checked as the worker copies the payload out
         // (rx_msg::copy_to): one pass over it, not two.
         out.unchecked = true;

@@ -37,6 +37,14 @@ private:
     int fd_;
 };
 
+// Whether a datagram's IP_TOS control message says ECN CE.
+bool ce_of(msghdr& h) noexcept {
+    for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c))
+        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS && c->cmsg_len >= CMSG_LEN(1))
+            return (*CMSG_DATA(c) & wire::ecn_mask) == wire::ecn_ce;
+    return false;
+}
+
 fd_guard open_socket(std::uint32_t ip, std::uint16_t port, std::uint8_t tos) {
     fd_guard fd(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (fd.get() < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
@@ -44,6 +52,10 @@ fd_guard open_socket(std::uint32_t ip, std::uint16_t port, std::uint8_t tos) {
     const int t = tos;
     if (t && ::setsockopt(fd.get(), IPPROTO_IP, IP_TOS, &t, sizeof t) != 0)
         throw std::runtime_error(std::string("IP_TOS: ") + std::strerror(errno));
+    // ECN-capable traffic: the TOS of what arrives (IP_RECVTOS), for its CE.
+    const int on = 1;
+    if ((tos & wire::ecn_mask) && ::setsockopt(fd.get(), IPPROTO_IP, IP_RECVTOS, &on, sizeof on) != 0)
+        throw std::runtime_error(std::string("IP_RECVTOS: ") + std::strerror(errno));
     // Deep buffers: a pool of in-flight results arrives as one burst. The
     // FORCE variants (root) go past net.core.rmem_max.
     const int bytes = 8 << 20;
@@ -112,11 +124,17 @@ public:
         max = std::min(max, batch);
         iovec iov[batch];
         mmsghdr mm[batch];
+        const bool ecn = (tos_ & wire::ecn_mask) != 0;
+        alignas(cmsghdr) std::uint8_t ctl[batch][CMSG_SPACE(sizeof(int))];
         for (unsigned i = 0; i < max; ++i) {
             iov[i] = {rl.rxbuf.data() + i * max_dgram, max_dgram};
             mm[i] = {};
             mm[i].msg_hdr.msg_iov = &iov[i];
             mm[i].msg_hdr.msg_iovlen = 1;
+            if (ecn) {
+                mm[i].msg_hdr.msg_control = ctl[i];
+                mm[i].msg_hdr.msg_controllen = sizeof ctl[i];
+            }
         }
         const int got = ::recvmmsg(rl.fd.get(), mm, max, MSG_DONTWAIT, nullptr);
         if (got <= 0) return 0;
@@ -133,6 +151,7 @@ public:
             out[n].frag_len[0] = static_cast<std::uint32_t>(payload.size());
             out[n].frag[1] = nullptr;
             out[n].frag_len[1] = 0;
+            out[n].ce = ecn && ce_of(mm[i].msg_hdr);
             ++n;
         }
         return n;

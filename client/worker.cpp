@@ -290,7 +290,7 @@ std::vector<worker::window_info> worker::windows() const {
     std::vector<window_info> w;
     for (const auto& rr : s_->run)
         w.push_back({rr.cc ? rr.cw.exact() : static_cast<double>(s_->pool), rr.cc ? rr.cw.target() : 0,
-                     rr.cc ? rr.cw.base() : 0, rr.cw.decreases()});
+                     rr.cc ? rr.cw.base() : 0, rr.cw.decreases(), rr.cw.marks()});
     return w;
 }
 
@@ -730,7 +730,13 @@ bool worker::progress_rail(unsigned r) {
             rr.rtt.record(sample);
             if (sl.retries == 0) {
                 rr.backoff = 0;
-                if (rr.cc) rr.cw.on_sample(sample, t);
+                // railgated's echo: how long this rank's contribution waited
+                // there for the other ranks' (not a queue: taken off), and
+                // whether it came marked CE.
+                if (rr.cc) {
+                    const std::uint64_t waited = std::uint64_t{m.h.aux & wire::result_wait_us_mask} * 1000;
+                    rr.cw.on_sample(sample - std::min(sample, waited), t, m.ce || (m.h.aux & wire::result_ce));
+                }
                 if (!rr.srtt_ns) {
                     rr.srtt_ns = sample;
                     rr.rttvar_ns = sample / 2;

@@ -466,6 +466,7 @@ void read_rail(reader& r, rail& x) {
             if (r.has(k)) r.fail(r.get(k), k, "applies to transport = \"verbs\" only");
         r.rate("rate", x.rate_bps);
         r.integer("burst", 1500, 1ll << 30, x.burst_bytes);
+        r.integer("ecn_mark", 1, 4096, x.ecn_mark);
         read_tcs(r, x);
         read_tc_table(r, "dscp", 63, "{ 46 = 5 }", x.dscp_tc);
         read_tc_table(r, "pcp", 7, "{ 3 = 6 }", x.pcp_tc);
@@ -475,7 +476,7 @@ void read_rail(reader& r, rail& x) {
         r.integer("port", 1, 255, x.port);
         if (r.has("devargs")) r.fail(r.get("devargs"), "devargs", "applies to transport = \"dpdk\" only");
         read_tc_table(r, "sl", 15, "{ 3 = 6 }", x.sl_tc);
-        for (const char* k : {"rate", "burst", "tc", "dscp", "pcp"})
+        for (const char* k : {"rate", "burst", "tc", "dscp", "pcp", "ecn_mark"})
             if (r.has(k))
                 r.fail(r.get(k), k, "applies to transport = \"dpdk\" only (a verbs rail's HCA schedules; set its "
                                     "traffic_class and service_level)");

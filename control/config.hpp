@@ -72,6 +72,9 @@ struct rail {
     // ETS weight 1..100, an optional rate cap and burst).
     std::uint64_t rate_bps = 0;
     std::uint64_t burst_bytes = 0;
+    // ecn_mark = N: ECN-capable frames joining a TC queue of N or more are
+    // marked CE (a shaped rail's queue, as a switch marks; 0 = never).
+    unsigned ecn_mark = 0;
     struct traffic_class_cfg {
         unsigned id = 0;
         bool strict = false;

@@ -62,6 +62,7 @@ struct options {
     std::uint64_t pace = 0;            // each worker's contributions per rail, bit/s
     bool cc = false;                   // --cc delay|off
     std::uint64_t cc_target_ns = 0;    // --cc-target (0: the rail's base delay + headroom)
+    unsigned ecn_mark = 0;             // embedded: railgated marks CE behind this many queued frames
     bool rail_threads = false;         // one pipeline per rail on the TBB engine
     // --transport dpdk outside --embedded: per rail, a DPDK device (vdev
     // devargs or PCI address) and this worker's address on it.
@@ -157,6 +158,8 @@ void usage(std::FILE* f) {
                  "                          slot pool (off, the default)\n"
                  "      --cc-target US      the round trip the window aims at (default: the rail's\n"
                  "                          smallest round trip plus max(100 us, itself))\n"
+                 "      --ecn-mark N        embedded, with --rail-rate: railgated marks ECN CE on results\n"
+                 "                          queued behind N or more (what --cc delay reacts to)\n"
                  "      --rail-threads      udp, dpdk: one pipeline per rail on the TBB engine's threads\n"
                  "      --dpdk-rail DEVARGS@IP  dpdk outside --embedded: this worker's DPDK device for the\n"
                  "                          next rail and its address there, e.g. net_af_xdp0,iface=eth1@10.0.0.10\n"
@@ -267,6 +270,9 @@ options parse(int argc, char** argv) {
             const std::string v = val();
             if (v != "delay" && v != "off") die("--cc: delay or off, not '" + v + "'");
             o.cc = v == "delay";
+        } else if (a == "--ecn-mark") {
+            o.ecn_mark = static_cast<unsigned>(parse_uint(a, val(), 4096));
+            if (!o.ecn_mark) die("--ecn-mark: 1..4096 queued frames");
         } else if (a == "--cc-target") {
             o.cc_target_ns = parse_uint(a, val(), 10'000'000) * 1000;
         } else if (a == "--dpdk-rail") {
@@ -344,6 +350,9 @@ options parse(int argc, char** argv) {
         die("--rail-rate, --policy, --flows, --lag-table and --isolation apply to --embedded (shape railgated's rails "
             "in its config)");
     if (o.isolation && (o.lag_table || !o.policy.empty() || o.flows)) die("--isolation runs on its own");
+    if (o.ecn_mark && !(o.embedded && o.rail_rate))
+        die("--ecn-mark applies to --embedded with --rail-rate (a shaped rail's queue marks; railgated's own rails: "
+            "ecn_mark in its config)");
     if (!o.dpdk_rails.empty() && (o.embedded || o.transport != "dpdk"))
         die("--dpdk-rail applies to --transport dpdk without --embedded");
     if (o.rail_threads && (o.embedded || o.transport == "verbs"))
@@ -480,15 +489,18 @@ void print_windows(FILE* notes, std::span<client::worker* const> ws) {
         for (const auto& i : w->windows()) all.push_back(i);
     if (all.empty() || !all[0].target_ns) return;
     double lo = all[0].window, hi = lo;
-    std::uint64_t dec = 0, target = 0;
+    std::uint64_t dec = 0, target = 0, marks = 0;
     for (const auto& i : all) {
         lo = std::min(lo, i.window);
         hi = std::max(hi, i.window);
         dec += i.decreases;
+        marks += i.marks;
         target = std::max(target, i.target_ns);
     }
-    std::fprintf(notes, "# congestion windows: %.1f..%.1f chunks per rail, target %.1f us, %" PRIu64 " decreases\n", lo, hi,
-                 static_cast<double>(target) / 1e3, dec);
+    std::fprintf(notes,
+                 "# congestion windows: %.1f..%.1f chunks per rail, target %.1f us, %" PRIu64 " decreases, %" PRIu64
+                 " ECN marks\n",
+                 lo, hi, static_cast<double>(target) / 1e3, dec, marks);
 }
 
 client::worker_options worker_opts(const options& o, unsigned rank) {
@@ -560,6 +572,7 @@ double run_flows(const options& o, net::daemon& d,
                 return -1;
             }
     }
+    print_windows(stderr, ws);
     for (auto* w : ws) w->leave();
     return static_cast<double>(n) * static_cast<double>(count * es) * 8 * o.iters / total_s;
 }
@@ -572,12 +585,16 @@ int run_lag(const options& o) {
     client::embedded_fabric fabric(o.rails, n_flows, o.mtu);
     net::daemon_config dc;
     dc.rails = fabric.daemon_rails();
-    for (auto& r : dc.rails) r.rate_bps = o.rail_rate;
+    for (auto& r : dc.rails) {
+        r.rate_bps = o.rail_rate;
+        r.ecn_mark_items = o.ecn_mark;
+    }
     dc.mbufs_per_rail = 8192;
     net::daemon d(dc);
     d.launch();
     std::vector<std::unique_ptr<client::transport>> ts;
-    for (unsigned f = 0; f < n_flows; ++f) ts.push_back(fabric.worker_transport(f));
+    // The delay-based window reads ECN marks too: ECN-capable frames.
+    for (unsigned f = 0; f < n_flows; ++f) ts.push_back(fabric.worker_transport(f, o.cc ? wire::ecn_ect0 : 0));
     struct row {
         wire::rail_policy p;
         unsigned flows;
@@ -738,7 +755,7 @@ int run_embedded(const options& o) {
     std::vector<client::worker*> ws;
     std::vector<unsigned> ranks;
     for (unsigned w = 0; w < o.workers; ++w) {
-        ts.push_back(fabric.worker_transport(w));
+        ts.push_back(fabric.worker_transport(w, o.cc ? wire::ecn_ect0 : 0));
         owners.push_back(std::make_unique<client::worker>(*ts.back(), worker_opts(o, w)));
         if (std::string e = owners.back()->join(); !e.empty()) {
             std::fprintf(stderr, "railbench: worker %u: %s\n", w, e.c_str());
@@ -788,6 +805,8 @@ int run_remote(const options& o) {
     co.port = o.port;
     co.dpdk_rails = o.dpdk_rails;
     co.gid_index = o.gid_index;
+    // The delay-based window also takes ECN marks: ECN-capable frames.
+    if (o.cc) co.tos |= wire::ecn_ect0;
     std::unique_ptr<client::connection> conn;
     try {
         conn = std::make_unique<client::connection>(co);

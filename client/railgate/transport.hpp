@@ -38,6 +38,9 @@ struct rx_msg {
     std::uint32_t frag_len[2] = {0, 0};
     bool unchecked = false;      // the payload's checksum is still to check
     std::uint16_t head_sum = 0;  // unchecked: the ones' sum of all but the payload
+    // It came marked ECN CE (transports that see the IP header: DPDK
+    // always, UDP when its traffic is ECN-capable).
+    bool ce = false;
 
     std::uint32_t bytes() const noexcept { return frag_len[0] + frag_len[1]; }
     // Copies the payload to dst (bytes() long); false when its checksum is wrong.

@@ -185,6 +185,7 @@ public:
         double window = 0;       // chunks in flight allowed
         std::uint64_t target_ns = 0, base_ns = 0;
         std::uint64_t decreases = 0;
+        std::uint64_t marks = 0;  // results that came (or whose chunk came) marked ECN CE
     };
     std::vector<window_info> windows() const;
 

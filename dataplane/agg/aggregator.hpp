@@ -91,7 +91,8 @@ public:
     explicit rail_aggregator(const limits& l)
         : lim_(l), t_(l.max_jobs, l.max_pool),
           owners_(new void*[std::size_t{l.max_jobs} * l.max_pool * wire::max_world]()),
-          payloads_(new const void*[std::size_t{l.max_jobs} * l.max_pool * wire::max_world]()) {}
+          payloads_(new const void*[std::size_t{l.max_jobs} * l.max_pool * wire::max_world]()),
+          arrived_(new std::uint64_t[std::size_t{l.max_jobs} * l.max_pool * wire::max_world]()) {}
     ~rail_aggregator() {
         for (job& j : t_.all())
             if (j.st == job_state::active) release(j);
@@ -132,6 +133,11 @@ public:
     job* find(std::uint32_t id) noexcept { return t_.find(id); }
     const job* find(std::uint32_t id) const noexcept { return t_.find(id); }
     std::span<const job> jobs() const noexcept { return t_.all(); }
+    // When rank's contribution to slot s of job j came (contribute's
+    // `now`): with the completing one's, how long it waited for the others.
+    std::uint64_t arrived(const job& j, const slot& s, unsigned rank) const noexcept {
+        return arrived_[base(j, static_cast<unsigned>(&s - j.slots)) + rank];
+    }
     // Buffers the admitted jobs may hold at most.
     std::uint64_t buffers_admitted() const noexcept { return admitted_; }
 
@@ -273,6 +279,7 @@ public:
         const std::size_t b = base(*j, h.slot);
         owners_[b + h.rank] = owner;
         payloads_[b + h.rank] = payload;
+        arrived_[b + h.rank] = now;
         if (!table::mark(*j, s, h.rank, now)) {
             o.act = action::stored;
             return o;
@@ -397,6 +404,7 @@ private:
     void* spare_[wire::max_world];
     std::unique_ptr<void*[]> owners_;
     std::unique_ptr<const void*[]> payloads_;
+    std::unique_ptr<std::uint64_t[]> arrived_; // when each stored contribution came (contribute's `now`)
 };
 
 } // namespace railgate::agg

@@ -67,6 +67,9 @@ struct slot {
     std::uint32_t gen = 0;        // generation accepting contributions
     std::uint32_t count = 0;      // elements (DPDK) or bytes (verbs) of the generation in progress
     std::uint64_t started = 0;    // tick of the generation's first contribution
+    // Ranks whose contribution to the generation came marked ECN CE (the
+    // transport sets and clears it; results echo it per rank).
+    std::uint64_t ce = 0;
     // The last completed generation's result, kept for retransmission
     // (DPDK rails; verbs rails keep results in the job's region).
     void* result_owner = nullptr;

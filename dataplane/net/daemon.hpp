@@ -46,6 +46,9 @@ struct rail_config {
     // strict or capped TC, frames go straight to the port.
     std::uint64_t rate_bps = 0;
     std::uint64_t burst_bytes = 0; // 0: 16 frames
+    // ECN: ECN-capable frames that join a TC queue holding at least this
+    // many are marked CE (0: never), as a switch marks a standing queue.
+    std::uint32_t ecn_mark_items = 0;
     std::array<qos::tc_config, qos::tc_count> tcs{};
     qos::tc_map tc_map = qos::tc_map::defaults();
     // Benchmarks only: act as if the port offloaded the UDP checksums

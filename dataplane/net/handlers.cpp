@@ -209,9 +209,13 @@ void handle_join(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<c
     if (rs.closing) return free_drop(rs, m, drop_reason::join_refused);
     const wire::join_body b = wire::decode_join_body(body.data());
     // Results go back in the worker's DSCP (its traffic class), or the
-    // rail's traffic_class when the worker sends 0.
+    // rail's traffic_class when the worker sends 0; ECN-capable (ECT(0))
+    // when the worker's JOIN is (never CE: a mark is the JOIN's own).
     frame::endpoint member = from;
-    if (!member.tos) member.tos = rs.s.self.tos;
+    const bool ect = (from.tos & wire::ecn_mask) != 0;
+    member.tos = static_cast<std::uint8_t>(from.tos & ~wire::ecn_mask);
+    if (!member.tos) member.tos = static_cast<std::uint8_t>(rs.s.self.tos & ~wire::ecn_mask);
+    if (ect) member.tos |= wire::ecn_ect0;
     const agg::peer who{peer_key(from), from.ip, b.nonce};
     const std::uint32_t down = rs.rails_down ? rs.rails_down->load(std::memory_order_relaxed) : 0;
     const bool lag = rs.policy == wire::rail_policy::lag;
@@ -312,8 +316,10 @@ private:
 // `payload_sum` gives the payload's ones'-complement sum
 // (frame::ones_sum16), computed once per slot: each copy adds only its
 // headers' to checksum it; a port that computes checksums needs none.
+// `echo`: the RESULT's aux (wire::result_echo), what railgated saw of this
+// rank's contribution.
 void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned rank, const frame::endpoint& dst,
-                 result_sum& payload_sum, rte_mbuf* carrier = nullptr) noexcept {
+                 result_sum& payload_sum, rte_mbuf* carrier = nullptr, std::uint32_t echo = 0) noexcept {
     auto* payload = static_cast<rte_mbuf*>(s.result_owner);
     const std::uint32_t bytes = s.result_count * static_cast<std::uint32_t>(wire::dtype_size(j.dt));
     const std::size_t hdr_len = frame::udp_frame_overhead + wire::header_bytes;
@@ -324,7 +330,7 @@ void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned
         std::uint8_t* msg = reuse_as_reply(rs, carrier, dst, wire::header_bytes + bytes, &udp_sum);
         if (!msg) {
             rte_pktmbuf_free(carrier);
-            return send_result(rs, j, s, rank, dst, payload_sum);
+            return send_result(rs, j, s, rank, dst, payload_sum, nullptr, echo);
         }
         m = carrier;
         p = msg - frame::udp_frame_overhead;
@@ -362,6 +368,7 @@ void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned
     h.count = s.result_count;
     h.offset = s.result_offset;
     h.gen = s.gen - 1;
+    h.aux = echo;
     wire::encode_header(h, p + frame::udp_frame_overhead);
     if (rs.s.tx_udp_cksum) {
         frame::prepare_checksum_offload(p);
@@ -395,12 +402,12 @@ rail_state* lag_home(rail_state& rs, const wire::header& h, std::uint64_t& addr,
 }
 
 void answer(rail_state& home, const agg::job& j, const agg::slot& s, unsigned rank, result_sum& psum,
-            rte_mbuf* carrier = nullptr) noexcept {
-    if (!j.lag || !home.bond) return send_result(home, j, s, rank, j.x.members[rank], psum, carrier);
+            rte_mbuf* carrier = nullptr, std::uint32_t echo = 0) noexcept {
+    if (!j.lag || !home.bond) return send_result(home, j, s, rank, j.x.members[rank], psum, carrier, echo);
     rail_state* tx = j.x.via[rank] < home.bond->size() ? (*home.bond)[j.x.via[rank]] : nullptr;
     const agg::job* there = tx ? tx->agg.find(j.id) : nullptr;
-    if (!there) return send_result(home, j, s, rank, j.x.members[rank], psum, carrier);
-    send_result(*tx, j, s, rank, there->x.members[rank], psum, carrier);
+    if (!there) return send_result(home, j, s, rank, j.x.members[rank], psum, carrier, echo);
+    send_result(*tx, j, s, rank, there->x.members[rank], psum, carrier, echo);
 }
 
 void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<const std::uint8_t> payload,
@@ -417,6 +424,11 @@ void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h, std::spa
     if (o.discarded) bump(rs.ctr.drops[static_cast<unsigned>(drop_reason::checksum_partner)], o.discarded);
     if (o.act != agg::action::dropped && o.j->lag && rs.stripe >= 0)
         o.j->x.via[h.rank] = static_cast<std::uint8_t>(rs.stripe);
+    // ECN: the rank's contribution came marked; its result says so.
+    const std::uint64_t rank_bit = std::uint64_t{1} << h.rank;
+    const std::uint64_t ce = (from.tos & wire::ecn_mask) == wire::ecn_ce ? rank_bit : 0;
+    if ((o.act == agg::action::stored || o.act == agg::action::completed) && (o.s->ce & rank_bit) != ce)
+        o.s->ce ^= rank_bit;
     switch (o.act) {
     case agg::action::dropped:
         // A job it does not have, or a rank the job no longer has (a
@@ -458,10 +470,19 @@ void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h, std::spa
         // member's TX completion updates atomically: bench_dataplane MTU 1500
         // 31 -> 41 Gbit/s, MTU 9000 80 -> 102). Rank 0's buffer stays as the
         // kept result and goes out as a clone.
+        // Each rank's result echoes how long its contribution waited here
+        // for the others', and whether it came marked CE.
         const std::span<void* const> spares = home->agg.spares();
-        answer(*home, *o.j, *o.s, 0, psum);
+        const auto echo = [&](unsigned w) {
+            // Under 2^32 ticks (a second or more) in fixed point; beyond, it saturates.
+            const std::uint64_t waited = rs.burst_tsc - std::min(rs.burst_tsc, home->agg.arrived(*o.j, *o.s, w));
+            const std::uint64_t us = waited >> 32 ? ~std::uint64_t{0} : waited * rs.us_per_tsc_q32 >> 32;
+            return wire::result_echo(us, o.s->ce >> w & 1);
+        };
+        answer(*home, *o.j, *o.s, 0, psum, nullptr, echo(0));
         for (unsigned w = 1; w < o.j->world; ++w)
-            answer(*home, *o.j, *o.s, w, psum, static_cast<rte_mbuf*>(spares[w - 1]));
+            answer(*home, *o.j, *o.s, w, psum, static_cast<rte_mbuf*>(spares[w - 1]), echo(w));
+        o.s->ce = 0;
         // Burst granularity: the time a burst arrived, not each packet.
         const auto ns = static_cast<std::uint64_t>(static_cast<double>(rs.burst_tsc - o.s->started) * rs.ns_per_tsc);
         home->lat.record(ns);

@@ -136,6 +136,7 @@ inline tx_scheduler::options scheduler_options(const rail_static& st) {
     o.rail_burst_bytes = st.cfg.burst_bytes;
     o.max_item_bytes = static_cast<std::uint32_t>(std::max(st.cfg.mtu_max, st.cfg.mtu)) + 14 + 24;
     o.queue_items = 4096;
+    o.ecn_mark_items = st.cfg.ecn_mark_items;
     return o;
 }
 
@@ -231,7 +232,9 @@ struct rail_state {
     rail_state(rail_static& st, const agg::limits& lim, const wire::join_ack_body& ack_body,
                wire::rail_policy pol)
         : s(st), ctr(st.ctr), agg(lim), k(reduce::best()), ack(ack_body), policy(pol),
-          ns_per_tsc(1e9 / static_cast<double>(rte_get_tsc_hz())), ms_tsc(rte_get_tsc_hz() / 1000) {
+          ns_per_tsc(1e9 / static_cast<double>(rte_get_tsc_hz())),
+          us_per_tsc_q32(static_cast<std::uint64_t>(1e6 / static_cast<double>(rte_get_tsc_hz()) * 4294967296.0)),
+          ms_tsc(rte_get_tsc_hz() / 1000) {
         agg.keep_spares(true);
         if (tx_scheduler::shapes(scheduler_options(st))) make_scheduler(scheduler_options(st));
         set_fault(st.fault_spec);
@@ -289,6 +292,7 @@ struct rail_state {
     // LAG: this lcore's rails by stripe (a bond is served by one lcore).
     const std::vector<rail_state*>* bond = nullptr;
     double ns_per_tsc;
+    std::uint64_t us_per_tsc_q32; // microseconds per TSC tick, 32.32 fixed point (no division per result)
     std::uint64_t burst_tsc = 0; // TSC when the current burst was received
     stats::histogram lat;    // aggregation latency, ns
     stats::histogram worker_rtt; // round trips the workers reported, ns

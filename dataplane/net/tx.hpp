@@ -108,6 +108,9 @@ inline void queue_tx(rail_state& rs, rte_mbuf* m) noexcept {
     if (rs.sched) {
         // Ethernet preamble, FCS and gap count against the rate (24 bytes).
         const unsigned tc = tc_of(rs, m);
+        // A standing queue: ECN-capable frames join it marked CE.
+        if (rs.sched->marks(tc) && frame::mark_ce(rte_pktmbuf_mtod(m, std::uint8_t*), m->data_len))
+            bump(rs.ctr.ecn_marked);
         if (!rs.sched->enqueue(tc, {m, rte_rdtsc()}, m->pkt_len + 24)) {
             count_drop(rs, m, drop_reason::tc_queue_full, capture_dir::tx);
             bump(rs.ctr.tc_drops[tc]);

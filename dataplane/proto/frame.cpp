@@ -421,6 +421,19 @@ void prepare_checksum_offload(std::uint8_t* frame) noexcept {
     wr16(ip + ipv4_bytes + 6, fold32(s));
 }
 
+bool mark_ce(std::uint8_t* frame, std::size_t len) noexcept {
+    if (len < eth_bytes + ipv4_bytes || rd16(frame + 12) != ethertype_ipv4) return false;
+    std::uint8_t* ip = frame + eth_bytes;
+    const unsigned ecn = ip[1] & 0x03u;
+    if ((ip[0] >> 4) != 4 || ecn == 0 || ecn == 0x03) return false;
+    const std::uint16_t old_word = rd16(ip);
+    ip[1] = static_cast<std::uint8_t>(ip[1] | 0x03u);
+    // HC' = ~(~HC + ~m + m')
+    const std::uint32_t s = static_cast<std::uint16_t>(~rd16(ip + 10)) + static_cast<std::uint16_t>(~old_word) + rd16(ip);
+    wr16(ip + 10, static_cast<std::uint16_t>(~fold32(s)));
+    return true;
+}
+
 void retarget_udp_headers(std::uint8_t* o, const endpoint& dst) noexcept {
     std::memcpy(o, dst.mac.b, 6);
     std::uint8_t* ip = o + eth_bytes;

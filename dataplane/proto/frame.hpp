@@ -109,6 +109,13 @@ void prepare_checksum_offload(std::uint8_t* frame) noexcept;
 // write_udp_headers returned) and whose UDP payload sums to msg_sum.
 void set_udp_checksum(std::uint8_t* frame, std::uint16_t header_sum, std::uint16_t msg_sum) noexcept;
 
+// ECN congestion experienced: an untagged IPv4 frame of `len` bytes whose
+// ECN field says ECN-capable (ECT(0) or ECT(1)) gets CE, its IPv4 checksum
+// updated incrementally (RFC 1624; a port that computes it overwrites it).
+// True when it marked; a frame that is not ECN-capable (or already CE, or
+// not IPv4) stays as it is.
+bool mark_ce(std::uint8_t* frame, std::size_t len) noexcept;
+
 // Rewrites only what differs between two destinations of the same datagram:
 // Ethernet destination, IPv4 destination + checksum, UDP destination port.
 void retarget_udp_headers(std::uint8_t* frame, const endpoint& dst) noexcept;

@@ -74,6 +74,20 @@ enum class lag_hash : std::uint8_t { l2 = 0, l3l4 = 1 };
 inline constexpr std::uint8_t flag_retransmit = 0x01;
 inline constexpr std::uint8_t flags_known = flag_retransmit;
 
+// RESULT's aux, per destination rank: the congestion railgated saw on that
+// rank's contribution of the chunk. Low 24 bits: how long it waited there
+// for the other ranks' (microseconds, saturating), which a worker takes off
+// its round trip (a slow rank is not a queue); the top bit: it came marked
+// ECN CE. 0 from railgateds that do not echo (and on resent results).
+inline constexpr std::uint32_t result_wait_us_mask = 0x00ffffffu;
+inline constexpr std::uint32_t result_ce = 0x80000000u;
+inline constexpr std::uint32_t result_echo(std::uint64_t wait_us, bool ce) noexcept {
+    return (wait_us > result_wait_us_mask ? result_wait_us_mask : static_cast<std::uint32_t>(wait_us)) |
+           (ce ? result_ce : 0u);
+}
+// IPv4 ECN codepoints (the TOS byte's low two bits).
+inline constexpr std::uint8_t ecn_mask = 0x03, ecn_ect0 = 0x02, ecn_ce = 0x03;
+
 // ERROR codes, carried in header.aux.
 enum class error_code : std::uint32_t {
     none = 0,

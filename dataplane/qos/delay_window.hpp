@@ -3,7 +3,9 @@
 // round trip stays under a target the window grows by `ai` chunks per
 // round trip; above it the window shrinks in proportion to the excess,
 // at most once per round trip and by at most `max_mdf`; a loss shrinks
-// it by `max_mdf`, a timeout to the minimum.
+// it by `max_mdf`, a timeout to the minimum. ECN marks (CE echoed by the
+// receiver) shrink it as DCTCP does: by alpha / 2 once per round trip,
+// alpha the moving fraction of marked results per window (gain `g`).
 //
 // The target is the rail's base delay plus headroom for queueing. The
 // base is the smallest smoothed round trip (EWMA, 1/8) of the last two
@@ -26,6 +28,7 @@ struct delay_window_params {
     double beta = 0.8;    // decrease per unit of relative excess delay
     double max_mdf = 0.5; // the most a window shrinks per round trip
     double min_window = 1.0;
+    double g = 1.0 / 16; // DCTCP's gain for the fraction of marked results
     // A path's first window (capped by the pool). Until its first decrease
     // the window doubles each round trip under the target (slow start).
     double initial_window = 16.0;
@@ -53,17 +56,31 @@ public:
             epoch_start_ = now;
             decreased_ = false;
             srtt_ = 0;
+            alpha_ = 1.0;
+            acked_ = marked_ = 0;
         }
         clamp();
     }
 
     // A result came back `rtt` after its chunk left (a chunk sent once:
-    // Karn). Returns the window.
-    double on_sample(std::uint64_t rtt, std::uint64_t now) noexcept {
+    // Karn); `ce`: the receiver saw its chunk marked. Returns the window.
+    double on_sample(std::uint64_t rtt, std::uint64_t now, bool ce = false) noexcept {
         srtt_ = srtt_ ? (7 * srtt_ + rtt) / 8 : rtt;
         note_base(srtt_, now);
+        ++acked_;
+        marked_ += ce;
+        if (static_cast<double>(acked_) >= w_) { // a window of results: alpha follows their marked fraction
+            alpha_ = (1 - p_.g) * alpha_ + p_.g * static_cast<double>(marked_) / static_cast<double>(acked_);
+            acked_ = marked_ = 0;
+        }
         const std::uint64_t t = target();
-        if (rtt <= t) {
+        if (ce) {
+            ++marks_;
+            if (may_decrease(now)) {
+                w_ *= 1.0 - alpha_ / 2;
+                mark_decrease(now);
+            }
+        } else if (rtt <= t) {
             // ai per round trip (a window's worth of results adds ai), or
             // in slow start one per result (doubling per round trip).
             w_ += !decreased_ ? 1.0 : w_ >= 1.0 ? p_.ai / w_ : p_.ai;
@@ -106,6 +123,8 @@ public:
     std::uint64_t srtt() const noexcept { return srtt_; }
     std::uint64_t increases() const noexcept { return increases_; }
     std::uint64_t decreases() const noexcept { return decreases_; }
+    std::uint64_t marks() const noexcept { return marks_; }
+    double alpha() const noexcept { return alpha_; }
     const delay_window_params& params() const noexcept { return p_; }
 
 private:
@@ -134,7 +153,9 @@ private:
     std::uint64_t base_ = 0, prev_base_ = 0, epoch_start_ = 0;
     bool decreased_ = false;
     std::uint64_t last_decrease_ = 0, srtt_ = 0;
-    std::uint64_t increases_ = 0, decreases_ = 0;
+    std::uint64_t increases_ = 0, decreases_ = 0, marks_ = 0;
+    double alpha_ = 1.0; // DCTCP starts at 1: the first mark halves
+    std::uint64_t acked_ = 0, marked_ = 0;
 };
 
 } // namespace railgate::qos

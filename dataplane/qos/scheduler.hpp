@@ -57,6 +57,9 @@ public:
         std::uint64_t rail_burst_bytes = 0; // 0: 16 max-size items
         std::uint32_t max_item_bytes = 9216 + 18;
         std::size_t queue_items = 1024;     // per TC
+        // ECN: frames queued behind this many others in their TC are to be
+        // marked CE (DCTCP's step marking; 0: never). marks() says so.
+        std::size_t ecn_mark_items = 0;
     };
 
     scheduler(const options& o, time_point now) : o_(o) { configure(o, now); }
@@ -75,6 +78,12 @@ public:
         }
     }
     const options& config() const noexcept { return o_; }
+
+    // Whether an item queued on `tc` now should be marked ECN CE: its
+    // queue holds at least ecn_mark_items (the caller marks what can be).
+    bool marks(unsigned tc) const noexcept {
+        return o_.ecn_mark_items && tc_[tc % tc_count].q.size() >= o_.ecn_mark_items;
+    }
 
     // Queues an item on its TC; false when that queue is full (counted).
     bool enqueue(unsigned tc, Item item, std::uint32_t bytes) {

@@ -433,6 +433,7 @@ int main(int argc, char** argv) {
         rc.traffic_class = r.traffic_class;
         rc.rate_bps = r.rate_bps;
         rc.burst_bytes = r.burst_bytes;
+        rc.ecn_mark_items = r.ecn_mark;
         for (const config::rail::traffic_class_cfg& t : r.tcs)
             rc.tcs[t.id] = {t.strict, t.weight, t.rate_bps, t.burst_bytes};
         // validated by config::parse

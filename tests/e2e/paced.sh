@@ -6,26 +6,33 @@
 # already sent. Paced by hand to their fair share (--pace 25Mbit = 100
 # Mbit/s / 4 flows), or left to the delay-based window (--cc delay), the
 # flows carry about two links with few resends, well above the run with
-# neither.
+# neither. With railgated marking ECN CE on results queued behind 16
+# (--ecn-mark 16), the windows also shrink on marks: railgated counts the
+# marks, the workers see them, and the flows still carry about two links.
 #   paced.sh RAILBENCH
 set -u
-run() { # ARGS... -> prints "links resent aggregations"
+run() { # ARGS... -> prints "links resent aggregations marked seen"
   out=$("$railbench" --embedded --rail-rate 100Mbit --pool 256 -b 1M -e 1M -n 3 -w 1 "$@" 2>&1) ||
     { echo "$out"; echo "FAIL: railbench $*"; exit 1; }
   echo "$out" | awk '
     $1 == "rail" && $2 == 4 { links = $4 }
     /^rail r[0-9]+:/ { for (i = 1; i <= NF; ++i) { if ($i == "(resent") { sub(/\),?/, "", $(i+1)); resent += $(i+1) }
                                                    if ($i == "aggregations") { a = $(i+1); sub(/,/, "", a); aggs += a } } }
-    END { print links + 0, resent + 0, aggs + 0 }'
+    /^  ecn: / { marked += $2 }
+    /^# congestion windows:/ { for (i = 1; i <= NF; ++i) if ($i == "ECN") seen += $(i-1) }
+    END { print links + 0, resent + 0, aggs + 0, marked + 0, seen + 0 }'
 }
 railbench=$1
 attempt() {
-  read -r l0 r0 a0 < <(run --cc off)
-  read -r l1 r1 a1 < <(run --cc off --pace 25Mbit)
-  read -r l2 r2 a2 < <(run --cc delay)
+  read -r l0 r0 a0 _ < <(run --cc off)
+  read -r l1 r1 a1 _ < <(run --cc off --pace 25Mbit)
+  read -r l2 r2 a2 m2 s2 < <(run --cc delay)
+  read -r l3 r3 a3 m3 s3 < <(run --cc delay --ecn-mark 16)
   echo "neither: $l0 links, resent $r0 of $a0; paced 25Mbit: $l1 links, resent $r1 of $a1;" \
-    "congestion control: $l2 links, resent $r2 of $a2"
-  awk -v l0="$l0" -v r0="$r0" -v l1="$l1" -v r1="$r1" -v a1="$a1" -v l2="$l2" -v r2="$r2" -v a2="$a2" 'BEGIN {
+    "congestion control: $l2 links, resent $r2 of $a2; with ECN marks: $l3 links, resent $r3 of $a3," \
+    "$m3 frames marked, $s3 marks seen by the workers"
+  awk -v l0="$l0" -v r0="$r0" -v l1="$l1" -v r1="$r1" -v a1="$a1" -v l2="$l2" -v r2="$r2" -v a2="$a2" \
+      -v m2="$m2" -v l3="$l3" -v r3="$r3" -v a3="$a3" -v m3="$m3" -v s3="$s3" 'BEGIN {
     if (a1 == 0 || a2 == 0) { print "FAIL: no aggregations"; exit 1 }
     if (!(l1 > 1.4 && l1 < 2.1)) { print "FAIL: paced flows at " l1 " links, not about two"; exit 1 }
     if (!(r1 <= a1 / 100)) { print "FAIL: paced flows still caused " r1 " resends"; exit 1 }
@@ -33,6 +40,10 @@ attempt() {
     if (!(l2 > 1.4 && l2 < 2.1)) { print "FAIL: congestion-controlled flows at " l2 " links, not about two"; exit 1 }
     if (!(r2 <= a2 / 20 && r2 * 5 < r0)) { print "FAIL: congestion-controlled flows caused " r2 " resends"; exit 1 }
     if (!(l2 > 1.3 * l0)) { print "FAIL: congestion control (" l2 ") not above neither (" l0 ")"; exit 1 }
+    if (m2 != 0) { print "FAIL: " m2 " frames marked with no --ecn-mark"; exit 1 }
+    if (!(m3 > 0 && s3 > 0 && s3 <= m3)) { print "FAIL: ECN: " m3 " frames marked, " s3 " marks seen"; exit 1 }
+    if (!(l3 > 1.4 && l3 < 2.1)) { print "FAIL: ECN-marked flows at " l3 " links, not about two"; exit 1 }
+    if (!(r3 <= a3 / 20)) { print "FAIL: ECN-marked flows caused " r3 " resends"; exit 1 }
     print "PASS" }'
 }
 for try in 1 2 3; do

@@ -170,6 +170,12 @@ BOOST_AUTO_TEST_CASE(shaping_and_traffic_classes) {
     const std::string v = "[[rail]]\nname = \"v0\"\ntransport = \"verbs\"\ndevice = \"rxe0\"\nip = \"10.0.0.1\"\n";
     BOOST_TEST(only_error(v + "rate = \"1Gbit\"\n").find("rail[0].rate: applies to transport = \"dpdk\" only") !=
                std::string::npos);
+    const config::result ecn = parse(rail0 + "rate = \"1Gbit\"\necn_mark = 32\n");
+    BOOST_TEST_REQUIRE(ecn.ok());
+    BOOST_TEST(ecn.cfg.rails[0].ecn_mark == 32u);
+    BOOST_TEST(only_error(rail0 + "ecn_mark = 0\n") == "t.toml:7:12: rail[0].ecn_mark: 0 out of range 1..4096");
+    BOOST_TEST(only_error(v + "ecn_mark = 8\n").find("rail[0].ecn_mark: applies to transport = \"dpdk\" only") !=
+               std::string::npos);
     const config::result m = parse(rail0 + "dscp = { 26 = 6, 46 = 5 }\n");
     BOOST_TEST_REQUIRE(m.ok());
     BOOST_TEST(m.cfg.rails[0].dscp_tc.size() == 2u);

@@ -501,3 +501,36 @@ BOOST_AUTO_TEST_CASE(header_sums_from_values_match_the_bytes) {
         BOOST_REQUIRE(frame::udp_checksum_ok(f.data(), f.size()));
     }
 }
+
+// ECN: mark_ce turns ECT(0) and ECT(1) into CE with a valid IPv4 checksum
+// (the UDP checksum does not cover the TOS), and leaves not-ECT, CE and
+// short or non-IPv4 frames alone.
+BOOST_AUTO_TEST_CASE(ce_marks_keep_the_ip_checksum_valid) {
+    const auto msg = message(contrib_header(32), 128);
+    for (std::uint8_t tos : {0x02, 0x01, 0xba, 0xb9, 0xfe}) {
+        auto f = udp_frame(msg);
+        f[frame::eth_bytes + 1] = tos;
+        f[frame::eth_bytes + 10] = f[frame::eth_bytes + 11] = 0;
+        const std::uint16_t c = frame::inet_checksum(f.data() + frame::eth_bytes, frame::ipv4_bytes);
+        f[frame::eth_bytes + 10] = static_cast<std::uint8_t>(c >> 8);
+        f[frame::eth_bytes + 11] = static_cast<std::uint8_t>(c);
+        frame::fill_udp_checksum(f.data());
+        BOOST_TEST(frame::mark_ce(f.data(), f.size()));
+        BOOST_TEST((f[frame::eth_bytes + 1] & 0x03) == 0x03);
+        BOOST_TEST((f[frame::eth_bytes + 1] & 0xfc) == (tos & 0xfc));
+        const frame::info fi = frame::classify(f.data(), f.size(), rail());
+        BOOST_TEST(drop_reason_name(fi.reason) == drop_reason_name(drop_reason::none), "tos " << int(tos));
+        BOOST_TEST(frame::udp_checksum_ok(f.data(), f.size(), fi));
+        BOOST_TEST(!frame::mark_ce(f.data(), f.size())); // already CE
+    }
+    auto plain = udp_frame(msg); // not ECN-capable
+    const auto before = plain;
+    BOOST_TEST(!frame::mark_ce(plain.data(), plain.size()));
+    BOOST_TEST((plain == before));
+    BOOST_TEST(!frame::mark_ce(plain.data(), 20)); // too short for its IPv4 header
+    auto arp = plain;
+    arp[12] = 0x08;
+    arp[13] = 0x06;
+    arp[frame::eth_bytes + 1] = 0x02;
+    BOOST_TEST(!frame::mark_ce(arp.data(), arp.size()));
+}

@@ -119,6 +119,29 @@ BOOST_AUTO_TEST_CASE(ets_weights_are_shares_under_contention) {
     BOOST_TEST(std::abs(sent[1] / total - 0.25) <= 0.02, "TC1 share " << sent[1] / total);
 }
 
+// ECN step marking: an item joining a TC queue that holds ecn_mark_items
+// or more is to be marked; other TCs' queues do not count; off at 0.
+BOOST_AUTO_TEST_CASE(a_standing_queue_asks_for_ecn_marks) {
+    sched::options o;
+    o.rail_rate_bps = 1'000'000'000;
+    o.ecn_mark_items = 3;
+    tp now{};
+    sched s(o, now);
+    for (int i = 0; i < 3; ++i) {
+        BOOST_TEST(!s.marks(0));
+        s.enqueue(0, i, 1500);
+    }
+    BOOST_TEST(s.marks(0));  // three queued: the fourth joins marked
+    BOOST_TEST(!s.marks(1)); // another TC's queue is its own
+    while (s.dequeue(now += 1ms)) {
+    }
+    BOOST_TEST(!s.marks(0)); // drained
+    o.ecn_mark_items = 0;
+    sched off(o, now);
+    for (int i = 0; i < 100; ++i) off.enqueue(0, i, 1500);
+    BOOST_TEST(!off.marks(0));
+}
+
 BOOST_AUTO_TEST_CASE(an_idle_tcs_share_is_lent) {
     sched::options o;
     o.rail_rate_bps = 1'000'000'000;
@@ -324,4 +347,33 @@ BOOST_AUTO_TEST_CASE(against_a_bottleneck_the_window_holds_the_queue_near_the_ta
     BOOST_TEST(lo >= 10.0);              // the link stays busy (at least the bdp)
     BOOST_TEST(hi <= 40.0);              // far below the pool of 256
     BOOST_TEST(worst <= 2 * w.target()); // the queue is bounded by the target
+}
+
+// ECN: marks echoed by the receiver shrink the window as DCTCP does, by
+// alpha / 2 once per round trip, alpha the moving fraction of marked
+// results (starting at 1: the first mark halves).
+BOOST_AUTO_TEST_CASE(ecn_marks_shrink_the_window_by_the_marked_fraction) {
+    delay_window w;
+    w.start(64, 0, false);
+    std::uint64_t now = feed(w, 48, 20 * us, 0, us); // slow start to 64, all under the target
+    BOOST_TEST(w.window() == 64u);
+    BOOST_TEST(w.alpha() == 1.0);
+    // Three windows of unmarked results: alpha = (15/16)^3.
+    now = feed(w, 3 * 64, 20 * us, now, us);
+    BOOST_TEST(w.alpha() == 0.82397460937500, boost::test_tools::tolerance(1e-6));
+    const double a = w.alpha();
+    w.on_sample(20 * us, now += us, true);
+    BOOST_TEST(w.exact() == 64.0 * (1 - a / 2), boost::test_tools::tolerance(1e-9));
+    BOOST_TEST(w.marks() == 1u);
+    // More marks within the round trip: no further cut, no growth either.
+    const double once = w.exact();
+    w.on_sample(20 * us, now += us, true);
+    BOOST_TEST(w.exact() == once);
+    // Every result marked: alpha climbs towards 1 and each round trip cuts.
+    for (int i = 0; i < 2000; ++i) w.on_sample(20 * us, now += 10 * us, true);
+    BOOST_TEST(w.alpha() > 0.9);
+    BOOST_TEST(w.window() == 1u);
+    // Marks stop: the window grows back (additively) under the target.
+    now = feed(w, 200, 20 * us, now, 10 * us);
+    BOOST_TEST(w.window() > 5u);
 }

@@ -77,11 +77,14 @@ struct rail_fixture {
         m->ol_flags = flags;
         BOOST_REQUIRE(rte_ring_enqueue(rx, m) == 0);
     }
-    // A datagram from rank h.rank's port (40000 + rank), or `port`.
-    std::vector<std::uint8_t> udp(const wire::header& h, const void* body, std::size_t len, int port = -1) const {
+    // A datagram from rank h.rank's port (40000 + rank), or `port`, with
+    // IPv4 TOS byte `tos`.
+    std::vector<std::uint8_t> udp(const wire::header& h, const void* body, std::size_t len, int port = -1,
+                                  std::uint8_t tos = 0) const {
         std::vector<std::uint8_t> f(frame::udp_frame_overhead + wire::header_bytes + len);
         frame::endpoint src = peer;
         src.udp_port = static_cast<std::uint16_t>(port >= 0 ? port : 40000 + h.rank);
+        src.tos = tos;
         frame::write_udp_headers(f.data(), src, self, wire::header_bytes + len);
         wire::encode_header(h, f.data() + frame::udp_frame_overhead);
         if (len) std::memcpy(f.data() + frame::udp_frame_overhead + wire::header_bytes, body, len);
@@ -600,7 +603,7 @@ std::vector<sent> messages(const std::vector<std::vector<std::uint8_t>>& out) {
 }
 
 std::vector<std::uint8_t> join_frame(const rail_fixture& f, std::uint16_t rank, std::uint16_t world,
-                                     std::uint64_t nonce, int port = -1, std::uint32_t job = 5) {
+                                     std::uint64_t nonce, int port = -1, std::uint32_t job = 5, std::uint8_t tos = 0) {
     wire::join_body b;
     b.max_count = 1 << 16;
     b.pool_size = 4;
@@ -609,16 +612,17 @@ std::vector<std::uint8_t> join_frame(const rail_fixture& f, std::uint16_t rank, 
     wire::encode_join_body(b, body);
     wire::header h = hdr(wire::msg_type::join, rank, world);
     h.job_id = job;
-    return f.udp(h, body, sizeof body, port);
+    return f.udp(h, body, sizeof body, port, tos);
 }
 
-std::vector<std::uint8_t> contrib_frame(const rail_fixture& f, std::uint16_t rank, std::uint16_t world, std::uint32_t gen = 0) {
+std::vector<std::uint8_t> contrib_frame(const rail_fixture& f, std::uint16_t rank, std::uint16_t world,
+                                        std::uint32_t gen = 0, std::uint8_t tos = 0) {
     float data[256];
     for (unsigned i = 0; i < 256; ++i) data[i] = static_cast<float>(rank * 1000 + i);
     wire::header h = hdr(wire::msg_type::contrib, rank, world);
     h.count = 256;
     h.gen = gen;
-    return f.udp(h, data, sizeof data);
+    return f.udp(h, data, sizeof data, -1, tos);
 }
 
 // Joins ranks 0..world-1 (nonce rank + 1); returns the job's incarnation.
@@ -692,6 +696,52 @@ BOOST_AUTO_TEST_CASE(a_rank_claimed_twice_before_the_job_ran_ends_it_for_both) {
     BOOST_TEST(out[0].h.aux == static_cast<std::uint32_t>(wire::error_code::rank_claimed));
     BOOST_TEST(out[0].text.find("job 5 with this token ended") != std::string::npos, out[0].text);
     BOOST_TEST(active(*f.d) == 0u);
+}
+
+// RESULT's congestion echo (aux): each rank's result says how long its
+// contribution waited for the others' and whether it came marked ECN CE;
+// results are ECN-capable when the JOIN was, never CE themselves.
+BOOST_AUTO_TEST_CASE(results_echo_each_ranks_wait_and_its_ce_mark) {
+    rail_fixture f("vd_echo");
+    // Rank 0 joins ECN-capable (ECT(0)), rank 1's JOIN came marked CE on its way.
+    f.inject(join_frame(f, 0, 2, 1, -1, 5, 0xb8 | wire::ecn_ect0));
+    f.inject(join_frame(f, 1, 2, 2, -1, 5, wire::ecn_ce));
+    BOOST_REQUIRE(messages(f.collect(2)).size() == 2u);
+    // Chunk 0: rank 0 first, rank 1 (marked CE) 60 ms later.
+    f.inject(contrib_frame(f, 0, 2, 0, wire::ecn_ect0));
+    BOOST_REQUIRE(f.collect(0).empty());
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    f.inject(contrib_frame(f, 1, 2, 0, wire::ecn_ce));
+    const auto out = f.collect(2);
+    BOOST_REQUIRE(out.size() == 2u);
+    for (const auto& fr : out) {
+        const auto m = messages({fr});
+        BOOST_REQUIRE(m.size() == 1u);
+        BOOST_REQUIRE((m[0].h.type == wire::msg_type::result));
+        const std::uint32_t wait_us = m[0].h.aux & wire::result_wait_us_mask;
+        const bool ce = (m[0].h.aux & wire::result_ce) != 0;
+        const std::uint8_t tos = fr[frame::eth_bytes + 1];
+        BOOST_TEST((m[0].h.aux & ~(wire::result_wait_us_mask | wire::result_ce)) == 0u);
+        if (m[0].h.rank == 0) {
+            BOOST_TEST(wait_us >= 50'000u, wait_us);
+            BOOST_TEST(wait_us < 5'000'000u, wait_us);
+            BOOST_TEST(!ce);
+            BOOST_TEST(tos == (0xb8 | wire::ecn_ect0)); // its DSCP, ECN-capable
+        } else {
+            BOOST_TEST(wait_us < 50'000u, wait_us); // it completed the slot
+            BOOST_TEST(ce);
+            BOOST_TEST(tos == wire::ecn_ect0); // ECN-capable, never the JOIN's CE
+        }
+    }
+    // The next generation of the slot starts clean: no mark, no old wait.
+    f.inject(contrib_frame(f, 1, 2, 1));
+    f.inject(contrib_frame(f, 0, 2, 1));
+    const auto next = messages(f.collect(2));
+    BOOST_REQUIRE(next.size() == 2u);
+    for (const sent& r : next) {
+        BOOST_TEST(!(r.h.aux & wire::result_ce));
+        BOOST_TEST((r.h.aux & wire::result_wait_us_mask) < 50'000u);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(a_restarted_process_takes_its_rank_over_and_a_live_one_keeps_it) {

@@ -50,6 +50,9 @@ local f = {
     offset = ProtoField.uint64("railgate.offset", "Offset (elements)"),
     gen = ProtoField.uint32("railgate.gen", "Generation / incarnation / nonce"),
     aux = ProtoField.uint32("railgate.aux", "Aux"),
+    -- RESULT's aux: the congestion railgated saw on the rank's contribution
+    wait_us = ProtoField.uint32("railgate.result.wait_us", "Waited for the other ranks (us)", base.DEC, nil, 0x00ffffff),
+    ce = ProtoField.bool("railgate.result.ce", "Contribution came ECN CE", 32, nil, 0x80000000),
     payload = ProtoField.bytes("railgate.payload", "Payload"),
     -- JOIN
     max_count = ProtoField.uint64("railgate.join.max_count", "Max count"),
@@ -154,7 +157,11 @@ function rg.dissector(buf, pinfo, root)
 
     if t == 3 or t == 4 then
         -- CONTRIB / RESULT: count elements of dtype, exactly.
-        tree:add(f.aux, buf(36, 4))
+        local at = tree:add(f.aux, buf(36, 4))
+        if t == 4 then
+            at:add(f.wait_us, buf(36, 4))
+            at:add(f.ce, buf(36, 4))
+        end
         local size = dtype_size[dt]
         if size and count * size ~= body:len() then
             ci:add_proto_expert_info(e.count, string.format("Count disagrees with the payload length: %d x %d bytes != %d",
