@@ -36,6 +36,8 @@ public:
         sa.sin_family = AF_INET;
         sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         BOOST_REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+        const int on = 1;
+        BOOST_REQUIRE(::setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &on, sizeof on) == 0);
         socklen_t len = sizeof sa;
         ::getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len);
         port_ = ntohs(sa.sin_port);
@@ -49,6 +51,8 @@ public:
     std::uint16_t port() const { return port_; }
     void silence(bool s) { silent_ = s; }
     unsigned pings() const { return pings_; }
+    // The IPv4 TOS byte of the last contribution.
+    unsigned contrib_tos() const { return contrib_tos_; }
 
 private:
     void loop() {
@@ -57,8 +61,20 @@ private:
             pollfd p{fd_, POLLIN, 0};
             if (::poll(&p, 1, 10) <= 0) continue;
             sockaddr_in from{};
-            socklen_t fl = sizeof from;
-            const ssize_t n = ::recvfrom(fd_, buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&from), &fl);
+            iovec iov{buf.data(), buf.size()};
+            alignas(cmsghdr) std::uint8_t ctl[CMSG_SPACE(sizeof(int))];
+            msghdr mh{};
+            mh.msg_name = &from;
+            mh.msg_namelen = sizeof from;
+            mh.msg_iov = &iov;
+            mh.msg_iovlen = 1;
+            mh.msg_control = ctl;
+            mh.msg_controllen = sizeof ctl;
+            const ssize_t n = ::recvmsg(fd_, &mh, 0);
+            const socklen_t fl = mh.msg_namelen;
+            unsigned tos = 0;
+            for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+                if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) tos = *CMSG_DATA(c);
             if (n < static_cast<ssize_t>(wire::header_bytes) || silent_) continue;
             wire::header h = wire::decode_header(buf.data());
             std::size_t len = wire::header_bytes;
@@ -82,6 +98,7 @@ private:
                 break;
             }
             case wire::msg_type::contrib:
+                contrib_tos_ = tos;
                 r.type = wire::msg_type::result;
                 std::memcpy(out.data() + wire::header_bytes, buf.data() + wire::header_bytes,
                             static_cast<std::size_t>(n) - wire::header_bytes);
@@ -101,13 +118,15 @@ private:
     int fd_ = -1;
     std::uint16_t port_ = 0;
     std::atomic<bool> stop_{false}, silent_{false};
-    std::atomic<unsigned> pings_{0};
+    std::atomic<unsigned> pings_{0}, contrib_tos_{0};
     std::thread th_;
 };
 
-rg_comm* make(const fake_server& s, std::uint32_t job, std::uint32_t timeout_ms = 20000) {
+rg_comm* make(const fake_server& s, std::uint32_t job, std::uint32_t timeout_ms = 20000,
+              std::uint8_t cc = RG_CC_OFF) {
     rg_config c;
     rg_config_init(&c);
+    c.congestion_control = cc;
     c.server = "127.0.0.1";
     c.port = s.port();
     c.job = job;
@@ -232,4 +251,35 @@ BOOST_AUTO_TEST_CASE(failures_reach_every_request) {
     BOOST_TEST(rg_allreduce(comm, b.data(), b.data(), 4, RG_FP32) == RG_ERR_ABORTED);
     BOOST_TEST(std::string(rg_last_error(comm)).find("test over") != std::string::npos);
     rg_destroy(comm);
+}
+
+// config.congestion_control: RG_CC_DELAY makes the job's datagrams
+// ECN-capable (ECT(0)) in their DSCP, and the window follows the round
+// trips with exact results; off, no ECN bits; other values are refused.
+BOOST_AUTO_TEST_CASE(congestion_control_is_asked_for_in_the_config) {
+    fake_server s;
+    for (const std::uint8_t cc : {std::uint8_t{RG_CC_OFF}, std::uint8_t{RG_CC_DELAY}}) {
+        rg_comm* comm = make(s, 70 + cc, 20000, cc);
+        std::vector<float> v(100000), in(100000);
+        for (std::size_t i = 0; i < v.size(); ++i) in[i] = v[i] = static_cast<float>(i % 1000);
+        for (int k = 0; k < 5; ++k) BOOST_REQUIRE_MESSAGE(rg_allreduce(comm, v.data(), v.data(), v.size(), RG_FP32) == RG_OK,
+                                                         rg_last_error(comm));
+        BOOST_TEST(std::memcmp(v.data(), in.data(), v.size() * sizeof(float)) == 0);
+        BOOST_TEST((s.contrib_tos() & 3u) == (cc == RG_CC_DELAY ? 2u : 0u), "tos " << s.contrib_tos());
+        BOOST_TEST(rg_leave(comm) == RG_OK);
+        rg_destroy(comm);
+    }
+    rg_config c;
+    rg_config_init(&c);
+    BOOST_TEST(c.congestion_control == RG_CC_OFF);
+    c.server = "127.0.0.1";
+    c.port = s.port();
+    c.job = 79;
+    c.token = rg_random_token();
+    c.world = 1;
+    c.congestion_control = 7;
+    rg_comm* comm = nullptr;
+    BOOST_TEST(rg_create(&c, &comm) == RG_ERR_USAGE);
+    BOOST_TEST(std::string(rg_last_error(nullptr)).find("congestion_control 7") != std::string::npos,
+               rg_last_error(nullptr));
 }

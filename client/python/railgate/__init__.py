@@ -59,6 +59,7 @@ class _Config(ctypes.Structure):
         ("join_timeout_ms", ctypes.c_uint32),
         ("gid_index", ctypes.c_int32),
         ("dscp", ctypes.c_uint8),
+        ("congestion_control", ctypes.c_uint8),
     ]
 
 
@@ -166,7 +167,7 @@ class Comm:
 
     def __init__(self, server, job, token, rank, world, transport="udp", rails=None, port=0,
                  dtype=FP32, max_count=0, retries=0, timeout_ms=60000, join_timeout_ms=5000, gid_index=-1,
-                 dscp=0):
+                 dscp=0, congestion_control=False):
         c = _Config()
         _lib.rg_config_init(ctypes.byref(c))
         self._strings = [s.encode() if s is not None else None for s in (server, transport, rails)]
@@ -176,6 +177,7 @@ class Comm:
         c.job, c.token, c.rank, c.world, c.dtype = job, token, rank, world, dtype
         c.max_count, c.retries, c.timeout_ms, c.join_timeout_ms = max_count, retries, timeout_ms, join_timeout_ms
         c.gid_index, c.dscp = gid_index, dscp
+        c.congestion_control = 1 if congestion_control else 0
         h = ctypes.c_void_p()
         st = _lib.rg_create(ctypes.byref(c), ctypes.byref(h))
         if st != OK:

@@ -40,10 +40,12 @@ class State:
     job, token  by default rank 0 picks a free-looking job id and a random
                 token and shares them through the process group's store
     retries     re-joins after a recoverable failure (railgated restarted...)
+    congestion_control  each rail's window follows the measured round trip
+                and ECN marks instead of the slot pool (see the guide)
     """
 
     def __init__(self, server, process_group=None, transport="udp", rails=None, port=0, job=None, token=None,
-                 retries=0, timeout_ms=60000, join_timeout_ms=30000):
+                 retries=0, timeout_ms=60000, join_timeout_ms=30000, congestion_control=False):
         global _states
         _states += 1
         group = process_group or dist.group.WORLD
@@ -54,7 +56,8 @@ class State:
         self.job, self.token = job, token
         self.comm = railgate.Comm(server, job=job, token=token, rank=self.rank, world=self.world,
                                   transport=transport, rails=rails, port=port, retries=retries,
-                                  timeout_ms=timeout_ms, join_timeout_ms=join_timeout_ms)
+                                  timeout_ms=timeout_ms, join_timeout_ms=join_timeout_ms,
+                                  congestion_control=congestion_control)
         self._pending = queue.Queue()
         self._waiter = threading.Thread(target=self._complete, name="railgate-waiter", daemon=True)
         self._waiter.start()
