@@ -3,11 +3,13 @@
 #include <atomic>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -19,6 +21,11 @@ namespace {
 
 constexpr unsigned batch = 64;
 constexpr std::size_t max_dgram = 9216;
+// UDP GSO (UDP_SEGMENT): one send of up to this many equal datagrams, the
+// kernel cuts it (in software where the device cannot); its payload stays
+// under 64 KiB.
+constexpr unsigned gso_max_segments = 64;
+constexpr std::size_t gso_max_bytes = 65507 - 8;
 
 class fd_guard {
 public:
@@ -43,6 +50,11 @@ bool ce_of(msghdr& h) noexcept {
         if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS && c->cmsg_len >= CMSG_LEN(1))
             return (*CMSG_DATA(c) & wire::ecn_mask) == wire::ecn_ce;
     return false;
+}
+
+bool gso_wanted() {
+    const char* e = std::getenv("RAILGATE_UDP_GSO");
+    return !e || std::strcmp(e, "0") != 0;
 }
 
 fd_guard open_socket(std::uint32_t ip, std::uint16_t port, std::uint8_t tos) {
@@ -107,16 +119,55 @@ public:
         std::uint8_t hdrs[batch][wire::header_bytes];
         iovec iov[batch][2];
         mmsghdr mm[batch];
-        for (unsigned i = 0; i < n; ++i) {
-            wire::encode_header(msgs[i].h, hdrs[i]);
-            iov[i][0] = {hdrs[i], wire::header_bytes};
-            iov[i][1] = {const_cast<void*>(msgs[i].payload), msgs[i].bytes};
-            mm[i] = {};
-            mm[i].msg_hdr.msg_iov = iov[i];
-            mm[i].msg_hdr.msg_iovlen = msgs[i].bytes ? 2 : 1;
+        // With GSO, a run of datagrams of one size (a rail's contributions;
+        // the last may be shorter) goes as one message: first[k] is the
+        // first datagram of message k.
+        alignas(cmsghdr) std::uint8_t ctl[batch][CMSG_SPACE(sizeof(std::uint16_t))];
+        unsigned first[batch + 1];
+        unsigned msgs_out = 0;
+        const bool gso = gso_.load(std::memory_order_relaxed);
+        for (unsigned i = 0; i < n;) {
+            const std::size_t size = wire::header_bytes + msgs[i].bytes;
+            std::size_t total = 0;
+            unsigned j = i;
+            // Datagram j joins the run: GSO on, room left, a payload no
+            // larger than the first's, and the one before it full size.
+            auto joins = [&] {
+                const std::size_t sz = wire::header_bytes + msgs[j].bytes;
+                return gso && msgs[i].bytes && msgs[j].bytes && j - i < gso_max_segments && sz <= size &&
+                       wire::header_bytes + msgs[j - 1].bytes == size && total + sz <= gso_max_bytes;
+            };
+            do {
+                wire::encode_header(msgs[j].h, hdrs[j]);
+                iov[j][0] = {hdrs[j], wire::header_bytes};
+                iov[j][1] = {const_cast<void*>(msgs[j].payload), msgs[j].bytes};
+                total += wire::header_bytes + msgs[j].bytes;
+                ++j;
+            } while (j < n && joins());
+            mmsghdr& m = mm[msgs_out];
+            m = {};
+            m.msg_hdr.msg_iov = &iov[i][0];
+            m.msg_hdr.msg_iovlen = 2 * (j - i); // a header-only message's payload entry is empty
+            if (j - i > 1) {
+                m.msg_hdr.msg_control = ctl[msgs_out];
+                m.msg_hdr.msg_controllen = sizeof ctl[msgs_out];
+                cmsghdr* c = CMSG_FIRSTHDR(&m.msg_hdr);
+                c->cmsg_level = SOL_UDP;
+                c->cmsg_type = UDP_SEGMENT;
+                c->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
+                const auto seg = static_cast<std::uint16_t>(size);
+                std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
+            }
+            first[msgs_out++] = i;
+            i = j;
         }
-        const int sent = ::sendmmsg(rails_[r].fd.get(), mm, n, 0);
-        return sent < 0 ? 0 : static_cast<unsigned>(sent);
+        first[msgs_out] = n;
+        const int sent = ::sendmmsg(rails_[r].fd.get(), mm, msgs_out, 0);
+        if (sent < 0 && gso && msgs_out < n && (errno == EIO || errno == EINVAL || errno == ENOPROTOOPT)) {
+            gso_.store(false, std::memory_order_relaxed); // no UDP GSO here: one datagram per message from now on
+            return send(r, msgs, n);
+        }
+        return sent <= 0 ? 0 : first[sent];
     }
 
     unsigned recv(unsigned r, rx_msg* out, unsigned max) noexcept override {
@@ -176,6 +227,7 @@ private:
     std::vector<rail> rails_;
     std::atomic<std::uint64_t> dropped_{0};
     std::uint8_t tos_ = 0;
+    std::atomic<bool> gso_{gso_wanted()}; // UDP GSO for runs of equal datagrams (RAILGATE_UDP_GSO=0: off)
 };
 
 } // namespace

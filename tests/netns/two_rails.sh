@@ -2,8 +2,9 @@
 # Multi-process integration: railgated on 2 af_packet rails, each over its own
 # veth pair into a worker namespace; 3 railbench worker processes over kernel
 # UDP. Element counts that are multiples of nothing, every dtype, MTU 1500
-# and 9000, workers serial, paced and with one pipeline per rail; results
-# must be bit-exact. Namespaces are removed on any exit.
+# and 9000, workers serial, paced, with one pipeline per rail, and with the
+# delay-based window (fp32; rank 2 there without UDP GSO); results must be
+# bit-exact. Namespaces are removed on any exit.
 #   two_rails.sh RAILGATED RAILBENCH
 set -u
 railgated=$1 railbench=$2
@@ -46,9 +47,10 @@ for mtu in 1500 9000; do
   start_gated "$mtu"
   for dt in fp32 bf16 fp16 int32; do
     # bf16 and int32: one pipeline per rail (TBB engine) on every worker;
-    # fp16: paced workers.
+    # fp16: paced workers; fp32: the delay-based window (ECN-capable, with
+    # railgated's echo).
     extra=()
-    case $dt in bf16|int32) extra=(--rail-threads) ;; fp16) extra=(--pace 400Mbit) ;; esac
+    case $dt in bf16|int32) extra=(--rail-threads) ;; fp16) extra=(--pace 400Mbit) ;; fp32) extra=(--cc delay) ;; esac
     pids=()
     if [ "$dt" = int32 ]; then
       # As mpirun and srun start them: no --rank, no --workers, each rank
@@ -65,7 +67,9 @@ for mtu in 1500 9000; do
       done
     else
       for rank in 0 1 2; do
-        timeout 120 ip netns exec "$w" "$railbench" --transport udp --server 198.18.0.1 --rank "$rank" \
+        gso=()
+        [ "$dt" = fp32 ] && [ "$rank" = 2 ] && gso=(env RAILGATE_UDP_GSO=0) # one datagram per send
+        timeout 120 ip netns exec "$w" "${gso[@]}" "$railbench" --transport udp --server 198.18.0.1 --rank "$rank" \
           --workers 3 --dtype "$dt" --count 1000003,4097,1 -n 2 -w 0 --job "$job" "${extra[@]}" \
           > "$log/bench-$mtu-$dt-$rank.log" 2>&1 &
         pids+=($!)
