@@ -1,5 +1,9 @@
 // Kernel UDP sockets, one per rail: for workers without DPDK. Connected,
-// non-blocking, batched with sendmmsg/recvmmsg.
+// non-blocking, batched with sendmmsg/recvmmsg; a batch's runs of equal
+// datagrams (a rail's contributions) leave as one UDP GSO message each
+// (UDP_SEGMENT; RAILGATE_UDP_GSO=0 turns it off, a kernel without it falls
+// back by itself). With an ECN-capable TOS, received datagrams say CE
+// (IP_RECVTOS).
 #pragma once
 
 #include <memory>
