@@ -3,7 +3,8 @@
 # (tests/rxe/verbs.toml) on rxe0, three worker processes allreduce odd
 # element counts in every dtype through it, and every result is checked
 # bit for bit against the rank-order sum (railbench exits non-zero on any
-# wrong element).
+# wrong element). Then with 512 KiB verbs chunks, and through the C ABI
+# (librailgate's Python binding) over verbs.
 #   verbs_allreduce.sh RXE_VM BUILD_DIR
 set -u
 . "$(dirname "$0")/host.sh" "$0" "$@"
@@ -53,6 +54,30 @@ for dt in fp32 bf16; do
   grep -q "chunk 524288 B" "$WORK/w0.log" || { echo "FAIL: the job chunk is not 512 KiB"; cat "$WORK/w0.log"; exit 1; }
   job=$((job + 1))
 done
+# The C ABI over verbs: librailgate through its Python binding (ctypes), 2
+# ranks, fp32 and int32 in one communicator (two jobs); every element checked.
+pids=()
+for r in 0 1; do
+  timeout 120 env PYTHONPATH="$BUILD/client/python" python3 - "$r" > "$WORK/c$r.log" 2>&1 <<'PY' &
+import array, os, sys
+import railgate
+rank, n = int(sys.argv[1]), 100003
+with railgate.Comm("198.18.0.1", job=60, token=int(os.environ["RAILGATE_TOKEN"]), rank=rank, world=2,
+                   transport="verbs") as c:
+    f = array.array("f", [float(rank * 1000 + i % 977) for i in range(n)])
+    c.allreduce(f, n, railgate.FP32)
+    k = array.array("i", [rank * 7 + i for i in range(n)])
+    c.allreduce(k, n, railgate.INT32)
+bad = sum(f[i] != float(1000 + 2 * (i % 977)) for i in range(n)) + sum(k[i] != 7 + 2 * i for i in range(n))
+print(f"rank {rank}: the C ABI over verbs, fp32 and int32, {bad} wrong elements")
+sys.exit(1 if bad else 0)
+PY
+  pids+=($!)
+done
+for r in 0 1; do
+  wait "${pids[$r]}" || { echo "FAIL: the C ABI over verbs, rank $r"; cat "$WORK/c$r.log"; exit 1; }
+done
+cat "$WORK/c0.log"
 "$BUILD/railctl" --socket "$WORK/ctl2.sock" --json stats > "$WORK/stats2.json"
 python3 - "$WORK/stats2.json" <<'PY' || { echo "FAIL: large-chunk counters"; exit 1; }
 import json, sys
