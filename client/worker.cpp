@@ -288,9 +288,10 @@ std::uint64_t worker::recoveries() const noexcept { return s_->recoveries; }
 std::uint64_t worker::replays() const noexcept { return s_->replays; }
 std::vector<worker::window_info> worker::windows() const {
     std::vector<window_info> w;
-    for (const auto& rr : s_->run)
-        w.push_back({rr.cc ? rr.cw.exact() : static_cast<double>(s_->pool), rr.cc ? rr.cw.target() : 0,
-                     rr.cc ? rr.cw.base() : 0, rr.cw.decreases(), rr.cw.marks()});
+    for (const auto& rr : s_->run) {
+        if (rr.cc) w.push_back({rr.cw.exact(), rr.cw.target(), rr.cw.base(), rr.cw.decreases(), rr.cw.marks()});
+        else w.push_back({static_cast<double>(s_->pool)}); // off: the pool is the window
+    }
     return w;
 }
 

@@ -5,6 +5,7 @@
 #   tools/setup.sh test   # the whole test suite, then the sanitizer runs (what CI runs)
 #   tools/setup.sh sanitize  # only the sanitizer runs: ASan+UBSan, then TSan
 #   tools/setup.sh deps   # only install the Debian packages (the tests' too)
+#   tools/setup.sh bench  # the tests' packages, the benchmarks' peers (perf, OpenMPI), and a build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,9 +26,14 @@ test_packages=(
   linux-image-amd64 qemu-system-x86 busybox-static ibverbs-utils perftest
 )
 
-install_deps() { # [test]
+# What the benchmarks add: perf for tools/profile.sh, OpenMPI for the
+# compare_peers.sh and perf_report.sh rows against MPI_Allreduce.
+bench_packages=(linux-perf openmpi-bin libopenmpi-dev)
+
+install_deps() { # [test|bench]
   local missing=() want=("${packages[@]}")
   [ "${1:-}" = test ] && want+=("${test_packages[@]}")
+  [ "${1:-}" = bench ] && want+=("${test_packages[@]}" "${bench_packages[@]}")
   for p in "${want[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
@@ -93,5 +99,9 @@ case "$mode" in
     install_deps test
     sanitize
     ;;
-  *) echo "usage: $0 demo|test|sanitize|deps" >&2; exit 2 ;;
+  bench)
+    install_deps bench
+    build
+    ;;
+  *) echo "usage: $0 demo|test|sanitize|deps|bench" >&2; exit 2 ;;
 esac

@@ -93,9 +93,9 @@ struct worker_options {
     // pool's worth. Off: the pool is the window. A reliable transport
     // (verbs) keeps the pool. Pacing, when set, applies on top.
     // Off by default: where workers and railgated share cores (this
-    // project's test machines), the round trip is mostly scheduling, not a
-    // queue, and the window would shrink for nothing (20-25% slower
-    // embedded; 4x slower kernel-UDP workers).
+    // project's test machines), the round trip is mostly waiting for a
+    // core, not a queue, and the window shrinks for nothing (doc/
+    // performance.md: 0.81x embedded, 0.20x with 4 kernel-UDP workers).
     bool congestion_control = false;
     qos::delay_window_params cc{};
     // One pipeline per rail on this engine's arena for `numa` (null: the
