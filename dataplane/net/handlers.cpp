@@ -471,9 +471,12 @@ void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h, std::spa
         // 31 -> 41 Gbit/s, MTU 9000 80 -> 102). Rank 0's buffer stays as the
         // kept result and goes out as a clone.
         // Each rank's result echoes how long its contribution waited here
-        // for the others', and whether it came marked CE.
+        // for the others', and whether it came marked CE: for ranks that
+        // joined ECN-capable (workers with congestion control) only, so
+        // that the others' results cost nothing more.
         const std::span<void* const> spares = home->agg.spares();
-        const auto echo = [&](unsigned w) {
+        const auto echo = [&](unsigned w) -> std::uint32_t {
+            if (!(o.j->x.members[w].tos & wire::ecn_mask)) return 0;
             // Under 2^32 ticks (a second or more) in fixed point; beyond, it saturates.
             const std::uint64_t waited = rs.burst_tsc - std::min(rs.burst_tsc, home->agg.arrived(*o.j, *o.s, w));
             const std::uint64_t us = waited >> 32 ? ~std::uint64_t{0} : waited * rs.us_per_tsc_q32 >> 32;
@@ -482,7 +485,7 @@ void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h, std::spa
         answer(*home, *o.j, *o.s, 0, psum, nullptr, echo(0));
         for (unsigned w = 1; w < o.j->world; ++w)
             answer(*home, *o.j, *o.s, w, psum, static_cast<rte_mbuf*>(spares[w - 1]), echo(w));
-        o.s->ce = 0;
+        if (o.s->ce) o.s->ce = 0;
         // Burst granularity: the time a burst arrived, not each packet.
         const auto ns = static_cast<std::uint64_t>(static_cast<double>(rs.burst_tsc - o.s->started) * rs.ns_per_tsc);
         home->lat.record(ns);
