@@ -26,6 +26,10 @@ constexpr std::size_t max_dgram = 9216;
 // under 64 KiB.
 constexpr unsigned gso_max_segments = 64;
 constexpr std::size_t gso_max_bytes = 65507 - 8;
+// UDP GRO (UDP_GRO): the kernel may hand over a run of one flow's
+// equal-size datagrams (results) as one message of up to 64 KiB, cut here
+// at the segment size it reports. Each receive slot then holds 64 KiB.
+constexpr std::size_t gro_slot = 65536;
 
 class fd_guard {
 public:
@@ -44,20 +48,32 @@ private:
     int fd_;
 };
 
-// Whether a datagram's IP_TOS control message says ECN CE.
-bool ce_of(msghdr& h) noexcept {
-    for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c))
-        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS && c->cmsg_len >= CMSG_LEN(1))
-            return (*CMSG_DATA(c) & wire::ecn_mask) == wire::ecn_ce;
-    return false;
+// The IP_TOS (CE) and UDP_GRO (segment size) control messages of a receive.
+struct rx_ctl {
+    bool ce = false;
+    unsigned segment = 0; // 0: one datagram
+};
+rx_ctl ctl_of(msghdr& h) noexcept {
+    rx_ctl c;
+    for (cmsghdr* m = CMSG_FIRSTHDR(&h); m; m = CMSG_NXTHDR(&h, m)) {
+        if (m->cmsg_level == IPPROTO_IP && m->cmsg_type == IP_TOS && m->cmsg_len >= CMSG_LEN(1))
+            c.ce = (*CMSG_DATA(m) & wire::ecn_mask) == wire::ecn_ce;
+        else if (m->cmsg_level == SOL_UDP && m->cmsg_type == UDP_GRO && m->cmsg_len >= CMSG_LEN(sizeof(int))) {
+            int seg;
+            std::memcpy(&seg, CMSG_DATA(m), sizeof seg);
+            c.segment = seg > 0 ? static_cast<unsigned>(seg) : 0;
+        }
+    }
+    return c;
 }
 
-bool gso_wanted() {
-    const char* e = std::getenv("RAILGATE_UDP_GSO");
+bool env_on(const char* name) {
+    const char* e = std::getenv(name);
     return !e || std::strcmp(e, "0") != 0;
 }
 
-fd_guard open_socket(std::uint32_t ip, std::uint16_t port, std::uint8_t tos) {
+// gro: asks for UDP GRO, and says whether the kernel took it.
+fd_guard open_socket(std::uint32_t ip, std::uint16_t port, std::uint8_t tos, bool& gro) {
     fd_guard fd(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (fd.get() < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
     // The traffic class: railgated answers in the DSCP it receives.
@@ -68,6 +84,7 @@ fd_guard open_socket(std::uint32_t ip, std::uint16_t port, std::uint8_t tos) {
     const int on = 1;
     if ((tos & wire::ecn_mask) && ::setsockopt(fd.get(), IPPROTO_IP, IP_RECVTOS, &on, sizeof on) != 0)
         throw std::runtime_error(std::string("IP_RECVTOS: ") + std::strerror(errno));
+    gro = gro && ::setsockopt(fd.get(), SOL_UDP, UDP_GRO, &on, sizeof on) == 0;
     // Deep buffers: a pool of in-flight results arrives as one burst. The
     // FORCE variants (root) go past net.core.rmem_max.
     const int bytes = 8 << 20;
@@ -87,13 +104,13 @@ fd_guard open_socket(std::uint32_t ip, std::uint16_t port, std::uint8_t tos) {
 class udp_transport final : public transport {
 public:
     udp_transport(std::uint32_t ip, std::uint16_t port, std::uint8_t tos) : tos_(tos) {
-        rails_.push_back(rail{open_socket(ip, port, tos), ip, port, {}});
-        rails_[0].rxbuf.resize(batch * max_dgram);
+        rails_.push_back(make_rail(ip, port));
     }
 
     unsigned n_rails() const noexcept override { return static_cast<unsigned>(rails_.size()); }
     const char* name() const noexcept override { return "udp"; }
     std::uint64_t dropped() const noexcept override { return dropped_.load(std::memory_order_relaxed); }
+    std::uint64_t coalesced() const noexcept override { return coalesced_.load(std::memory_order_relaxed); }
     bool parallel_rails() const noexcept override { return true; }
 
     std::string open_rails(std::span<const wire::rail_entry> rails) override {
@@ -104,8 +121,7 @@ public:
                     next.push_back(std::move(rails_[0]));
                     continue;
                 }
-                next.push_back(rail{open_socket(rails[r].ip, rails[r].udp_port, tos_), rails[r].ip, rails[r].udp_port, {}});
-                next.back().rxbuf.resize(batch * max_dgram);
+                next.push_back(make_rail(rails[r].ip, rails[r].udp_port));
             }
             rails_ = std::move(next);
         } catch (const std::exception& e) {
@@ -172,17 +188,28 @@ public:
 
     unsigned recv(unsigned r, rx_msg* out, unsigned max) noexcept override {
         rail& rl = rails_[r];
+        // Datagrams left over from the last receive's coalesced messages
+        // go first; the buffer they are in is not touched until they are out.
+        if (rl.next < rl.pending.size()) {
+            unsigned n = 0;
+            while (n < max && rl.next < rl.pending.size()) out[n++] = rl.pending[rl.next++];
+            return n;
+        }
+        rl.pending.clear();
+        rl.next = 0;
         max = std::min(max, batch);
         iovec iov[batch];
         mmsghdr mm[batch];
         const bool ecn = (tos_ & wire::ecn_mask) != 0;
-        alignas(cmsghdr) std::uint8_t ctl[batch][CMSG_SPACE(sizeof(int))];
+        const bool ctl_wanted = ecn || rl.gro;
+        alignas(cmsghdr) std::uint8_t ctl[batch][CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(int))];
+        const std::size_t slot = rl.gro ? gro_slot : max_dgram;
         for (unsigned i = 0; i < max; ++i) {
-            iov[i] = {rl.rxbuf.data() + i * max_dgram, max_dgram};
+            iov[i] = {rl.rxbuf.get() + i * slot, slot};
             mm[i] = {};
             mm[i].msg_hdr.msg_iov = &iov[i];
             mm[i].msg_hdr.msg_iovlen = 1;
-            if (ecn) {
+            if (ctl_wanted) {
                 mm[i].msg_hdr.msg_control = ctl[i];
                 mm[i].msg_hdr.msg_controllen = sizeof ctl[i];
             }
@@ -190,21 +217,41 @@ public:
         const int got = ::recvmmsg(rl.fd.get(), mm, max, MSG_DONTWAIT, nullptr);
         if (got <= 0) return 0;
         unsigned n = 0;
+        std::uint64_t merged = 0;
         for (int i = 0; i < got; ++i) {
             const auto* p = static_cast<const std::uint8_t*>(iov[i].iov_base);
-            std::span<const std::uint8_t> payload;
-            if ((mm[i].msg_hdr.msg_flags & MSG_TRUNC) ||
-                wire::parse_server_message(p, mm[i].msg_len, out[n].h, payload) != drop_reason::none) {
+            const rx_ctl c = ctl_wanted ? ctl_of(mm[i].msg_hdr) : rx_ctl{};
+            if (mm[i].msg_hdr.msg_flags & MSG_TRUNC) {
                 dropped_.fetch_add(1, std::memory_order_relaxed);
                 continue;
             }
-            out[n].frag[0] = payload.data();
-            out[n].frag_len[0] = static_cast<std::uint32_t>(payload.size());
-            out[n].frag[1] = nullptr;
-            out[n].frag_len[1] = 0;
-            out[n].ce = ecn && ce_of(mm[i].msg_hdr);
-            ++n;
+            // One datagram, or (GRO) segments of c.segment bytes, the last
+            // possibly shorter.
+            const std::size_t len = mm[i].msg_len;
+            const std::size_t seg = c.segment && c.segment < len ? c.segment : len;
+            if (seg < len) merged += (len + seg - 1) / seg;
+            for (std::size_t off = 0; off < len; off += seg) {
+                rx_msg m;
+                std::span<const std::uint8_t> payload;
+                if (wire::parse_server_message(p + off, std::min(seg, len - off), m.h, payload) != drop_reason::none) {
+                    dropped_.fetch_add(1, std::memory_order_relaxed);
+                    continue;
+                }
+                m.frag[0] = payload.data();
+                m.frag_len[0] = static_cast<std::uint32_t>(payload.size());
+                m.ce = ecn && c.ce;
+                if (n < max) {
+                    out[n++] = m;
+                    continue;
+                }
+                try {
+                    rl.pending.push_back(m);
+                } catch (const std::bad_alloc&) {
+                    dropped_.fetch_add(1, std::memory_order_relaxed); // resent by the worker's timeout
+                }
+            }
         }
+        if (merged) coalesced_.fetch_add(merged, std::memory_order_relaxed);
         return n;
     }
 
@@ -222,12 +269,27 @@ private:
         fd_guard fd;
         std::uint32_t ip;
         std::uint16_t port;
-        std::vector<std::uint8_t> rxbuf;
+        bool gro;
+        // Receive slots (batch of them, 64 KiB each with GRO), left
+        // uninitialised: pages are touched only as far as datagrams fill them.
+        std::unique_ptr<std::uint8_t[]> rxbuf;
+        std::vector<rx_msg> pending; // a receive's datagrams past `max`
+        std::size_t next = 0;        // the first of them not handed out
     };
+    rail make_rail(std::uint32_t ip, std::uint16_t port) {
+        bool gro = gro_wanted_;
+        fd_guard fd = open_socket(ip, port, tos_, gro);
+        std::unique_ptr<std::uint8_t[]> buf(new std::uint8_t[batch * (gro ? gro_slot : max_dgram)]);
+        rail rl{std::move(fd), ip, port, gro, std::move(buf), {}, 0};
+        if (gro) rl.pending.reserve(4096); // 64 messages of 64 datagrams (MTU 1500 chunks)
+        return rl;
+    }
     std::vector<rail> rails_;
     std::atomic<std::uint64_t> dropped_{0};
+    std::atomic<std::uint64_t> coalesced_{0};
     std::uint8_t tos_ = 0;
-    std::atomic<bool> gso_{gso_wanted()}; // UDP GSO for runs of equal datagrams (RAILGATE_UDP_GSO=0: off)
+    std::atomic<bool> gso_{env_on("RAILGATE_UDP_GSO")}; // UDP GSO for runs of equal datagrams (RAILGATE_UDP_GSO=0: off)
+    bool gro_wanted_ = env_on("RAILGATE_UDP_GRO");       // UDP GRO on receive (RAILGATE_UDP_GRO=0: off)
 };
 
 } // namespace

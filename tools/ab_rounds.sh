@@ -2,12 +2,12 @@
 # alternated in one run, so that a noisy machine's drift hits both alike.
 # The caller defines `run MODE JOB` (prints one figure, GB/s).
 #   ab_namespaces TAG                # namespaces $d (railgated) and $w (workers), logs in $log
-#   ab_two_rails DP WP               # veths DP0-1/WP0-1 between them, 198.18.{0,1}.10 on the workers' side
-#   ab_gated RAILGATED DP            # railgated on af_packet rails DP0-1 (MTU 1500); sets $gated
+#   ab_two_rails DP WP [MTU]         # veths DP0-1/WP0-1 between them, 198.18.{0,1}.10 on the workers' side
+#   ab_gated RAILGATED DP [MTU]      # railgated on af_packet rails DP0-1 (MTU default 1500); sets $gated
 #   ab_rounds ROUNDS MODE_A MODE_B   # prints every round; sets AB_A, AB_B (medians)
-# The job token every worker of a job shares (railbench and raillat take it
-# from here): random, as a training job's rendezvous makes it.
-export RAILGATE_TOKEN=${RAILGATE_TOKEN:-$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')}
+# The netns tests' helpers: the job token (RAILGATE_TOKEN, random, as a
+# training job's rendezvous makes it) and gro_veth.
+. "$(dirname "${BASH_SOURCE[0]}")/../tests/netns/lib.sh"
 
 # Two fresh namespaces and a log directory, removed on exit together with
 # the railgated whose pid is in $gated (if still running).
@@ -23,21 +23,25 @@ ab_cleanup() {
   rm -rf "$log"
 }
 
-ab_two_rails() { # DP WP
-  local r
+# With AB_GRO=1 the workers' veths do GRO (gro_veth).
+ab_two_rails() { # DP WP [MTU]
+  local r mtu=${3:-1500}
   for r in 0 1; do
-    ip link add "$1$r" netns "$d" type veth peer name "$2$r" netns "$w"
+    ip link add "$1$r" netns "$d" mtu "$mtu" type veth peer name "$2$r" netns "$w" mtu "$mtu"
     ip -n "$w" addr add "198.18.$r.10/24" dev "$2$r"
     ip -n "$d" link set "$1$r" up; ip -n "$w" link set "$2$r" up
     ip netns exec "$w" ethtool -K "$2$r" tx off > /dev/null # UDP checksums in full (railgated verifies them)
+    [ "${AB_GRO:-0}" = 1 ] && gro_veth "$w" "$2$r" "$d" "$1$r"
   done
   ip -n "$w" link set lo up
 }
-ab_gated() { # RAILGATED DP
+ab_gated() { # RAILGATED DP [MTU]
+  local fs=2048 bs=4096 mtu=${3:-1500}
+  [ "$mtu" -gt 1500 ] && fs=10240 bs=20480
   ip netns exec "$d" "$1" --socket "$log/rg.sock" --metrics off \
-    --rail "net_af_packet0,iface=${2}0,framesz=2048,blocksz=4096,framecnt=1024" --ip 198.18.0.1 \
-    --rail "net_af_packet1,iface=${2}1,framesz=2048,blocksz=4096,framecnt=1024" --ip 198.18.1.1 \
-    -- --no-huge --no-pci --no-shconf --no-telemetry -l 0-1 -m 512 --log-level lib.eal:error > "$log/g" 2>&1 &
+    --rail "net_af_packet0,iface=${2}0,framesz=$fs,blocksz=$bs,framecnt=1024" --ip 198.18.0.1 --mtu "$mtu" \
+    --rail "net_af_packet1,iface=${2}1,framesz=$fs,blocksz=$bs,framecnt=1024" --ip 198.18.1.1 --mtu "$mtu" \
+    -- $test_eal_flags > "$log/g" 2>&1 &
   gated=$!
   for _ in $(seq 150); do grep -q "railgated: ready" "$log/g" && break; sleep 0.1; done
 }

@@ -842,6 +842,8 @@ int run_remote(const options& o) {
     stats::print_latency(notes, lat, "per-chunk round trip");
     std::fprintf(notes, "# retransmits %" PRIu64 ", dropped replies %" PRIu64 ", recoveries %" PRIu64 ", replays %" PRIu64 "\n",
                 w.retransmits(), t->dropped(), w.recoveries(), w.replays());
+    if (o.transport == "udp")
+        std::fprintf(notes, "# udp receive: %" PRIu64 " datagrams arrived coalesced (GRO)\n", t->coalesced());
     print_windows(notes, ws);
     if (w.recoveries() && w.job_info().excluded_rails)
         std::fprintf(notes, "# after recovering: striping over %zu of %u rails (0x%x excluded: down)\n", w.stripe_rails().size(),

@@ -65,6 +65,9 @@ public:
     // ones are dropped and counted in dropped().
     virtual unsigned recv(unsigned rail, rx_msg* out, unsigned max) noexcept = 0;
     virtual std::uint64_t dropped() const noexcept = 0;
+    // Datagrams that arrived merged with others of their flow and were cut
+    // apart here (UDP GRO); 0 where the transport has no such thing.
+    virtual std::uint64_t coalesced() const noexcept { return 0; }
     // Blocks until a message may be waiting on some rail, or for at most
     // `max`. Poll-mode transports return at once (they spin).
     virtual void wait(std::chrono::microseconds) noexcept {}

@@ -2,8 +2,11 @@
 // non-blocking, batched with sendmmsg/recvmmsg; a batch's runs of equal
 // datagrams (a rail's contributions) leave as one UDP GSO message each
 // (UDP_SEGMENT; RAILGATE_UDP_GSO=0 turns it off, a kernel without it falls
-// back by itself). With an ECN-capable TOS, received datagrams say CE
-// (IP_RECVTOS).
+// back by itself). Receives ask for UDP GRO (UDP_GRO; RAILGATE_UDP_GRO=0
+// turns it off): where the device does GRO (a NIC by default, a veth with
+// `ethtool -K IF gro on`) a run of results arrives as one message, cut
+// apart here; coalesced() counts them. With an ECN-capable TOS, received
+// datagrams say CE (IP_RECVTOS).
 #pragma once
 
 #include <memory>

@@ -77,6 +77,17 @@ csum_in_software() { # NS IF...
   for i in "$@"; do ip netns exec "$ns" ethtool -K "$i" tx off > /dev/null || fail "ethtool -K $i tx off in $ns"; done
 }
 
+# GRO on the workers' veth IF (in NS) that coalesces what railgated sends
+# from its peer PEER (in PEER_NS), as a NIC's does: the veth takes frames
+# into GRO only from a peer without TSO, and batches them only when its
+# NAPI runs in a thread of its own (af_packet sends each frame with bottom
+# halves enabled after it, which would run the softirq one frame at a time).
+gro_veth() { # NS IF PEER_NS PEER
+  ip netns exec "$1" ethtool -K "$2" gro on > /dev/null &&
+    ip netns exec "$3" ethtool -K "$4" tso off > /dev/null &&
+    ip netns exec "$1" sh -c "echo 1 > /sys/class/net/$2/threaded"
+}
+
 # Two rails: namespaces D (railgated) and W (workers), veths rgd0/rgd1 in D
 # to rgw0/rgw1 in W at 198.18.0.10 and 198.18.1.10, loopback up in both.
 two_rail_netns() { # D W

@@ -4,7 +4,11 @@
 # UDP. Element counts that are multiples of nothing, every dtype, MTU 1500
 # and 9000, workers serial, paced, with one pipeline per rail, and with the
 # delay-based window (fp32; rank 2 there without UDP GSO); results must be
-# bit-exact. Namespaces are removed on any exit.
+# bit-exact. The workers' rail-0 veth does GRO (rail 1's does not): at each
+# MTU rank 0 must receive results coalesced (UDP GRO) and cut them apart
+# right, while rank 1 of the fp16 run, without UDP GRO (RAILGATE_UDP_GRO=0),
+# receives none coalesced.
+# Namespaces are removed on any exit.
 #   two_rails.sh RAILGATED RAILBENCH
 set -u
 railgated=$1 railbench=$2
@@ -22,6 +26,7 @@ cleanup() {
 trap cleanup EXIT
 
 two_rail_netns "$d" "$w"
+gro_veth "$w" rgw0 "$d" rgd0 || fail "GRO on rgw0" # rail 0 coalesces results, rail 1 does not
 
 start_gated() { # MTU
   local mtu=$1 fs=2048 bs=4096
@@ -67,9 +72,10 @@ for mtu in 1500 9000; do
       done
     else
       for rank in 0 1 2; do
-        gso=()
-        [ "$dt" = fp32 ] && [ "$rank" = 2 ] && gso=(env RAILGATE_UDP_GSO=0) # one datagram per send
-        timeout 120 ip netns exec "$w" "${gso[@]}" "$railbench" --transport udp --server 198.18.0.1 --rank "$rank" \
+        offload=()
+        [ "$dt" = fp32 ] && [ "$rank" = 2 ] && offload=(env RAILGATE_UDP_GSO=0) # one datagram per send
+        [ "$dt" = fp16 ] && [ "$rank" = 1 ] && offload=(env RAILGATE_UDP_GRO=0) # one datagram per receive
+        timeout 120 ip netns exec "$w" "${offload[@]}" "$railbench" --transport udp --server 198.18.0.1 --rank "$rank" \
           --workers 3 --dtype "$dt" --count 1000003,4097,1 -n 2 -w 0 --job "$job" "${extra[@]}" \
           > "$log/bench-$mtu-$dt-$rank.log" 2>&1 &
         pids+=($!)
@@ -96,5 +102,10 @@ PY
   done
   stop_gated
   grep -E "^rail r[01]:" "$log/railgated-$mtu.log"
+  coalesced() { sed -n 's/^# udp receive: \([0-9]*\) datagrams arrived coalesced.*/\1/p' "$@" | awk '{s += $1} END {print s + 0}'; }
+  gro=$(coalesced "$log"/bench-$mtu-{fp32,bf16,fp16}-0.log)
+  [ "$gro" -gt 0 ] || fail "MTU $mtu: rank 0 received nothing coalesced (UDP GRO)"
+  [ "$(coalesced "$log/bench-$mtu-fp16-1.log")" = 0 ] || fail "MTU $mtu: RAILGATE_UDP_GRO=0 still received coalesced datagrams"
+  echo "ok: MTU $mtu: rank 0 received $gro datagrams coalesced (UDP GRO), bit-exact"
 done
 echo "PASS"
