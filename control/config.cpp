@@ -119,6 +119,18 @@ std::vector<std::string> eal_arguments(const appliance& a) {
     return v;
 }
 
+std::string devarg(const std::string& d, const std::string& key) {
+    std::size_t at = 0;
+    while ((at = d.find(key + "=", at)) != std::string::npos) {
+        if (at > 0 && d[at - 1] == ',') {
+            const std::size_t v = at + key.size() + 1;
+            return d.substr(v, d.find(',', v) - v);
+        }
+        ++at;
+    }
+    return {};
+}
+
 namespace {
 
 // A node's integer, only when it is one: toml++'s value<long long>() on a
@@ -452,6 +464,11 @@ void read_route(reader& r, appliance& a) {
     a.routes.push_back(std::move(x));
 }
 
+bool ifname_ok(const std::string& n) {
+    if (n.empty() || n.size() > 15 || n == "." || n == "..") return false;
+    return std::all_of(n.begin(), n.end(), [](char c) { return c > ' ' && c <= '~' && c != '/' && c != ':'; });
+}
+
 void read_rail(reader& r, rail& x) {
     if (r.string("name", x.name)) {
         if (const std::string e = check_rail_name(x.name); !e.empty()) r.fail(r.get("name"), "name", e);
@@ -471,6 +488,17 @@ void read_rail(reader& r, rail& x) {
         read_tc_table(r, "dscp", 63, "{ 46 = 5 }", x.dscp_tc);
         read_tc_table(r, "pcp", 7, "{ 3 = 6 }", x.pcp_tc);
         if (r.has("sl")) r.fail(r.get("sl"), "sl", "applies to transport = \"verbs\" only (dpdk rails: dscp, pcp)");
+        if (r.string("veth_peer", x.veth_peer)) {
+            const std::string iface = devarg(x.devargs, "iface");
+            if (x.devargs.rfind("net_af_packet", 0) != 0 && x.devargs.rfind("net_af_xdp", 0) != 0)
+                r.fail(r.get("veth_peer"), "veth_peer", "applies to net_af_packet and net_af_xdp rails only");
+            else if (!ifname_ok(iface))
+                r.fail(r.get("veth_peer"), "veth_peer", "the devargs name no valid iface= for the pair's other end");
+            else if (!ifname_ok(x.veth_peer))
+                r.fail(r.get("veth_peer"), "veth_peer", "'" + x.veth_peer + "' is not an interface name (1-15 characters, no '/', ':' or spaces)");
+            else if (x.veth_peer == iface)
+                r.fail(r.get("veth_peer"), "veth_peer", "the peer must differ from iface=" + iface);
+        }
     } else {
         if (!r.string("device", x.device) || x.device.empty()) r.fail(r.get("device"), "device", "missing (an RDMA device, e.g. mlx5_0)");
         r.integer("port", 1, 255, x.port);
@@ -593,12 +621,16 @@ result parse(std::string_view text, const std::string& file) {
     if (a.rails.size() > 32) top.fail(top.get("rail"), "rail", std::to_string(a.rails.size()) + " rails; at most 32");
     std::set<std::string> names;
     std::set<std::uint32_t> ips;
+    std::set<std::string> ifaces; // of the veth pairs railgated makes
     const toml::array* arr = root.get("rail") ? root.get("rail")->as_array() : nullptr;
     for (std::size_t i = 0; i < a.rails.size(); ++i) {
         const rail& x = a.rails[i];
         reader r(*arr->get(i)->as_table(), "rail[" + std::to_string(i) + "]", file, res.errors);
         if (!x.name.empty() && !names.insert(x.name).second) r.fail(r.get("name"), "name", "'" + x.name + "' names two rails");
         if (x.ip && !ips.insert(x.ip).second) r.fail(r.get("ip"), "ip", "address used by another rail");
+        if (const std::string i = devarg(x.devargs, "iface");
+            !x.veth_peer.empty() && x.veth_peer != i && (!ifaces.insert(x.veth_peer).second || !ifaces.insert(i).second))
+            r.fail(r.get("veth_peer"), "veth_peer", "an interface of this pair is another rail's");
         if (is_pci(x) && a.eal.pci == false)
             r.fail(r.get("devargs"), "devargs", "'" + x.devargs + "' is a PCI device, and [eal] pci = false");
     }

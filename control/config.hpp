@@ -48,6 +48,9 @@ bool parse_lag_hash(std::string_view s, lag_hash& out) noexcept;
 inline constexpr unsigned mtu_min = 576, mtu_max = 9216;
 inline constexpr unsigned gid_index_max = 255;
 
+// The value of key=... in a DPDK devargs string ("net_af_packet0,iface=x"), or "".
+std::string devarg(const std::string& devargs, const std::string& key);
+
 struct rail {
     std::string name;
     config::transport transport = transport::dpdk;
@@ -56,6 +59,10 @@ struct rail {
     unsigned port = 1;             // verbs: HCA port
     std::uint32_t ip = 0;          // host order
     std::uint32_t host_ip = 0;     // tap rails: the kernel side's address (0 = leave the interface alone)
+    // af_packet/af_xdp rails: railgated makes a veth pair, the devargs'
+    // iface for the port and this peer for the host's workers (host_ip
+    // goes on it), and deletes it at exit. Empty: the interface exists.
+    std::string veth_peer;
     unsigned host_prefix = 24;
     unsigned mtu = 1500;
     unsigned mtu_max = 0;          // largest MTU `railctl rail set R mtu` may set (0: max(mtu, 9000))

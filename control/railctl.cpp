@@ -142,6 +142,13 @@ json call(const std::string& cmd, const json& args = json::object()) {
 
 void print_json(const json& j) { std::printf("%s\n", j.dump(2).c_str()); }
 
+// The kernel interface the host's workers reach a DPDK rail by: the veth
+// peer railgated made for it, else the port's own interface (a tap's).
+std::string host_side(const json& rail) {
+    const std::string h = rail.value("host_ifname", std::string());
+    return h.empty() ? rail.value("ifname", std::string()) : h;
+}
+
 std::string num_arg(const std::string& what, const std::string& v) {
     if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || v.size() > 9)
         usage(what + " '" + v + "' is not a number");
@@ -149,12 +156,12 @@ std::string num_arg(const std::string& what, const std::string& v) {
 }
 
 void print_rails_table(const json& rails) {
-    std::printf("%-8s %-10s %-9s %-7s %4s %5s %-15s %-17s %5s %6s %5s %4s\n", "RAIL", "DEVICE", "DRIVER", "IFNAME", "NUMA",
+    std::printf("%-8s %-14s %-13s %-7s %4s %5s %-15s %-17s %5s %6s %5s %4s\n", "RAIL", "DEVICE", "DRIVER", "IFNAME", "NUMA",
                 "LCORE", "IP", "MAC", "MTU", "CHUNK", "JOBS", "LINK");
     for (const json& r : rails) {
         std::string mtu = std::to_string(r["mtu"].get<unsigned>());
         if (r["mtu_target"] != r["mtu"]) mtu += "->" + std::to_string(r["mtu_target"].get<unsigned>());
-        std::printf("%-8s %-10s %-9s %-7s %4d %5u %-15s %-17s %5s %6u %5u %4s\n", r["name"].get<std::string>().c_str(),
+        std::printf("%-8s %-14s %-13s %-7s %4d %5u %-15s %-17s %5s %6u %5u %4s\n", r["name"].get<std::string>().c_str(),
                     r["device"].get<std::string>().c_str(), r["driver"].get<std::string>().c_str(),
                     r["ifname"].get<std::string>().empty() ? "-" : r["ifname"].get<std::string>().c_str(),
                     r["numa"].get<int>(), r["lcore"].get<unsigned>(), r["ip"].get<std::string>().c_str(),
@@ -640,9 +647,9 @@ int cmd_gid(const std::vector<std::string>& a) {
                                    {"ipv4", g.ipv4}, {"type", g.type}, {"version", control::gid_version(g.type)},
                                    {"netdev", g.netdev}});
     for (const json& r : rails)
-        if (filter.empty() || r["name"] == filter || r["ifname"] == filter)
+        if (filter.empty() || r["name"] == filter || r["ifname"] == filter || host_side(r) == filter)
             out["dpdk_rails"].push_back({{"rail", r["name"]}, {"device", r["device"]}, {"mac", r["mac"]},
-                                         {"ipv4", r["ip"]}, {"netdev", r["ifname"]}});
+                                         {"ipv4", r["ip"]}, {"netdev", host_side(r)}});
     if (!filter.empty() && out["gids"].empty() && out["dpdk_rails"].empty())
         throw daemon_error{"no RDMA device, netdev or rail named '" + filter + "'"};
     // Nothing in sysfs and no daemon: nothing was listed, which is a failure.
@@ -676,7 +683,7 @@ int cmd_nccl_env(const std::vector<std::string>& a) {
         if (r["transport"] == "verbs") hca.push_back(r["device"].get<std::string>() + ":" + std::to_string(r.value("port", 1)));
         if (r.contains("gid_index")) gid_idx.insert(r["gid_index"].get<unsigned>());
         tcs.insert(r["traffic_class"].get<unsigned>());
-        if (!r["ifname"].get<std::string>().empty()) ifnames.push_back(r["ifname"].get<std::string>());
+        if (const std::string i = host_side(r); !i.empty()) ifnames.push_back(i);
     }
     auto join = [](const std::vector<std::string>& v) {
         std::string o;

@@ -10,7 +10,8 @@
 . "$(dirname "${BASH_SOURCE[0]}")/../tests/netns/lib.sh"
 
 # Two fresh namespaces and a log directory, removed on exit together with
-# the railgated whose pid is in $gated (if still running).
+# the railgated whose pid is in $gated (if still running) and a third
+# namespace the caller may name in $t.
 ab_namespaces() { # TAG
   d=rg${1}d$$ w=rg${1}w$$ log=$(mktemp -d) gated=
   trap ab_cleanup EXIT
@@ -20,7 +21,8 @@ ab_cleanup() {
   [ -n "$gated" ] && kill -9 "$gated" 2>/dev/null
   wait 2>/dev/null
   ip netns del "$d" 2>/dev/null; ip netns del "$w" 2>/dev/null
-  rm -rf "$log"
+  [ -n "${t:-}" ] && ip netns del "$t" 2>/dev/null
+  [ -n "${AB_KEEP:-}" ] && echo "logs kept in $log" >&2 || rm -rf "$log"
 }
 
 # With AB_GRO=1 the workers' veths do GRO (gro_veth).
@@ -53,7 +55,8 @@ ab_rounds() {
   : > "$log/ab-$a"; : > "$log/ab-$b"
   for r in $(seq "$rounds"); do
     for mode in "$a" "$b"; do
-      v=$(run "$mode" "$job"); job=$((job + 1))
+      v=$(run "$mode" "$job") && [ -n "$v" ] || { echo "ab_rounds: the $mode run of round $r failed" >&2; exit 1; }
+      job=$((job + 1))
       echo "$v" >> "$log/ab-$mode"
       printf "  round %d %-9s busbw %s GB/s\n" "$r" "$mode" "$v"
     done

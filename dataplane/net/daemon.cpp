@@ -334,6 +334,7 @@ std::vector<rail_status> daemon::status() const {
         x.port_name = rs->cfg.port_name;
         x.driver = rs->driver;
         x.ifname = rs->ifname;
+        x.host_ifname = rs->cfg.host_if;
         x.port = rs->port;
         x.numa = rs->socket;
         x.lcore = rs->lcore;

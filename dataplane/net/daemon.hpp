@@ -39,6 +39,9 @@ struct rail_config {
     int numa = -1;             // override of the port's NUMA node
     std::uint32_t host_ip = 0; // tap rails: address for the kernel side (host order; 0 = none)
     unsigned host_prefix = 24;
+    // The kernel interface host_ip goes on and MTU changes reach too (the
+    // peer of a veth railgated made); empty: the port's own (a tap's).
+    std::string host_if;
     unsigned traffic_class = 0;
     // Transmit shaping (dataplane/qos): the rail's rate (a link speed, or a
     // stand-in for one; 0: none) and the traffic classes. Frames are
@@ -63,6 +66,7 @@ struct rail_config {
 struct rail_status {
     std::size_t index = 0;   // the rail's index (daemon::rail, counters; stable while it lives)
     std::string name, port_name, driver, ifname;
+    std::string host_ifname; // the veth peer railgated made for the host's workers, or ""
     std::uint16_t port = 0;
     int numa = -1;
     unsigned lcore = 0;

@@ -101,6 +101,9 @@ std::string apply_port_mtu(rail_static& st, std::uint16_t mtu) noexcept {
     } else if (std::string e = set_kernel_mtu(st.ifname, mtu); !e.empty()) {
         return e;
     }
+    // A veth's peer takes what its port end sends only up to its own MTU.
+    if (!st.cfg.host_if.empty())
+        if (std::string e = set_kernel_mtu(st.cfg.host_if, mtu); !e.empty()) return e;
     st.mtu_now.store(mtu, std::memory_order_relaxed);
     return {};
 }
@@ -261,8 +264,10 @@ std::unique_ptr<rail_static> daemon::impl::open_rail(std::size_t i, const rail_c
     }
     if (rs->driver == "net_af_xdp" && info.if_index) attach_steering(*rs, info.if_index);
     if (rs->cfg.host_ip) {
-        if (rs->ifname.empty()) throw std::runtime_error(where + "host_ip needs a port with a kernel interface (tap)");
-        if (const std::string e = set_kernel_address(rs->ifname, rs->cfg.host_ip, rs->cfg.host_prefix); !e.empty())
+        const std::string& host_if = rs->cfg.host_if.empty() ? rs->ifname : rs->cfg.host_if;
+        if (host_if.empty())
+            throw std::runtime_error(where + "host_ip needs a port with a kernel interface (tap) or a veth_peer");
+        if (const std::string e = set_kernel_address(host_if, rs->cfg.host_ip, rs->cfg.host_prefix); !e.empty())
             throw std::runtime_error(where + e);
     }
     rs->mtu_now.store(rs->cfg.mtu);

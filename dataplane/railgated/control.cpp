@@ -70,6 +70,7 @@ json control_plane::rail_json(const net::rail_status& r) const {
               {"device", r.port_name},
               {"driver", r.driver},
               {"ifname", r.ifname},
+              {"host_ifname", r.host_ifname},
               {"port", r.port},
               {"numa", r.numa},
               {"lcore", r.lcore},

@@ -21,15 +21,6 @@ bool present(const fs::path& p) {
     return fs::exists(p, ec);
 }
 
-// key=value from devargs, or "".
-std::string devarg(const std::string& d, const std::string& key) {
-    std::stringstream ss(d);
-    std::string item;
-    while (std::getline(ss, item, ','))
-        if (item.rfind(key + "=", 0) == 0) return item.substr(key.size() + 1);
-    return {};
-}
-
 class checker {
 public:
     checker(const config::appliance& a, const std::string& root) : a_(a), root_(root) {}
@@ -160,8 +151,17 @@ private:
             return fact(who + "a tap interface railgated makes (/dev/net/tun)");
         }
         if (r.devargs.rfind("net_af_xdp", 0) == 0 || r.devargs.rfind("net_af_packet", 0) == 0) {
-            const std::string iface = devarg(r.devargs, "iface");
+            const std::string iface = config::devarg(r.devargs, "iface");
             if (iface.empty()) return;
+            if (!r.veth_peer.empty()) {
+                const bool port_end = present(at("/sys/class/net/" + iface)), peer = present(at("/sys/class/net/" + r.veth_peer));
+                if (port_end != peer) {
+                    const std::string& there = port_end ? iface : r.veth_peer;
+                    return problem(who + "interface " + there + " exists without its veth peer (ip link del " + there + ")");
+                }
+                return fact(who + "a veth pair railgated makes, " + iface + " for the port and " + r.veth_peer +
+                            " for the host" + (port_end ? " (there now: an earlier railgated's, taken over)" : ""));
+            }
             if (!present(at("/sys/class/net/" + iface)))
                 return problem(who + "no interface " + iface + " in this network namespace");
             fact(who + "interface " + iface);

@@ -3,7 +3,8 @@
 //   railgated [OPTIONS] [-- EAL-OPTIONS]
 //
 // The rails come from --config FILE, or from --rail flags, or, with
-// neither, from the embedded default (config/embedded.toml: two tap rails).
+// neither, from the embedded default (config/embedded.toml: two af_packet
+// rails on veth pairs railgated makes, dataplane/net/veth.hpp).
 // The EAL's options come from the config's [eal] table; EAL options after
 // "--" replace them. Only the embedded default and the tests run the EAL
 // without hugepages and PCI.
@@ -38,6 +39,7 @@
 #include "dataplane/net/daemon.hpp"
 #include "dataplane/net/eal.hpp"
 #include "dataplane/net/topology.hpp"
+#include "dataplane/net/veth.hpp"
 #include "dataplane/railgated/control.hpp"
 #include "dataplane/railgated/host_check.hpp"
 #include "dataplane/railgated/verbs_control.hpp"
@@ -134,23 +136,10 @@ unsigned long num(const std::string& flag, const std::string& v, unsigned long l
     return x;
 }
 
-// The value of key=... in a devargs string, or "".
-std::string devarg(const std::string& d, const std::string& key) {
-    std::size_t at = 0;
-    while ((at = d.find(key + "=", at)) != std::string::npos) {
-        if (at > 0 && d[at - 1] == ',') {
-            const std::size_t v = at + key.size() + 1;
-            return d.substr(v, d.find(',', v) - v);
-        }
-        ++at;
-    }
-    return {};
-}
-
 // af_xdp rails: clear a railgate program a killed railgated left on the
 // interface, and give the PMD railgate's steering program.
 void prepare_af_xdp(std::string& d, bool steer) {
-    const std::string iface = devarg(d, "iface");
+    const std::string iface = config::devarg(d, "iface");
     if (iface.empty()) die("--rail " + d + ": af_xdp needs iface=");
     try {
         if (xdp::clear_stale(iface))
@@ -158,7 +147,7 @@ void prepare_af_xdp(std::string& d, bool steer) {
     } catch (const std::exception& e) {
         die(e.what());
     }
-    if (!steer || !devarg(d, "xdp_prog").empty()) return;
+    if (!steer || !config::devarg(d, "xdp_prog").empty()) return;
     const std::string obj = xdp::default_object_path();
     if (obj.empty()) die("railgate_xdp.o not found (set RAILGATE_XDP_OBJ, or use --no-xdp-steer)");
     d += ",xdp_prog=" + obj;
@@ -430,6 +419,7 @@ int main(int argc, char** argv) {
         rc.numa = r.numa;
         rc.host_ip = r.host_ip;
         rc.host_prefix = r.host_prefix;
+        rc.host_if = r.veth_peer;
         rc.traffic_class = r.traffic_class;
         rc.rate_bps = r.rate_bps;
         rc.burst_bytes = r.burst_bytes;
@@ -451,6 +441,15 @@ int main(int argc, char** argv) {
         vcfg.eng = &eng;
         std::unique_ptr<verbs::plane> vp;
         if (!vcfg.rails.empty()) vp = std::make_unique<verbs::plane>(vcfg);
+        // Veth pairs to make before the EAL probes their ports (deleted
+        // after the daemon and the EAL are gone).
+        std::vector<net::veth_pair> veths;
+        for (const config::rail& r : app.rails) {
+            if (r.veth_peer.empty()) continue;
+            veths.emplace_back(config::devarg(r.devargs, "iface"), r.veth_peer, r.mtu);
+            log::info("rail %s: veth %s (port) / %s (host)%s", r.name.c_str(), veths.back().port_end().c_str(),
+                      r.veth_peer.c_str(), veths.back().taken_over() ? ", taken over from an earlier railgated" : "");
+        }
         std::optional<net::eal> eal;
         std::unique_ptr<net::daemon> d;
         if (!cfg.rails.empty()) {

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # railgated's control plane end to end, the way an operator uses it:
-# railgated on its embedded default (two tap rails) in a network namespace,
+# railgated on its embedded default (two af_packet rails on veth pairs it
+# makes, and deletes at exit; a pair a killed railgated left is taken over,
+# an interface in the way refused) in a network namespace,
 # every railctl command against it, bad input of every kind (each must fail
 # clearly, leave the state as it was and the daemon running), an MTU change
 # during a running railbench (0 wrong values), the LAG policy, the metrics
@@ -76,8 +78,9 @@ done
 ok "--help on every command"
 
 ctl status > "$dir/status.log" || fail "status"
-grep -qE "^r0 +net_tap0 +net_tap +rg0 .* 198.18.0.1 " "$dir/status.log" || fail "status lists r0"
-ctl --json status | python3 -c 'import json,sys; d=json.load(sys.stdin); assert len(d["rails"]) == 2 and d["daemon"]["policy"] == "rail"' \
+grep -qE "^r0 +net_af_packet0 +net_af_packet +rgp0 .* 198.18.0.1 " "$dir/status.log" || fail "status lists r0"
+ctl --json status | python3 -c 'import json,sys; d=json.load(sys.stdin); assert len(d["rails"]) == 2 and d["daemon"]["policy"] == "rail"
+assert [(r["ifname"], r["host_ifname"]) for r in d["rails"]] == [("rgp0", "rg0"), ("rgp1", "rg1")], d["rails"]' \
   || fail "status --json"
 ctl rail list | grep -q "^r1 " || fail "rail list"
 ctl rail show r1 | grep -qE "^ip +198.18.1.1" || fail "rail show"
@@ -100,7 +103,7 @@ expect_fail() { # WHAT EXPECTED_MESSAGE ARGS...
 expect_fail "mtu 0" "MTU 0 out of range" rail set r0 mtu 0
 expect_fail "mtu 70000" "MTU 70000 out of range 576..9216" rail set r0 mtu 70000
 expect_fail "mtu abc" "MTU 'abc' is not a number" rail set r0 mtu abc
-expect_fail "mtu beyond the rail" "out of range 576..1504 (the rail's mtu_max)" rail set r0 mtu 9000
+expect_fail "mtu beyond the rail" "out of range 576..9000 (the rail's mtu_max)" rail set r0 mtu 9216
 expect_fail "unknown rail" "rail 'r9' does not exist (rails: r0, r1)" rail set r9 mtu 1500
 expect_fail "gid index beyond the table" "GID index 300 out of range 0..255" rail set r0 gid-index 300
 expect_fail "gid index on a DPDK rail" "has no GID table" rail set r0 gid-index 3
@@ -171,6 +174,14 @@ run_bench 11 2 || fail "railbench after the MTU changes"
 grep -q "chunk 512 B" "$dir/bench-11-0.log" || fail "new job did not get the new chunk (r1 at MTU 1000: 512 B)"
 ok "the next job uses the new chunk size"
 ctl rail set r1 mtu 1500 > /dev/null || fail "restore r1"
+# Jumbo frames on both rails: the veth peers the workers send on follow.
+ctl rail set r0 mtu 9000 > /dev/null && ctl rail set r1 mtu 9000 > /dev/null || fail "set mtu 9000"
+for i in rg0 rg1; do in_ns ip link show "$i" | grep -q " mtu 9000 " || fail "$i did not follow its rail to MTU 9000"; done
+run_bench 12 2 || fail "railbench at MTU 9000"
+grep -q "chunk 8192 B" "$dir/bench-12-0.log" || fail "the job at MTU 9000 did not get 8 KiB chunks"
+ctl rail set r0 mtu 1500 > /dev/null && ctl rail set r1 mtu 1500 > /dev/null || fail "restore mtu 1500"
+in_ns ip link show rg0 | grep -q " mtu 1500 " || fail "rg0 did not follow r0 back to MTU 1500"
+ok "MTU 9000 on both rails: the workers' veth peers follow, the next job uses 8 KiB chunks"
 
 # --- rails added live and removed between jobs
 ctl rail add r2 net_tap2,iface=rg2 198.18.2.1 --host-ip 198.18.2.254/24 | grep -q "rail r2 added" || fail "rail add"
@@ -375,4 +386,28 @@ fi
 
 stop_gated
 [ -e "$sock" ] && fail "control socket left behind"
+for i in rg0 rgp0 rg1 rgp1; do in_ns ip link show "$i" > /dev/null 2>&1 && fail "veth $i left behind"; done
+ok "railgated's veth pairs deleted at exit"
+
+# A pair a killed railgated left is taken over; an interface in the way is
+# refused by name, and nothing is started.
+embedded() { # LOG
+  ip netns exec "$ns" "$railgated" --socket off --metrics off -- -l 0-1 --no-huge --no-pci -m 512 --file-prefix "$prefix" \
+    --log-level lib.eal:error > "$1" 2>&1 &
+  gated_pid=$!
+}
+in_ns ip link add rgp0 type veth peer name rg0 || fail "a stale pair"
+embedded "$dir/takeover.log"
+wait_ready "$dir/takeover.log"
+grep -q "rail r0: veth rgp0 (port) / rg0 (host), taken over" "$dir/takeover.log" || fail "the stale pair was not taken over"
+in_ns ping -c 1 -W 2 198.18.0.1 > /dev/null || fail "ping rail r0 over the pair taken over"
+stop_gated
+in_ns ip link add rg1 type veth peer name rgx1 || fail "an rg1 of another pair"
+embedded "$dir/in-the-way.log"
+wait "$gated_pid" && fail "railgated started with rg1 in the way"
+gated_pid=
+grep -q "interface rg1 exists and is not one end of this pair (ip link del rg1)" "$dir/in-the-way.log" ||
+  fail "rg1 in the way: $(cat "$dir/in-the-way.log")"
+in_ns ip link show rgp0 > /dev/null 2>&1 && fail "the refused start left rgp0 behind"
+ok "a stale veth pair taken over; an interface in the way refused by name"
 echo "PASS"

@@ -41,7 +41,9 @@ BOOST_AUTO_TEST_CASE(embedded_default_is_valid) {
     const config::appliance& a = r.cfg;
     BOOST_TEST(a.rails.size() == 2u);
     BOOST_TEST(a.rails[0].name == "r0");
-    BOOST_TEST(a.rails[0].devargs == "net_tap0,iface=rg0");
+    BOOST_TEST(a.rails[0].devargs == "net_af_packet0,iface=rgp0,framesz=10240,blocksz=20480,framecnt=1024");
+    BOOST_TEST(a.rails[0].veth_peer == "rg0");
+    BOOST_TEST(a.rails[1].veth_peer == "rg1");
     BOOST_TEST(a.rails[0].ip == 0xc6120001u);
     BOOST_TEST(a.rails[1].host_ip == 0xc61201feu);
     BOOST_TEST(a.rails[1].host_prefix == 24u);
@@ -113,6 +115,33 @@ BOOST_AUTO_TEST_CASE(errors_name_file_line_field_and_reason) {
     BOOST_TEST(only_error("") == "t.toml:1:1: rail: no rails configured (add a [[rail]] table)");
     BOOST_TEST(only_error("[[rail]]\nname = \"r0\"\ndevargs = \"x\"\nip = \"1.2.3.400\"\n") ==
                "t.toml:4:6: rail[0].ip: '1.2.3.400' is not an IPv4 address");
+}
+
+BOOST_AUTO_TEST_CASE(veth_pairs) {
+    const auto rail = [](const std::string& name, const std::string& devargs, const std::string& peer, const std::string& ip) {
+        return "[[rail]]\nname = \"" + name + "\"\ndevargs = \"" + devargs + "\"\nveth_peer = \"" + peer +
+               "\"\nip = \"" + ip + "\"\n";
+    };
+    const config::result ok = parse(rail("r0", "net_af_xdp0,iface=a0", "b0", "10.0.0.1") +
+                                    rail("r1", "net_af_packet1,blocksz=4096,iface=a1", "b1", "10.0.1.1"));
+    BOOST_TEST_REQUIRE(ok.ok());
+    BOOST_TEST(ok.cfg.rails[1].veth_peer == "b1");
+    BOOST_TEST(config::devarg(ok.cfg.rails[1].devargs, "iface") == "a1");
+    BOOST_TEST(config::devarg("net_af_packet1,xiface=q,iface=a1", "iface") == "a1");
+    BOOST_TEST(config::devarg("net_af_packet1", "iface") == "");
+    BOOST_TEST(only_error(rail("r0", "net_tap0,iface=a0", "b0", "10.0.0.1")) ==
+               "t.toml:4:13: rail[0].veth_peer: applies to net_af_packet and net_af_xdp rails only");
+    BOOST_TEST(only_error(rail("r0", "net_af_packet0", "b0", "10.0.0.1")) ==
+               "t.toml:4:13: rail[0].veth_peer: the devargs name no valid iface= for the pair's other end");
+    BOOST_TEST(only_error(rail("r0", "net_af_packet0,iface=a0", "a0", "10.0.0.1")) ==
+               "t.toml:4:13: rail[0].veth_peer: the peer must differ from iface=a0");
+    BOOST_TEST(only_error(rail("r0", "net_af_packet0,iface=a0", "a/b", "10.0.0.1")) ==
+               "t.toml:4:13: rail[0].veth_peer: 'a/b' is not an interface name (1-15 characters, no '/', ':' or spaces)");
+    BOOST_TEST(only_error(rail("r0", "net_af_packet0,iface=a0", "sixteen-chars-xx", "10.0.0.1")) ==
+               "t.toml:4:13: rail[0].veth_peer: 'sixteen-chars-xx' is not an interface name (1-15 characters, no '/', ':' or spaces)");
+    BOOST_TEST(only_error(rail("r0", "net_af_packet0,iface=a0", "b0", "10.0.0.1") +
+                          rail("r1", "net_af_packet1,iface=b0", "c0", "10.0.1.1")) ==
+               "t.toml:9:13: rail[1].veth_peer: an interface of this pair is another rail's");
 }
 
 BOOST_AUTO_TEST_CASE(verbs_rails) {

@@ -161,6 +161,28 @@ ip = "10.0.2.1"
     BOOST_TEST(h.facts(r.cfg).find("rail v0 (mlx5_0 port 1): ACTIVE, link layer Ethernet") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(veth_pairs_railgated_makes) {
+    fake_host h;
+    const config::result r = config::parse(R"([eal]
+hugepages = false
+[[rail]]
+name = "p0"
+devargs = "net_af_packet0,iface=rgp0"
+veth_peer = "rg0"
+ip = "10.0.0.1"
+)",
+                                           "t.toml");
+    BOOST_TEST_REQUIRE(r.ok());
+    BOOST_TEST(h.problems(r.cfg) == "");
+    BOOST_TEST(h.facts(r.cfg).find("rail p0 (net_af_packet0): a veth pair railgated makes, rgp0 for the port and rg0 "
+                                   "for the host") != std::string::npos);
+    h.dir("/sys/class/net/rg0"); // one end without the other: in the way
+    BOOST_TEST(h.problems(r.cfg) == "rail p0 (net_af_packet0): interface rg0 exists without its veth peer (ip link del rg0)");
+    h.dir("/sys/class/net/rgp0"); // both: an earlier railgated's pair
+    BOOST_TEST(h.problems(r.cfg) == "");
+    BOOST_TEST(h.facts(r.cfg).find("(there now: an earlier railgated's, taken over)") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(log_lines) {
     const long long t = 1795509914123456789LL; // 2026-11-24T...
     const std::string term = log::format_line(log::level::warning, "rail r0: link down\nagain", t, false);

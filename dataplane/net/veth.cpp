@@ -1,0 +1,196 @@
+#include "dataplane/net/veth.hpp"
+
+#include <linux/ethtool.h>
+#include <linux/if_link.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sockios.h>
+#include <linux/veth.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+#include <vector>
+
+#include "dataplane/log/log.hpp"
+
+namespace railgate::net {
+namespace {
+
+// One rtnetlink request, its attributes appended (nested ones closed by
+// end()), sent and acknowledged.
+class nl_request {
+public:
+    nl_request(std::uint16_t type, std::uint16_t flags) {
+        nlmsghdr h{};
+        h.nlmsg_type = type;
+        h.nlmsg_flags = static_cast<std::uint16_t>(NLM_F_REQUEST | NLM_F_ACK | flags);
+        h.nlmsg_seq = 1;
+        put(&h, sizeof h);
+        ifinfomsg i{};
+        i.ifi_family = AF_UNSPEC;
+        put(&i, sizeof i);
+    }
+    void attr(std::uint16_t type, const void* data, std::size_t len) {
+        rtattr a{};
+        a.rta_type = type;
+        a.rta_len = static_cast<unsigned short>(RTA_LENGTH(len));
+        put(&a, sizeof a);
+        put(data, len);
+    }
+    void attr(std::uint16_t type, const std::string& s) { attr(type, s.c_str(), s.size() + 1); }
+    void attr(std::uint16_t type, std::uint32_t v) { attr(type, &v, sizeof v); }
+    std::size_t begin(std::uint16_t type) {
+        const std::size_t at = buf_.size();
+        attr(type, nullptr, 0);
+        return at;
+    }
+    void end(std::size_t at) {
+        auto* a = reinterpret_cast<rtattr*>(buf_.data() + at);
+        a->rta_len = static_cast<unsigned short>(buf_.size() - at);
+    }
+    void raw(const void* data, std::size_t len) { put(data, len); }
+
+    // Sends it; returns 0 or the kernel's errno.
+    int send() {
+        reinterpret_cast<nlmsghdr*>(buf_.data())->nlmsg_len = static_cast<std::uint32_t>(buf_.size());
+        const int fd = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+        if (fd < 0) return errno;
+        sockaddr_nl kernel{};
+        kernel.nl_family = AF_NETLINK;
+        int err = 0;
+        if (::sendto(fd, buf_.data(), buf_.size(), 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0) {
+            err = errno;
+        } else {
+            alignas(nlmsghdr) char reply[4096];
+            const ssize_t n = ::recv(fd, reply, sizeof reply, 0);
+            const auto* h = reinterpret_cast<const nlmsghdr*>(reply);
+            if (n < 0) err = errno;
+            else if (n < static_cast<ssize_t>(NLMSG_LENGTH(sizeof(nlmsgerr))) || h->nlmsg_type != NLMSG_ERROR) err = EPROTO;
+            else err = -static_cast<const nlmsgerr*>(NLMSG_DATA(h))->error;
+        }
+        ::close(fd);
+        return err;
+    }
+
+private:
+    void put(const void* p, std::size_t len) {
+        const auto* b = static_cast<const std::uint8_t*>(p);
+        buf_.insert(buf_.end(), b, b + len);
+        buf_.resize(NLMSG_ALIGN(buf_.size()));
+    }
+    std::vector<std::uint8_t> buf_;
+};
+
+std::string failed(const std::string& what, int err) { return what + ": " + std::strerror(err); }
+
+// An ioctl on a kernel interface through an AF_INET socket.
+int if_ioctl(const std::string& name, unsigned long req, ifreq& ifr) {
+    std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", name.c_str());
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return errno;
+    const int err = ::ioctl(fd, req, &ifr) == 0 ? 0 : errno;
+    ::close(fd);
+    return err;
+}
+
+void set_mtu(const std::string& name, unsigned mtu) {
+    ifreq ifr{};
+    ifr.ifr_mtu = static_cast<int>(mtu);
+    if (const int e = if_ioctl(name, SIOCSIFMTU, ifr)) throw std::runtime_error(failed("MTU " + std::to_string(mtu) + " on " + name, e));
+}
+
+void bring_up(const std::string& name) {
+    ifreq ifr{};
+    int e = if_ioctl(name, SIOCGIFFLAGS, ifr);
+    if (!e) {
+        ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
+        e = if_ioctl(name, SIOCSIFFLAGS, ifr);
+    }
+    if (e) throw std::runtime_error(failed("bringing up " + name, e));
+}
+
+// The kernel's senders on `name` checksum their UDP datagrams themselves
+// (tx-checksumming off), as they would with no offload.
+void checksum_in_software(const std::string& name) {
+    ethtool_value v{};
+    v.cmd = ETHTOOL_STXCSUM;
+    v.data = 0;
+    ifreq ifr{};
+    ifr.ifr_data = reinterpret_cast<char*>(&v);
+    if (const int e = if_ioctl(name, SIOCETHTOOL, ifr)) throw std::runtime_error(failed("tx checksumming off on " + name, e));
+}
+
+// Whether port_end is a veth whose other end is peer: its iflink is the
+// peer's index (both in this namespace).
+bool paired(const std::string& port_end, const std::string& peer) {
+    const unsigned peer_index = if_nametoindex(peer.c_str());
+    if (!if_nametoindex(port_end.c_str()) || !peer_index) return false;
+    std::ifstream f("/sys/class/net/" + port_end + "/iflink");
+    unsigned iflink = 0;
+    return (f >> iflink) && iflink == peer_index;
+}
+
+} // namespace
+
+veth_pair::veth_pair(std::string port_end, std::string peer, unsigned mtu)
+    : port_end_(std::move(port_end)), peer_(std::move(peer)) {
+    const std::string what = "veth " + port_end_ + " / " + peer_;
+    nl_request rq(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
+    rq.attr(IFLA_IFNAME, port_end_);
+    rq.attr(IFLA_MTU, std::uint32_t{mtu});
+    const std::size_t info = rq.begin(IFLA_LINKINFO);
+    rq.attr(IFLA_INFO_KIND, std::string("veth"));
+    const std::size_t data = rq.begin(IFLA_INFO_DATA);
+    const std::size_t peer_at = rq.begin(VETH_INFO_PEER);
+    ifinfomsg pi{};
+    pi.ifi_family = AF_UNSPEC;
+    rq.raw(&pi, sizeof pi);
+    rq.attr(IFLA_IFNAME, peer_);
+    rq.attr(IFLA_MTU, std::uint32_t{mtu});
+    rq.end(peer_at);
+    rq.end(data);
+    rq.end(info);
+    if (const int e = rq.send()) {
+        if (e != EEXIST) {
+            port_end_.clear();
+            throw std::runtime_error(failed("cannot make " + what, e));
+        }
+        if (!paired(port_end_, peer_)) {
+            const std::string taken = if_nametoindex(port_end_.c_str()) ? port_end_ : peer_;
+            port_end_.clear();
+            throw std::runtime_error("cannot make " + what + ": interface " + taken +
+                                     " exists and is not one end of this pair (ip link del " + taken + ")");
+        }
+        taken_over_ = true; // left by a railgated that did not exit
+        set_mtu(port_end_, mtu);
+        set_mtu(peer_, mtu);
+    }
+    try {
+        checksum_in_software(peer_);
+        bring_up(port_end_);
+        bring_up(peer_);
+    } catch (...) {
+        remove();
+        throw;
+    }
+}
+
+veth_pair::~veth_pair() { remove(); }
+
+void veth_pair::remove() noexcept {
+    if (port_end_.empty()) return;
+    nl_request rq(RTM_DELLINK, 0);
+    rq.attr(IFLA_IFNAME, port_end_);
+    if (const int e = rq.send(); e && e != ENODEV)
+        log::warning("veth %s / %s: cannot delete it: %s", port_end_.c_str(), peer_.c_str(), std::strerror(e));
+    port_end_.clear();
+}
+
+} // namespace railgate::net

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Which DPDK port should face kernel-UDP workers on the same host: two
+# kinds of railgated rail alternated ROUNDS times in one run, WORKERS
+# railbench workers over kernel UDP, 2 rails at MTU, SIZE allreduce.
+#   tap        net_tap rails, the workers in railgated's namespace on the
+#              taps' kernel side (railgated's embedded default)
+#   af_packet  net_af_packet (PACKET_MMAP rings) on one end of a veth per
+#              rail, the workers in another namespace on the other end
+#   af_xdp     net_af_xdp (copy mode) on the same veths; MTU 1500 (its
+#              umem cannot be made for larger frames here)
+# railgated starts afresh for every run. Prints each run's bus bandwidth,
+# the medians and the ratio (B / A). Root only; traffic stays in the
+# namespaces this script creates.
+#   tools/bench_ports.sh [BUILD_DIR] [ROUNDS] [SIZE] [MTU] [KIND_A] [KIND_B] [WORKERS]
+set -u
+build=${1:-build} rounds=${2:-3} size=${3:-4M} mtu=${4:-1500} a=${5:-tap} b=${6:-af_packet} workers=${7:-2}
+src=$(cd "$(dirname "$0")/.." && pwd)
+railgated=$build/dataplane/railgated railbench=$build/tools/railbench
+case $mtu in 1500 | 9000) ;; *) echo "MTU: 1500 or 9000" >&2; exit 2 ;; esac
+[ "$mtu" = 9000 ] && [ "$a" = tap ] && { echo "tap: net_tap carries MTU 1500 at most" >&2; exit 2; }
+for k in "$a" "$b"; do
+  case $k in tap | af_packet) ;; af_xdp) [ "$mtu" -le 1500 ] || { echo "af_xdp: MTU up to 1500" >&2; exit 2; } ;;
+    *) echo "KIND: tap, af_packet or af_xdp" >&2; exit 2 ;; esac
+done
+. "$(dirname "$0")/ab_rounds.sh"
+ab_namespaces k
+t=rgkt$$
+ip netns add "$t" && ip -n "$t" link set lo up || exit 1
+ab_two_rails rgk rgl "$mtu"
+# The embedded default's configuration as it was until 2026-11-25: tap rails.
+sed -e 's/^devargs = "net_af_packet\([01]\),.*/devargs = "net_tap\1,iface=rgt\1"/' -e '/^veth_peer = /d' \
+  "$src/config/embedded.toml" > "$log/tap.toml"
+grep -q '^devargs = "net_tap1,iface=rgt1"' "$log/tap.toml" || { echo "bench_ports.sh: config/embedded.toml changed shape" >&2; exit 1; }
+
+gated_up() { # NS ARGS... (railgated's, then `--` and EAL's)
+  local ns=$1
+  shift
+  ip netns exec "$ns" "$railgated" "$@" > "$log/g" 2>&1 &
+  gated=$!
+  for _ in $(seq 150); do grep -q "railgated: ready" "$log/g" && return; sleep 0.1; done
+  echo "railgated did not start: $(tail -3 "$log/g")" >&2
+  exit 1
+}
+
+run() { # KIND JOB -> prints busbw GB/s
+  local ns=$w pids=() rank
+  case $1 in
+    tap) gated_up "$t" --config "$log/tap.toml" --socket "$log/rg.sock" --metrics off; ns=$t ;;
+    af_packet) ab_gated "$railgated" rgk "$mtu" ;;
+    af_xdp) # railgate's XDP program leaves ARP to the kernel, which must own the address
+      for r in 0 1; do ip -n "$d" addr add "198.18.$r.1/24" dev "rgk$r"; done
+      gated_up "$d" --socket "$log/rg.sock" --metrics off \
+        --rail net_af_xdp0,iface=rgk0 --ip 198.18.0.1 --mtu "$mtu" --rail net_af_xdp1,iface=rgk1 --ip 198.18.1.1 --mtu "$mtu" \
+        -- $test_eal_flags ;;
+  esac
+  for rank in $(seq 0 $((workers - 1))); do
+    ip netns exec "$ns" timeout 300 "$railbench" --transport udp --server 198.18.0.1 --rank "$rank" \
+      --workers "$workers" -b "$size" -e "$size" -n 10 -w 2 --job "$2" > "$log/b$rank" 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  kill -INT "$gated"; wait "$gated"; gated=
+  [ "$1" = af_xdp ] && for r in 0 1; do ip -n "$d" addr del "198.18.$r.1/24" dev "rgk$r"; done
+  grep -q "Out of bounds values : 0 OK" "$log/b0" || { echo "wrong values in the $1 run" >&2; tail -n 5 "$log/b0" "$log/g" >&2; exit 1; }
+  awk '/Avg bus bandwidth/ {print $(NF-1)}' "$log/b0"
+}
+
+echo "# $workers kernel-UDP workers, 2 rails at MTU $mtu, $size allreduce: $a against $b, $rounds rounds alternating"
+ab_rounds "$rounds" "$a" "$b"
+printf "median busbw: %s %s GB/s, %s %s GB/s, ratio %.3f\n" "$a" "$AB_A" "$b" "$AB_B" \
+  "$(awk -v x="$AB_A" -v y="$AB_B" 'BEGIN {print y / x}')"
