@@ -4,6 +4,8 @@
 #   ab_namespaces TAG                # namespaces $d (railgated) and $w (workers), logs in $log
 #   ab_two_rails DP WP [MTU]         # veths DP0-1/WP0-1 between them, 198.18.{0,1}.10 on the workers' side
 #   ab_gated RAILGATED DP [MTU]      # railgated on af_packet rails DP0-1 (MTU default 1500); sets $gated
+#   ab_start NS RAILGATED ARGS...    # railgated with ARGS in NS, waited for; sets $gated
+#   ab_workers NS N SIZE ITERS JOB [ARGS...]  # N kernel-UDP railbench workers ($railbench); prints busbw
 #   ab_rounds ROUNDS MODE_A MODE_B   # prints every round; sets AB_A, AB_B (medians)
 # The netns tests' helpers: the job token (RAILGATE_TOKEN, random, as a
 # training job's rendezvous makes it) and gro_veth.
@@ -40,12 +42,38 @@ ab_two_rails() { # DP WP [MTU]
 ab_gated() { # RAILGATED DP [MTU]
   local fs=2048 bs=4096 mtu=${3:-1500}
   [ "$mtu" -gt 1500 ] && fs=10240 bs=20480
-  ip netns exec "$d" "$1" --socket "$log/rg.sock" --metrics off \
+  ab_start "$d" "$1" --socket "$log/rg.sock" --metrics off \
     --rail "net_af_packet0,iface=${2}0,framesz=$fs,blocksz=$bs,framecnt=1024" --ip 198.18.0.1 --mtu "$mtu" \
     --rail "net_af_packet1,iface=${2}1,framesz=$fs,blocksz=$bs,framecnt=1024" --ip 198.18.1.1 --mtu "$mtu" \
-    -- $test_eal_flags > "$log/g" 2>&1 &
+    -- $test_eal_flags
+}
+# Starts railgated in NS with ARGS (its log in $log/g) and waits until it
+# is ready; exits when it is not.
+ab_start() { # NS RAILGATED ARGS...
+  local ns=$1
+  shift
+  ip netns exec "$ns" "$@" > "$log/g" 2>&1 &
   gated=$!
-  for _ in $(seq 150); do grep -q "railgated: ready" "$log/g" && break; sleep 0.1; done
+  for _ in $(seq 150); do grep -q "railgated: ready" "$log/g" && return; sleep 0.1; done
+  echo "railgated did not start: $(tail -3 "$log/g")" >&2
+  exit 1
+}
+
+# N railbench workers over kernel UDP in NS (railgated's rail 0 at
+# 198.18.0.1), one SIZE allreduce ITERS times after 2 warm-ups, in job JOB,
+# railbench's ARGS after; logs in $log/b<rank>. Checks rank 0's values and
+# prints its bus bandwidth (GB/s).
+ab_workers() { # NS N SIZE ITERS JOB [ARGS...]
+  local ns=$1 n=$2 size=$3 iters=$4 job=$5 pids=() rank
+  shift 5
+  for rank in $(seq 0 $((n - 1))); do
+    ip netns exec "$ns" timeout 300 "$railbench" --transport udp --server 198.18.0.1 --rank "$rank" \
+      --workers "$n" -b "$size" -e "$size" -n "$iters" -w 2 --job "$job" "$@" > "$log/b$rank" 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  grep -q "Out of bounds values : 0 OK" "$log/b0" || { echo "wrong values in job $job" >&2; tail -n 5 "$log/b0" >&2; return 1; }
+  awk '/Avg bus bandwidth/ {print $(NF-1)}' "$log/b0"
 }
 
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }

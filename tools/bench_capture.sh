@@ -15,26 +15,20 @@ ab_two_rails rgp rgq
 ab_gated "$railgated" rgp
 
 run() { # MODE JOB -> prints busbw GB/s
-  local pids=() rank cap=
+  local bw cap=
   if [ "$1" = on ]; then
     ip netns exec "$d" "$railctl" --socket "$log/rg.sock" capture r0,r1 --rx --tx -w "$log/c.pcapng" 2> "$log/cap" &
     cap=$!
     for _ in $(seq 100); do grep -q capturing "$log/cap" && break; sleep 0.05; done
     grep -q capturing "$log/cap" || { echo "the capture did not start: $(cat "$log/cap")" >&2; exit 1; }
   fi
-  for rank in 0 1; do
-    ip netns exec "$w" timeout 300 "$railbench" --transport udp --server 198.18.0.1 --rank "$rank" \
-      --workers 2 -b "$size" -e "$size" -n 8 -w 2 --job "$2" > "$log/b$rank" 2>&1 &
-    pids+=($!)
-  done
-  wait "${pids[@]}"
+  bw=$(ab_workers "$w" 2 "$size" 8 "$2") || exit 1
   if [ -n "$cap" ]; then
     kill -INT "$cap"
     wait "$cap" || { echo "railctl capture failed: $(cat "$log/cap")" >&2; exit 1; }
     rm -f "$log/c.pcapng"
   fi
-  grep -q "Out of bounds values : 0 OK" "$log/b0" || { echo "wrong values in the $1 run" >&2; cat "$log/b0" >&2; exit 1; }
-  awk '/Avg bus bandwidth/ {print $(NF-1)}' "$log/b0"
+  echo "$bw"
 }
 
 echo "# 2 kernel-UDP workers, 2 af_packet rails (MTU 1500), $size allreduce, railctl capture off/on, $rounds rounds alternating"

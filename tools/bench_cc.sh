@@ -22,19 +22,12 @@ fi
 ab_gated "$railgated" rgc
 
 run() { # MODE JOB -> prints busbw GB/s; retransmits and the median round trip to $log/extra-MODE
-  local pids=() rank
-  for rank in $(seq 0 $((workers - 1))); do
-    ip netns exec "$w" timeout 300 "$railbench" --transport udp --server 198.18.0.1 --rank "$rank" \
-      --workers "$workers" -b "$size" -e "$size" -n 5 -w 2 --job "$2" --cc "$1" > "$log/b$rank" 2>&1 &
-    pids+=($!)
-  done
-  wait "${pids[@]}"
-  grep -q "Out of bounds values : 0 OK" "$log/b0" || { echo "wrong values in $1 run" >&2; cat "$log/b0" >&2; exit 1; }
-  local retx p50
+  local bw retx p50
+  bw=$(ab_workers "$w" "$workers" "$size" 5 "$2" --cc "$1") || exit 1
   retx=$(awk '$2 == "retransmits" {sub(/,/, "", $3); s += $3} END {print s + 0}' "$log"/b*)
   p50=$(awk '/t_typical/ {print $5}' "$log/b0")
   echo "$retx $p50" >> "$log/extra-$1"
-  awk '/Avg bus bandwidth/ {print $(NF-1)}' "$log/b0"
+  echo "$bw"
 }
 
 echo "# $workers kernel-UDP workers, 2 af_packet rails shaped to $rate (HTB), $size allreduce, $rounds rounds alternating"

@@ -32,37 +32,21 @@ sed -e 's/^devargs = "net_af_packet\([01]\),.*/devargs = "net_tap\1,iface=rgt\1"
   "$src/config/embedded.toml" > "$log/tap.toml"
 grep -q '^devargs = "net_tap1,iface=rgt1"' "$log/tap.toml" || { echo "bench_ports.sh: config/embedded.toml changed shape" >&2; exit 1; }
 
-gated_up() { # NS ARGS... (railgated's, then `--` and EAL's)
-  local ns=$1
-  shift
-  ip netns exec "$ns" "$railgated" "$@" > "$log/g" 2>&1 &
-  gated=$!
-  for _ in $(seq 150); do grep -q "railgated: ready" "$log/g" && return; sleep 0.1; done
-  echo "railgated did not start: $(tail -3 "$log/g")" >&2
-  exit 1
-}
-
 run() { # KIND JOB -> prints busbw GB/s
-  local ns=$w pids=() rank
+  local ns=$w bw
   case $1 in
-    tap) gated_up "$t" --config "$log/tap.toml" --socket "$log/rg.sock" --metrics off; ns=$t ;;
+    tap) ab_start "$t" "$railgated" --config "$log/tap.toml" --socket "$log/rg.sock" --metrics off; ns=$t ;;
     af_packet) ab_gated "$railgated" rgk "$mtu" ;;
     af_xdp) # railgate's XDP program leaves ARP to the kernel, which must own the address
       for r in 0 1; do ip -n "$d" addr add "198.18.$r.1/24" dev "rgk$r"; done
-      gated_up "$d" --socket "$log/rg.sock" --metrics off \
+      ab_start "$d" "$railgated" --socket "$log/rg.sock" --metrics off \
         --rail net_af_xdp0,iface=rgk0 --ip 198.18.0.1 --mtu "$mtu" --rail net_af_xdp1,iface=rgk1 --ip 198.18.1.1 --mtu "$mtu" \
         -- $test_eal_flags ;;
   esac
-  for rank in $(seq 0 $((workers - 1))); do
-    ip netns exec "$ns" timeout 300 "$railbench" --transport udp --server 198.18.0.1 --rank "$rank" \
-      --workers "$workers" -b "$size" -e "$size" -n 10 -w 2 --job "$2" > "$log/b$rank" 2>&1 &
-    pids+=($!)
-  done
-  wait "${pids[@]}"
+  bw=$(ab_workers "$ns" "$workers" "$size" 10 "$2") || { tail -n 5 "$log/g" >&2; exit 1; }
   kill -INT "$gated"; wait "$gated"; gated=
   [ "$1" = af_xdp ] && for r in 0 1; do ip -n "$d" addr del "198.18.$r.1/24" dev "rgk$r"; done
-  grep -q "Out of bounds values : 0 OK" "$log/b0" || { echo "wrong values in the $1 run" >&2; tail -n 5 "$log/b0" "$log/g" >&2; exit 1; }
-  awk '/Avg bus bandwidth/ {print $(NF-1)}' "$log/b0"
+  echo "$bw"
 }
 
 echo "# $workers kernel-UDP workers, 2 rails at MTU $mtu, $size allreduce: $a against $b, $rounds rounds alternating"

@@ -20,17 +20,11 @@ ab_two_rails rgu rgv "$mtu"
 ab_gated "$railgated" rgu "$mtu"
 
 run() { # MODE JOB -> prints busbw GB/s; coalesced datagrams to $log/extra-MODE
-  local pids=() rank v=1
-  [ "$1" = off ] && v=0
-  for rank in $(seq 0 $((workers - 1))); do
-    ip netns exec "$w" env "$var=$v" timeout 300 "$railbench" --transport udp --server 198.18.0.1 --rank "$rank" \
-      --workers "$workers" -b "$size" -e "$size" -n 5 -w 2 --job "$2" > "$log/b$rank" 2>&1 &
-    pids+=($!)
-  done
-  wait "${pids[@]}"
-  grep -q "Out of bounds values : 0 OK" "$log/b0" || { echo "wrong values in the $1 run" >&2; cat "$log/b0" >&2; exit 1; }
+  local bw
+  [ "$1" = off ] && export "$var=0" || export "$var=1"
+  bw=$(ab_workers "$w" "$workers" "$size" 5 "$2") || exit 1
   awk '/arrived coalesced/ {s += $4} END {print s + 0}' "$log"/b* >> "$log/extra-$1"
-  awk '/Avg bus bandwidth/ {print $(NF-1)}' "$log/b0"
+  echo "$bw"
 }
 
 echo "# $workers kernel-UDP workers, 2 af_packet rails at MTU $mtu, $size allreduce, $var=0 (off) against the default (on), $rounds rounds alternating"

@@ -72,9 +72,7 @@ void run_command(rail_state& rs, lcore_command& c);
 std::string apply_port_mtu(rail_static& st, std::uint16_t mtu) noexcept;
 void maybe_apply_pending_mtu(rail_state& rs) noexcept;
 
-// Ports and the kernel side (ports.cpp).
-std::string set_kernel_mtu(const std::string& ifname, unsigned mtu) noexcept;
-std::string set_kernel_address(const std::string& ifname, std::uint32_t ip, unsigned prefix);
+// Ports and the kernel side (ports.cpp; kernel_if.hpp sets interfaces).
 bool kernel_owns(const std::string& ifname, std::uint32_t ip);
 // The link as the kernel interface's carrier says, else as the PMD says.
 bool link_is_up(const rail_static& rs) noexcept;

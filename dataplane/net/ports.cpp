@@ -25,6 +25,7 @@
 #include "dataplane/engine/placement.hpp"
 #include "dataplane/net/daemon_impl.hpp"
 #include "dataplane/net/eal.hpp"
+#include "dataplane/net/kernel_if.hpp"
 #include "dataplane/net/topology.hpp"
 #include "dataplane/log/log.hpp"
 
@@ -40,55 +41,6 @@ rte_device* device_of(const std::string& name) {
     if (rte_eth_dev_get_port_by_name(name.c_str(), &port) == 0 && rte_eth_dev_info_get(port, &info) == 0)
         return info.device;
     return nullptr;
-}
-
-namespace {
-
-// An AF_INET socket and an ifreq naming one kernel interface, for its ioctls.
-struct if_ioctl {
-    int fd;
-    ifreq ifr{};
-    explicit if_ioctl(const std::string& ifname) : fd(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) {
-        std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname.c_str());
-    }
-    ~if_ioctl() {
-        if (fd >= 0) close(fd);
-    }
-    if_ioctl(const if_ioctl&) = delete;
-    if_ioctl& operator=(const if_ioctl&) = delete;
-    bool operator()(unsigned long req) noexcept { return fd >= 0 && ioctl(fd, req, &ifr) == 0; }
-};
-
-} // namespace
-
-// The MTU of a kernel interface (a tap's host side, an af_packet veth).
-std::string set_kernel_mtu(const std::string& ifname, unsigned mtu) noexcept {
-    if_ioctl io(ifname);
-    io.ifr.ifr_mtu = static_cast<int>(mtu);
-    if (io(SIOCSIFMTU)) return {};
-    return "cannot set MTU " + std::to_string(mtu) + " on " + ifname + ": " + std::strerror(errno);
-}
-
-// Gives a kernel interface (the host side of a tap rail) an address and
-// brings it up.
-std::string set_kernel_address(const std::string& ifname, std::uint32_t ip, unsigned prefix) {
-    if_ioctl io(ifname);
-    auto set = [&](unsigned long req, std::uint32_t v) {
-        auto* sin = reinterpret_cast<sockaddr_in*>(&io.ifr.ifr_addr);
-        *sin = sockaddr_in{};
-        sin->sin_family = AF_INET;
-        sin->sin_addr.s_addr = htonl(v);
-        return io(req);
-    };
-    std::string what;
-    if (!set(SIOCSIFADDR, ip)) what = "address on ";
-    else if (!set(SIOCSIFNETMASK, prefix ? ~std::uint32_t{0} << (32 - prefix) : 0)) what = "netmask on ";
-    else if (!io(SIOCGIFFLAGS)) what = "flags of ";
-    else {
-        io.ifr.ifr_flags = static_cast<short>(io.ifr.ifr_flags | IFF_UP);
-        if (!io(SIOCSIFFLAGS)) what = "bringing up ";
-    }
-    return what.empty() ? std::string() : "cannot set " + what + ifname + ": " + std::strerror(errno);
 }
 
 // Sets the port's MTU from its own lcore, between bursts.

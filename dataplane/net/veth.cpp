@@ -1,13 +1,10 @@
 #include "dataplane/net/veth.hpp"
 
-#include <linux/ethtool.h>
 #include <linux/if_link.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
-#include <linux/sockios.h>
 #include <linux/veth.h>
 #include <net/if.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,6 +16,7 @@
 #include <vector>
 
 #include "dataplane/log/log.hpp"
+#include "dataplane/net/kernel_if.hpp"
 
 namespace railgate::net {
 namespace {
@@ -88,43 +86,9 @@ private:
     std::vector<std::uint8_t> buf_;
 };
 
-std::string failed(const std::string& what, int err) { return what + ": " + std::strerror(err); }
-
-// An ioctl on a kernel interface through an AF_INET socket.
-int if_ioctl(const std::string& name, unsigned long req, ifreq& ifr) {
-    std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", name.c_str());
-    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return errno;
-    const int err = ::ioctl(fd, req, &ifr) == 0 ? 0 : errno;
-    ::close(fd);
-    return err;
-}
-
-void set_mtu(const std::string& name, unsigned mtu) {
-    ifreq ifr{};
-    ifr.ifr_mtu = static_cast<int>(mtu);
-    if (const int e = if_ioctl(name, SIOCSIFMTU, ifr)) throw std::runtime_error(failed("MTU " + std::to_string(mtu) + " on " + name, e));
-}
-
-void bring_up(const std::string& name) {
-    ifreq ifr{};
-    int e = if_ioctl(name, SIOCGIFFLAGS, ifr);
-    if (!e) {
-        ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
-        e = if_ioctl(name, SIOCSIFFLAGS, ifr);
-    }
-    if (e) throw std::runtime_error(failed("bringing up " + name, e));
-}
-
-// The kernel's senders on `name` checksum their UDP datagrams themselves
-// (tx-checksumming off), as they would with no offload.
-void checksum_in_software(const std::string& name) {
-    ethtool_value v{};
-    v.cmd = ETHTOOL_STXCSUM;
-    v.data = 0;
-    ifreq ifr{};
-    ifr.ifr_data = reinterpret_cast<char*>(&v);
-    if (const int e = if_ioctl(name, SIOCETHTOOL, ifr)) throw std::runtime_error(failed("tx checksumming off on " + name, e));
+// Throws what a kernel_if call reports.
+void must(const std::string& error) {
+    if (!error.empty()) throw std::runtime_error(error);
 }
 
 // Whether port_end is a veth whose other end is peer: its iflink is the
@@ -160,7 +124,7 @@ veth_pair::veth_pair(std::string port_end, std::string peer, unsigned mtu)
     if (const int e = rq.send()) {
         if (e != EEXIST) {
             port_end_.clear();
-            throw std::runtime_error(failed("cannot make " + what, e));
+            throw std::runtime_error("cannot make " + what + ": " + std::strerror(e));
         }
         if (!paired(port_end_, peer_)) {
             const std::string taken = if_nametoindex(port_end_.c_str()) ? port_end_ : peer_;
@@ -169,13 +133,15 @@ veth_pair::veth_pair(std::string port_end, std::string peer, unsigned mtu)
                                      " exists and is not one end of this pair (ip link del " + taken + ")");
         }
         taken_over_ = true; // left by a railgated that did not exit
-        set_mtu(port_end_, mtu);
-        set_mtu(peer_, mtu);
+        must(set_kernel_mtu(port_end_, mtu));
+        must(set_kernel_mtu(peer_, mtu));
     }
     try {
-        checksum_in_software(peer_);
-        bring_up(port_end_);
-        bring_up(peer_);
+        // The host's senders checksum in full: railgated drops a datagram
+        // whose checksum a NIC was meant to finish.
+        must(set_kernel_tx_checksum(peer_, false));
+        must(set_kernel_up(port_end_));
+        must(set_kernel_up(peer_));
     } catch (...) {
         remove();
         throw;

@@ -47,6 +47,9 @@ start_gated() { # MTU
   done
 }
 
+# Datagrams the workers' logs say arrived coalesced (UDP GRO), summed.
+coalesced() { sed -n 's/^# udp receive: \([0-9]*\) datagrams arrived coalesced.*/\1/p' "$@" | awk '{s += $1} END {print s + 0}'; }
+
 job=1
 for mtu in 1500 9000; do
   start_gated "$mtu"
@@ -102,7 +105,6 @@ PY
   done
   stop_gated
   grep -E "^rail r[01]:" "$log/railgated-$mtu.log"
-  coalesced() { sed -n 's/^# udp receive: \([0-9]*\) datagrams arrived coalesced.*/\1/p' "$@" | awk '{s += $1} END {print s + 0}'; }
   gro=$(coalesced "$log"/bench-$mtu-{fp32,bf16,fp16}-0.log)
   [ "$gro" -gt 0 ] || fail "MTU $mtu: rank 0 received nothing coalesced (UDP GRO)"
   [ "$(coalesced "$log/bench-$mtu-fp16-1.log")" = 0 ] || fail "MTU $mtu: RAILGATE_UDP_GRO=0 still received coalesced datagrams"

@@ -1,0 +1,78 @@
+#include "dataplane/net/kernel_if.hpp"
+
+#include <arpa/inet.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace railgate::net {
+namespace {
+
+// An AF_INET socket and an ifreq naming one kernel interface, for its ioctls.
+struct if_ioctl {
+    int fd;
+    ifreq ifr{};
+    explicit if_ioctl(const std::string& ifname) : fd(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) {
+        std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname.c_str());
+    }
+    ~if_ioctl() {
+        if (fd >= 0) close(fd);
+    }
+    if_ioctl(const if_ioctl&) = delete;
+    if_ioctl& operator=(const if_ioctl&) = delete;
+    bool operator()(unsigned long req) noexcept { return fd >= 0 && ioctl(fd, req, &ifr) == 0; }
+};
+
+std::string failed(const std::string& what, const std::string& ifname) {
+    return "cannot set " + what + ifname + ": " + std::strerror(errno);
+}
+
+} // namespace
+
+std::string set_kernel_mtu(const std::string& ifname, unsigned mtu) noexcept {
+    if_ioctl io(ifname);
+    io.ifr.ifr_mtu = static_cast<int>(mtu);
+    if (io(SIOCSIFMTU)) return {};
+    return "cannot set MTU " + std::to_string(mtu) + " on " + ifname + ": " + std::strerror(errno);
+}
+
+std::string set_kernel_up(const std::string& ifname) noexcept {
+    if_ioctl io(ifname);
+    if (!io(SIOCGIFFLAGS)) return failed("flags of ", ifname);
+    io.ifr.ifr_flags = static_cast<short>(io.ifr.ifr_flags | IFF_UP);
+    if (!io(SIOCSIFFLAGS)) return failed("bringing up ", ifname);
+    return {};
+}
+
+std::string set_kernel_address(const std::string& ifname, std::uint32_t ip, unsigned prefix) {
+    if_ioctl io(ifname);
+    auto set = [&](unsigned long req, std::uint32_t v) {
+        auto* sin = reinterpret_cast<sockaddr_in*>(&io.ifr.ifr_addr);
+        *sin = sockaddr_in{};
+        sin->sin_family = AF_INET;
+        sin->sin_addr.s_addr = htonl(v);
+        return io(req);
+    };
+    if (!set(SIOCSIFADDR, ip)) return failed("address on ", ifname);
+    if (!set(SIOCSIFNETMASK, prefix ? ~std::uint32_t{0} << (32 - prefix) : 0)) return failed("netmask on ", ifname);
+    return set_kernel_up(ifname);
+}
+
+std::string set_kernel_tx_checksum(const std::string& ifname, bool on) noexcept {
+    if_ioctl io(ifname);
+    ethtool_value v{};
+    v.cmd = ETHTOOL_STXCSUM;
+    v.data = on;
+    io.ifr.ifr_data = reinterpret_cast<char*>(&v);
+    if (io(SIOCETHTOOL)) return {};
+    return failed(std::string("tx checksumming ") + (on ? "on" : "off") + " on ", ifname);
+}
+
+} // namespace railgate::net
