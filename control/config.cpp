@@ -23,7 +23,9 @@
 
 namespace railgate::config {
 
-std::string_view name(transport t) noexcept { return t == transport::dpdk ? "dpdk" : "verbs"; }
+std::string_view name(transport t) noexcept {
+    return t == transport::dpdk ? "dpdk" : t == transport::verbs ? "verbs" : "udp";
+}
 std::string_view name(policy_mode p) noexcept { return p == policy_mode::rail ? "rail" : "lag"; }
 std::string_view name(lag_hash h) noexcept { return h == lag_hash::l2 ? "l2" : "l3l4"; }
 std::string_view name(gid_type g) noexcept {
@@ -475,10 +477,9 @@ void read_rail(reader& r, rail& x) {
     } else {
         r.fail(nullptr, "name", "missing");
     }
-    r.choice<transport>("transport", {{"dpdk", transport::dpdk}, {"verbs", transport::verbs}}, x.transport);
-    if (x.transport == transport::dpdk) {
-        if (!r.string("devargs", x.devargs)) r.fail(nullptr, "devargs", "missing (a DPDK vdev or PCI address)");
-        else if (x.devargs.empty() || x.devargs[0] == ',') r.fail(r.get("devargs"), "devargs", "empty device name");
+    r.choice<transport>("transport", {{"dpdk", transport::dpdk}, {"verbs", transport::verbs}, {"udp", transport::udp}},
+                        x.transport);
+    if (x.transport != transport::verbs) { // dpdk and udp: railgated's rail loop, shaped in software
         for (const char* k : {"device", "port", "gid_index", "gid_type", "path_mtu", "service_level", "chunk_bytes"})
             if (r.has(k)) r.fail(r.get(k), k, "applies to transport = \"verbs\" only");
         r.rate("rate", x.rate_bps);
@@ -488,6 +489,18 @@ void read_rail(reader& r, rail& x) {
         read_tc_table(r, "dscp", 63, "{ 46 = 5 }", x.dscp_tc);
         read_tc_table(r, "pcp", 7, "{ 3 = 6 }", x.pcp_tc);
         if (r.has("sl")) r.fail(r.get("sl"), "sl", "applies to transport = \"verbs\" only (dpdk rails: dscp, pcp)");
+    }
+    if (x.transport == transport::udp) {
+        for (const char* k : {"devargs", "veth_peer", "host_ip"})
+            if (r.has(k)) r.fail(r.get(k), k, "applies to transport = \"dpdk\" only (a udp rail is the kernel's socket on ip)");
+        if (r.string("interface", x.interface) && !ifname_ok(x.interface))
+            r.fail(r.get("interface"), "interface", "'" + x.interface + "' is not an interface name (1-15 characters, no '/', ':' or spaces)");
+    } else if (r.has("interface")) {
+        r.fail(r.get("interface"), "interface", "applies to transport = \"udp\" only");
+    }
+    if (x.transport == transport::dpdk) {
+        if (!r.string("devargs", x.devargs)) r.fail(nullptr, "devargs", "missing (a DPDK vdev or PCI address)");
+        else if (x.devargs.empty() || x.devargs[0] == ',') r.fail(r.get("devargs"), "devargs", "empty device name");
         if (r.string("veth_peer", x.veth_peer)) {
             const std::string iface = devarg(x.devargs, "iface");
             if (x.devargs.rfind("net_af_packet", 0) != 0 && x.devargs.rfind("net_af_xdp", 0) != 0)
@@ -499,7 +512,7 @@ void read_rail(reader& r, rail& x) {
             else if (x.veth_peer == iface)
                 r.fail(r.get("veth_peer"), "veth_peer", "the peer must differ from iface=" + iface);
         }
-    } else {
+    } else if (x.transport == transport::verbs) {
         if (!r.string("device", x.device) || x.device.empty()) r.fail(r.get("device"), "device", "missing (an RDMA device, e.g. mlx5_0)");
         r.integer("port", 1, 255, x.port);
         if (r.has("devargs")) r.fail(r.get("devargs"), "devargs", "applies to transport = \"dpdk\" only");
@@ -644,7 +657,8 @@ result parse(std::string_view text, const std::string& file) {
         const auto x = std::find_if(a.rails.begin(), a.rails.end(), [&](const rail& y) { return y.name == rt.rail; });
         if (!rt.rail.empty() && x == a.rails.end()) r.fail(r.get("rail"), "rail", "no rail '" + rt.rail + "'");
         else if (x != a.rails.end() && x->transport != transport::dpdk)
-            r.fail(r.get("rail"), "rail", "'" + rt.rail + "' is a verbs rail; routes leave by dpdk rails");
+            r.fail(r.get("rail"), "rail", "'" + rt.rail + "' is a " + std::string(name(x->transport)) +
+                                              " rail; routes leave by dpdk rails");
         if (rt.prefix_text.size() && !prefixes.insert({rt.prefix, rt.len}).second)
             r.fail(r.get("prefix"), "prefix", rt.prefix_text + " is routed twice");
         for (const rail& y : a.rails)
@@ -686,6 +700,11 @@ name = "v"
 transport = "verbs"
 device = "x"
 ip = "10.0.0.2"
+[[rail]]
+name = "u"
+transport = "udp"
+interface = "lo"
+ip = "10.0.0.3"
 [[route]]
 prefix = "10.1.0.0/16"
 rail = "d"

@@ -13,9 +13,11 @@
 //   [jobs]    stall_ms, assemble_ms, idle_ms, max_pending_joins (the job
 //             lifecycle: agg::job_table), fault (the fault injector, labs)
 //   [policy]  mode = "rail" | "lag", hash = "l2" | "l3l4" (lag only)
-//   [[rail]]  name, transport = "dpdk" | "verbs", devargs (dpdk) or
-//             device + port (verbs), ip, host_ip, mtu, mtu_max, numa,
-//             lcore, traffic_class; dpdk only: rate, burst, [[rail.tc]]
+//   [[rail]]  name, transport = "dpdk" | "verbs" | "udp", devargs (dpdk)
+//             or device + port (verbs), ip, host_ip, mtu, mtu_max, numa,
+//             lcore, traffic_class; udp: the kernel's UDP socket on ip
+//             (interface: where railgated puts ip if no interface has it);
+//             dpdk and udp: rate, burst, [[rail.tc]]
 //             (id, strict | weight, rate, burst), dscp = { DSCP = TC, ... },
 //             pcp = { PCP = TC, ... }; verbs only: gid_index | gid_type,
 //             path_mtu, service_level, chunk_bytes, sl = { SL = TC, ... }
@@ -31,7 +33,7 @@
 
 namespace railgate::config {
 
-enum class transport : std::uint8_t { dpdk, verbs };
+enum class transport : std::uint8_t { dpdk, verbs, udp };
 enum class policy_mode : std::uint8_t { rail, lag };
 enum class lag_hash : std::uint8_t { l2, l3l4 };
 enum class gid_type : std::uint8_t { ib, roce_v1, roce_v2 };
@@ -55,6 +57,10 @@ struct rail {
     std::string name;
     config::transport transport = transport::dpdk;
     std::string devargs;           // dpdk
+    // udp: the interface railgated adds ip to (as /32, removed at exit)
+    // when no interface has it ("lo" for workers on this host). Empty: an
+    // interface must have it.
+    std::string interface;
     std::string device;            // verbs: HCA name (mlx5_0, rxe0)
     unsigned port = 1;             // verbs: HCA port
     std::uint32_t ip = 0;          // host order

@@ -48,7 +48,7 @@ daemon::daemon(const daemon_config& cfg) : p_(std::make_unique<impl>()) {
             fail(where + "mtu_max " + std::to_string(r.mtu_max) + " out of range " + std::to_string(r.mtu) + ".." +
                  std::to_string(wire::max_mtu));
         if (r.udp_port == 0) fail(where + "udp port 0");
-        if (r.port_id < 0 && r.port_name.empty()) fail(where + "no port");
+        if (r.port_id < 0 && r.port_name.empty() && !r.udp) fail(where + "no port");
     }
     try {
         p_->open_ports();
@@ -100,7 +100,8 @@ std::vector<std::string> daemon::close() {
     // started (receive descriptors), once their sent frames are reaped.
     for (auto& rs : p_->rails) {
         if (rs->closed) continue;
-        rte_eth_tx_done_cleanup(rs->port, 0, 0);
+        if (rs->cfg.udp) rs->udp.reset(); // its spare mbufs
+        else rte_eth_tx_done_cleanup(rs->port, 0, 0);
         // af_xdp's PMD keeps a frame or so in its rings beyond its fill
         // ring (it refills ahead, and reaps sent frames on the next send).
         const unsigned slack = rs->driver == "net_af_xdp" ? rx_burst : 0;
@@ -531,8 +532,7 @@ std::string daemon::add_rail(const rail_config& rc, const std::string& devargs, 
         p_->place_rail(*rs, p_->lcores, load);
     } catch (const std::exception& e) {
         if (rs) {
-            rte_eth_dev_stop(rs->port);
-            rte_eth_dev_close(rs->port);
+            close_port(*rs);
             free_memory(*rs);
         }
         if (device) rte_dev_remove(device);
@@ -583,8 +583,7 @@ std::string daemon::remove_rail(std::size_t i) {
     detach.k = lcore_command::kind::detach;
     detach.rail = static_cast<int>(i);
     if (std::string d = p_->on_lcores(detach, static_cast<int>(i)); !d.empty()) return d;
-    rte_eth_dev_stop(rs.port);
-    rte_eth_dev_close(rs.port);
+    close_port(rs);
     drain_ring(rs);
     // Datagrams it received may still wait on other rails (routed): then
     // its pools stay until railgated ends.

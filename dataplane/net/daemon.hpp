@@ -30,7 +30,12 @@ namespace railgate::net {
 struct rail_config {
     std::string name;          // "r0"
     std::string port_name;     // ethdev name (e.g. net_af_packet0), or
-    int port_id = -1;          // an existing port id (embedded rings)
+    int port_id = -1;          // an existing port id (embedded rings), or
+    // a udp rail: the kernel's UDP socket on ip:udp_port is the port
+    // (net::udp_port); udp_interface: where ip goes as /32 if no interface
+    // has it (removed at close; empty: one must have it).
+    bool udp = false;
+    std::string udp_interface;
     std::uint32_t ip = 0;      // host order
     std::uint16_t mtu = 1500;
     std::uint16_t mtu_max = 0; // buffers are sized for it; set_mtu stays below (0: mtu)

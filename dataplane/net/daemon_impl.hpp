@@ -73,10 +73,11 @@ std::string apply_port_mtu(rail_static& st, std::uint16_t mtu) noexcept;
 void maybe_apply_pending_mtu(rail_state& rs) noexcept;
 
 // Ports and the kernel side (ports.cpp; kernel_if.hpp sets interfaces).
-bool kernel_owns(const std::string& ifname, std::uint32_t ip);
 // The link as the kernel interface's carrier says, else as the PMD says.
 bool link_is_up(const rail_static& rs) noexcept;
 rte_device* device_of(const std::string& name);
+// Stops and closes the DPDK port, or closes a udp rail's socket.
+void close_port(rail_static& rs) noexcept;
 void drain_ring(rail_static& rs) noexcept;
 void free_memory(rail_static& rs) noexcept;
 
@@ -124,6 +125,8 @@ struct daemon::impl {
     static int lcore_main(void* arg);
     void open_ports();
     std::unique_ptr<detail::rail_static> open_rail(std::size_t i, const rail_config& rc);
+    std::unique_ptr<detail::rail_static> open_udp_rail(std::size_t i, std::unique_ptr<detail::rail_static> rs);
+    void make_pools(std::size_t i, detail::rail_static& rs);
     void rebuild_ack();
     unsigned place_rail(detail::rail_static& rs, const std::vector<unsigned>& candidates, std::vector<unsigned>& load);
     void place();

@@ -1,6 +1,7 @@
 #include "dataplane/net/kernel_if.hpp"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <linux/ethtool.h>
 #include <linux/sockios.h>
 #include <net/if.h>
@@ -11,6 +12,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
+
+#include "dataplane/net/netlink.hpp"
 
 namespace railgate::net {
 namespace {
@@ -73,6 +77,49 @@ std::string set_kernel_tx_checksum(const std::string& ifname, bool on) noexcept 
     io.ifr.ifr_data = reinterpret_cast<char*>(&v);
     if (io(SIOCETHTOOL)) return {};
     return failed(std::string("tx checksumming ") + (on ? "on" : "off") + " on ", ifname);
+}
+
+std::string interface_with(std::uint32_t ip) {
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) != 0) return {};
+    std::string name;
+    for (ifaddrs* a = list; a && name.empty(); a = a->ifa_next)
+        if (a->ifa_addr && a->ifa_addr->sa_family == AF_INET && a->ifa_name &&
+            ntohl(reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr.s_addr) == ip)
+            name = a->ifa_name;
+    freeifaddrs(list);
+    return name;
+}
+
+namespace {
+int address_request(std::uint16_t type, std::uint16_t flags, unsigned ifindex, std::uint32_t ip) {
+    ifaddrmsg m{};
+    m.ifa_family = AF_INET;
+    m.ifa_prefixlen = 32;
+    m.ifa_index = ifindex;
+    detail::nl_request rq(type, flags, m);
+    const std::uint32_t net = htonl(ip);
+    rq.attr(IFA_LOCAL, &net, sizeof net);
+    rq.attr(IFA_ADDRESS, &net, sizeof net);
+    return rq.send();
+}
+} // namespace
+
+local_address::local_address(std::uint32_t ip, const std::string& ifname) : ip_(ip) {
+    if (!interface_with(ip).empty()) return;
+    ifindex_ = if_nametoindex(ifname.c_str());
+    if (!ifindex_) throw std::runtime_error("no interface " + ifname + " to put the rail's address on");
+    if (const int e = address_request(RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL, ifindex_, ip); e != 0)
+        throw std::runtime_error("cannot add the rail's address to " + ifname + ": " + std::strerror(e));
+    if (const std::string e = set_kernel_up(ifname); !e.empty()) {
+        address_request(RTM_DELADDR, 0, ifindex_, ip);
+        throw std::runtime_error(e);
+    }
+    added_ = true;
+}
+
+local_address::~local_address() {
+    if (added_) address_request(RTM_DELADDR, 0, ifindex_, ip_);
 }
 
 } // namespace railgate::net

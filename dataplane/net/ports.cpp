@@ -45,7 +45,10 @@ rte_device* device_of(const std::string& name) {
 
 // Sets the port's MTU from its own lcore, between bursts.
 std::string apply_port_mtu(rail_static& st, std::uint16_t mtu) noexcept {
-    if (mtu <= st.pmd_max_mtu) {
+    if (st.udp) {
+        // Datagrams too big for the route are refused by the kernel, each
+        // counted (udp_rail_refused): nothing to set.
+    } else if (mtu <= st.pmd_max_mtu) {
         const int rc = rte_eth_dev_set_mtu(st.port, mtu);
         if (rc < 0 && rc != -ENOTSUP) return std::string("set MTU: ") + rte_strerror(-rc);
     } else if (st.ifname.empty()) {
@@ -60,17 +63,6 @@ std::string apply_port_mtu(rail_static& st, std::uint16_t mtu) noexcept {
     return {};
 }
 
-bool kernel_owns(const std::string& ifname, std::uint32_t ip) {
-    ifaddrs* list = nullptr;
-    if (getifaddrs(&list) != 0) return false;
-    bool found = false;
-    for (ifaddrs* a = list; a && !found; a = a->ifa_next)
-        if (a->ifa_addr && a->ifa_addr->sa_family == AF_INET && a->ifa_name && ifname == a->ifa_name)
-            found = ntohl(reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr.s_addr) == ip;
-    freeifaddrs(list);
-    return found;
-}
-
 bool link_is_up(const rail_static& rs) noexcept {
     if (!rs.ifname.empty()) {
         // The kernel interface behind the port (tap, af_packet, af_xdp):
@@ -80,9 +72,20 @@ bool link_is_up(const rail_static& rs) noexcept {
         int carrier = 0;
         return f && (f >> carrier) && carrier == 1;
     }
+    if (rs.udp) return true; // the address is on no interface railgated could watch
     rte_eth_link link{};
     if (rte_eth_link_get_nowait(rs.port, &link) != 0) return true; // cannot tell: assume up
     return link.link_status == RTE_ETH_LINK_UP;
+}
+
+void close_port(rail_static& rs) noexcept {
+    if (rs.cfg.udp) {
+        rs.udp.reset(); // its spare mbufs go back to the pool
+        rs.udp_address.reset();
+        return;
+    }
+    rte_eth_dev_stop(rs.port);
+    rte_eth_dev_close(rs.port);
 }
 
 void drain_ring(rail_static& rs) noexcept {
@@ -93,6 +96,7 @@ void drain_ring(rail_static& rs) noexcept {
 // A closed rail's ring and pools. Rings hold other rails' mbufs: drain
 // every ring before freeing any pool.
 void free_memory(rail_static& rs) noexcept {
+    rs.udp.reset(); // its spare mbufs go back to the pool first
     drain_ring(rs);
     rte_ring_free(rs.fwd);
     rte_mempool_free(rs.pool);
@@ -115,6 +119,7 @@ std::unique_ptr<rail_static> daemon::impl::open_rail(std::size_t i, const rail_c
     auto rs = std::make_unique<rail_static>();
     rs->cfg = rcfg;
     const std::string where = "rail " + rs->cfg.name + ": ";
+    if (rs->cfg.udp) return open_udp_rail(i, std::move(rs));
     std::uint16_t port;
     if (rs->cfg.port_id >= 0) {
         port = static_cast<std::uint16_t>(rs->cfg.port_id);
@@ -143,28 +148,8 @@ std::unique_ptr<rail_static> daemon::impl::open_rail(std::size_t i, const rail_c
         std::clamp<std::uint32_t>(rs->cfg.mtu_max ? rs->cfg.mtu_max : rs->cfg.mtu, rs->cfg.mtu, carry_max));
     rs->chunk_bytes = wire::chunk_bytes_for_mtu(rs->cfg.mtu);
 
-    // Jumbo rails get 1 KiB of slack so that kernel-backed PMDs with a
-    // frame size rounded up (af_packet framesz=10240) still fit one mbuf.
-    const unsigned frame = rs->cfg.mtu_max + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
-    const unsigned room = RTE_PKTMBUF_HEADROOM + (frame <= 2048 ? 2048 : RTE_ALIGN_CEIL(frame + 1024, 1024));
+    make_pools(i, *rs);
     const int sock = rs->socket < 0 ? static_cast<int>(SOCKET_ID_ANY) : rs->socket;
-    // On the NIC's node; where that node has no EAL memory (a --numa
-    // override, a node without hugepages) anywhere, with a warning.
-    auto pool_on_node = [&](const std::string& name, unsigned n, unsigned data_room) {
-        try {
-            return make_pktmbuf_pool(name, n, data_room, sock);
-        } catch (const std::runtime_error& e) {
-            if (sock == static_cast<int>(SOCKET_ID_ANY)) throw;
-            log::warning("rail %s: %s on NUMA node %d; allocating on any node",
-                         rs->cfg.name.c_str(), e.what(), sock);
-            return make_pktmbuf_pool(name, n, data_room, SOCKET_ID_ANY);
-        }
-    };
-    rs->pool = pool_on_node("rg_pool_" + std::to_string(i), cfg.mbufs_per_rail, room);
-    rs->hdr_pool = pool_on_node("rg_hdr_" + std::to_string(i), cfg.mbufs_per_rail * 2, RTE_PKTMBUF_HEADROOM + 128);
-    static std::atomic<unsigned> rings{0}; // names stay unique across daemons in one process
-    rs->fwd = rte_ring_create(("rg_fwd_" + std::to_string(rings++)).c_str(), 1024, sock, RING_F_SC_DEQ);
-    if (!rs->fwd) throw std::runtime_error(where + "forward ring: " + rte_strerror(rte_errno));
 
     rte_eth_conf conf{};
     // Beyond the stated limit (af_packet): configure the ethdev within
@@ -236,6 +221,71 @@ std::unique_ptr<rail_static> daemon::impl::open_rail(std::size_t i, const rail_c
     return rs;
 }
 
+// A rail's pools (on its NIC's NUMA node) and its forwarding ring.
+void daemon::impl::make_pools(std::size_t i, rail_static& rs) {
+    // Jumbo rails get 1 KiB of slack so that kernel-backed PMDs with a
+    // frame size rounded up (af_packet framesz=10240) still fit one mbuf.
+    const unsigned frame = rs.cfg.mtu_max + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+    const unsigned room = RTE_PKTMBUF_HEADROOM + (frame <= 2048 ? 2048 : RTE_ALIGN_CEIL(frame + 1024, 1024));
+    const int sock = rs.socket < 0 ? static_cast<int>(SOCKET_ID_ANY) : rs.socket;
+    // On the NIC's node; where that node has no EAL memory (a --numa
+    // override, a node without hugepages) anywhere, with a warning.
+    auto pool_on_node = [&](const std::string& name, unsigned n, unsigned data_room) {
+        try {
+            return make_pktmbuf_pool(name, n, data_room, sock);
+        } catch (const std::runtime_error& e) {
+            if (sock == static_cast<int>(SOCKET_ID_ANY)) throw;
+            log::warning("rail %s: %s on NUMA node %d; allocating on any node",
+                         rs.cfg.name.c_str(), e.what(), sock);
+            return make_pktmbuf_pool(name, n, data_room, SOCKET_ID_ANY);
+        }
+    };
+    rs.pool = pool_on_node("rg_pool_" + std::to_string(i), cfg.mbufs_per_rail, room);
+    rs.hdr_pool = pool_on_node("rg_hdr_" + std::to_string(i), cfg.mbufs_per_rail * 2, RTE_PKTMBUF_HEADROOM + 128);
+    static std::atomic<unsigned> rings{0}; // names stay unique across daemons in one process
+    rs.fwd = rte_ring_create(("rg_fwd_" + std::to_string(rings++)).c_str(), 1024, sock, RING_F_SC_DEQ);
+    if (!rs.fwd) throw std::runtime_error("rail " + rs.cfg.name + ": forward ring: " + rte_strerror(rte_errno));
+}
+
+// A udp rail: the kernel's socket on the rail's address is its port.
+std::unique_ptr<rail_static> daemon::impl::open_udp_rail(std::size_t i, std::unique_ptr<rail_static> rs) {
+    const std::string where = "rail " + rs->cfg.name + ": ";
+    rs->driver = "udp";
+    rs->socket = rs->cfg.numa;
+    rs->pmd_max_mtu = wire::max_mtu;
+    rs->cfg.mtu_max = static_cast<std::uint16_t>(
+        std::clamp<std::uint32_t>(rs->cfg.mtu_max ? rs->cfg.mtu_max : rs->cfg.mtu, rs->cfg.mtu, wire::max_mtu));
+    rs->chunk_bytes = wire::chunk_bytes_for_mtu(rs->cfg.mtu);
+    make_pools(i, *rs);
+    // The kernel checks received checksums and fills sent ones; a chained
+    // result goes as an iovec per segment.
+    rs->rx_udp_cksum = rs->tx_udp_cksum = rs->multiseg_tx = true;
+    try {
+        if (!rs->cfg.udp_interface.empty())
+            rs->udp_address = std::make_unique<local_address>(rs->cfg.ip, rs->cfg.udp_interface);
+        // Room for a receive ring's worth of full frames, as a port has.
+        const unsigned frame = rs->cfg.mtu_max + frame::udp_frame_overhead;
+        rs->udp = std::make_unique<udp_port>(rs->cfg.ip, rs->cfg.udp_port,
+                                             std::max(4u << 20, cfg.rx_desc * frame * 2), tx_cap);
+    } catch (const std::runtime_error& e) {
+        free_memory(*rs);
+        throw std::runtime_error(where + e.what());
+    }
+    rs->ifname = interface_with(rs->cfg.ip);
+    rs->mtu_now.store(rs->cfg.mtu);
+    rs->mtu_target.store(rs->cfg.mtu);
+    // No wire: a locally administered MAC made of the address.
+    rs->self.mac.b[0] = 0x02;
+    for (unsigned k = 0; k < 4; ++k) rs->self.mac.b[2 + k] = static_cast<std::uint8_t>(rs->cfg.ip >> (24 - 8 * k));
+    rs->self.ip = rs->cfg.ip;
+    rs->self.udp_port = rs->cfg.udp_port;
+    rs->self.tos = static_cast<std::uint8_t>(rs->cfg.traffic_class);
+    rs->fault_spec = cfg.fault;
+    rs->link_up.store(link_is_up(*rs));
+    rs->pool_baseline = rte_mempool_in_use_count(rs->pool);
+    return rs;
+}
+
 // The af_xdp PMD attached an XDP program when the rx queue was set up. If
 // it is railgate's, point it at this rail: from now on only railgate
 // packets reach the socket, and the kernel keeps ARP, ICMP and host traffic
@@ -244,7 +294,7 @@ void daemon::impl::attach_steering(rail_static& rs, unsigned ifindex) {
     rs.steering = xdp::attached::find(ifindex);
     if (!rs.steering) return;
     rs.steering->program_maps().configure(rs.cfg.ip, rs.cfg.udp_port, wire::protocol_version);
-    if (!kernel_owns(rs.ifname, rs.cfg.ip))
+    if (interface_with(rs.cfg.ip) != rs.ifname)
         log::warning("rail %s: XDP steering leaves ARP to the kernel, but %s does not "
                      "own %s; add it (ip addr add %s/N dev %s) or workers cannot resolve the rail",
                      rs.cfg.name.c_str(), rs.ifname.c_str(), format_ipv4(rs.cfg.ip).c_str(),
@@ -291,8 +341,7 @@ void daemon::impl::place() {
 void daemon::impl::close_all() noexcept {
     for (auto& rs : rails)
         if (!rs->closed) {
-            rte_eth_dev_stop(rs->port);
-            rte_eth_dev_close(rs->port);
+            close_port(*rs);
             rs->closed = true;
         }
     for (auto& rs : rails) drain_ring(*rs);

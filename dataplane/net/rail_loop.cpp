@@ -24,7 +24,15 @@ bool poll_rail(rail_state& rs) noexcept {
     const bool routed = rs.routes && pull_routed(rs);
     // Room for the fault injector's duplicates.
     rte_mbuf* pkts[rx_burst * 2];
-    unsigned n = rte_eth_rx_burst(rs.s.port, 0, pkts, rx_burst);
+    unsigned n;
+    if (rs.s.udp) {
+        unsigned oversize = 0;
+        n = rs.s.udp->rx(rs.s.pool, rs.s.self, pkts, rx_burst, oversize);
+        if (oversize) [[unlikely]]
+            bump(rs.ctr.drops[static_cast<unsigned>(drop_reason::udp_rail_oversize)], oversize);
+    } else {
+        n = rte_eth_rx_burst(rs.s.port, 0, pkts, rx_burst);
+    }
     if (n == 0) {
         // A shaped rail keeps sending what its TCs hold while nothing arrives.
         if (rs.sched && rs.sched->queued()) drain(rs);

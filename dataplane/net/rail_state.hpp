@@ -23,7 +23,9 @@
 #include "dataplane/fault/injector.hpp"
 #include "dataplane/net/daemon.hpp"
 #include "dataplane/net/fib.hpp"
+#include "dataplane/net/kernel_if.hpp"
 #include "dataplane/net/rail_counters.hpp"
+#include "dataplane/net/udp_port.hpp"
 #include "dataplane/proto/frame.hpp"
 #include "dataplane/qos/scheduler.hpp"
 #include "dataplane/reduce/reduce.hpp"
@@ -67,6 +69,10 @@ struct rail_static {
     std::string driver;
     std::string ifname;                      // kernel interface behind the port, if any
     std::unique_ptr<xdp::attached> steering; // railgate's XDP program (af_xdp rails)
+    // A udp rail's socket (in place of the DPDK port `port`, then unused)
+    // and the address railgated put on an interface for it.
+    std::unique_ptr<local_address> udp_address;
+    std::unique_ptr<udp_port> udp;
     std::uint32_t pmd_max_mtu = 0;           // what the ethdev API accepts; beyond it the
                                              // kernel interface's MTU governs (tap, af_packet)
     // Written by the rail's lcore, read by the control plane.

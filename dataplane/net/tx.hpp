@@ -87,11 +87,29 @@ inline void count_drop(rail_state& rs, const rte_mbuf* m, drop_reason r, capture
         mirror_drop(rs, m, r, dir);
 }
 
+// A udp rail's burst goes to its socket; what the kernel would not take
+// is counted and freed here.
+[[gnu::noinline]] inline void flush_udp(rail_state& rs) noexcept {
+    rte_mbuf* failed[tx_cap];
+    drop_reason why[tx_cap];
+    const unsigned nf = rs.s.udp->tx(rs.tx, rs.ntx, rs.s.self, failed, why);
+    for (unsigned i = 0; i < nf; ++i) {
+        count_drop(rs, failed[i], why[i], capture_dir::tx);
+        rte_pktmbuf_free(failed[i]);
+    }
+    bump(rs.ctr.tx_packets, rs.ntx - nf);
+    rs.ntx = 0;
+}
+
 inline void flush(rail_state& rs) noexcept {
     if (rs.hooks) [[unlikely]] {
         if (rs.faulty) inject_faults(rs, rs.tx, rs.ntx, tx_cap, fault_side::tx);
         // What goes to the port (a frame it then refuses is also a tx_full drop).
         if (rs.hooks & rail_state::hook_cap_tx) mirror_burst(rs, rs.tx, rs.ntx, capture_dir::tx);
+    }
+    if (rs.s.udp) {
+        if (rs.ntx) flush_udp(rs);
+        return;
     }
     unsigned sent = 0;
     for (unsigned tries = 0; sent < rs.ntx && tries < tx_retries; ++tries)

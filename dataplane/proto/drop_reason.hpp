@@ -67,7 +67,9 @@ namespace railgate {
     X(fwd_too_big, "gateway: datagram larger than the out rail's MTU")       \
     X(fwd_queue_full, "gateway: the out rail's forward queue is full")        \
     X(neighbour_unresolved, "gateway: next hop unanswered or too many waiting") \
-    X(fault_injected, "dropped by the fault injector (--fault, railctl fault)")
+    X(fault_injected, "dropped by the fault injector (--fault, railctl fault)") \
+    X(udp_rail_oversize, "udp rail: datagram larger than the rail's buffers") \
+    X(udp_rail_refused, "udp rail: not a datagram from the rail, or the kernel refused it")
 
 enum class drop_reason : std::uint8_t {
 #define RAILGATE_X(name, text) name,

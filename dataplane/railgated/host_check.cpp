@@ -1,6 +1,7 @@
 #include "dataplane/railgated/host_check.hpp"
 
 #include "control/gids.hpp"
+#include "dataplane/proto/ipv4.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -23,17 +24,19 @@ bool present(const fs::path& p) {
 
 class checker {
 public:
-    checker(const config::appliance& a, const std::string& root) : a_(a), root_(root) {}
+    checker(const config::appliance& a, const std::string& root, const address_owner& owner)
+        : a_(a), root_(root), owner_(owner) {}
 
     std::vector<finding> run() {
         const bool dpdk = std::any_of(a_.rails.begin(), a_.rails.end(),
-                                      [](const config::rail& r) { return r.transport == config::transport::dpdk; });
+                                      [](const config::rail& r) { return r.transport != config::transport::verbs; });
         if (dpdk) {
             memory();
             lcores();
         }
         for (const config::rail& r : a_.rails) {
             if (r.transport == config::transport::verbs) verbs_rail(r);
+            else if (r.transport == config::transport::udp) udp_rail(r);
             else if (config::is_pci(r)) pci_rail(r);
             else vdev_rail(r);
         }
@@ -168,6 +171,18 @@ private:
         }
     }
 
+    void udp_rail(const config::rail& r) {
+        const std::string ip = net::format_ipv4(r.ip);
+        const std::string who = "rail " + r.name + " (udp " + ip + ":" + std::to_string(a_.udp_port) + "): ";
+        if (const std::string has = owner_ ? owner_(r.ip) : ""; !has.empty())
+            return fact(who + "the kernel's socket on " + ip + ", which " + has + " has");
+        if (r.interface.empty())
+            return problem(who + "no interface has " + ip + ": put it on one, or give the rail interface = \"lo\"");
+        if (!present(at("/sys/class/net/" + r.interface)))
+            return problem(who + "no interface " + r.interface + " to put " + ip + " on");
+        fact(who + "the kernel's socket on " + ip + ", which railgated puts on " + r.interface + " (/32)");
+    }
+
     void verbs_rail(const config::rail& r) {
         const std::string who = "rail " + r.name + " (" + r.device + " port " + std::to_string(r.port) + "): ";
         const fs::path dev = at("/sys/class/infiniband/" + r.device);
@@ -182,6 +197,7 @@ private:
 
     const config::appliance& a_;
     std::string root_;
+    address_owner owner_;
     std::vector<finding> out_;
 };
 
@@ -217,6 +233,8 @@ bool parse_cpu_list(const std::string& s, std::vector<unsigned>& out) {
     return !out.empty();
 }
 
-std::vector<finding> check(const config::appliance& a, const std::string& root) { return checker(a, root).run(); }
+std::vector<finding> check(const config::appliance& a, const std::string& root, const address_owner& owner) {
+    return checker(a, root, owner).run();
+}
 
 } // namespace railgate::host

@@ -1,10 +1,14 @@
 // railgated --check's look at the host: can this configuration start here?
 // Hugepages, the lcores, each rail's device (a PCI NIC and its driver,
 // vfio, a tap's /dev/net/tun, an af_xdp/af_packet interface, an RDMA
-// device and its port). It reads files only, under `root` ("" is the real
-// host; the unit tests give a made-up tree), and changes nothing.
+// device and its port, a udp rail's address). It reads files only, under
+// `root` ("" is the real host; the unit tests give a made-up tree), and
+// asks `owner` which interface has an address (udp rails; "": none), and
+// changes nothing.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,7 +21,8 @@ struct finding {
     std::string what;
 };
 
-std::vector<finding> check(const config::appliance& a, const std::string& root = "");
+using address_owner = std::function<std::string(std::uint32_t ip)>;
+std::vector<finding> check(const config::appliance& a, const std::string& root = "", const address_owner& owner = {});
 
 // "3b:00.0" -> "0000:3b:00.0"; devargs after a ',' dropped; "" when it is
 // not a PCI address.

@@ -38,6 +38,7 @@
 #include "dataplane/log/log.hpp"
 #include "dataplane/net/daemon.hpp"
 #include "dataplane/net/eal.hpp"
+#include "dataplane/net/kernel_if.hpp"
 #include "dataplane/net/topology.hpp"
 #include "dataplane/net/veth.hpp"
 #include "dataplane/railgated/control.hpp"
@@ -57,8 +58,9 @@ void usage(std::FILE* f) {
                  "usage: railgated [OPTIONS] [-- EAL-OPTIONS]\n"
                  "  --config FILE       rails, pools, policy, EAL, control socket and metrics from a TOML file\n"
                  "                      (railgated.toml(5); examples in config/ and share/railgate); without\n"
-                 "                      it and without --rail: the embedded default, two tap rails rg0/rg1\n"
-                 "                      (198.18.0.1, 198.18.1.1) on an EAL without hugepages or PCI.\n"
+                 "                      it and without --rail: the embedded default (config/embedded.toml),\n"
+                 "                      two rails at 198.18.0.1 and 198.18.1.1 for workers on this host,\n"
+                 "                      on an EAL without hugepages or PCI.\n"
                  "                      Verbs rails (transport = \"verbs\") are served through rdma-core with\n"
                  "                      rdma_cm on the rail's address and udp_port; with verbs rails only,\n"
                  "                      no EAL starts\n"
@@ -70,7 +72,8 @@ void usage(std::FILE* f) {
                  "  -V, --version       the version, the commit, and what it was built with\n"
                  "  -h, --help          this text\n"
                  "  --rail DEVARGS      instead of a file: a DPDK vdev (net_af_packet0,iface=eth1) or PCI\n"
-                 "                      address; repeatable. Then per rail:\n"
+                 "                      address, or udp[,interface=IF] (the kernel's UDP socket on --ip,\n"
+                 "                      put on IF if no interface has it); repeatable. Then per rail:\n"
                  "    --ip A.B.C.D      the rail's IPv4 address\n"
                  "    --mtu N           the rail's MTU, %u..%u (default 1500)\n"
                  "    --lcore L         serve the rail from lcore L instead of the NUMA-local choice\n"
@@ -162,8 +165,9 @@ void print_config(const config::appliance& a) {
                 a.fault.c_str());
     for (const config::rail& r : a.rails)
         std::printf("  rail %-8s %-5s %-40s ip %s mtu %u\n", r.name.c_str(), std::string(config::name(r.transport)).c_str(),
-                    r.transport == config::transport::dpdk ? r.devargs.c_str()
-                                                           : (r.device + ":" + std::to_string(r.port)).c_str(),
+                    r.transport == config::transport::dpdk  ? r.devargs.c_str()
+                    : r.transport == config::transport::udp ? (r.interface.empty() ? "kernel socket" : ("kernel socket, address on " + r.interface).c_str())
+                                                            : (r.device + ":" + std::to_string(r.port)).c_str(),
                     net::format_ipv4(r.ip).c_str(), r.mtu);
     for (const config::rail& r : a.rails) {
         if (!r.rate_bps && r.tcs.empty()) continue;
@@ -234,6 +238,13 @@ int main(int argc, char** argv) {
             r.devargs = val();
             r.name = "r" + std::to_string(app.rails.size());
             if (r.devargs.substr(0, r.devargs.find(',')).empty()) die("--rail: empty device");
+            if (r.devargs == "udp" || r.devargs.rfind("udp,", 0) == 0) { // the kernel's socket on --ip
+                r.transport = config::transport::udp;
+                r.interface = config::devarg(r.devargs, "interface");
+                if (r.devargs != "udp" && r.devargs != "udp,interface=" + r.interface)
+                    die("--rail " + r.devargs + ": a udp rail takes only interface=IFNAME");
+                r.devargs.clear();
+            }
             app.rails.push_back(r);
             cli_rails = true;
         } else if (a == "--ip") {
@@ -295,7 +306,7 @@ int main(int argc, char** argv) {
         app.source = "(command line)";
         app.eal = {}; // a real EAL: hugepages, PCI for PCI rails (EAL options after -- replace it)
         for (const config::rail& r : app.rails)
-            if (!r.ip) die("rail " + r.name + " (" + r.devargs + "): --ip missing");
+            if (!r.ip) die("rail " + r.name + " (" + (r.devargs.empty() ? "udp" : r.devargs) + "): --ip missing");
         for (config::rail& r : app.rails) r.mtu_max = r.mtu;
         if (udp_port_set) app.udp_port = udp_port;
     } else {
@@ -326,14 +337,14 @@ int main(int argc, char** argv) {
 
     // Can this host run it? --check says and exits; a start logs the
     // problems and goes on (the EAL or the device then says why it fails).
-    const std::vector<host::finding> findings = host::check(app);
+    const std::vector<host::finding> findings = host::check(app, "", net::interface_with);
     const auto problems = std::count_if(findings.begin(), findings.end(), [](const host::finding& f) { return f.problem; });
     if (check_only) {
         print_config(app);
         std::string joined;
         for (std::size_t k = 1; k < eal_args.size(); ++k) joined += (k > 1 ? " " : "") + eal_args[k];
         const bool dpdk_rails = std::any_of(app.rails.begin(), app.rails.end(),
-                                            [](const config::rail& r) { return r.transport == config::transport::dpdk; });
+                                            [](const config::rail& r) { return r.transport != config::transport::verbs; });
         std::printf("  eal: %s\n", dpdk_rails ? joined.c_str() : "(none: verbs rails only)");
         for (const host::finding& f : findings) std::printf("  host: %s: %s\n", f.problem ? "problem" : "ok", f.what.c_str());
         if (problems) {
@@ -400,17 +411,24 @@ int main(int argc, char** argv) {
     if (app.idle == config::idle_mode::yield) cfg.idle = net::idle_policy::yield;
     for (config::rail& r : app.rails) {
         std::string& d = r.devargs;
-        if (d.rfind("net_af_xdp", 0) == 0) prepare_af_xdp(d, xdp_steer);
-        // Kernel-backed rails need the kernel's packet work on the lcore's core.
-        for (const char* k : {"net_af_xdp", "net_af_packet", "net_tap"})
-            if (!idle_set && app.idle == config::idle_mode::automatic && d.rfind(k, 0) == 0)
-                cfg.idle = net::idle_policy::yield;
-        // vdevs go to the EAL as --vdev, PCI devices as -a.
-        eal_args.push_back(d.rfind("net_", 0) == 0 ? "--vdev" : "-a");
-        eal_args.push_back(d);
         net::rail_config rc;
+        if (r.transport == config::transport::udp) {
+            rc.udp = true;
+            rc.udp_interface = r.interface;
+            // The kernel's UDP work for its socket runs on the lcore's core too.
+            if (!idle_set && app.idle == config::idle_mode::automatic) cfg.idle = net::idle_policy::yield;
+        } else {
+            if (d.rfind("net_af_xdp", 0) == 0) prepare_af_xdp(d, xdp_steer);
+            // Kernel-backed rails need the kernel's packet work on the lcore's core.
+            for (const char* k : {"net_af_xdp", "net_af_packet", "net_tap"})
+                if (!idle_set && app.idle == config::idle_mode::automatic && d.rfind(k, 0) == 0)
+                    cfg.idle = net::idle_policy::yield;
+            // vdevs go to the EAL as --vdev, PCI devices as -a.
+            eal_args.push_back(d.rfind("net_", 0) == 0 ? "--vdev" : "-a");
+            eal_args.push_back(d);
+            rc.port_name = d.substr(0, d.find(','));
+        }
         rc.name = r.name;
-        rc.port_name = d.substr(0, d.find(','));
         rc.ip = r.ip;
         rc.mtu = static_cast<std::uint16_t>(r.mtu);
         rc.mtu_max = static_cast<std::uint16_t>(r.mtu_max);

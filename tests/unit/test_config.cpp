@@ -144,6 +144,30 @@ BOOST_AUTO_TEST_CASE(veth_pairs) {
                "t.toml:9:13: rail[1].veth_peer: an interface of this pair is another rail's");
 }
 
+BOOST_AUTO_TEST_CASE(udp_rails) {
+    const std::string u = "[[rail]]\nname = \"u0\"\ntransport = \"udp\"\nip = \"198.18.0.1\"\n";
+    const config::result ok = parse(u + "interface = \"lo\"\nmtu = 9000\nrate = \"10Gbit\"\n");
+    BOOST_TEST_REQUIRE(ok.ok());
+    BOOST_TEST((ok.cfg.rails[0].transport == config::transport::udp));
+    BOOST_TEST(ok.cfg.rails[0].interface == "lo");
+    BOOST_TEST(ok.cfg.rails[0].devargs.empty());
+    BOOST_TEST(config::name(config::transport::udp) == "udp");
+    BOOST_TEST(parse(u).ok()); // an interface has the address already
+    BOOST_TEST(only_error(u + "devargs = \"net_null0\"\n") ==
+               "t.toml:5:11: rail[0].devargs: applies to transport = \"dpdk\" only (a udp rail is the kernel's socket on ip)");
+    BOOST_TEST(only_error(u + "veth_peer = \"rg0\"\n") ==
+               "t.toml:5:13: rail[0].veth_peer: applies to transport = \"dpdk\" only (a udp rail is the kernel's socket on ip)");
+    BOOST_TEST(only_error(u + "host_ip = \"198.18.0.254/24\"\n") ==
+               "t.toml:5:11: rail[0].host_ip: applies to transport = \"dpdk\" only (a udp rail is the kernel's socket on ip)");
+    BOOST_TEST(only_error(u + "device = \"rxe0\"\n") == "t.toml:5:10: rail[0].device: applies to transport = \"verbs\" only");
+    BOOST_TEST(only_error(u + "interface = \"a/b\"\n") ==
+               "t.toml:5:13: rail[0].interface: 'a/b' is not an interface name (1-15 characters, no '/', ':' or spaces)");
+    BOOST_TEST(only_error("[[rail]]\nname = \"d0\"\ndevargs = \"net_null0\"\nip = \"10.0.0.1\"\ninterface = \"lo\"\n") ==
+               "t.toml:5:13: rail[0].interface: applies to transport = \"udp\" only");
+    BOOST_TEST(only_error(u + "[[route]]\nprefix = \"10.1.0.0/16\"\nrail = \"u0\"\n") ==
+               "t.toml:7:8: route[0].rail: 'u0' is a udp rail; routes leave by dpdk rails");
+}
+
 BOOST_AUTO_TEST_CASE(verbs_rails) {
     const std::string v = "[[rail]]\nname = \"v0\"\ntransport = \"verbs\"\ndevice = \"rxe0\"\nip = \"10.0.0.1\"\n";
     BOOST_TEST(parse(v + "gid_index = 1\n").ok());

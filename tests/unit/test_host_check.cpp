@@ -6,6 +6,8 @@
 #define BOOST_TEST_MODULE host_check
 #include <boost/test/unit_test.hpp>
 
+#include <map>
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -42,19 +44,21 @@ struct fake_host {
         file("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", std::to_string(nr));
         file("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", std::to_string(free));
     }
-    // The problems only, joined by " | ".
-    std::string problems(const config::appliance& a) const {
+    // Which interface has an address (udp rails): none unless set here.
+    std::map<std::uint32_t, std::string> addresses;
+    // The problems (or the facts) only, joined by " | ".
+    std::string findings(const config::appliance& a, bool problem) const {
+        const host::address_owner owner = [this](std::uint32_t ip) {
+            const auto it = addresses.find(ip);
+            return it == addresses.end() ? std::string() : it->second;
+        };
         std::string s;
-        for (const host::finding& f : host::check(a, root.string()))
-            if (f.problem) s += (s.empty() ? "" : " | ") + f.what;
+        for (const host::finding& f : host::check(a, root.string(), owner))
+            if (f.problem == problem) s += (s.empty() ? "" : " | ") + f.what;
         return s;
     }
-    std::string facts(const config::appliance& a) const {
-        std::string s;
-        for (const host::finding& f : host::check(a, root.string()))
-            if (!f.problem) s += (s.empty() ? "" : " | ") + f.what;
-        return s;
-    }
+    std::string problems(const config::appliance& a) const { return findings(a, true); }
+    std::string facts(const config::appliance& a) const { return findings(a, false); }
 };
 
 config::appliance pci_node(const std::string& lcores = "0-1") {
@@ -181,6 +185,27 @@ ip = "10.0.0.1"
     h.dir("/sys/class/net/rgp0"); // both: an earlier railgated's pair
     BOOST_TEST(h.problems(r.cfg) == "");
     BOOST_TEST(h.facts(r.cfg).find("(there now: an earlier railgated's, taken over)") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(udp_rails_addresses) {
+    fake_host h;
+    const auto udp = [](const std::string& extra) {
+        const config::result r = config::parse("[eal]\nhugepages = false\n[[rail]]\nname = \"u0\"\ntransport = \"udp\"\n"
+                                               "ip = \"198.18.0.1\"\n" + extra, "t.toml");
+        BOOST_TEST_REQUIRE(r.ok());
+        return r.cfg;
+    };
+    BOOST_TEST(h.problems(udp("")) == "rail u0 (udp 198.18.0.1:47000): no interface has 198.18.0.1: put it on one, "
+                                      "or give the rail interface = \"lo\"");
+    BOOST_TEST(h.problems(udp("interface = \"lo\"\n")) == "rail u0 (udp 198.18.0.1:47000): no interface lo to put 198.18.0.1 on");
+    h.dir("/sys/class/net/lo");
+    BOOST_TEST(h.problems(udp("interface = \"lo\"\n")) == "");
+    BOOST_TEST(h.facts(udp("interface = \"lo\"\n")).find("the kernel's socket on 198.18.0.1, which railgated puts on lo (/32)") !=
+               std::string::npos);
+    h.addresses[0xC6120001] = "eth3";
+    BOOST_TEST(h.problems(udp("")) == "");
+    BOOST_TEST(h.facts(udp("")).find("rail u0 (udp 198.18.0.1:47000): the kernel's socket on 198.18.0.1, which eth3 has") !=
+               std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(log_lines) {

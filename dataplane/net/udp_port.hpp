@@ -1,0 +1,76 @@
+// A udp rail's port (transport = "udp"): the kernel's UDP socket on the
+// rail's address stands where a DPDK port would. Workers on the same host
+// (or reaching it through the host's own stack) then cost the kernel one
+// copy each way and no per-frame trip through a veth and af_packet: their
+// UDP GSO messages travel whole to this socket, and results leave as UDP GSO
+// messages too.
+//
+// To the rail loop it is a port like any other: rx() hands over each
+// datagram in an mbuf framed as Ethernet/IPv4/UDP to the rail (the kernel
+// verified the checksum, and the mbuf flags say so), tx() takes the frames
+// the handlers built and sends their UDP payloads to the frames'
+// destinations, a run of equal-sized datagrams to one destination as one
+// UDP_SEGMENT message, and zero-copy from a chained result (each segment is
+// one iovec).
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "dataplane/proto/drop_reason.hpp"
+#include "dataplane/proto/frame.hpp"
+
+struct rte_mbuf;
+struct rte_mempool;
+
+namespace railgate::net {
+
+class udp_port {
+public:
+    static constexpr unsigned max_burst = 64;
+
+    // Binds ip:port (host order). Throws std::runtime_error with the
+    // kernel's reason (an address no interface has, a port in use).
+    udp_port(std::uint32_t ip, std::uint16_t port, unsigned buffer_bytes, unsigned max_frames);
+    ~udp_port();
+    udp_port(const udp_port&) = delete;
+    udp_port& operator=(const udp_port&) = delete;
+
+    // Up to n (<= max_burst) datagrams, each in an mbuf of `pool` framed to
+    // `self`. Datagrams larger than an mbuf's room are dropped and counted
+    // in `oversize`. With the pool empty nothing is received (the socket
+    // buffer holds them).
+    unsigned rx(rte_mempool* pool, const frame::endpoint& self, rte_mbuf** out, unsigned n,
+                 unsigned& oversize) noexcept;
+
+    // Sends the UDP payloads of frames from `self` (untagged IPv4/UDP) to
+    // their destinations and frees what went. What did not go is returned
+    // in failed[] with its reason (not freed): tx_full when the socket
+    // buffer stays full, udp_rail_refused for a frame that is not a UDP
+    // datagram from the rail or that the kernel refuses (too big for the
+    // route).
+    unsigned tx(rte_mbuf** v, unsigned n, const frame::endpoint& self, rte_mbuf** failed,
+                drop_reason* why) noexcept;
+
+    // Datagrams sent, and the messages (UDP_SEGMENT runs) that carried them.
+    std::uint64_t sent_datagrams() const noexcept { return sent_; }
+    std::uint64_t sent_messages() const noexcept { return messages_; }
+
+private:
+    int fd_ = -1;
+    rte_mbuf* spare_[max_burst] = {}; // allocated ahead, kept between receives
+    unsigned nspare_ = 0;
+    std::uint64_t sent_ = 0, messages_ = 0;
+    // tx's scratch, sized for max_frames frames of up to 4 segments.
+    struct out_msg;
+    std::unique_ptr<out_msg[]> msgs_;
+    std::unique_ptr<mmsghdr[]> hdrs_;
+    std::unique_ptr<iovec[]> iov_;
+    std::unique_ptr<unsigned[]> order_;
+    unsigned max_frames_ = 0;
+};
+
+} // namespace railgate::net

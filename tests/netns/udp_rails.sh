@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# udp rails (transport = "udp"): railgated serves each rail through the
+# kernel's UDP socket on the rail's address, for kernel-UDP workers.
+#  1. One namespace, as the embedded default runs: `--rail udp,interface=lo`
+#     puts 198.18.0.1 and .1.1 on lo; 3 workers, fp32 with the delay-based
+#     window (ECN-capable: the TOS goes through the sockets) and bf16 with
+#     odd counts, bit-exact; railctl shows the rails; a datagram railgate
+#     cannot parse and one too big for the rail's buffers are counted
+#     drops, and the next job is still bit-exact; `railctl rail set R mtu
+#     1500` gives the next job smaller chunks, bit-exact; at exit the
+#     addresses are gone and no buffer leaked.
+#  2. An address no interface has, without interface=: refused by name.
+#  3. Two namespaces: the rails' addresses on railgated's veth ends (the
+#     kernel's), 2 workers in the other namespace at MTU 9000, bit-exact,
+#     results sent as UDP GSO runs and received coalesced (UDP GRO).
+#   udp_rails.sh RAILGATED RAILBENCH RAILCTL
+set -u
+railgated=$1 railbench=$2 railctl=$3
+. "$(dirname "$0")/lib.sh"
+require_netns
+
+d=rgud$$ w=rguw$$ log=$(mktemp -d)
+gated_pid=
+trap 'cleanup_netns "$d $w" "$log"' EXIT
+ctl() { "$railctl" --socket "$log/gated.sock" "$@"; }
+drops() { # RAIL REASON
+  ctl --json stats --rail "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["rails"][0]["drops"].get(sys.argv[1], 0))' "$2"
+}
+coalesced() { sed -n 's/^# udp receive: \([0-9]*\) datagrams arrived coalesced.*/\1/p' "$@" | awk '{s += $1} END {print s + 0}'; }
+
+job=1
+run_job() { # NS WORKERS DTYPE COUNTS [ARGS...]
+  local ns=$1 n=$2 dt=$3 counts=$4 pids=() rank
+  shift 4
+  for rank in $(seq 0 $((n - 1))); do
+    timeout 120 ip netns exec "$ns" "$railbench" --transport udp --server 198.18.0.1 --rank "$rank" --workers "$n" \
+      --dtype "$dt" --count "$counts" -n 2 -w 0 --job "$job" "$@" > "$log/w-$job-$rank.log" 2>&1 &
+    pids+=($!)
+  done
+  for rank in $(seq 0 $((n - 1))); do
+    wait "${pids[$rank]}" || fail "job $job ($dt, $*): rank $rank"
+  done
+  grep -q "Out of bounds values : 0 OK" "$log/w-$job-0.log" || fail "job $job ($dt): wrong values"
+  echo "ok: job $job: $n workers, $dt $counts $*, bit-exact"
+  job=$((job + 1))
+}
+
+# 1. One namespace, the addresses on lo.
+ip netns add "$d" || fail "netns"
+ip -n "$d" link set lo up
+ip netns exec "$d" "$railgated" --socket "$log/gated.sock" \
+  --rail udp,interface=lo --ip 198.18.0.1 --mtu 9000 --rail udp,interface=lo --ip 198.18.1.1 --mtu 9000 \
+  -- $test_eal_flags > "$log/gated-1.log" 2>&1 &
+gated_pid=$!
+wait_ready "$log/gated-1.log"
+for r in 0 1; do
+  ip -n "$d" -4 addr show dev lo | grep -q "198.18.$r.1/32" || fail "198.18.$r.1 is not on lo"
+done
+ctl status > "$log/status.log" || fail "railctl status"
+[ "$(grep -cE "^ *r[01] .* udp " "$log/status.log")" = 2 ] || fail "railctl status does not show two udp rails"
+run_job "$d" 3 fp32 1000003,4097,1 --cc delay
+run_job "$d" 3 bf16 1000003,4097,1
+# What railgated cannot use: counted, never delivered to a job.
+before=$(drops r0 rg_truncated)
+ip netns exec "$d" bash -c 'printf "hello" > /dev/udp/198.18.0.1/47000' || fail "sending a short datagram"
+ip netns exec "$d" bash -c 'head -c 12000 /dev/zero | dd bs=12000 count=1 iflag=fullblock status=none > /dev/udp/198.18.0.1/47000' || fail "sending a big datagram"
+for _ in $(seq 50); do [ "$(drops r0 udp_rail_oversize)" = 1 ] && break; sleep 0.1; done
+[ "$(drops r0 udp_rail_oversize)" = 1 ] || fail "a 12000-byte datagram was not counted udp_rail_oversize"
+[ "$(drops r0 rg_truncated)" = $((before + 1)) ] || fail "a 5-byte datagram was not counted rg_truncated"
+echo "ok: a 5-byte and a 12000-byte datagram counted (rg_truncated, udp_rail_oversize)"
+run_job "$d" 2 fp32 65536
+for r in r0 r1; do ctl rail set "$r" mtu 1500 > /dev/null || fail "rail set $r mtu 1500"; done
+run_job "$d" 2 fp16 1000003
+chunk=$(grep -o "chunk [0-9]* B" "$log/w-$((job - 1))-0.log" | head -1 | awk '{print $2}')
+[ -n "$chunk" ] && [ "$chunk" -lt 8192 ] || fail "after MTU 1500 the job's chunk is ${chunk:-?} bytes"
+echo "ok: after rail set mtu 1500 the next job's chunk is $chunk bytes"
+stop_gated
+grep -q "still in use" "$log/gated-1.log" && fail "buffers leaked ($(grep "still in use" "$log/gated-1.log"))"
+ip -n "$d" -4 addr show dev lo | grep -q "198.18" && fail "railgated left its addresses on lo"
+echo "ok: addresses removed from lo at exit, no buffer leaked"
+
+# 2. An address no interface has.
+ip netns exec "$d" "$railgated" --socket off --rail udp --ip 198.18.5.1 -- $test_eal_flags > "$log/gated-2.log" 2>&1 &&
+  fail "railgated started on an address no interface has"
+grep -q "198.18.5.1:47000.*no interface has the address" "$log/gated-2.log" || fail "the refusal does not name the address"
+echo "ok: $(grep -o "bind 198.18.5.1.*" "$log/gated-2.log" | head -1)"
+ip netns del "$d"
+
+# 3. Two namespaces over veths, the addresses the kernel's on railgated's side.
+two_rail_netns "$d" "$w"
+for r in 0 1; do
+  ip -n "$d" addr add "198.18.$r.1/24" dev "rgd$r"
+  ip -n "$d" link set "rgd$r" mtu 9000
+  ip -n "$w" link set "rgw$r" mtu 9000
+done
+ip netns exec "$d" "$railgated" --socket "$log/gated.sock" \
+  --rail udp --ip 198.18.0.1 --mtu 9000 --rail udp --ip 198.18.1.1 --mtu 9000 \
+  -- $test_eal_flags > "$log/gated-3.log" 2>&1 &
+gated_pid=$!
+wait_ready "$log/gated-3.log"
+run_job "$w" 2 fp32 16777216,1000003
+[ "$(coalesced "$log/w-$((job - 1))-0.log")" -gt 0 ] || fail "the worker received no result coalesced"
+stop_gated
+echo "ok: across veths, $(coalesced "$log/w-$((job - 1))-0.log") results received coalesced (UDP GRO) by rank 0"
+echo "PASS"

@@ -1,0 +1,251 @@
+// A udp rail's port (net::udp_port) on loopback: datagrams in as frames the
+// rail loop can classify, frames out as datagrams (UDP GSO runs, chained
+// results, TOS), and what it refuses. One EAL per binary.
+#define BOOST_TEST_MODULE udp_port
+#include <boost/test/unit_test.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+#include <stdexcept>
+#include <vector>
+
+#include <rte_mbuf.h>
+
+#include "dataplane/net/eal.hpp"
+#include "dataplane/net/udp_port.hpp"
+#include "dataplane/proto/frame.hpp"
+
+using namespace railgate;
+
+namespace {
+
+constexpr std::uint32_t loopback = 0x7f000001;
+
+struct eal_fixture {
+    eal_fixture() : eal(net::embedded_eal_args("test_udp_port")) {}
+    net::eal eal;
+};
+BOOST_TEST_GLOBAL_FIXTURE(eal_fixture);
+
+// A plain UDP socket on 127.0.0.1 (an ephemeral port), as a worker has.
+struct peer {
+    int fd = -1;
+    std::uint16_t port = 0;
+    peer() {
+        fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(loopback);
+        socklen_t len = sizeof a;
+        const int one = 1;
+        BOOST_REQUIRE(::setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one) == 0);
+        BOOST_REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+        BOOST_REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+        port = ntohs(a.sin_port);
+    }
+    ~peer() { ::close(fd); }
+    void send_to(std::uint16_t to, const std::vector<std::uint8_t>& d, int tos = 0) const {
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(to);
+        a.sin_addr.s_addr = htonl(loopback);
+        BOOST_REQUIRE(::setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos) == 0);
+        BOOST_REQUIRE(::sendto(fd, d.data(), d.size(), 0, reinterpret_cast<sockaddr*>(&a), sizeof a) ==
+                      static_cast<ssize_t>(d.size()));
+    }
+    // The next datagram (within a second) and its TOS; empty when none came.
+    std::vector<std::uint8_t> recv(int* tos = nullptr) const {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 1000) != 1) return {};
+        std::vector<std::uint8_t> d(65536);
+        iovec iov{d.data(), d.size()};
+        alignas(cmsghdr) char ctl[64];
+        msghdr m{nullptr, 0, &iov, 1, ctl, sizeof ctl, 0};
+        const ssize_t n = ::recvmsg(fd, &m, 0);
+        BOOST_REQUIRE(n >= 0);
+        for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+            if (tos && c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) *tos = *CMSG_DATA(c);
+        d.resize(static_cast<std::size_t>(n));
+        return d;
+    }
+};
+
+std::vector<std::uint8_t> bytes(std::size_t n, std::uint8_t seed) {
+    std::vector<std::uint8_t> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(seed + i * 7);
+    return v;
+}
+
+struct port_fixture {
+    rte_mempool* pool = nullptr;
+    rte_mempool* small = nullptr; // 2 KiB of room: a jumbo datagram does not fit
+    frame::endpoint self;
+    std::unique_ptr<net::udp_port> port;
+    port_fixture() {
+        static int n = 0;
+        pool = net::make_pktmbuf_pool("udp_pool" + std::to_string(n), 1024, RTE_PKTMBUF_HEADROOM + 10240, SOCKET_ID_ANY);
+        small = net::make_pktmbuf_pool("udp_small" + std::to_string(n++), 256, RTE_PKTMBUF_HEADROOM + 2048, SOCKET_ID_ANY);
+        self.ip = loopback;
+        self.udp_port = peer().port; // a port the kernel just gave out, free again
+        port = std::make_unique<net::udp_port>(self.ip, self.udp_port, 1 << 20, 512);
+    }
+    ~port_fixture() {
+        port.reset();
+        rte_mempool_free(pool);
+        rte_mempool_free(small);
+    }
+    // Receives until `want` frames came (or a second passed).
+    std::vector<rte_mbuf*> rx(unsigned want, rte_mempool* from, unsigned& oversize) {
+        std::vector<rte_mbuf*> got;
+        for (int spin = 0; spin < 100000 && got.size() < want; ++spin) {
+            rte_mbuf* m[32];
+            const unsigned n = port->rx(from, self, m, 32, oversize);
+            got.insert(got.end(), m, m + n);
+            if (!n) ::usleep(10);
+        }
+        return got;
+    }
+    // A frame from the rail to `to` carrying `payload`: in one mbuf, or as
+    // a header mbuf chained to one holding the payload (a result).
+    rte_mbuf* frame_to(const frame::endpoint& to, const std::vector<std::uint8_t>& payload, bool chained = false) {
+        rte_mbuf* m = rte_pktmbuf_alloc(pool);
+        BOOST_REQUIRE(m);
+        auto* p = reinterpret_cast<std::uint8_t*>(rte_pktmbuf_append(m, frame::udp_frame_overhead));
+        frame::write_udp_headers(p, self, to, payload.size());
+        rte_mbuf* body = m;
+        if (chained) {
+            body = rte_pktmbuf_alloc(pool);
+            BOOST_REQUIRE(body);
+        }
+        if (!payload.empty())
+            std::memcpy(rte_pktmbuf_append(body, static_cast<std::uint16_t>(payload.size())), payload.data(),
+                        payload.size());
+        if (chained) BOOST_REQUIRE(rte_pktmbuf_chain(m, body) == 0);
+        return m;
+    }
+};
+
+frame::endpoint at(std::uint16_t port, std::uint8_t tos = 0) {
+    frame::endpoint e;
+    e.ip = loopback;
+    e.udp_port = port;
+    e.tos = tos;
+    return e;
+}
+
+} // namespace
+
+BOOST_FIXTURE_TEST_CASE(received_datagrams_are_frames_the_rail_classifies, port_fixture) {
+    peer w;
+    const std::vector<std::vector<std::uint8_t>> sent = {bytes(10, 1), bytes(1000, 2), bytes(8972, 3)};
+    for (std::size_t i = 0; i < sent.size(); ++i) w.send_to(self.udp_port, sent[i], i == 1 ? 0x02 : 0);
+    unsigned oversize = 0;
+    const std::vector<rte_mbuf*> got = rx(3, pool, oversize);
+    BOOST_REQUIRE_EQUAL(got.size(), 3u);
+    BOOST_TEST(oversize == 0u);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        const rte_mbuf* m = got[i];
+        const auto* p = rte_pktmbuf_mtod(m, const std::uint8_t*);
+        BOOST_TEST(m->data_len == frame::udp_frame_overhead + sent[i].size());
+        BOOST_TEST(m->pkt_len == m->data_len);
+        BOOST_TEST((m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD);
+        // What the rail loop makes of it: a UDP datagram to the rail from
+        // the worker's address and port, its TOS kept, the payload intact.
+        const frame::info fi = frame::classify(p, m->data_len, self);
+        BOOST_TEST((fi.k == frame::kind::udp));
+        BOOST_TEST(fi.src.ip == loopback);
+        BOOST_TEST(fi.src.udp_port == w.port);
+        BOOST_TEST(fi.src.tos == (i == 1 ? 0x02 : 0));
+        BOOST_TEST(fi.l4_len == sent[i].size());
+        BOOST_TEST(std::memcmp(p + fi.msg_offset, sent[i].data(), sent[i].size()) == 0);
+        rte_pktmbuf_free(const_cast<rte_mbuf*>(m));
+    }
+}
+
+BOOST_FIXTURE_TEST_CASE(a_datagram_too_big_for_the_buffers_is_counted_not_delivered, port_fixture) {
+    peer w;
+    w.send_to(self.udp_port, bytes(4000, 4)); // more than 2 KiB of room
+    w.send_to(self.udp_port, bytes(100, 5));
+    unsigned oversize = 0;
+    const std::vector<rte_mbuf*> got = rx(1, small, oversize);
+    BOOST_REQUIRE_EQUAL(got.size(), 1u);
+    BOOST_TEST(oversize == 1u);
+    BOOST_TEST(got[0]->data_len == frame::udp_frame_overhead + 100);
+    rte_pktmbuf_free(got[0]);
+}
+
+BOOST_FIXTURE_TEST_CASE(frames_go_as_datagrams_in_order_per_destination_gso_runs_and_chains, port_fixture) {
+    peer a, b;
+    // Interleaved as results to two ranks are: a's 20 of 1000 bytes and a
+    // shorter last, b's 10 of 1400, one of a's chained (a zero-copy result).
+    std::vector<rte_mbuf*> v;
+    std::vector<std::vector<std::uint8_t>> to_a, to_b;
+    for (unsigned i = 0; i < 21; ++i) {
+        to_a.push_back(bytes(i == 20 ? 500 : 1000, static_cast<std::uint8_t>(i)));
+        v.push_back(frame_to(at(a.port), to_a.back(), i == 7));
+        if (i < 10) {
+            to_b.push_back(bytes(1400, static_cast<std::uint8_t>(100 + i)));
+            v.push_back(frame_to(at(b.port), to_b.back()));
+        }
+    }
+    rte_mbuf* failed[64];
+    drop_reason why[64];
+    BOOST_TEST(port->tx(v.data(), static_cast<unsigned>(v.size()), self, failed, why) == 0u);
+    BOOST_TEST(port->sent_datagrams() == 31u);
+    BOOST_TEST(port->sent_messages() < 31u); // runs went as UDP_SEGMENT messages
+    for (const auto& want : to_a) BOOST_TEST((a.recv() == want));
+    for (const auto& want : to_b) BOOST_TEST((b.recv() == want));
+    BOOST_TEST(a.recv().empty());
+    BOOST_TEST(b.recv().empty());
+}
+
+BOOST_FIXTURE_TEST_CASE(the_frames_tos_goes_with_the_datagram, port_fixture) {
+    peer a;
+    std::vector<rte_mbuf*> v = {frame_to(at(a.port, 0x03), bytes(64, 9)), frame_to(at(a.port, 0xb8), bytes(64, 9))};
+    rte_mbuf* failed[2];
+    drop_reason why[2];
+    BOOST_TEST(port->tx(v.data(), 2, self, failed, why) == 0u);
+    int tos = -1;
+    BOOST_TEST(!a.recv(&tos).empty());
+    BOOST_TEST(tos == 0x03); // a CE mark the shaper made
+    BOOST_TEST(!a.recv(&tos).empty());
+    BOOST_TEST(tos == 0xb8);
+}
+
+BOOST_FIXTURE_TEST_CASE(what_is_not_a_datagram_from_the_rail_is_refused, port_fixture) {
+    peer a;
+    rte_mbuf* arp = rte_pktmbuf_alloc(pool);
+    frame::write_arp_request(reinterpret_cast<std::uint8_t*>(rte_pktmbuf_append(arp, frame::arp_frame_bytes)), self,
+                             loopback);
+    rte_mbuf* other = frame_to(at(a.port), bytes(64, 1));
+    rte_pktmbuf_mtod(other, std::uint8_t*)[frame::eth_bytes + 15] ^= 1; // another source address
+    rte_mbuf* good = frame_to(at(a.port), bytes(64, 2));
+    std::vector<rte_mbuf*> v = {arp, other, good};
+    rte_mbuf* failed[3];
+    drop_reason why[3];
+    const unsigned nf = port->tx(v.data(), 3, self, failed, why);
+    BOOST_REQUIRE_EQUAL(nf, 2u);
+    BOOST_TEST((failed[0] == arp && failed[1] == other));
+    BOOST_TEST((why[0] == drop_reason::udp_rail_refused && why[1] == drop_reason::udp_rail_refused));
+    for (unsigned i = 0; i < nf; ++i) rte_pktmbuf_free(failed[i]);
+    BOOST_TEST((a.recv() == bytes(64, 2)));
+    BOOST_TEST(a.recv().empty());
+}
+
+BOOST_AUTO_TEST_CASE(an_address_no_interface_has_is_refused_by_name) {
+    try {
+        net::udp_port p(0xC6336407, 47000, 1 << 20, 64); // 198.51.100.7
+        BOOST_FAIL("bound an address no interface has");
+    } catch (const std::runtime_error& e) {
+        BOOST_TEST_MESSAGE(e.what());
+        BOOST_TEST(std::string(e.what()).find("198.51.100.7:47000") != std::string::npos);
+        BOOST_TEST(std::string(e.what()).find("no interface has the address") != std::string::npos);
+    }
+}
