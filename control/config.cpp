@@ -320,7 +320,8 @@ void read_daemon(reader& r, appliance& a, std::vector<error>&) {
         if (std::string e = check_metrics(a.metrics, a.metrics_public); !e.empty()) r.fail(r.get("metrics"), "metrics", e);
     r.integer("stats_interval", 0, 86400, a.stats_interval);
     r.integer("neighbour_reachable", 1, 86400, a.neighbour_reachable);
-    r.choice<idle_mode>("idle", {{"auto", idle_mode::automatic}, {"spin", idle_mode::spin}, {"yield", idle_mode::yield}},
+    r.choice<idle_mode>("idle", {{"auto", idle_mode::automatic}, {"spin", idle_mode::spin}, {"yield", idle_mode::yield},
+                                     {"sleep", idle_mode::sleep}},
                         a.idle);
     if (const toml::node* n = r.get("eal_args"))
         r.fail(n, "eal_args", "moved to the [eal] table (its keys, and args = [...] for other EAL flags)");

@@ -37,7 +37,7 @@ enum class transport : std::uint8_t { dpdk, verbs, udp };
 enum class policy_mode : std::uint8_t { rail, lag };
 enum class lag_hash : std::uint8_t { l2, l3l4 };
 enum class gid_type : std::uint8_t { ib, roce_v1, roce_v2 };
-enum class idle_mode : std::uint8_t { automatic, spin, yield };
+enum class idle_mode : std::uint8_t { automatic, spin, yield, sleep };
 
 std::string_view name(transport) noexcept;
 std::string_view name(policy_mode) noexcept;

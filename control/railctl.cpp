@@ -648,7 +648,7 @@ int cmd_gid(const std::vector<std::string>& a) {
                                    {"netdev", g.netdev}});
     for (const json& r : rails)
         if (filter.empty() || r["name"] == filter || r["ifname"] == filter || host_side(r) == filter)
-            out["dpdk_rails"].push_back({{"rail", r["name"]}, {"device", r["device"]}, {"mac", r["mac"]},
+            out["dpdk_rails"].push_back({{"rail", r["name"]}, {"device", r["device"]}, {"driver", r.value("driver", "")}, {"mac", r["mac"]},
                                          {"ipv4", r["ip"]}, {"netdev", host_side(r)}});
     if (!filter.empty() && out["gids"].empty() && out["dpdk_rails"].empty())
         throw daemon_error{"no RDMA device, netdev or rail named '" + filter + "'"};
@@ -666,7 +666,8 @@ int cmd_gid(const std::vector<std::string>& a) {
                     g["netdev"].get<std::string>().c_str());
     for (const json& r : out["dpdk_rails"])
         std::printf("%-10s %-4s %-5s %-39s %-15s %-3s %s\n", r["rail"].get<std::string>().c_str(), "-", "-",
-                    ("(DPDK, no GID) mac " + r["mac"].get<std::string>()).c_str(), r["ipv4"].get<std::string>().c_str(),
+                    ((r.value("driver", "") == "udp" ? "(udp, no GID) mac " : "(DPDK, no GID) mac ") + r["mac"].get<std::string>()).c_str(),
+                    r["ipv4"].get<std::string>().c_str(),
                     "-", r["netdev"].get<std::string>().c_str());
     std::printf("n_gids_found=%zu", out["gids"].size());
     if (!daemon_note.empty()) std::printf(" (railgated not reached: %s)", daemon_note.c_str());
@@ -683,7 +684,9 @@ int cmd_nccl_env(const std::vector<std::string>& a) {
         if (r["transport"] == "verbs") hca.push_back(r["device"].get<std::string>() + ":" + std::to_string(r.value("port", 1)));
         if (r.contains("gid_index")) gid_idx.insert(r["gid_index"].get<unsigned>());
         tcs.insert(r["traffic_class"].get<unsigned>());
-        if (const std::string i = host_side(r); !i.empty()) ifnames.push_back(i);
+        // Two udp rails on lo are one interface to NCCL.
+        if (const std::string i = host_side(r); !i.empty() && std::find(ifnames.begin(), ifnames.end(), i) == ifnames.end())
+            ifnames.push_back(i);
     }
     auto join = [](const std::vector<std::string>& v) {
         std::string o;

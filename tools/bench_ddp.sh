@@ -5,8 +5,9 @@
 # the gloo process group), railgate's fp32 hook and its bf16 hook, ROUNDS
 # times; prints the median step time and communication time per step (the
 # slowest rank's median) and the ratios to gloo. railgated runs on two
-# af_packet rails in a namespace at MTU (default 9000), as the README starts
-# it; the trainers in another, over kernel UDP.
+# udp rails in a namespace at MTU (default 9000), as its embedded default
+# has them (KERNEL_PORT=af_packet: DPDK af_packet rails instead); the
+# trainers in another, over kernel UDP.
 #   tools/bench_ddp.sh [BUILD_DIR] [ROUNDS] [STEPS] [MTU]
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,7 +20,11 @@ d=rgbd$$ w=rgbw$$
 gated_pid=
 trap 'cleanup_netns "$d $w" "$log"' EXIT
 two_rail_netns "$d" "$w"
-start_two_rail_gated "$build/dataplane/railgated" "$d" "$w" "$log/railgated.log" "$mtu"
+case ${KERNEL_PORT:-udp} in
+  udp) start_two_rail_udp_gated "$build/dataplane/railgated" "$d" "$w" "$log/railgated.log" "$mtu" ;;
+  af_packet) start_two_rail_gated "$build/dataplane/railgated" "$d" "$w" "$log/railgated.log" "$mtu" ;;
+  *) echo "bench_ddp: KERNEL_PORT is udp or af_packet" >&2; exit 2 ;;
+esac
 
 run() { # NAME ROUND ARGS...
   local name=$1 round=$2
@@ -35,16 +40,16 @@ for round in $(seq "$rounds"); do
   run rg_bf16 "$round" --backend railgate --hook bf16
 done
 stop_gated
-"$python" - "$log" "$rounds" "$steps" "$mtu" <<'PY'
+"$python" - "$log" "$rounds" "$steps" "$mtu" "${KERNEL_PORT:-udp}" <<'PY'
 import json, statistics, sys
-log, rounds, steps, mtu = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+log, rounds, steps, mtu, kind = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 rows = {}
 for name in ("gloo", "rg_fp32", "rg_bf16"):
     rs = [json.loads(l) for l in open(f"{log}/{name}.jsonl")]
     rows[name] = (statistics.median(r["step_ms"] for r in rs), statistics.median(r["comm_ms"] for r in rs), rs[0]["params"])
 g_step, g_comm, params = rows["gloo"]
 print(f"# ddp_train --model large ({params} parameters), 2 ranks, {steps} steps, {rounds} rounds alternated, "
-      f"railgated on 2 af_packet rails at MTU {mtu}; medians of the slowest rank's per-step medians")
+      f"railgated on 2 {kind} rails at MTU {mtu}; medians of the slowest rank's per-step medians")
 print(f"{'backend':<16}{'step ms':>10}{'comm ms':>10}{'step x gloo':>13}{'comm x gloo':>13}")
 for name, label in (("gloo", "gloo fp32"), ("rg_fp32", "railgate fp32"), ("rg_bf16", "railgate bf16")):
     s, c, _ = rows[name]

@@ -31,10 +31,11 @@ ab_namespaces k
 t=rgkt$$
 ip netns add "$t" && ip -n "$t" link set lo up || exit 1
 ab_two_rails rgk rgl "$mtu"
-# The embedded default's configuration as it was until 2026-11-25: tap rails.
+# The embedded default's configuration until 2026-11-24: tap rails (made
+# from local-af_packet.toml, the one after it).
 sed -e 's/^devargs = "net_af_packet\([01]\),.*/devargs = "net_tap\1,iface=rgt\1"/' -e '/^veth_peer = /d' \
-  "$src/config/embedded.toml" > "$log/tap.toml"
-grep -q '^devargs = "net_tap1,iface=rgt1"' "$log/tap.toml" || { echo "bench_ports.sh: config/embedded.toml changed shape" >&2; exit 1; }
+  "$src/config/local-af_packet.toml" > "$log/tap.toml"
+grep -q '^devargs = "net_tap1,iface=rgt1"' "$log/tap.toml" || { echo "bench_ports.sh: config/local-af_packet.toml changed shape" >&2; exit 1; }
 
 run() { # KIND JOB -> prints busbw GB/s
   local ns=$w bw

@@ -7,8 +7,10 @@
 #   - railbench --embedded (railgated and the workers in one process over
 #     in-process rings), MTU 1500 and 9000;
 #   - railbench --transport udp workers (kernel UDP, one process per rank)
-#     through railgated on two af_packet rails at MTU 9000 in a namespace,
-#     as the README starts it (needs root: skipped otherwise);
+#     in a namespace, through railgated in another on two rails at MTU
+#     9000 over veths: udp rails, as its embedded default has
+#     (KERNEL_PORT=af_packet: DPDK af_packet rails instead); needs root,
+#     skipped otherwise;
 #   - tools/gloo_allreduce.py (gloo over loopback, one process per rank);
 #   - tools/mpi_allreduce.c, MPI_Allreduce under mpirun over TCP on
 #     loopback and over shared memory (vader), when OpenMPI is installed
@@ -42,7 +44,11 @@ if [ "$(id -u)" = 0 ] && [ -x "$railgated" ]; then
   d=rgcd$$ wn=rgcw$$ gated_pid=
   trap 'cleanup_netns "$d $wn" "$out"' EXIT
   two_rail_netns "$d" "$wn"
-  start_two_rail_gated "$railgated" "$d" "$wn" "$out/railgated.log" 9000
+  case ${KERNEL_PORT:-udp} in
+    udp) start_two_rail_udp_gated "$railgated" "$d" "$wn" "$out/railgated.log" 9000 ;;
+    af_packet) start_two_rail_gated "$railgated" "$d" "$wn" "$out/railgated.log" 9000 ;;
+    *) echo "compare_peers: KERNEL_PORT is udp or af_packet" >&2; exit 2 ;;
+  esac
   udp=1
 else
   trap 'rm -rf "$out"' EXIT

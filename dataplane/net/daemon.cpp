@@ -4,6 +4,9 @@
 // handed to the lcores as a command they pick up between bursts.
 #include "dataplane/net/daemon.hpp"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <cinttypes>
 #include <cstring>
 #include <set>
@@ -173,6 +176,7 @@ void daemon::stop() {
     p_->monitor_cv.notify_all();
     if (p_->monitor.joinable()) p_->monitor.join();
     p_->stop.store(true);
+    for (auto& c : p_->ctxs) c.wake();
     for (auto& c : p_->ctxs) rte_eal_wait_lcore(c.lcore);
     p_->launched = false;
 }
@@ -294,11 +298,24 @@ void daemon::print_stats(std::FILE* out) const {
     }
 }
 
+daemon::impl::lcore_ctx::lcore_ctx(impl* s, unsigned l)
+    : self(s), lcore(l), wake_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+daemon::impl::lcore_ctx::~lcore_ctx() {
+    if (wake_fd >= 0) ::close(wake_fd);
+}
+void daemon::impl::lcore_ctx::wake() const noexcept {
+    const std::uint64_t one = 1;
+    if (wake_fd >= 0 && ::write(wake_fd, &one, sizeof one) < 0) {
+        // Full (2^64 - 2 wakes pending) or closed: the loop wakes anyway.
+    }
+}
+
 std::string daemon::impl::on_lcores(lcore_command& c, int rail) {
     if (!launched) return "the rail loops are not running";
     for (lcore_ctx& x : ctxs) {
         if (rail >= 0 && x.lcore != rails[static_cast<std::size_t>(rail)]->lcore) continue;
         x.cmd.store(&c, std::memory_order_release);
+        x.wake();
         // The loops look at their mailbox every pass (microseconds).
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
         while (x.cmd.load(std::memory_order_acquire)) {

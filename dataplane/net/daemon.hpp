@@ -92,8 +92,11 @@ struct rail_status {
 // What a rail lcore does when a pass over its rails found nothing. Spinning
 // is right on isolated cores. Yielding lets the kernel's own work on that
 // core run (ksoftirqd: the packet path of af_xdp/af_packet rails), which
-// otherwise waits for the scheduler tick while the lcore spins.
-enum class idle_policy : std::uint8_t { spin, yield };
+// otherwise waits for the scheduler tick while the lcore spins. Sleeping
+// (an lcore whose rails are all udp rails) yields, and after a quiet
+// millisecond waits on the rails' sockets: the core is free for the
+// workers between their bursts (a training step's compute).
+enum class idle_policy : std::uint8_t { spin, yield, sleep };
 
 // Gateway forwarding: IPv4 datagrams sent to a rail's MAC for another
 // address leave by the rail of the longest matching prefix, through its

@@ -109,7 +109,13 @@ struct daemon::impl {
         impl* self;
         unsigned lcore;
         std::atomic<detail::lcore_command*> cmd{nullptr}; // control plane -> lcore, one at a time
-        lcore_ctx(impl* s, unsigned l) : self(s), lcore(l) {}
+        // Wakes a loop that sleeps on its udp rails' sockets (an eventfd).
+        int wake_fd = -1;
+        lcore_ctx(impl* s, unsigned l);
+        ~lcore_ctx();
+        lcore_ctx(const lcore_ctx&) = delete;
+        lcore_ctx& operator=(const lcore_ctx&) = delete;
+        void wake() const noexcept;
     };
     std::deque<lcore_ctx> ctxs;
     wire::rail_policy policy = wire::rail_policy::rail;

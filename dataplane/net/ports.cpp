@@ -251,6 +251,7 @@ void daemon::impl::make_pools(std::size_t i, rail_static& rs) {
 std::unique_ptr<rail_static> daemon::impl::open_udp_rail(std::size_t i, std::unique_ptr<rail_static> rs) {
     const std::string where = "rail " + rs->cfg.name + ": ";
     rs->driver = "udp";
+    rs->cfg.port_name = "socket"; // what status shows for its device
     rs->socket = rs->cfg.numa;
     rs->pmd_max_mtu = wire::max_mtu;
     rs->cfg.mtu_max = static_cast<std::uint16_t>(

@@ -2,6 +2,8 @@
 // (DPDK l3fwd's loop), runs the job lifecycle's clock, and picks up the
 // control plane's commands between bursts.
 #include <sched.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -180,6 +182,70 @@ std::unique_ptr<rail_state> daemon::impl::make_rail_state(std::size_t i, unsigne
     return st;
 }
 
+namespace {
+
+// A loop whose rails are all udp rails has nothing to poll that the kernel
+// would not wake it for: after a quiet millisecond it sleeps on their
+// sockets (and the control plane's eventfd) until a datagram, a command or
+// the lifecycle's next tick; the core goes to whatever else runs there (the
+// workers, the kernel's UDP work). A loop with a DPDK port polls on.
+class sleeper {
+public:
+    explicit sleeper(int wake_fd) : wake_fd_(wake_fd) {}
+    ~sleeper() {
+        if (ep_ >= 0) ::close(ep_);
+    }
+    sleeper(const sleeper&) = delete;
+    sleeper& operator=(const sleeper&) = delete;
+
+    // The rails changed: sleep only if each is a udp rail.
+    void watch(const std::vector<std::unique_ptr<rail_state>>& rails) {
+        if (ep_ >= 0) ::close(ep_);
+        ep_ = -1;
+        if (rails.empty() || wake_fd_ < 0) return;
+        for (const auto& r : rails)
+            if (!r->s.udp) return;
+        ep_ = ::epoll_create1(EPOLL_CLOEXEC);
+        if (ep_ < 0) return;
+        auto add = [&](int fd) {
+            epoll_event e{};
+            e.events = EPOLLIN;
+            e.data.fd = fd;
+            return ::epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &e) == 0;
+        };
+        bool ok = add(wake_fd_);
+        for (const auto& r : rails) ok = ok && add(r->s.udp->fd());
+        if (!ok) {
+            ::close(ep_);
+            ep_ = -1;
+        }
+    }
+    bool armed() const noexcept { return ep_ >= 0; }
+    // Sleeps up to `ms` (at least 1) unless something is already waiting.
+    void sleep(int ms) noexcept {
+        epoll_event ev[8];
+        const int n = ::epoll_wait(ep_, ev, 8, std::max(ms, 1));
+        for (int i = 0; i < n; ++i)
+            if (ev[i].data.fd == wake_fd_) {
+                std::uint64_t v;
+                if (::read(wake_fd_, &v, sizeof v) < 0) {
+                    // Already read: nothing pending.
+                }
+            }
+    }
+
+private:
+    int wake_fd_;
+    int ep_ = -1;
+};
+
+// Nothing waits to leave or to be applied on the rail: sleeping is safe.
+bool quiet(const rail_state& r) noexcept {
+    return r.ntx == 0 && !r.pending_mtu && !(r.sched && r.sched->queued()) && !r.neigh.waiting;
+}
+
+} // namespace
+
 int daemon::impl::lcore_main(void* arg) {
     auto* c = static_cast<lcore_ctx*>(arg);
     impl& d = *c->self;
@@ -197,6 +263,10 @@ int daemon::impl::lcore_main(void* arg) {
     rebond();
     // The lifecycle's clock runs every 10 ms: stalls are judged in seconds.
     const std::uint64_t expire_every = rte_get_tsc_hz() / 100;
+    const std::uint64_t ms_tsc = rte_get_tsc_hz() / 1000;
+    sleeper zzz(c->wake_fd);
+    if (d.cfg.idle == idle_policy::sleep) zzz.watch(mine);
+    std::uint64_t last_busy = rte_rdtsc();
     while (!d.stop.load(std::memory_order_relaxed)) {
         bool busy = false;
         std::uint64_t t0 = rte_rdtsc(); // one read per rail: its end is the next one's start
@@ -230,9 +300,20 @@ int daemon::impl::lcore_main(void* arg) {
                     if (cmd->rail < 0 || r->index == static_cast<std::size_t>(cmd->rail)) run_command(*r, *cmd);
             }
             rebond();
+            if (d.cfg.idle == idle_policy::sleep) zzz.watch(mine);
             c->cmd.store(nullptr, std::memory_order_release);
         }
-        if (!busy && d.cfg.idle == idle_policy::yield) sched_yield();
+        if (busy) {
+            last_busy = t0;
+        } else if (zzz.armed() && t0 - last_busy > ms_tsc &&
+                   std::all_of(mine.begin(), mine.end(), [](const auto& r) { return quiet(*r); })) {
+            // Until the next lifecycle tick at the latest.
+            std::uint64_t next = UINT64_MAX;
+            for (const auto& r : mine) next = std::min(next, r->expire_tsc);
+            zzz.sleep(next > t0 ? static_cast<int>(std::min<std::uint64_t>((next - t0) / ms_tsc, 10)) : 1);
+        } else if (d.cfg.idle != idle_policy::spin) {
+            sched_yield();
+        }
     }
     for (auto& r : mine) {
         flush(*r);

@@ -55,6 +55,7 @@ public:
     unsigned tx(rte_mbuf** v, unsigned n, const frame::endpoint& self, rte_mbuf** failed,
                 drop_reason* why) noexcept;
 
+    int fd() const noexcept { return fd_; }
     // Datagrams sent, and the messages (UDP_SEGMENT runs) that carried them.
     std::uint64_t sent_datagrams() const noexcept { return sent_; }
     std::uint64_t sent_messages() const noexcept { return messages_; }

@@ -85,9 +85,11 @@ void usage(std::FILE* f) {
                  "  --metrics HOST:PORT|off  the Prometheus endpoint (default: the config's, 127.0.0.1:9477)\n"
                  "  --metrics-public    let --metrics listen on a non-loopback address (0.0.0.0: all)\n"
                  "  --stats-interval S  print counters every S seconds (default: only at exit)\n"
-                 "  --idle spin|yield   when the rails are idle, spin (isolated cores) or yield the core to\n"
-                 "                      the kernel (default for af_xdp/af_packet/tap rails, whose packets\n"
-                 "                      the kernel moves on the same cores)\n"
+                 "  --idle spin|yield|sleep  when the rails are idle, spin (isolated cores), yield the core\n"
+                 "                      to the kernel (default for af_xdp/af_packet/tap rails, whose packets\n"
+                 "                      the kernel moves on the same cores), or yield and, after a quiet\n"
+                 "                      millisecond, sleep on the sockets (lcores of udp rails only; their\n"
+                 "                      default)\n"
                  "  --no-xdp-steer      af_xdp rails take every packet of their interface (the PMD's own\n"
                  "                      XDP program) instead of only railgate's (railgate_xdp.o)\n"
                  "  --fault SPEC        inject faults on every rail, received and sent frames alike:\n"
@@ -277,7 +279,8 @@ int main(int argc, char** argv) {
             const std::string v = val();
             if (v == "spin") idle = net::idle_policy::spin;
             else if (v == "yield") idle = net::idle_policy::yield;
-            else die("--idle: '" + v + "' is not spin or yield");
+            else if (v == "sleep") idle = net::idle_policy::sleep;
+            else die("--idle: '" + v + "' is not spin, yield or sleep");
             idle_set = true;
         } else if (a == "--no-xdp-steer") {
             xdp_steer = false;
@@ -409,20 +412,23 @@ int main(int argc, char** argv) {
     cfg.hash = app.hash == config::lag_hash::l2 ? wire::lag_hash::l2 : wire::lag_hash::l3l4;
     if (app.idle == config::idle_mode::spin) cfg.idle = net::idle_policy::spin;
     if (app.idle == config::idle_mode::yield) cfg.idle = net::idle_policy::yield;
+    if (app.idle == config::idle_mode::sleep) cfg.idle = net::idle_policy::sleep;
     for (config::rail& r : app.rails) {
         std::string& d = r.devargs;
         net::rail_config rc;
         if (r.transport == config::transport::udp) {
             rc.udp = true;
             rc.udp_interface = r.interface;
-            // The kernel's UDP work for its socket runs on the lcore's core too.
-            if (!idle_set && app.idle == config::idle_mode::automatic) cfg.idle = net::idle_policy::yield;
+            // The kernel's UDP work for its socket runs on the lcore's core
+            // too, and the kernel wakes a loop sleeping on the socket.
+            if (!idle_set && app.idle == config::idle_mode::automatic && cfg.idle == net::idle_policy::spin)
+                cfg.idle = net::idle_policy::sleep;
         } else {
             if (d.rfind("net_af_xdp", 0) == 0) prepare_af_xdp(d, xdp_steer);
             // Kernel-backed rails need the kernel's packet work on the lcore's core.
             for (const char* k : {"net_af_xdp", "net_af_packet", "net_tap"})
                 if (!idle_set && app.idle == config::idle_mode::automatic && d.rfind(k, 0) == 0)
-                    cfg.idle = net::idle_policy::yield;
+                    cfg.idle = net::idle_policy::yield; // (a loop of udp rails beside them sleeps: it polls)
             // vdevs go to the EAL as --vdev, PCI devices as -a.
             eal_args.push_back(d.rfind("net_", 0) == 0 ? "--vdev" : "-a");
             eal_args.push_back(d);

@@ -24,7 +24,7 @@ expect "$nan" 2 "$gated" --rail net_null0 --ip 1.2.3.4 --mtu abc
 expect "$range" 2 "$bench" --embedded --mtu 70000
 expect "$nan" 2 "$bench" --embedded --mtu abc
 expect "$nan" 2 "$ctl" --socket "$tmp/none" rail set r0 mtu abc
-sed 's/^mtu = 1500$/mtu = 70000/' "$src/config/embedded.toml" > "$tmp/bad.toml"
+sed 's/^mtu = 9000$/mtu = 70000/' "$src/config/embedded.toml" > "$tmp/bad.toml"
 grep -q "mtu = 70000" "$tmp/bad.toml" || fail "the test's config edit did not apply"
 "$gated" --config "$tmp/bad.toml" --check > "$tmp/out" 2>&1 && fail "--check passed an MTU of 70000"
 grep -qF "$range" "$tmp/out" || fail "--check's MTU error: $(cat "$tmp/out")"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # railgated's control plane end to end, the way an operator uses it:
-# railgated on its embedded default (two af_packet rails on veth pairs it
-# makes, and deletes at exit; a pair a killed railgated left is taken over,
-# an interface in the way refused) in a network namespace,
+# railgated on config/local-af_packet.toml (two af_packet rails on veth
+# pairs it makes, and deletes at exit; a pair a killed railgated left is
+# taken over, an interface in the way refused) in a network namespace,
 # every railctl command against it, bad input of every kind (each must fail
 # clearly, leave the state as it was and the daemon running), an MTU change
 # during a running railbench (0 wrong values), the LAG policy, the metrics
@@ -35,15 +35,17 @@ in_ns ip link set lo up
 
 # --- config files: --check on the shipped examples and on a broken file.
 # --check judges the host too: exit 0 ready, 1 not (each problem named), 2 a
-# bad file. This host has the embedded default's tap but none of the real
-# nodes' NICs or RDMA devices.
+# bad file. This host has what the embedded default and local-af_packet
+# need, but none of the real nodes' NICs or RDMA devices.
 "$railgated" --check > "$dir/check-default.log" 2>&1 || fail "--check of the embedded default: $(cat "$dir/check-default.log")"
 grep -q "eal: -l 0-1 --no-huge -m 512 --no-pci --no-shconf --no-telemetry" "$dir/check-default.log" || fail "embedded EAL flags"
 grep -q "the host is ready for (embedded default)" "$dir/check-default.log" || fail "--check: host not ready"
-for f in embedded lab-2node dgx-8rail gateway; do
+grep -q "host: ok: rail r0 (udp 198.18.0.1:47000): the kernel's socket on 198.18.0.1, which railgated puts on lo" \
+  "$dir/check-default.log" || fail "--check does not report the udp rail's address: $(cat "$dir/check-default.log")"
+for f in embedded local-af_packet lab-2node dgx-8rail gateway; do
   "$railgated" --config "$src/config/$f.toml" --check > "$dir/check-$f.log" 2>&1; rc=$?
   grep -q "configuration $src/config/$f.toml is valid" "$dir/check-$f.log" || fail "--check $f.toml: $(cat "$dir/check-$f.log")"
-  [ $f = embedded ] && want=0 || want=1
+  case $f in embedded | local-af_packet) want=0 ;; *) want=1 ;; esac
   [ $rc -eq $want ] || fail "--check $f.toml exited $rc, not $want"
 done
 grep -q "host: problem: rail p0 (mlx5_0 port 1): no RDMA device mlx5_0" "$dir/check-lab-2node.log" || fail "lab-2node: no RDMA problem"
@@ -56,7 +58,7 @@ grep -q "eal: -l 0,2-9,66-73 --socket-mem 2048,2048 --in-memory$" "$dir/check-dg
 [ $rc -eq 2 ] && grep -q "is not a loopback address" "$dir/check-public.log" || fail "--metrics 0.0.0.0 accepted (exit $rc)"
 "$railgated" --check --metrics 0.0.0.0:9477 --metrics-public > "$dir/check-public.log" 2>&1 ||
   fail "--metrics-public refused: $(cat "$dir/check-public.log")"
-ok "--check: the embedded default ready here; lab-2node, dgx-8rail and gateway valid with their host problems named"
+ok "--check: the embedded default and local-af_packet ready here; lab-2node, dgx-8rail and gateway valid with their host problems named"
 printf '[[rail]]\nname = "r0"\ndevargs = "net_null0"\nip = "10.0.0.1"\nmtu = 70000\nmttu = 1\n' > "$dir/bad.toml"
 "$railgated" --config "$dir/bad.toml" --check > "$dir/check-bad.log" 2>&1; rc=$?
 [ $rc -eq 2 ] || fail "--check of a bad file exited $rc"
@@ -64,8 +66,30 @@ grep -q "bad.toml:5:7: rail\[0\].mtu: MTU 70000 out of range 576..9216" "$dir/ch
 grep -q "bad.toml:6:1: rail\[0\].mttu: unknown key (did you mean 'mtu'?)" "$dir/check-bad.log" || fail "bad.toml: key error"
 ok "config --check: 3 examples valid, a broken file rejected with file:line:col errors"
 
-# --- railgated on the embedded default (no config, no --rail).
-ip netns exec "$ns" "$railgated" --socket "$sock" -- -l 0-1 --no-huge --no-pci -m 512 --file-prefix "$prefix" \
+# --- railgated on its embedded default (no config, no --rail): two udp
+# rails, their addresses put on lo, a job over them, the addresses gone at exit.
+ip netns exec "$ns" "$railgated" --socket "$sock" --metrics off > "$dir/embedded.log" 2>&1 &
+gated_pid=$!
+wait_ready "$dir/embedded.log"
+ctl status > "$dir/status-embedded.log" || fail "status of the embedded default"
+for r in 0 1; do
+  grep -qE "^r$r +socket +udp +lo .* 198.18.$r.1 .* 9000 " "$dir/status-embedded.log" || fail "status: r$r is not a udp rail on lo at MTU 9000: $(cat "$dir/status-embedded.log")"
+  in_ns ip -4 addr show dev lo | grep -q "198.18.$r.1/32" || fail "198.18.$r.1 is not on lo"
+done
+pids=()
+for k in 0 1; do
+  in_ns "$railbench" --transport udp --server 198.18.0.1 --rank $k --workers 2 --count 1000003 -n 2 -w 1 --job 77 \
+    > "$dir/embedded-$k.log" 2>&1 &
+  pids+=($!)
+done
+wait "${pids[0]}" && wait "${pids[1]}" || fail "a job on the embedded default"
+grep -q "Out of bounds values : 0 OK" "$dir/embedded-0.log" || fail "the embedded default's job: wrong values"
+stop_gated
+in_ns ip -4 addr show dev lo | grep -q "198.18" && fail "the embedded default left its addresses on lo"
+ok "the embedded default: two udp rails at MTU 9000 on lo, a job bit-exact, the addresses removed at exit"
+
+# --- railgated on local-af_packet.toml (DPDK af_packet rails on veth pairs).
+ip netns exec "$ns" "$railgated" --config "$src/config/local-af_packet.toml" --socket "$sock" -- -l 0-1 --no-huge --no-pci -m 512 --file-prefix "$prefix" \
   --log-level lib.eal:error --log-level pmd.net.tap:critical > "$dir/railgated.log" 2>&1 &
 gated_pid=$!
 wait_ready "$dir/railgated.log"
@@ -391,19 +415,19 @@ ok "railgated's veth pairs deleted at exit"
 
 # A pair a killed railgated left is taken over; an interface in the way is
 # refused by name, and nothing is started.
-embedded() { # LOG
-  ip netns exec "$ns" "$railgated" --socket off --metrics off -- -l 0-1 --no-huge --no-pci -m 512 --file-prefix "$prefix" \
+veth_gated() { # LOG
+  ip netns exec "$ns" "$railgated" --config "$src/config/local-af_packet.toml" --socket off --metrics off -- -l 0-1 --no-huge --no-pci -m 512 --file-prefix "$prefix" \
     --log-level lib.eal:error > "$1" 2>&1 &
   gated_pid=$!
 }
 in_ns ip link add rgp0 type veth peer name rg0 || fail "a stale pair"
-embedded "$dir/takeover.log"
+veth_gated "$dir/takeover.log"
 wait_ready "$dir/takeover.log"
 grep -q "rail r0: veth rgp0 (port) / rg0 (host), taken over" "$dir/takeover.log" || fail "the stale pair was not taken over"
 in_ns ping -c 1 -W 2 198.18.0.1 > /dev/null || fail "ping rail r0 over the pair taken over"
 stop_gated
 in_ns ip link add rg1 type veth peer name rgx1 || fail "an rg1 of another pair"
-embedded "$dir/in-the-way.log"
+veth_gated "$dir/in-the-way.log"
 wait "$gated_pid" && fail "railgated started with rg1 in the way"
 gated_pid=
 grep -q "interface rg1 exists and is not one end of this pair (ip link del rg1)" "$dir/in-the-way.log" ||

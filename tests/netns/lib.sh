@@ -104,6 +104,26 @@ two_rail_netns() { # D W
   ip -n "$2" link set lo up
 }
 
+# railgated on the rails of two_rail_netns as udp rails (the kernel's
+# sockets on 198.18.0.1 and 198.18.1.1, which railgated's veth ends get;
+# the workers' ends checksum by offload again, as veths do by default),
+# both links at MTU (default 1500), railgated's options ARGS after them;
+# sets $gated_pid and waits until it is ready.
+start_two_rail_udp_gated() { # RAILGATED D W LOGFILE [MTU [ARGS...]]
+  local gated=$1 dns=$2 wns=$3 out=$4 mtu=${5:-1500} r
+  shift 5 2> /dev/null || shift $#
+  for r in 0 1; do
+    ip -n "$dns" addr add "198.18.$r.1/24" dev "rgd$r"
+    ip -n "$dns" link set "rgd$r" mtu "$mtu"
+    ip -n "$wns" link set "rgw$r" mtu "$mtu"
+    ip netns exec "$wns" ethtool -K "rgw$r" tx on > /dev/null || fail "ethtool -K rgw$r tx on"
+  done
+  ip netns exec "$dns" "$gated" --rail udp --ip 198.18.0.1 --mtu "$mtu" --rail udp --ip 198.18.1.1 --mtu "$mtu" \
+    "$@" -- $test_eal_flags > "$out" 2>&1 &
+  gated_pid=$!
+  wait_ready "$out"
+}
+
 # railgated on the rails of two_rail_netns, as the README starts it:
 # af_packet on rgd0/rgd1 at 198.18.0.1 and 198.18.1.1, both links at MTU
 # (default 1500), railgated's options ARGS after them; sets $gated_pid and

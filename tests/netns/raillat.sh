@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # raillat end to end on this machine: railgated on its embedded default (two
-# tap rails) in a network namespace; raillat pings it over kernel UDP, over
+# udp rails on lo) in a network namespace; raillat pings it over kernel UDP, over
 # an in-process DPDK railgated, and tries verbs, which this kernel lacks: the
 # compare table must show udp and dpdk with figures and verbs as unavailable
 # with the reason; udp and dpdk must stay within 3x of their ratio to the

@@ -6,7 +6,8 @@
 #     window (ECN-capable: the TOS goes through the sockets) and bf16 with
 #     odd counts, bit-exact; railctl shows the rails; a datagram railgate
 #     cannot parse and one too big for the rail's buffers are counted
-#     drops, and the next job is still bit-exact; `railctl rail set R mtu
+#     drops, and the next job is still bit-exact; idle, the loop sleeps on
+#     the sockets (a small part of a core); `railctl rail set R mtu
 #     1500` gives the next job smaller chunks, bit-exact; at exit the
 #     addresses are gone and no buffer leaked.
 #  2. An address no interface has, without interface=: refused by name.
@@ -68,6 +69,14 @@ for _ in $(seq 50); do [ "$(drops r0 udp_rail_oversize)" = 1 ] && break; sleep 0
 [ "$(drops r0 udp_rail_oversize)" = 1 ] || fail "a 12000-byte datagram was not counted udp_rail_oversize"
 [ "$(drops r0 rg_truncated)" = $((before + 1)) ] || fail "a 5-byte datagram was not counted rg_truncated"
 echo "ok: a 5-byte and a 12000-byte datagram counted (rg_truncated, udp_rail_oversize)"
+# Idle, its lcore sleeps on the sockets (--idle sleep, the default for udp
+# rails): railgated's threads use a small part of a core, where a polling
+# loop would take all of it; commands and jobs still wake it.
+ticks() { cat /proc/"$gated_pid"/task/*/stat | awk '{s += $14 + $15} END {print s}'; }
+sleep 0.5
+t0=$(ticks); sleep 2; t1=$(ticks)
+[ $((t1 - t0)) -lt 60 ] || fail "idle railgated used $((t1 - t0)) of 200 clock ticks in 2 s: its loop does not sleep"
+echo "ok: idle, railgated used $((t1 - t0)) clock ticks in 2 s (polling: 200)"
 run_job "$d" 2 fp32 65536
 for r in r0 r1; do ctl rail set "$r" mtu 1500 > /dev/null || fail "rail set $r mtu 1500"; done
 run_job "$d" 2 fp16 1000003
