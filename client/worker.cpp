@@ -823,13 +823,15 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     if (now - rr.last_scan_ns < scan_every_ns) return false;
     rr.last_scan_ns = now;
     const bool done = rr.done == rr.n_chunks;
-    // The timeout: the configured floor or the rail's smoothed round trip
-    // plus four deviations, doubled for each retransmit of the same chunk,
+    // The timeout: the configured floor (or the transport's, if longer:
+    // kernel UDP's covers a scheduler tick) or the rail's smoothed round
+    // trip plus four deviations, doubled for each retransmit of the same chunk,
     // and never near railgated's stall time (it would end the job first).
     // Before the first round trip is measured: 20 ms (a first window may
     // queue behind a slow rail for a while).
-    const std::uint64_t rto = std::min(
-        s.rto_cap_ns, std::max(ns(o_.rto), rr.srtt_ns ? rr.srtt_ns + 4 * rr.rttvar_ns : std::uint64_t{20'000'000}));
+    const std::uint64_t rto =
+        std::min(s.rto_cap_ns, std::max({ns(o_.rto), ns(t_.min_rto()),
+                                          rr.srtt_ns ? rr.srtt_ns + 4 * rr.rttvar_ns : std::uint64_t{20'000'000}}));
     bool timed_out = false;
     for (std::size_t si = 0; si < s.pool && !t_.reliable() && !done; ++si) {
         state::slot_state& sl = rr.slots[si];

@@ -19,8 +19,9 @@
 # inlines its handlers). Percentages are of all samples on all CPUs.
 # RAILGATE_PROFILE_ITERS sets the timed iterations (default 30).
 #   tools/profile.sh [BUILD_DIR] [embedded|udp] [WORKERS] [SIZE] [MTU]
-# udp: railgated on two af_packet rails in a namespace, kernel-UDP workers
-# in another (root). Prints the benchmark's busbw and the phase table.
+# udp: railgated on two udp rails in a namespace (KERNEL_PORT=af_packet:
+# DPDK af_packet rails), kernel-UDP workers in another (root). Prints the
+# benchmark's busbw and the phase table.
 set -u
 build=$(cd "${1:-build}" && pwd) mode=${2:-embedded} workers=${3:-2} size=${4:-64M} mtu=${5:-9000}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,7 +42,11 @@ udp)
   d=rgfd$$ w=rgfw$$ gated_pid=
   trap 'cleanup_netns "$d $w" "$out"' EXIT
   two_rail_netns "$d" "$w"
-  start_two_rail_gated "$build/dataplane/railgated" "$d" "$w" "$out/railgated.log" "$mtu"
+  case ${KERNEL_PORT:-udp} in
+    udp) start_two_rail_udp_gated "$build/dataplane/railgated" "$d" "$w" "$out/railgated.log" "$mtu" ;;
+    af_packet) start_two_rail_gated "$build/dataplane/railgated" "$d" "$w" "$out/railgated.log" "$mtu" ;;
+    *) echo "profile.sh: KERNEL_PORT is udp or af_packet" >&2; exit 2 ;;
+  esac
   {
     echo 'pids=()'
     for k in $(seq 0 $((workers - 1))); do

@@ -441,23 +441,43 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
         bench::reference_sum(ref.data(), ptrs, count, o.dt);
         double total_s = 0;
         std::uint64_t wrong = 0;
+        auto allreduce = [&](const std::vector<void*>& b, std::uint64_t n) {
+            if (ws.size() == 1) { // one pipeline per rail with --rail-threads
+                ws[0]->allreduce(b[0], n, o.dt);
+            } else {
+                for (std::size_t l = 0; l < ws.size(); ++l) ws[l]->start(b[l], n, o.dt);
+                client::complete(ws);
+            }
+        };
+        std::vector<void*> whole, one;
+        std::vector<std::uint8_t> scratch(ws.size() * es);
+        for (std::size_t l = 0; l < ws.size(); ++l) {
+            whole.push_back(buf[l].data());
+            one.push_back(scratch.data() + l * es);
+        }
         for (unsigned it = 0; it < o.warmup + o.iters; ++it) {
             for (std::size_t l = 0; l < ranks.size(); ++l) std::memcpy(buf[l].data(), in[ranks[l]].data(), count * es);
+            // With ranks in other processes, a barrier first (a one-element
+            // allreduce, untimed), as tools/gloo_allreduce.py has: a rank
+            // still checking the last result is not timed against the rest.
+            auto failed = [&] {
+                for (auto* w : ws)
+                    if (!w->error().empty()) {
+                        std::fprintf(stderr, "railbench: allreduce failed: %s\n", w->error().c_str());
+                        return true;
+                    }
+                return false;
+            };
+            if (ranks.size() < o.workers) {
+                allreduce(one, 1);
+                if (failed()) return UINT64_MAX;
+            }
             if (it == o.warmup)
                 for (auto* w : ws) w->chunk_rtt().reset();
             const auto t0 = std::chrono::steady_clock::now();
-            if (ws.size() == 1) { // one pipeline per rail with --rail-threads
-                ws[0]->allreduce(buf[0].data(), count, o.dt);
-            } else {
-                for (std::size_t l = 0; l < ws.size(); ++l) ws[l]->start(buf[l].data(), count, o.dt);
-                client::complete(ws);
-            }
+            allreduce(whole, count);
             const auto t1 = std::chrono::steady_clock::now();
-            for (auto* w : ws)
-                if (!w->error().empty()) {
-                    std::fprintf(stderr, "railbench: allreduce failed: %s\n", w->error().c_str());
-                    return UINT64_MAX;
-                }
+            if (failed()) return UINT64_MAX;
             if (it >= o.warmup) total_s += std::chrono::duration<double>(t1 - t0).count();
             for (std::size_t l = 0; l < ranks.size(); ++l) wrong += bench::count_wrong(buf[l].data(), ref.data(), count, o.dt);
         }

@@ -74,6 +74,11 @@ public:
     // True when the transport delivers every message (RC verbs): the worker
     // then never retransmits, it only waits.
     virtual bool reliable() const noexcept { return false; }
+    // The shortest retransmit timeout worth having: below it a result is
+    // more likely late than lost. Kernel transports wait out a scheduler
+    // tick (a worker or railgated descheduled on a busy host is not a
+    // loss); losses before a chunk's last are found sooner by RACK.
+    virtual std::chrono::microseconds min_rto() const noexcept { return std::chrono::microseconds(0); }
     // True when send/recv on different rails may run on different threads
     // at once (each rail's own socket and buffers: UDP).
     virtual bool parallel_rails() const noexcept { return false; }
