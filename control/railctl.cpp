@@ -71,8 +71,9 @@ const std::map<std::string, const char*> help_cmd = {
              "       railctl rail add NAME DEVARGS IP [--mtu N] [--host-ip A.B.C.D/N] [--lcore L]\n"
              "       railctl rail remove R\n"
              "  gid-index applies to verbs rails (0..255).\n"
-             "  add: live; hot-plugs the DPDK device (vdev or PCI) onto a running lcore; jobs that\n"
-             "  join from now on stripe over it (--host-ip: address for a tap's kernel side).\n"
+             "  add: live; hot-plugs the DPDK device (vdev or PCI) onto a running lcore, or opens a udp\n"
+             "  rail (DEVARGS udp or udp,interface=lo: the kernel's UDP socket on IP); jobs that join\n"
+             "  from now on stripe over it (--host-ip: address for a tap's kernel side).\n"
              "  remove: between jobs (none may be using the rail); the first rail stays.\n"},
     {"gid", "usage: railctl gid list [R]\n  Reads /sys/class/infiniband like show_gids ($RAILGATE_SYSFS_IB overrides the\n"
             "  root): device, port, index, GID, IPv4, RoCE version, netdev. Adds railgated's DPDK\n"

@@ -6,7 +6,7 @@
 #   tools/perf_report.sh [BUILD_DIR] [--write]
 # Needs root (network namespaces), /usr/bin/python3 with torch (gloo), and
 # for the verbs row QEMU (tools/rxe-vm); OpenMPI rows when it is installed.
-# About 6 minutes on the CI kind of machine.
+# About 8 minutes on the CI kind of machine.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:-$here/../build}" && pwd) || exit 2
@@ -57,8 +57,19 @@ e2e() { # WHAT WORKERS BYTES RG-COLUMN BASE-COLUMN BASE-NAME
 e2e "allreduce 256 KiB, 4 workers, MTU 1500" 4 262144 rg-1500 gloo gloo
 e2e "allreduce 4 MiB, 2 workers, MTU 9000" 2 4194304 rg-9000 gloo gloo
 e2e "allreduce 64 MiB, 4 workers, MTU 9000" 4 67108864 rg-9000 gloo gloo
-e2e "allreduce 64 MiB, 2 kernel-UDP workers, railgated on af_packet rails" 2 67108864 rg-udp gloo gloo
+e2e "allreduce 4 MiB, 2 kernel-UDP workers, railgated on udp rails" 2 4194304 rg-udp gloo gloo
+e2e "allreduce 64 MiB, 2 kernel-UDP workers, railgated on udp rails" 2 67108864 rg-udp gloo gloo
 grep -q mpi-tcp "$out/peers" && e2e "allreduce 4 MiB, 2 workers, MTU 9000" 2 4194304 rg-9000 mpi-tcp "OpenMPI TCP"
+
+note "DDP training (bench_ddp.sh, about 2 minutes)"
+"$here/bench_ddp.sh" "$build" 2 10 > "$out/ddp" 2>&1
+# backend rows: "gloo fp32  STEP COMM 1.00 1.00", "railgate fp32 ...", "railgate bf16 ..."
+gcomm=$(awk '$1 == "gloo" {print $4}' "$out/ddp")
+for h in fp32 bf16; do
+  read -r st cm < <(awk -v h="$h" '$1 == "railgate" && $2 == h {print $3, $4}' "$out/ddp")
+  row "DDP, 10.5 M-parameter model, 2 ranks: gradient communication per step, $h hook (step ${st:-?} ms)" \
+    "${cm:-?} ms" "gloo ${gcomm:-?} ms" "$(ratio "$cm" "$gcomm")" "bench_ddp.sh build 2 10"
+done
 
 note "latency on the host (tests/netns/raillat.sh)"
 "$here/../tests/netns/raillat.sh" "$build/dataplane/railgated" "$build/tools/raillat" > "$out/lat" 2>&1

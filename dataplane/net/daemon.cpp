@@ -522,17 +522,28 @@ std::string daemon::add_rail(const rail_config& rc, const std::string& devargs, 
     if (rc.mtu < wire::min_mtu || rc.mtu > wire::max_mtu) return wire::mtu_range_error(rc.mtu);
     if (devargs.rfind("net_af_xdp", 0) == 0)
         return "af_xdp rails are set up at start-up (their XDP program is prepared then); add it to the config";
-    const std::string dev = devargs.substr(0, devargs.find(','));
-    std::uint16_t existing;
-    if (rte_eth_dev_get_port_by_name(dev.c_str(), &existing) == 0) return "device " + dev + " is already in use";
-    if (const int r = rte_dev_probe(devargs.c_str()); r != 0)
-        return "cannot probe " + devargs + ": " + rte_strerror(-r);
     rail_config c = rc;
-    c.port_name = dev;
     c.port_id = -1;
+    rte_device* device = nullptr;
+    if (devargs == "udp" || devargs.rfind("udp,", 0) == 0) { // a udp rail: the kernel's socket on its address
+        constexpr std::string_view key = "udp,interface=";
+        if (devargs != "udp" && (devargs.rfind(key, 0) != 0 || devargs.size() == key.size() ||
+                                 devargs.find(',', key.size()) != std::string::npos))
+            return "a udp rail takes only interface=IFNAME (udp or udp,interface=lo)";
+        if (rc.host_ip) return "a udp rail has no host side: no host_ip";
+        c.udp = true;
+        c.udp_interface = devargs == "udp" ? "" : devargs.substr(key.size());
+    } else {
+        const std::string dev = devargs.substr(0, devargs.find(','));
+        std::uint16_t existing;
+        if (rte_eth_dev_get_port_by_name(dev.c_str(), &existing) == 0) return "device " + dev + " is already in use";
+        if (const int r = rte_dev_probe(devargs.c_str()); r != 0)
+            return "cannot probe " + devargs + ": " + rte_strerror(-r);
+        c.port_name = dev;
+        device = device_of(dev);
+    }
     const std::size_t i = p_->rails.size();
     std::unique_ptr<rail_static> rs;
-    rte_device* device = device_of(dev);
     try {
         rs = p_->open_rail(i, c);
         std::vector<unsigned> load(RTE_MAX_LCORE, 0);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A model trains through railgate as a user's script would: railgated on two
-# af_packet rails in a namespace (as the README starts it), tools/ddp_train.py
+# udp rails in a namespace (as its embedded default has), tools/ddp_train.py
 # in another with the railgate package from the build tree, Debian's
 # python3 (torch 1.13, CPU).
 #   - 2 ranks, fp32 hook: final parameters bit-identical to gloo's run;
@@ -21,7 +21,7 @@ gated_pid=
 trap 'cleanup_netns "$d $w" "$log"' EXIT
 
 two_rail_netns "$d" "$w"
-start_two_rail_gated "$railgated" "$d" "$w" "$log/railgated.log"
+start_two_rail_udp_gated "$railgated" "$d" "$w" "$log/railgated.log"
 
 train() { # NAME ARGS...: ddp_train.py in the worker namespace; its summary line in $log/NAME.json
   local name=$1

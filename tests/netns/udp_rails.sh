@@ -6,7 +6,9 @@
 #     window (ECN-capable: the TOS goes through the sockets) and bf16 with
 #     odd counts, bit-exact; railctl shows the rails; a datagram railgate
 #     cannot parse and one too big for the rail's buffers are counted
-#     drops, and the next job is still bit-exact; idle, the loop sleeps on
+#     drops, and the next job is still bit-exact; a udp rail added live
+#     (railctl rail add r2 udp,interface=lo) carries the next job's third
+#     stripe, and goes with its address; idle, the loop sleeps on
 #     the sockets (a small part of a core); `railctl rail set R mtu
 #     1500` gives the next job smaller chunks, bit-exact; at exit the
 #     addresses are gone and no buffer leaked.
@@ -78,6 +80,16 @@ t0=$(ticks); sleep 2; t1=$(ticks)
 [ $((t1 - t0)) -lt 60 ] || fail "idle railgated used $((t1 - t0)) of 200 clock ticks in 2 s: its loop does not sleep"
 echo "ok: idle, railgated used $((t1 - t0)) clock ticks in 2 s (polling: 200)"
 run_job "$d" 2 fp32 65536
+# A udp rail added live (its address on lo): the next job stripes over 3.
+ctl rail add r2 udp,interface=lo 198.18.2.1 --mtu 9000 > "$log/add.log" 2>&1 || fail "rail add r2 udp: $(cat "$log/add.log")"
+ip -n "$d" -4 addr show dev lo | grep -q "198.18.2.1/32" || fail "rail add put no 198.18.2.1 on lo"
+ctl rail add r3 udp,interface=lo,x=1 198.18.3.1 > "$log/add-bad.log" 2>&1 && fail "rail add took udp,interface=lo,x=1"
+grep -q "a udp rail takes only interface=IFNAME" "$log/add-bad.log" || fail "the bad udp rail's refusal: $(cat "$log/add-bad.log")"
+run_job "$d" 2 fp32 1000003
+grep -q "server 198.18.0.1, 3 rails" "$log/w-$((job - 1))-0.log" || fail "the job after rail add did not stripe over 3 rails"
+ctl rail remove r2 > /dev/null || fail "rail remove r2"
+ip -n "$d" -4 addr show dev lo | grep -q "198.18.2.1/32" && fail "rail remove left 198.18.2.1 on lo"
+echo "ok: a udp rail added live (3 rails, bit-exact), a malformed one refused, removed with its address"
 for r in r0 r1; do ctl rail set "$r" mtu 1500 > /dev/null || fail "rail set $r mtu 1500"; done
 run_job "$d" 2 fp16 1000003
 chunk=$(grep -o "chunk [0-9]* B" "$log/w-$((job - 1))-0.log" | head -1 | awk '{print $2}')
