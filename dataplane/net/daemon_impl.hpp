@@ -133,6 +133,7 @@ struct daemon::impl {
     std::unique_ptr<detail::rail_static> open_rail(std::size_t i, const rail_config& rc);
     std::unique_ptr<detail::rail_static> open_udp_rail(std::size_t i, std::unique_ptr<detail::rail_static> rs);
     void make_pools(std::size_t i, detail::rail_static& rs);
+    void finish_rail(detail::rail_static& rs);
     void rebuild_ack();
     unsigned place_rail(detail::rail_static& rs, const std::vector<unsigned>& candidates, std::vector<unsigned>& load);
     void place();

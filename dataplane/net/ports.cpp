@@ -207,18 +207,24 @@ std::unique_ptr<rail_static> daemon::impl::open_rail(std::size_t i, const rail_c
         if (const std::string e = set_kernel_address(host_if, rs->cfg.host_ip, rs->cfg.host_prefix); !e.empty())
             throw std::runtime_error(where + e);
     }
-    rs->mtu_now.store(rs->cfg.mtu);
-    rs->mtu_target.store(rs->cfg.mtu);
     rte_ether_addr mac;
     rte_eth_macaddr_get(port, &mac);
     std::memcpy(rs->self.mac.b, mac.addr_bytes, 6);
-    rs->self.ip = rs->cfg.ip;
-    rs->self.udp_port = rs->cfg.udp_port;
-    rs->self.tos = static_cast<std::uint8_t>(rs->cfg.traffic_class);
-    rs->fault_spec = cfg.fault;
-    rs->link_up.store(link_is_up(*rs));
-    rs->pool_baseline = rte_mempool_in_use_count(rs->pool);
+    finish_rail(*rs);
     return rs;
+}
+
+// What every rail's port starts with: its MTU, who it is on the wire (its
+// MAC set), the fault injector, the link, and the mbufs the port holds.
+void daemon::impl::finish_rail(rail_static& rs) {
+    rs.mtu_now.store(rs.cfg.mtu);
+    rs.mtu_target.store(rs.cfg.mtu);
+    rs.self.ip = rs.cfg.ip;
+    rs.self.udp_port = rs.cfg.udp_port;
+    rs.self.tos = static_cast<std::uint8_t>(rs.cfg.traffic_class);
+    rs.fault_spec = cfg.fault;
+    rs.link_up.store(link_is_up(rs));
+    rs.pool_baseline = rte_mempool_in_use_count(rs.pool);
 }
 
 // A rail's pools (on its NIC's NUMA node) and its forwarding ring.
@@ -273,17 +279,16 @@ std::unique_ptr<rail_static> daemon::impl::open_udp_rail(std::size_t i, std::uni
         throw std::runtime_error(where + e.what());
     }
     rs->ifname = interface_with(rs->cfg.ip);
-    rs->mtu_now.store(rs->cfg.mtu);
-    rs->mtu_target.store(rs->cfg.mtu);
+    // Datagrams larger than the interface carries would be refused, each.
+    if (unsigned if_mtu = 0; !rs->ifname.empty() && (std::ifstream("/sys/class/net/" + rs->ifname + "/mtu") >> if_mtu) &&
+                             if_mtu < rs->cfg.mtu)
+        log::warning("rail %s: MTU %u, but %s carries %u: larger results are refused (udp_rail_refused); lower the "
+                     "rail's MTU or raise the interface's",
+                     rs->cfg.name.c_str(), rs->cfg.mtu, rs->ifname.c_str(), if_mtu);
     // No wire: a locally administered MAC made of the address.
     rs->self.mac.b[0] = 0x02;
     for (unsigned k = 0; k < 4; ++k) rs->self.mac.b[2 + k] = static_cast<std::uint8_t>(rs->cfg.ip >> (24 - 8 * k));
-    rs->self.ip = rs->cfg.ip;
-    rs->self.udp_port = rs->cfg.udp_port;
-    rs->self.tos = static_cast<std::uint8_t>(rs->cfg.traffic_class);
-    rs->fault_spec = cfg.fault;
-    rs->link_up.store(link_is_up(*rs));
-    rs->pool_baseline = rte_mempool_in_use_count(rs->pool);
+    finish_rail(*rs);
     return rs;
 }
 

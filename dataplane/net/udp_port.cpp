@@ -11,6 +11,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <tuple>
+#include <vector>
 
 #include <rte_mbuf.h>
 
@@ -46,6 +47,7 @@ udp_port::udp_port(std::uint32_t ip, std::uint16_t port, unsigned buffer_bytes, 
     : msgs_(new out_msg[max_frames]), hdrs_(new mmsghdr[max_frames]),
       iov_(new iovec[std::size_t{max_frames} * max_segs_per_frame]), order_(new unsigned[max_frames]),
       max_frames_(max_frames) {
+    dgrams_.reserve(max_frames);
     fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd_ < 0) fail("socket");
     const int one = 1, size = static_cast<int>(buffer_bytes), pmtu = IP_PMTUDISC_DO;
@@ -144,21 +146,17 @@ unsigned udp_port::rx(rte_mempool* pool, const frame::endpoint& self, rte_mbuf**
 
 unsigned udp_port::tx(rte_mbuf** v, unsigned n, const frame::endpoint& self, rte_mbuf** failed,
                       drop_reason* why) noexcept {
-    n = std::min(n, max_frames_);
     unsigned nfail = 0;
     auto refuse = [&](rte_mbuf* m, drop_reason r) {
         failed[nfail] = m;
         why[nfail++] = r;
     };
+    // Beyond its scratch (never, with the rail's transmit burst): not sent.
+    for (unsigned i = std::min(n, max_frames_); i < n; ++i) refuse(v[i], drop_reason::tx_full);
+    n = std::min(n, max_frames_);
     // The datagram in each frame: destination, TOS, payload length.
-    struct dgram {
-        std::uint32_t ip;
-        std::uint16_t port;
-        std::uint8_t tos;
-        std::uint32_t len;
-    };
-    dgram d[512];
-    n = std::min<unsigned>(n, 512);
+    std::vector<dgram>& d = dgrams_;
+    d.resize(n);
     unsigned ok = 0;
     for (unsigned i = 0; i < n; ++i) {
         rte_mbuf* m = v[i];
@@ -264,7 +262,6 @@ unsigned udp_port::tx(rte_mbuf** v, unsigned n, const frame::endpoint& self, rte
         ++done;
         tries = 0;
     }
-    // Beyond max_frames (never, with the rail's transmit burst): not sent.
     return nfail;
 }
 

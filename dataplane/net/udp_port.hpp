@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "dataplane/proto/drop_reason.hpp"
 #include "dataplane/proto/frame.hpp"
@@ -67,6 +68,13 @@ private:
     std::uint64_t sent_ = 0, messages_ = 0;
     // tx's scratch, sized for max_frames frames of up to 4 segments.
     struct out_msg;
+    struct dgram {
+        std::uint32_t ip;
+        std::uint16_t port;
+        std::uint8_t tos;
+        std::uint32_t len;
+    };
+    std::vector<dgram> dgrams_;
     std::unique_ptr<out_msg[]> msgs_;
     std::unique_ptr<mmsghdr[]> hdrs_;
     std::unique_ptr<iovec[]> iov_;
