@@ -90,6 +90,13 @@ inline void count_drop(rail_state& rs, const rte_mbuf* m, drop_reason r, capture
 // A udp rail's burst goes to its socket; what the kernel would not take
 // is counted and freed here.
 [[gnu::noinline]] inline void flush_udp(rail_state& rs) noexcept {
+    if (rs.faulty) [[unlikely]] { // what the injector damaged is lost on the way (counted as fault_corrupts)
+        unsigned k = 0;
+        for (unsigned i = 0; i < rs.ntx; ++i)
+            if (udp_port::intact(rs.tx[i])) rs.tx[k++] = rs.tx[i];
+            else rte_pktmbuf_free(rs.tx[i]);
+        rs.ntx = k;
+    }
     rte_mbuf* failed[tx_cap];
     drop_reason why[tx_cap];
     const unsigned nf = rs.s.udp->tx(rs.tx, rs.ntx, rs.s.self, failed, why);
@@ -109,6 +116,7 @@ inline void flush(rail_state& rs) noexcept {
     }
     if (rs.s.udp) {
         if (rs.ntx) flush_udp(rs);
+        rs.ntx = 0;
         return;
     }
     unsigned sent = 0;

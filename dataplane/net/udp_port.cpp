@@ -144,6 +144,16 @@ unsigned udp_port::rx(rte_mempool* pool, const frame::endpoint& self, rte_mbuf**
     return k;
 }
 
+bool udp_port::intact(const rte_mbuf* m) noexcept {
+    if (m->ol_flags & RTE_MBUF_F_TX_UDP_CKSUM) return true; // left to the port: nothing computed to damage
+    thread_local std::vector<std::uint8_t> flat;
+    if (m->pkt_len < frame::udp_frame_overhead) return true; // not a datagram: tx() refuses it
+    flat.resize(m->pkt_len);
+    const auto* p = static_cast<const std::uint8_t*>(rte_pktmbuf_read(m, 0, m->pkt_len, flat.data()));
+    return p && frame::inet_checksum(p + frame::eth_bytes, frame::ipv4_bytes) == 0 &&
+           frame::udp_checksum_ok(p, m->pkt_len);
+}
+
 unsigned udp_port::tx(rte_mbuf** v, unsigned n, const frame::endpoint& self, rte_mbuf** failed,
                       drop_reason* why) noexcept {
     unsigned nfail = 0;

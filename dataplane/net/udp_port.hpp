@@ -56,6 +56,13 @@ public:
     unsigned tx(rte_mbuf** v, unsigned n, const frame::endpoint& self, rte_mbuf** failed,
                 drop_reason* why) noexcept;
 
+    // Whether a frame's checksums hold: one whose checksums were computed
+    // in software (not left to the port) and then damaged, as the fault
+    // injector damages a frame on the wire. The socket would send it with
+    // fresh checksums, so the damage would reach the worker unseen: such a
+    // frame is not sent (a receiver would drop it).
+    static bool intact(const rte_mbuf* m) noexcept;
+
     int fd() const noexcept { return fd_; }
     // Datagrams sent, and the messages (UDP_SEGMENT runs) that carried them.
     std::uint64_t sent_datagrams() const noexcept { return sent_; }

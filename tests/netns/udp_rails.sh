@@ -6,7 +6,9 @@
 #     window (ECN-capable: the TOS goes through the sockets) and bf16 with
 #     odd counts, bit-exact; railctl shows the rails; a datagram railgate
 #     cannot parse and one too big for the rail's buffers are counted
-#     drops, and the next job is still bit-exact; a udp rail added live
+#     drops, and the next job is still bit-exact; with the fault injector
+#     on (drops, duplicates, reordering, corruption) and under LAG, still
+#     bit-exact, corrupted datagrams caught; a udp rail added live
 #     (railctl rail add r2 udp,interface=lo) carries the next job's third
 #     stripe, and goes with its address; idle, the loop sleeps on
 #     the sockets (a small part of a core); `railctl rail set R mtu
@@ -80,6 +82,20 @@ t0=$(ticks); sleep 2; t1=$(ticks)
 [ $((t1 - t0)) -lt 60 ] || fail "idle railgated used $((t1 - t0)) of 200 clock ticks in 2 s: its loop does not sleep"
 echo "ok: idle, railgated used $((t1 - t0)) clock ticks in 2 s (polling: 200)"
 run_job "$d" 2 fp32 65536
+# The fault injector on udp rails (drops, duplicates, reordering,
+# corruption of received datagrams): bit-exact, the corrupted ones caught
+# (the kernel's checksum verdict no longer vouches for them).
+for r in r0 r1; do ctl fault set $r drop=0.05,dup=0.01,reorder=0.05,corrupt=0.01,seed=7 > /dev/null || fail "fault set $r"; done
+run_job "$d" 2 fp32 1000003
+inj=$(($(drops r0 fault_injected) + $(drops r1 fault_injected)))
+bad=$(($(drops r0 udp_checksum) + $(drops r1 udp_checksum) + $(drops r0 checksum_partner) + $(drops r1 checksum_partner)))
+[ "$inj" -gt 0 ] && [ "$bad" -gt 0 ] || fail "faults on udp rails: $inj dropped, $bad corrupted caught"
+for r in r0 r1; do ctl fault clear $r > /dev/null || fail "fault clear $r"; done
+echo "ok: faults on udp rails: $inj datagrams dropped, $bad corrupted ones caught, bit-exact"
+# LAG over udp rails.
+ctl policy set lag > /dev/null || fail "policy set lag"
+run_job "$d" 2 bf16 1000003
+ctl policy set rail > /dev/null || fail "policy set rail"
 # A udp rail added live (its address on lo): the next job stripes over 3.
 ctl rail add r2 udp,interface=lo 198.18.2.1 --mtu 9000 > "$log/add.log" 2>&1 || fail "rail add r2 udp: $(cat "$log/add.log")"
 ip -n "$d" -4 addr show dev lo | grep -q "198.18.2.1/32" || fail "rail add put no 198.18.2.1 on lo"

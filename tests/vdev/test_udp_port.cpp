@@ -249,3 +249,27 @@ BOOST_AUTO_TEST_CASE(an_address_no_interface_has_is_refused_by_name) {
         BOOST_TEST(std::string(e.what()).find("no interface has the address") != std::string::npos);
     }
 }
+
+BOOST_FIXTURE_TEST_CASE(a_frame_damaged_after_its_checksums_were_computed_is_not_intact, port_fixture) {
+    // As the fault injector damages a frame on transmit: checksums in
+    // software first (the socket would otherwise send the damage with
+    // fresh ones), then a bit flipped.
+    for (const bool chained : {false, true}) {
+        rte_mbuf* m = frame_to(at(9), bytes(1000, 3), chained);
+        m->ol_flags |= RTE_MBUF_F_TX_UDP_CKSUM; // left to the port: nothing computed to damage
+        BOOST_TEST(net::udp_port::intact(m));
+        m->ol_flags = 0;
+        BOOST_TEST(!net::udp_port::intact(m)); // no checksum, and none to come: wrong
+        std::vector<std::uint8_t> flat(m->pkt_len);
+        if (const void* src = rte_pktmbuf_read(m, 0, m->pkt_len, flat.data()); src != flat.data())
+            std::memcpy(flat.data(), src, m->pkt_len);
+        frame::fill_udp_checksum(flat.data()); // what a software checksum puts there
+        std::memcpy(rte_pktmbuf_mtod_offset(m, std::uint8_t*, frame::eth_bytes + frame::ipv4_bytes + 6),
+                    flat.data() + frame::eth_bytes + frame::ipv4_bytes + 6, 2);
+        BOOST_TEST(net::udp_port::intact(m));
+        rte_mbuf* last = rte_pktmbuf_lastseg(m);
+        rte_pktmbuf_mtod(last, std::uint8_t*)[last->data_len - 1] ^= 0x10; // the payload's last byte
+        BOOST_TEST(!net::udp_port::intact(m));
+        rte_pktmbuf_free(m);
+    }
+}
