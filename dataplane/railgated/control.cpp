@@ -66,7 +66,7 @@ std::string control_plane::find_rail(const json& args, int& index, bool required
 
 json control_plane::rail_json(const net::rail_status& r) const {
     json j = {{"name", r.name},
-              {"transport", "dpdk"},
+              {"transport", r.driver == "udp" ? "udp" : "dpdk"},
               {"device", r.port_name},
               {"driver", r.driver},
               {"ifname", r.ifname},

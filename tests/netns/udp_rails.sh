@@ -63,6 +63,9 @@ for r in 0 1; do
 done
 ctl status > "$log/status.log" || fail "railctl status"
 [ "$(grep -cE "^ *r[01] .* udp " "$log/status.log")" = 2 ] || fail "railctl status does not show two udp rails"
+ctl --json rail show r0 | python3 -c 'import json,sys; r=json.load(sys.stdin); r=r.get("rail", r)
+assert (r["transport"], r["driver"], r["device"], r["ifname"]) == ("udp", "udp", "socket", "lo"), r' ||
+  fail "railctl rail show r0 does not say udp"
 run_job "$d" 3 fp32 1000003,4097,1 --cc delay
 run_job "$d" 3 bf16 1000003,4097,1
 # What railgated cannot use: counted, never delivered to a job.
