@@ -93,8 +93,8 @@ struct rail_status {
 // is right on isolated cores. Yielding lets the kernel's own work on that
 // core run (ksoftirqd: the packet path of af_xdp/af_packet rails), which
 // otherwise waits for the scheduler tick while the lcore spins. Sleeping
-// (an lcore whose rails are all udp rails) yields, and after a quiet
-// millisecond waits on the rails' sockets: the core is free for the
+// (an lcore whose rails are all udp rails) yields, and after 50 quiet ms
+// waits on the rails' sockets: the core is free for the
 // workers between their bursts (a training step's compute).
 enum class idle_policy : std::uint8_t { spin, yield, sleep };
 
