@@ -12,6 +12,9 @@
 #              each rail's address, which railgated's veth ends have), the
 #              workers' veth ends checksumming as veths do by default (a
 #              DPDK port on the veth needs them to checksum in software)
+#   udp-nogro  udp rails whose sockets do not take UDP GRO
+#              (RAILGATE_UDP_GRO=0 for railgated: each datagram of a
+#              worker's UDP GSO message is received on its own)
 # railgated starts afresh for every run. Prints each run's bus bandwidth,
 # the medians and the ratio (B / A). Root only; traffic stays in the
 # namespaces this script creates.
@@ -23,8 +26,8 @@ railgated=$build/dataplane/railgated railbench=$build/tools/railbench
 case $mtu in 1500 | 9000) ;; *) echo "MTU: 1500 or 9000" >&2; exit 2 ;; esac
 [ "$mtu" = 9000 ] && [ "$a" = tap ] && { echo "tap: net_tap carries MTU 1500 at most" >&2; exit 2; }
 for k in "$a" "$b"; do
-  case $k in tap | af_packet | udp) ;; af_xdp) [ "$mtu" -le 1500 ] || { echo "af_xdp: MTU up to 1500" >&2; exit 2; } ;;
-    *) echo "KIND: tap, af_packet, af_xdp or udp" >&2; exit 2 ;; esac
+  case $k in tap | af_packet | udp | udp-nogro) ;; af_xdp) [ "$mtu" -le 1500 ] || { echo "af_xdp: MTU up to 1500" >&2; exit 2; } ;;
+    *) echo "KIND: tap, af_packet, af_xdp, udp or udp-nogro" >&2; exit 2 ;; esac
 done
 . "$(dirname "$0")/ab_rounds.sh"
 ab_namespaces k
@@ -47,18 +50,18 @@ run() { # KIND JOB -> prints busbw GB/s
       ab_start "$d" "$railgated" --socket "$log/rg.sock" --metrics off \
         --rail net_af_xdp0,iface=rgk0 --ip 198.18.0.1 --mtu "$mtu" --rail net_af_xdp1,iface=rgk1 --ip 198.18.1.1 --mtu "$mtu" \
         -- $test_eal_flags ;;
-    udp)
+    udp | udp-nogro)
       for r in 0 1; do
         ip -n "$d" addr add "198.18.$r.1/24" dev "rgk$r"
         ip netns exec "$w" ethtool -K "rgl$r" tx on > /dev/null
       done
-      ab_start "$d" "$railgated" --socket "$log/rg.sock" --metrics off \
+      ab_start "$d" env RAILGATE_UDP_GRO="$([ "$1" = udp ] && echo 1 || echo 0)" "$railgated" --socket "$log/rg.sock" --metrics off \
         --rail udp --ip 198.18.0.1 --mtu "$mtu" --rail udp --ip 198.18.1.1 --mtu "$mtu" -- $test_eal_flags ;;
   esac
   bw=$(ab_workers "$ns" "$workers" "$size" 10 "$2") || { tail -n 5 "$log/g" >&2; exit 1; }
   kill -INT "$gated"; wait "$gated"; gated=
-  case $1 in af_xdp | udp) for r in 0 1; do ip -n "$d" addr del "198.18.$r.1/24" dev "rgk$r"; done ;; esac
-  [ "$1" = udp ] && for r in 0 1; do ip netns exec "$w" ethtool -K "rgl$r" tx off > /dev/null; done
+  case $1 in af_xdp | udp*) for r in 0 1; do ip -n "$d" addr del "198.18.$r.1/24" dev "rgk$r"; done ;; esac
+  case $1 in udp*) for r in 0 1; do ip netns exec "$w" ethtool -K "rgl$r" tx off > /dev/null; done ;; esac
   echo "$bw"
 }
 

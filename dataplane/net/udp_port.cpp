@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <tuple>
@@ -17,6 +19,9 @@
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
 #endif
 
 namespace railgate::net {
@@ -62,6 +67,10 @@ udp_port::udp_port(std::uint32_t ip, std::uint16_t port, unsigned buffer_bytes, 
         ::close(fd_);
         fail("socket options");
     }
+    // UDP GRO: a worker's UDP GSO message stays whole on its way here.
+    const char* env = std::getenv("RAILGATE_UDP_GRO");
+    gro_ = !(env && std::strcmp(env, "0") == 0) && ::setsockopt(fd_, SOL_UDP, UDP_GRO, &one, sizeof one) == 0;
+    if (gro_) overflow_.reset(new std::uint8_t[max_rx_msgs * overflow_bytes]);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(port);
@@ -79,69 +88,145 @@ udp_port::udp_port(std::uint32_t ip, std::uint16_t port, unsigned buffer_bytes, 
 
 udp_port::~udp_port() {
     if (nspare_) rte_pktmbuf_free_bulk(spare_, nspare_);
+    if (staged_at_ < staged_n_) rte_pktmbuf_free_bulk(staged_ + staged_at_, staged_n_ - staged_at_);
     if (fd_ >= 0) ::close(fd_);
 }
 
 unsigned udp_port::rx(rte_mempool* pool, const frame::endpoint& self, rte_mbuf** out, unsigned n,
-                      unsigned& oversize) noexcept {
-    n = std::min(n, max_burst);
-    if (nspare_ < n) {
-        if (rte_pktmbuf_alloc_bulk(pool, spare_ + nspare_, n - nspare_) == 0) nspare_ = n;
-        else n = nspare_; // the pool is short: what is spare (the rest waits in the socket)
+                      rx_drops& drops) noexcept {
+    if (staged_at_ == staged_n_) {
+        staged_at_ = staged_n_ = 0;
+        receive(pool, self, drops);
     }
-    if (n == 0) return 0;
-    mmsghdr h[max_burst];
-    iovec iov[max_burst];
-    sockaddr_in from[max_burst];
-    alignas(cmsghdr) char ctl[max_burst][CMSG_SPACE(sizeof(int))];
+    const unsigned k = std::min({n, max_burst, staged_n_ - staged_at_});
+    std::copy_n(staged_ + staged_at_, k, out);
+    staged_at_ += k;
+    return k;
+}
+
+void udp_port::receive(rte_mempool* pool, const frame::endpoint& self, rx_drops& drops) noexcept {
     constexpr std::size_t hdr = frame::udp_frame_overhead;
-    for (unsigned i = 0; i < n; ++i) {
-        rte_mbuf* m = spare_[i];
-        iov[i].iov_base = rte_pktmbuf_mtod_offset(m, char*, hdr);
-        iov[i].iov_len = rte_pktmbuf_tailroom(m) > hdr ? rte_pktmbuf_tailroom(m) - hdr : 0;
-        h[i].msg_hdr = {&from[i], sizeof from[i], &iov[i], 1, ctl[i], sizeof ctl[i], 0};
+    const std::size_t data_room = rte_pktmbuf_data_room_size(pool);
+    const std::size_t room = data_room > RTE_PKTMBUF_HEADROOM + hdr ? data_room - RTE_PKTMBUF_HEADROOM - hdr : 0;
+    if (room == 0) return;
+    // Each message: `group` mbufs cut at `seg` bytes, then the overflow.
+    const std::size_t seg = seg_ && seg_ <= room ? seg_ : room;
+    unsigned group = gro_ ? std::clamp(group_, 1u, max_burst) : 1;
+    const unsigned nmsg = std::clamp(max_burst / group, 1u, gro_ ? max_rx_msgs : max_burst / 2);
+    if (unsigned want = nmsg * group; nspare_ < want) {
+        if (rte_pktmbuf_alloc_bulk(pool, spare_ + nspare_, want - nspare_) == 0) nspare_ = want;
+        else // the pool is short: what it has
+            while (nspare_ < want && (spare_[nspare_] = rte_pktmbuf_alloc(pool)) != nullptr) ++nspare_;
     }
-    const int got = ::recvmmsg(fd_, h, n, MSG_DONTWAIT, nullptr);
-    if (got <= 0) return 0;
-    unsigned k = 0;
-    std::uint8_t used[max_burst] = {};
+    if (nspare_ == 0) return; // the datagrams wait in the socket
+    group = std::min(group, nspare_);
+    const unsigned msgs = std::min(nmsg, nspare_ / group), want = msgs * group;
+    mmsghdr h[max_burst];
+    iovec iov[max_burst + max_rx_msgs];
+    sockaddr_in from[max_burst];
+    alignas(cmsghdr) char ctl[max_burst][CMSG_SPACE(sizeof(int)) * 2];
+    for (unsigned i = 0, v = 0; i < msgs; ++i) {
+        const unsigned first = v;
+        for (unsigned g = 0; g < group; ++g)
+            iov[v++] = {rte_pktmbuf_mtod_offset(spare_[i * group + g], char*, hdr), seg};
+        if (gro_) iov[v++] = {overflow_.get() + i * overflow_bytes, overflow_bytes};
+        h[i].msg_hdr = {&from[i], sizeof from[i], &iov[first], v - first, ctl[i], sizeof ctl[i], 0};
+    }
+    const int got = ::recvmmsg(fd_, h, msgs, MSG_DONTWAIT, nullptr);
+    if (got <= 0) return;
+    bool used[max_burst] = {};
+    unsigned most = 0;
     for (unsigned i = 0; i < static_cast<unsigned>(got); ++i) {
-        const msghdr& mh = h[i].msg_hdr;
+        msghdr& mh = h[i].msg_hdr;
+        const std::size_t len = h[i].msg_len;
         if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || from[i].sin_family != AF_INET) {
-            ++oversize;
-            continue; // the mbuf stays spare
+            ++drops.oversize;
+            continue; // its mbufs stay spare
         }
         frame::endpoint src;
         src.ip = ntohl(from[i].sin_addr.s_addr);
         src.udp_port = ntohs(from[i].sin_port);
-        for (const cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&mh), const_cast<cmsghdr*>(c)))
+        std::size_t size = len; // the segment size: the whole message unless coalesced
+        for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
             if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) src.tos = *CMSG_DATA(c);
+            else if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO && c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+                int s;
+                std::memcpy(&s, CMSG_DATA(c), sizeof s);
+                if (s > 0 && static_cast<std::size_t>(s) < len) size = static_cast<std::size_t>(s);
+            }
+        }
+        const unsigned segs = size ? static_cast<unsigned>((len + size - 1) / size) : 1;
+        if (size > room) {
+            drops.oversize += segs;
+            continue;
+        }
+        if (segs > 1) {
+            seg_ = static_cast<std::uint32_t>(size); // the next receive cuts its buffers at this size
+            ++rx_messages_;
+        }
+        most = std::max(most, segs);
         // A MAC the rail can answer to: the sender's address in a locally
         // administered one (the socket sends by IP, never by MAC).
         src.mac.b[0] = 0x02;
         std::memcpy(src.mac.b + 2, &from[i].sin_addr.s_addr, 4);
         frame::endpoint to = self;
         to.tos = src.tos;
-        rte_mbuf* m = spare_[i];
-        auto* p = rte_pktmbuf_mtod(m, std::uint8_t*);
-        // The frame as the sender's stack would have put it on a wire, its
-        // ECN field kept; the UDP checksum (the kernel checked it) stands
-        // as present, and the flags say it was good.
-        frame::write_udp_headers(p, src, to, h[i].msg_len);
-        p[frame::eth_bytes + frame::ipv4_bytes + 6] = 0xff;
-        p[frame::eth_bytes + frame::ipv4_bytes + 7] = 0xff;
-        m->data_len = static_cast<std::uint16_t>(hdr + h[i].msg_len);
-        m->pkt_len = m->data_len;
-        m->ol_flags = RTE_MBUF_F_RX_IP_CKSUM_GOOD | RTE_MBUF_F_RX_L4_CKSUM_GOOD;
-        out[k++] = m;
-        used[i] = 1;
+        for (unsigned j = 0; j < segs; ++j) {
+            const std::size_t off = j * size, n = std::min(size, len - off);
+            rte_mbuf* m;
+            if (staged_n_ == std::size(staged_)) { // more segments than the kernel coalesces: never
+                drops.no_mbuf += segs - j;
+                break;
+            }
+            if (j < group && n <= seg && (j == 0 || size == seg)) {
+                m = spare_[i * group + j]; // it landed alone in its own mbuf
+                used[i * group + j] = true;
+            } else if ((m = rte_pktmbuf_alloc(pool)) != nullptr) {
+                // Copied out of the message's buffers (mbufs, then overflow).
+                ++copied_;
+                auto* dst = rte_pktmbuf_mtod_offset(m, std::uint8_t*, hdr);
+                for (std::size_t at = off, left = n; left;) {
+                    const std::uint8_t* p;
+                    std::size_t avail;
+                    if (at < group * seg) {
+                        p = rte_pktmbuf_mtod_offset(spare_[i * group + at / seg], const std::uint8_t*, hdr) + at % seg;
+                        avail = seg - at % seg;
+                    } else {
+                        p = overflow_.get() + i * overflow_bytes + (at - group * seg);
+                        avail = left;
+                    }
+                    const std::size_t take = std::min(avail, left);
+                    std::memcpy(dst, p, take);
+                    dst += take;
+                    at += take;
+                    left -= take;
+                }
+            } else {
+                drops.no_mbuf += segs - j;
+                break;
+            }
+            auto* p = rte_pktmbuf_mtod(m, std::uint8_t*);
+            // The frame as the sender's stack would have put it on a wire,
+            // its ECN field kept; the UDP checksum (the kernel checked it)
+            // stands as present, and the flags say it was good.
+            frame::write_udp_headers(p, src, to, static_cast<std::uint32_t>(n));
+            p[frame::eth_bytes + frame::ipv4_bytes + 6] = 0xff;
+            p[frame::eth_bytes + frame::ipv4_bytes + 7] = 0xff;
+            m->data_len = static_cast<std::uint16_t>(hdr + n);
+            m->pkt_len = m->data_len;
+            m->ol_flags = RTE_MBUF_F_RX_IP_CKSUM_GOOD | RTE_MBUF_F_RX_L4_CKSUM_GOOD;
+            staged_[staged_n_++] = m;
+            ++received_;
+        }
     }
+    // The next receive gives each message as many mbufs as the most
+    // segments one had here.
+    group_ = std::max(most, 1u);
     // What was not handed out stays spare, in order.
     unsigned keep = 0;
     for (unsigned i = 0; i < nspare_; ++i)
-        if (i >= static_cast<unsigned>(got) || !used[i]) spare_[keep++] = spare_[i];
+        if (i >= want || !used[i]) spare_[keep++] = spare_[i];
     nspare_ = keep;
-    return k;
 }
 
 bool udp_port::intact(const rte_mbuf* m) noexcept {

@@ -2,8 +2,9 @@
 // rail's address stands where a DPDK port would. Workers on the same host
 // (or reaching it through the host's own stack) then cost the kernel one
 // copy each way and no per-frame trip through a veth and af_packet: their
-// UDP GSO messages travel whole to this socket, and results leave as UDP GSO
-// messages too.
+// UDP GSO messages travel whole to this socket (UDP GRO: the kernel does not
+// cut them into datagrams, the receive does, into one mbuf each), and
+// results leave as UDP GSO messages too.
 //
 // To the rail loop it is a port like any other: rx() hands over each
 // datagram in an mbuf framed as Ethernet/IPv4/UDP to the rail (the kernel
@@ -40,12 +41,22 @@ public:
     udp_port(const udp_port&) = delete;
     udp_port& operator=(const udp_port&) = delete;
 
+    struct rx_drops {
+        unsigned oversize = 0; // datagrams larger than an mbuf's room
+        unsigned no_mbuf = 0;  // segments of a coalesced message the pool had no mbuf for
+    };
     // Up to n (<= max_burst) datagrams, each in an mbuf of `pool` framed to
-    // `self`. Datagrams larger than an mbuf's room are dropped and counted
-    // in `oversize`. With the pool empty nothing is received (the socket
-    // buffer holds them).
-    unsigned rx(rte_mempool* pool, const frame::endpoint& self, rte_mbuf** out, unsigned n,
-                 unsigned& oversize) noexcept;
+    // `self`, in the order they arrived. Drops are counted in `drops`. With
+    // the pool empty nothing is received (the socket buffer holds them).
+    //
+    // With UDP GRO a message is a run of equal datagrams (the last may be
+    // shorter); each message's buffers are mbufs cut at the segment size
+    // the last coalesced message had, so that each datagram lands in an
+    // mbuf of its own, and then 64 KiB of overflow. A datagram that did not
+    // land alone in an mbuf (another segment size, more segments than
+    // mbufs) is copied into a fresh one. What one receive brings beyond n
+    // waits for the next call.
+    unsigned rx(rte_mempool* pool, const frame::endpoint& self, rte_mbuf** out, unsigned n, rx_drops& drops) noexcept;
 
     // Sends the UDP payloads of frames from `self` (untagged IPv4/UDP) to
     // their destinations and frees what went. What did not go is returned
@@ -67,12 +78,32 @@ public:
     // Datagrams sent, and the messages (UDP_SEGMENT runs) that carried them.
     std::uint64_t sent_datagrams() const noexcept { return sent_; }
     std::uint64_t sent_messages() const noexcept { return messages_; }
+    // Datagrams received, and the messages (GRO runs) that carried them.
+    std::uint64_t received_datagrams() const noexcept { return received_; }
+    std::uint64_t received_messages() const noexcept { return rx_messages_; }
+    // Datagrams that did not land alone in an mbuf and were copied out.
+    std::uint64_t copied_datagrams() const noexcept { return copied_; }
+    // Whether the kernel coalesces received datagrams (UDP_GRO;
+    // RAILGATE_UDP_GRO=0 turns it off, for workers too).
+    bool gro() const noexcept { return gro_; }
 
 private:
+    // One receive's messages: at most max_rx_msgs, each of at most
+    // max_gro_segs datagrams (the kernel's UDP GRO limit).
+    static constexpr unsigned max_rx_msgs = 16, max_gro_segs = 64;
+    static constexpr std::size_t overflow_bytes = 65536;
+    void receive(rte_mempool* pool, const frame::endpoint& self, rx_drops& drops) noexcept;
+
     int fd_ = -1;
+    bool gro_ = false;
     rte_mbuf* spare_[max_burst] = {}; // allocated ahead, kept between receives
     unsigned nspare_ = 0;
-    std::uint64_t sent_ = 0, messages_ = 0;
+    std::uint32_t seg_ = 0;    // the segment size receive buffers are cut at (0: an mbuf's room)
+    unsigned group_ = 1;       // mbufs per message (the most segments a message of the last receive had)
+    rte_mbuf* staged_[max_rx_msgs * max_gro_segs] = {}; // received, not yet handed out
+    unsigned staged_at_ = 0, staged_n_ = 0;
+    std::unique_ptr<std::uint8_t[]> overflow_; // max_rx_msgs * overflow_bytes, touched only when needed
+    std::uint64_t sent_ = 0, messages_ = 0, received_ = 0, rx_messages_ = 0, copied_ = 0;
     // tx's scratch, sized for max_frames frames of up to 4 segments.
     struct out_msg;
     struct dgram {

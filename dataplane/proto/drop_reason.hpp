@@ -69,7 +69,8 @@ namespace railgate {
     X(neighbour_unresolved, "gateway: next hop unanswered or too many waiting") \
     X(fault_injected, "dropped by the fault injector (--fault, railctl fault)") \
     X(udp_rail_oversize, "udp rail: datagram larger than the rail's buffers") \
-    X(udp_rail_refused, "udp rail: not a datagram from the rail, or the kernel refused it")
+    X(udp_rail_refused, "udp rail: not a datagram from the rail, or the kernel refused it") \
+    X(udp_rail_no_mbuf, "udp rail: mbuf pool exhausted while cutting a coalesced (GRO) message")
 
 enum class drop_reason : std::uint8_t {
 #define RAILGATE_X(name, text) name,

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -51,6 +52,29 @@ struct peer {
         port = ntohs(a.sin_port);
     }
     ~peer() { ::close(fd); }
+    // One UDP GSO message (UDP_SEGMENT) of datagrams cut at the first's
+    // size, as a worker sends a chunk's datagrams.
+    void send_gso(std::uint16_t to, const std::vector<std::vector<std::uint8_t>>& dgrams) const {
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(to);
+        a.sin_addr.s_addr = htonl(loopback);
+        std::vector<iovec> iov;
+        std::size_t total = 0;
+        for (const auto& d : dgrams) {
+            iov.push_back({const_cast<std::uint8_t*>(d.data()), d.size()});
+            total += d.size();
+        }
+        alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(std::uint16_t))] = {};
+        msghdr m{&a, sizeof a, iov.data(), iov.size(), ctl, sizeof ctl, 0};
+        cmsghdr* c = CMSG_FIRSTHDR(&m);
+        c->cmsg_level = SOL_UDP;
+        c->cmsg_type = UDP_SEGMENT;
+        c->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
+        const auto seg = static_cast<std::uint16_t>(dgrams.front().size());
+        std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
+        BOOST_REQUIRE(::sendmsg(fd, &m, 0) == static_cast<ssize_t>(total));
+    }
     void send_to(std::uint16_t to, const std::vector<std::uint8_t>& d, int tos = 0) const {
         sockaddr_in a{};
         a.sin_family = AF_INET;
@@ -103,10 +127,17 @@ struct port_fixture {
     }
     // Receives until `want` frames came (or a second passed).
     std::vector<rte_mbuf*> rx(unsigned want, rte_mempool* from, unsigned& oversize) {
+        net::udp_port::rx_drops d;
+        std::vector<rte_mbuf*> got = rx(want, from, d);
+        oversize = d.oversize;
+        BOOST_TEST(d.no_mbuf == 0u);
+        return got;
+    }
+    std::vector<rte_mbuf*> rx(unsigned want, rte_mempool* from, net::udp_port::rx_drops& d) {
         std::vector<rte_mbuf*> got;
-        for (int spin = 0; spin < 100000 && got.size() < want; ++spin) {
+        for (int spin = 0; spin < 100000 && got.size() + d.no_mbuf + d.oversize < want; ++spin) {
             rte_mbuf* m[32];
-            const unsigned n = port->rx(from, self, m, 32, oversize);
+            const unsigned n = port->rx(from, self, m, 32, d);
             got.insert(got.end(), m, m + n);
             if (!n) ::usleep(10);
         }
@@ -179,6 +210,92 @@ BOOST_FIXTURE_TEST_CASE(a_datagram_too_big_for_the_buffers_is_counted_not_delive
     BOOST_TEST(oversize == 1u);
     BOOST_TEST(got[0]->data_len == frame::udp_frame_overhead + 100);
     rte_pktmbuf_free(got[0]);
+}
+
+// A run of `n` datagrams of `size` bytes and a shorter last one.
+std::vector<std::vector<std::uint8_t>> run_of(unsigned n, std::size_t size, std::size_t last, std::uint8_t seed) {
+    std::vector<std::vector<std::uint8_t>> r;
+    for (unsigned i = 0; i < n; ++i) r.push_back(bytes(size, static_cast<std::uint8_t>(seed + i)));
+    r.push_back(bytes(last, static_cast<std::uint8_t>(seed + n)));
+    return r;
+}
+
+BOOST_FIXTURE_TEST_CASE(coalesced_messages_are_cut_into_a_frame_per_datagram_in_order, port_fixture) {
+    BOOST_REQUIRE(port->gro()); // this kernel has UDP GRO
+    peer w;
+    // Runs as workers send chunks at MTU 9000 and at 1500, each twice (the
+    // first of a size is copied out, the second lands in place), a single
+    // jumbo and a small datagram between them, then the first size again.
+    const auto jumbo = run_of(7, 8232, 1000, 10), small = run_of(60, 1064, 500, 50);
+    std::vector<std::vector<std::uint8_t>> want;
+    auto gso = [&](const std::vector<std::vector<std::uint8_t>>& r) {
+        w.send_gso(self.udp_port, r);
+        want.insert(want.end(), r.begin(), r.end());
+    };
+    auto one = [&](const std::vector<std::uint8_t>& d) {
+        w.send_to(self.udp_port, d);
+        want.push_back(d);
+    };
+    // Each sent, then received: the receive's buffers follow what came last.
+    net::udp_port::rx_drops d;
+    std::vector<rte_mbuf*> got;
+    auto take = [&](std::uint64_t copies) {
+        const std::uint64_t before = port->copied_datagrams();
+        const auto r = rx(static_cast<unsigned>(want.size() - got.size()), pool, d);
+        got.insert(got.end(), r.begin(), r.end());
+        BOOST_TEST(port->copied_datagrams() - before == copies, "after " << got.size() << " datagrams: " << port->copied_datagrams() - before);
+    };
+    gso(jumbo);
+    take(7); // the first lands in the first buffer, the rest are copied
+    gso(jumbo);
+    take(0);
+    gso(small);
+    take(60);
+    gso(small);
+    take(0);
+    one(bytes(9000, 7)); // across 1064-byte buffers: copied
+    take(1);
+    one(bytes(10, 8));
+    take(0);
+    gso(jumbo); // none fits a 1064-byte buffer
+    take(8);
+    BOOST_TEST(d.oversize == 0u);
+    BOOST_TEST(d.no_mbuf == 0u);
+    BOOST_REQUIRE_EQUAL(got.size(), want.size());
+    BOOST_TEST(port->received_datagrams() == want.size());
+    BOOST_TEST(port->received_messages() == 5u); // each run arrived whole
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        const auto* p = rte_pktmbuf_mtod(got[i], const std::uint8_t*);
+        const frame::info fi = frame::classify(p, got[i]->data_len, self);
+        BOOST_TEST((fi.k == frame::kind::udp));
+        BOOST_TEST(fi.src.udp_port == w.port);
+        BOOST_TEST(got[i]->nb_segs == 1u);
+        BOOST_TEST(got[i]->data_len == frame::udp_frame_overhead + want[i].size());
+        BOOST_TEST(fi.l4_len == want[i].size(), "datagram " << i);
+        BOOST_TEST(std::memcmp(p + fi.msg_offset, want[i].data(), want[i].size()) == 0, "datagram " << i);
+        rte_pktmbuf_free(got[i]);
+    }
+}
+
+BOOST_FIXTURE_TEST_CASE(a_coalesced_message_the_pool_cannot_hold_is_counted_not_delivered_wrong, port_fixture) {
+    BOOST_REQUIRE(port->gro());
+    rte_mempool* tiny = rte_pktmbuf_pool_create("udp_tiny", 12, 0, 0, RTE_PKTMBUF_HEADROOM + 10240, SOCKET_ID_ANY);
+    BOOST_REQUIRE(tiny);
+    peer w;
+    const auto r = run_of(19, 1000, 1000, 1);
+    w.send_gso(self.udp_port, r);
+    net::udp_port::rx_drops d;
+    const std::vector<rte_mbuf*> got = rx(20, tiny, d);
+    BOOST_TEST(d.no_mbuf > 0u);
+    BOOST_TEST(got.size() + d.no_mbuf == 20u);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        const auto* p = rte_pktmbuf_mtod(got[i], const std::uint8_t*);
+        const frame::info fi = frame::classify(p, got[i]->data_len, self);
+        BOOST_TEST(std::memcmp(p + fi.msg_offset, r[i].data(), r[i].size()) == 0, "datagram " << i);
+        rte_pktmbuf_free(got[i]);
+    }
+    port.reset(); // its spare mbufs back before the pool goes
+    rte_mempool_free(tiny);
 }
 
 BOOST_FIXTURE_TEST_CASE(frames_go_as_datagrams_in_order_per_destination_gso_runs_and_chains, port_fixture) {
