@@ -55,20 +55,6 @@ std::string set_kernel_up(const std::string& ifname) noexcept {
     return {};
 }
 
-std::string set_kernel_address(const std::string& ifname, std::uint32_t ip, unsigned prefix) {
-    if_ioctl io(ifname);
-    auto set = [&](unsigned long req, std::uint32_t v) {
-        auto* sin = reinterpret_cast<sockaddr_in*>(&io.ifr.ifr_addr);
-        *sin = sockaddr_in{};
-        sin->sin_family = AF_INET;
-        sin->sin_addr.s_addr = htonl(v);
-        return io(req);
-    };
-    if (!set(SIOCSIFADDR, ip)) return failed("address on ", ifname);
-    if (!set(SIOCSIFNETMASK, prefix ? ~std::uint32_t{0} << (32 - prefix) : 0)) return failed("netmask on ", ifname);
-    return set_kernel_up(ifname);
-}
-
 std::string set_kernel_tx_checksum(const std::string& ifname, bool on) noexcept {
     if_ioctl io(ifname);
     ethtool_value v{};
@@ -92,10 +78,10 @@ std::string interface_with(std::uint32_t ip) {
 }
 
 namespace {
-int address_request(std::uint16_t type, std::uint16_t flags, unsigned ifindex, std::uint32_t ip) {
+int address_request(std::uint16_t type, std::uint16_t flags, unsigned ifindex, std::uint32_t ip, unsigned prefix = 32) {
     ifaddrmsg m{};
     m.ifa_family = AF_INET;
-    m.ifa_prefixlen = 32;
+    m.ifa_prefixlen = static_cast<std::uint8_t>(prefix);
     m.ifa_index = ifindex;
     detail::nl_request rq(type, flags, m);
     const std::uint32_t net = htonl(ip);
@@ -104,6 +90,16 @@ int address_request(std::uint16_t type, std::uint16_t flags, unsigned ifindex, s
     return rq.send();
 }
 } // namespace
+
+std::string set_kernel_address(const std::string& ifname, std::uint32_t ip, unsigned prefix) {
+    const unsigned ifindex = if_nametoindex(ifname.c_str());
+    if (!ifindex) return failed("address on ", ifname);
+    if (const int e = address_request(RTM_NEWADDR, NLM_F_CREATE | NLM_F_REPLACE, ifindex, ip, prefix); e != 0) {
+        errno = e;
+        return failed("address on ", ifname);
+    }
+    return set_kernel_up(ifname);
+}
 
 local_address::local_address(std::uint32_t ip, const std::string& ifname) : ip_(ip) {
     if (!interface_with(ip).empty()) return;

@@ -116,7 +116,6 @@ inline void flush(rail_state& rs) noexcept {
     }
     if (rs.s.udp) {
         if (rs.ntx) flush_udp(rs);
-        rs.ntx = 0;
         return;
     }
     unsigned sent = 0;

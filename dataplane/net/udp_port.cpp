@@ -231,12 +231,29 @@ void udp_port::receive(rte_mempool* pool, const frame::endpoint& self, rx_drops&
 
 bool udp_port::intact(const rte_mbuf* m) noexcept {
     if (m->ol_flags & RTE_MBUF_F_TX_UDP_CKSUM) return true; // left to the port: nothing computed to damage
-    thread_local std::vector<std::uint8_t> flat;
-    if (m->pkt_len < frame::udp_frame_overhead) return true; // not a datagram: tx() refuses it
-    flat.resize(m->pkt_len);
-    const auto* p = static_cast<const std::uint8_t*>(rte_pktmbuf_read(m, 0, m->pkt_len, flat.data()));
-    return p && frame::inet_checksum(p + frame::eth_bytes, frame::ipv4_bytes) == 0 &&
-           frame::udp_checksum_ok(p, m->pkt_len);
+    if (m->data_len < frame::udp_frame_overhead) return true; // not a datagram: tx() refuses it
+    const auto* p = rte_pktmbuf_mtod(m, const std::uint8_t*);
+    const std::uint8_t* u = p + frame::eth_bytes + frame::ipv4_bytes;
+    if (frame::inet_checksum(p + frame::eth_bytes, frame::ipv4_bytes) != 0 || rd16(u + 6) == 0) return false;
+    // The UDP checksum over the payload as the segments hold it (a piece
+    // that starts at an odd offset sums byte-swapped, RFC 1071 2B).
+    std::size_t left = rd16(u + 4) >= frame::udp_bytes ? rd16(u + 4) - frame::udp_bytes : 0, at = 0;
+    std::size_t skip = frame::udp_frame_overhead;
+    std::uint16_t sum = frame::udp_header_sum(p);
+    for (const rte_mbuf* s = m; s && left; s = s->next) {
+        if (skip >= s->data_len) {
+            skip -= s->data_len;
+            continue;
+        }
+        const std::size_t take = std::min<std::size_t>(s->data_len - skip, left);
+        std::uint16_t piece = frame::ones_sum16(rte_pktmbuf_mtod_offset(s, const std::uint8_t*, skip), take);
+        if (at & 1) piece = __builtin_bswap16(piece);
+        sum = frame::add_sums(sum, piece);
+        at += take;
+        left -= take;
+        skip = 0;
+    }
+    return left == 0 && sum == 0xffff;
 }
 
 unsigned udp_port::tx(rte_mbuf** v, unsigned n, const frame::endpoint& self, rte_mbuf** failed,
@@ -267,10 +284,11 @@ unsigned udp_port::tx(rte_mbuf** v, unsigned n, const frame::endpoint& self, rte
         d[i] = {rd32(ip + 16), rd16(u + 2), ip[1], static_cast<std::uint32_t>(rd16(u + 4) - frame::udp_bytes)};
         order_[ok++] = i;
     }
-    // Each destination's datagrams together, in their order (a stable sort
-    // of a burst: results go out to every rank of a slot in turn).
-    std::stable_sort(order_.get(), order_.get() + ok, [&](unsigned a, unsigned b) {
-        return std::tie(d[a].ip, d[a].port, d[a].tos) < std::tie(d[b].ip, d[b].port, d[b].tos);
+    // Each destination's datagrams together, in their order (results go
+    // out to every rank of a slot in turn); the index keeps the order, so
+    // no stable sort (which may allocate) is needed.
+    std::sort(order_.get(), order_.get() + ok, [&](unsigned a, unsigned b) {
+        return std::tie(d[a].ip, d[a].port, d[a].tos, a) < std::tie(d[b].ip, d[b].port, d[b].tos, b);
     });
     // Messages: a run of one destination's datagrams of one length (the
     // last may be shorter), within the kernel's GSO limits.
