@@ -943,8 +943,9 @@ void worker::wait(std::chrono::microseconds max) {
 
 // One pipeline per rail on the engine's arena (as many threads as it has;
 // rails share them round robin beyond that). Each polls its rails until
-// they are done, then sleeps in the transport between bursts like
-// complete() does.
+// they are done, yielding between bursts. (Sleeping in the transport on its
+// own rail instead, as complete() does, freed no time for a training
+// step's compute and cost 256 KiB allreduces 5-35% on kernel UDP.)
 void worker::run_pipelines() {
     state& s = *s_;
     const unsigned threads =
