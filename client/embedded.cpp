@@ -1,5 +1,6 @@
 #include "client/railgate/embedded.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -10,6 +11,7 @@
 #include <rte_ring.h>
 
 #include "dataplane/net/eal.hpp"
+#include "dataplane/proto/wire.hpp"
 
 namespace railgate::client {
 namespace {
@@ -51,6 +53,12 @@ embedded_fabric::embedded_fabric(unsigned rails, unsigned workers, std::uint16_t
             wdown_.push_back(make_ring("rg_" + n, RING_F_SP_ENQ | RING_F_SC_DEQ));
             worker_ports_.push_back(ring_port("rg_" + n, wdown_.back(), up_[r]));
         }
+}
+
+unsigned embedded_fabric::default_pool() const noexcept {
+    constexpr unsigned window_bytes = 64 << 10;
+    const unsigned chunk = wire::chunk_bytes_for_mtu(mtu_);
+    return chunk ? std::clamp(window_bytes / chunk, 4u, 64u) : 64u;
 }
 
 void embedded_fabric::drain() noexcept {

@@ -127,7 +127,8 @@ void usage(std::FILE* f) {
                  "      --json | --csv      the results only on stdout, as one JSON object or CSV rows; the\n"
                  "                          commentary (\"#\" lines, placement, latency) goes to stderr\n"
                  "      --mtu N             rail MTU in embedded mode (default 1500)\n"
-                 "      --pool N            slots per rail to ask for (default: railgated's)\n"
+                 "      --pool N            slots per rail to ask for (default: railgated's; --embedded:\n"
+                 "                          64 KiB of chunks, 4 to 64 slots)\n"
                  "      --transport T       udp|dpdk|verbs (default dpdk)\n"
                  "      --embedded          railgated and the W workers in this process over\n"
                  "                          in-process DPDK rings (no privileges, no setup)\n"
@@ -766,6 +767,7 @@ int run_embedded(const options& o) {
     net::daemon_config dc;
     dc.rails = fabric.daemon_rails();
     dc.mbufs_per_rail = 4096;
+    dc.default_pool = fabric.default_pool(); // --pool overrides it
     if (o.stall_ms) dc.stall_ms = o.stall_ms;
     net::daemon d(dc);
     d.print_placement(notes);

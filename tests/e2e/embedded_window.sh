@@ -1,0 +1,22 @@
+#!/bin/sh
+# railbench --embedded: railgated grants a job that asks for no pool 64 KiB
+# of chunks per rail (64 slots of 1 KiB at MTU 1500, 8 of 8 KiB at MTU
+# 9000, at least 4), and --pool still asks for its own.
+#   embedded_window.sh RAILBENCH
+set -u
+railbench=$1
+pool_of() { # ARGS... -> the pool railbench's notes report
+  "$railbench" --embedded --workers 2 --count 100000 -n 1 -w 0 "$@" 2>&1 |
+    sed -n 's/.*chunk [0-9]* B, pool \([0-9]*\),.*/\1/p'
+}
+check() { # WANT ARGS...
+  want=$1
+  shift
+  got=$(pool_of "$@")
+  [ "$got" = "$want" ] || { echo "FAIL: railbench --embedded $*: pool '$got', want $want" >&2; exit 1; }
+  echo "ok: $* -> pool $got"
+}
+check 64 --mtu 1500
+check 8 --mtu 9000
+check 16 --mtu 4200
+check 32 --mtu 9000 --pool 32
