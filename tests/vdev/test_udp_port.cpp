@@ -390,3 +390,33 @@ BOOST_FIXTURE_TEST_CASE(a_frame_damaged_after_its_checksums_were_computed_is_not
         rte_pktmbuf_free(m);
     }
 }
+
+BOOST_FIXTURE_TEST_CASE(intact_sums_a_chain_whose_pieces_start_at_odd_offsets, port_fixture) {
+    // Headers and 3 payload bytes, then pieces of 997 and 500 bytes: the
+    // second and third start at odd offsets of the payload.
+    const std::vector<std::uint8_t> payload = bytes(1500, 5);
+    rte_mbuf* m = rte_pktmbuf_alloc(pool);
+    BOOST_REQUIRE(m);
+    auto* p = reinterpret_cast<std::uint8_t*>(rte_pktmbuf_append(m, frame::udp_frame_overhead + 3));
+    frame::write_udp_headers(p, self, at(9), payload.size());
+    std::memcpy(p + frame::udp_frame_overhead, payload.data(), 3);
+    for (const auto& [from, n] : {std::pair<std::size_t, std::size_t>{3, 997}, {1000, 500}}) {
+        rte_mbuf* s = rte_pktmbuf_alloc(pool);
+        BOOST_REQUIRE(s);
+        std::memcpy(rte_pktmbuf_append(s, static_cast<std::uint16_t>(n)), payload.data() + from, n);
+        BOOST_REQUIRE(rte_pktmbuf_chain(m, s) == 0);
+    }
+    std::vector<std::uint8_t> flat(frame::udp_frame_overhead + payload.size());
+    std::memcpy(flat.data(), p, frame::udp_frame_overhead);
+    std::memcpy(flat.data() + frame::udp_frame_overhead, payload.data(), payload.size());
+    frame::fill_udp_checksum(flat.data());
+    std::memcpy(p + frame::eth_bytes + frame::ipv4_bytes + 6, flat.data() + frame::eth_bytes + frame::ipv4_bytes + 6, 2);
+    BOOST_TEST(net::udp_port::intact(m));
+    rte_mbuf* last = rte_pktmbuf_lastseg(m);
+    rte_pktmbuf_mtod(last, std::uint8_t*)[7] ^= 0x01;
+    BOOST_TEST(!net::udp_port::intact(m));
+    rte_pktmbuf_mtod(last, std::uint8_t*)[7] ^= 0x01;
+    rte_pktmbuf_trim(m, 1); // a payload shorter than the UDP length says
+    BOOST_TEST(!net::udp_port::intact(m));
+    rte_pktmbuf_free(m);
+}
