@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Soak: JOBS jobs of mixed sizes, dtypes, world sizes and faults through one
-# railgated (2 af_packet rails over veths, kernel-UDP workers in a
-# namespace). Some jobs run through injected loss, duplicates, reordering
+# railgated (2 udp rails, as its embedded default has them, on veths;
+# KERNEL_PORT=af_packet: DPDK af_packet rails on them instead), kernel-UDP
+# workers in another namespace. Some jobs run through injected loss, duplicates, reordering
 # and corruption; some lose a worker (SIGKILL) half way. Every job that is
 # not killed must be bit-exact; a job that lost a worker must fail with the
 # dead rank named. Afterwards: no job left, railgated's resident memory no
@@ -17,12 +18,13 @@ d=rgsd$$ w=rgsw$$ log=$(mktemp -d)
 gated_pid=
 trap 'cleanup_netns "$d $w" "$log"' EXIT
 two_rail_netns "$d" "$w"
-ip netns exec "$d" "$railgated" --socket "$log/rg.sock" --metrics off --max-jobs 8 \
-  --rail "net_af_packet0,iface=rgd0,framesz=2048,blocksz=4096,framecnt=1024" --ip 198.18.0.1 \
-  --rail "net_af_packet1,iface=rgd1,framesz=2048,blocksz=4096,framecnt=1024" --ip 198.18.1.1 \
-  -- $test_eal_flags > "$log/railgated.log" 2>&1 &
-gated_pid=$!
-wait_ready "$log/railgated.log"
+case ${KERNEL_PORT:-udp} in
+  udp) start_two_rail_udp_gated "$railgated" "$d" "$w" "$log/railgated.log" 1500 \
+    --socket "$log/rg.sock" --metrics off --max-jobs 8 ;;
+  af_packet) start_two_rail_gated "$railgated" "$d" "$w" "$log/railgated.log" 1500 \
+    --socket "$log/rg.sock" --metrics off --max-jobs 8 ;;
+  *) echo "soak: KERNEL_PORT is udp or af_packet" >&2; exit 2 ;;
+esac
 ctl() { ip netns exec "$d" "$railctl" --socket "$log/rg.sock" "$@"; }
 rss() { awk '/^VmRSS/ {print $2}' "/proc/$gated_pid/status"; }
 active() { ctl --json status | python3 -c 'import json,sys; print(sum(r["active_jobs"] for r in json.load(sys.stdin)["rails"]))'; }

@@ -70,7 +70,9 @@ udp_port::udp_port(std::uint32_t ip, std::uint16_t port, unsigned buffer_bytes, 
     // UDP GRO: a worker's UDP GSO message stays whole on its way here.
     const char* env = std::getenv("RAILGATE_UDP_GRO");
     gro_ = !(env && std::strcmp(env, "0") == 0) && ::setsockopt(fd_, SOL_UDP, UDP_GRO, &one, sizeof one) == 0;
-    if (gro_) overflow_.reset(new std::uint8_t[max_rx_msgs * overflow_bytes]);
+    // Touched now (zeroed), so that railgated's resident size does not grow
+    // later, the first time a receive spills.
+    if (gro_) overflow_.reset(new std::uint8_t[max_rx_msgs * overflow_bytes]());
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(port);
