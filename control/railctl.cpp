@@ -227,6 +227,9 @@ void print_counters(const json& c) {
                 c["drops_total"].get<unsigned long long>());
     for (const auto& [reason, n] : c["drops"].items())
         std::printf("    drop %-28s %llu\n", reason.c_str(), n.get<unsigned long long>());
+    if (c.value("udp_coalesced", 0ull))
+        std::printf("  udp: %llu datagrams arrived coalesced (GRO), %llu copied\n",
+                    c["udp_coalesced"].get<unsigned long long>(), c.value("udp_copied", 0ull));
     if (c.contains("xdp")) {
         std::printf("  xdp:");
         for (const auto& [reason, n] : c["xdp"].items())

@@ -275,6 +275,9 @@ void daemon::print_stats(std::FILE* out) const {
                      v(c.join_errors), v(c.leaves), v(c.aborts), v(c.arp_replies), v(c.icmp_replies),
                      c.total_drops());
         if (v(c.ecn_marked)) std::fprintf(out, "  ecn: %" PRIu64 " frames marked CE\n", v(c.ecn_marked));
+        if (v(c.udp_coalesced))
+            std::fprintf(out, "  udp: %" PRIu64 " datagrams arrived coalesced (GRO), %" PRIu64 " copied\n",
+                         v(c.udp_coalesced), v(c.udp_copied));
         if (v(c.stalls) || v(c.expirations) || v(c.takeovers))
             std::fprintf(out, "  jobs ended: %" PRIu64 " stalled, %" PRIu64 " expired, %" PRIu64 " taken over\n",
                          v(c.stalls), v(c.expirations), v(c.takeovers));

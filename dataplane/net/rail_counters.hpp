@@ -34,6 +34,9 @@ struct alignas(64) rail_counters {
     counter fault_dups{0}, fault_reorders{0}, fault_corrupts{0};
     counter arp_replies{0}, icmp_replies{0};
     counter rtt_reports{0};     // RTT_REPORT messages merged
+    // udp rails: datagrams that arrived in coalesced (GRO) messages, and
+    // those copied out because they did not land alone in an mbuf.
+    counter udp_coalesced{0}, udp_copied{0};
     // Gateway: datagrams routed out of this rail, ARP requests it sent for
     // next hops, neighbours it learnt, ICMP time-exceeded it sent.
     counter fwd_packets{0}, fwd_bytes{0}, arp_requests{0}, neighbours{0}, icmp_errors{0};

@@ -28,12 +28,14 @@ bool poll_rail(rail_state& rs) noexcept {
     rte_mbuf* pkts[rx_burst * 2];
     unsigned n;
     if (rs.s.udp) {
-        udp_port::rx_drops d;
-        n = rs.s.udp->rx(rs.s.pool, rs.s.self, pkts, rx_burst, d);
-        if (d.oversize) [[unlikely]]
-            bump(rs.ctr.drops[static_cast<unsigned>(drop_reason::udp_rail_oversize)], d.oversize);
-        if (d.no_mbuf) [[unlikely]]
-            bump(rs.ctr.drops[static_cast<unsigned>(drop_reason::udp_rail_no_mbuf)], d.no_mbuf);
+        udp_port::rx_tally t;
+        n = rs.s.udp->rx(rs.s.pool, rs.s.self, pkts, rx_burst, t);
+        if (t.coalesced) bump(rs.ctr.udp_coalesced, t.coalesced);
+        if (t.copied) bump(rs.ctr.udp_copied, t.copied);
+        if (t.oversize) [[unlikely]]
+            bump(rs.ctr.drops[static_cast<unsigned>(drop_reason::udp_rail_oversize)], t.oversize);
+        if (t.no_mbuf) [[unlikely]]
+            bump(rs.ctr.drops[static_cast<unsigned>(drop_reason::udp_rail_no_mbuf)], t.no_mbuf);
     } else {
         n = rte_eth_rx_burst(rs.s.port, 0, pkts, rx_burst);
     }

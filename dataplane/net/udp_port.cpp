@@ -95,10 +95,10 @@ udp_port::~udp_port() {
 }
 
 unsigned udp_port::rx(rte_mempool* pool, const frame::endpoint& self, rte_mbuf** out, unsigned n,
-                      rx_drops& drops) noexcept {
+                      rx_tally& tally) noexcept {
     if (staged_at_ == staged_n_) {
         staged_at_ = staged_n_ = 0;
-        receive(pool, self, drops);
+        receive(pool, self, tally);
     }
     const unsigned k = std::min({n, max_burst, staged_n_ - staged_at_});
     std::copy_n(staged_ + staged_at_, k, out);
@@ -106,7 +106,7 @@ unsigned udp_port::rx(rte_mempool* pool, const frame::endpoint& self, rte_mbuf**
     return k;
 }
 
-void udp_port::receive(rte_mempool* pool, const frame::endpoint& self, rx_drops& drops) noexcept {
+void udp_port::receive(rte_mempool* pool, const frame::endpoint& self, rx_tally& tally) noexcept {
     constexpr std::size_t hdr = frame::udp_frame_overhead;
     const std::size_t data_room = rte_pktmbuf_data_room_size(pool);
     const std::size_t room = data_room > RTE_PKTMBUF_HEADROOM + hdr ? data_room - RTE_PKTMBUF_HEADROOM - hdr : 0;
@@ -142,7 +142,7 @@ void udp_port::receive(rte_mempool* pool, const frame::endpoint& self, rx_drops&
         msghdr& mh = h[i].msg_hdr;
         const std::size_t len = h[i].msg_len;
         if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || from[i].sin_family != AF_INET) {
-            ++drops.oversize;
+            ++tally.oversize;
             continue; // its mbufs stay spare
         }
         frame::endpoint src;
@@ -159,12 +159,13 @@ void udp_port::receive(rte_mempool* pool, const frame::endpoint& self, rx_drops&
         }
         const unsigned segs = size ? static_cast<unsigned>((len + size - 1) / size) : 1;
         if (size > room) {
-            drops.oversize += segs;
+            tally.oversize += segs;
             continue;
         }
         if (segs > 1) {
             seg_ = static_cast<std::uint32_t>(size); // the next receive cuts its buffers at this size
             ++rx_messages_;
+            tally.coalesced += segs;
         }
         most = std::max(most, segs);
         // A MAC the rail can answer to: the sender's address in a locally
@@ -177,7 +178,7 @@ void udp_port::receive(rte_mempool* pool, const frame::endpoint& self, rx_drops&
             const std::size_t off = j * size, n = std::min(size, len - off);
             rte_mbuf* m;
             if (staged_n_ == std::size(staged_)) { // more segments than the kernel coalesces: never
-                drops.no_mbuf += segs - j;
+                tally.no_mbuf += segs - j;
                 break;
             }
             if (j < group && n <= seg && (j == 0 || size == seg)) {
@@ -186,6 +187,7 @@ void udp_port::receive(rte_mempool* pool, const frame::endpoint& self, rx_drops&
             } else if ((m = rte_pktmbuf_alloc(pool)) != nullptr) {
                 // Copied out of the message's buffers (mbufs, then overflow).
                 ++copied_;
+                ++tally.copied;
                 auto* dst = rte_pktmbuf_mtod_offset(m, std::uint8_t*, hdr);
                 for (std::size_t at = off, left = n; left;) {
                     const std::uint8_t* p;
@@ -204,7 +206,7 @@ void udp_port::receive(rte_mempool* pool, const frame::endpoint& self, rx_drops&
                     left -= take;
                 }
             } else {
-                drops.no_mbuf += segs - j;
+                tally.no_mbuf += segs - j;
                 break;
             }
             auto* p = rte_pktmbuf_mtod(m, std::uint8_t*);

@@ -41,12 +41,15 @@ public:
     udp_port(const udp_port&) = delete;
     udp_port& operator=(const udp_port&) = delete;
 
-    struct rx_drops {
-        unsigned oversize = 0; // datagrams larger than an mbuf's room
-        unsigned no_mbuf = 0;  // segments of a coalesced message the pool had no mbuf for
+    // What receives did, for the rail's counters.
+    struct rx_tally {
+        unsigned oversize = 0;  // dropped: datagrams larger than an mbuf's room
+        unsigned no_mbuf = 0;   // dropped: segments of a coalesced message the pool had no mbuf for
+        unsigned coalesced = 0; // datagrams that arrived in coalesced (GRO) messages
+        unsigned copied = 0;    // datagrams that did not land alone in an mbuf and were copied
     };
     // Up to n (<= max_burst) datagrams, each in an mbuf of `pool` framed to
-    // `self`, in the order they arrived. Drops are counted in `drops`. With
+    // `self`, in the order they arrived, counted in `tally`. With
     // the pool empty nothing is received (the socket buffer holds them).
     //
     // With UDP GRO a message is a run of equal datagrams (the last may be
@@ -56,7 +59,7 @@ public:
     // land alone in an mbuf (another segment size, more segments than
     // mbufs) is copied into a fresh one. What one receive brings beyond n
     // waits for the next call.
-    unsigned rx(rte_mempool* pool, const frame::endpoint& self, rte_mbuf** out, unsigned n, rx_drops& drops) noexcept;
+    unsigned rx(rte_mempool* pool, const frame::endpoint& self, rte_mbuf** out, unsigned n, rx_tally& tally) noexcept;
 
     // Sends the UDP payloads of frames from `self` (untagged IPv4/UDP) to
     // their destinations and frees what went. What did not go is returned
@@ -92,7 +95,7 @@ private:
     // max_gro_segs datagrams (the kernel's UDP GRO limit).
     static constexpr unsigned max_rx_msgs = 16, max_gro_segs = 64;
     static constexpr std::size_t overflow_bytes = 65536;
-    void receive(rte_mempool* pool, const frame::endpoint& self, rx_drops& drops) noexcept;
+    void receive(rte_mempool* pool, const frame::endpoint& self, rx_tally& tally) noexcept;
 
     int fd_ = -1;
     bool gro_ = false;

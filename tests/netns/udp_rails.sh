@@ -68,6 +68,13 @@ assert (r["transport"], r["driver"], r["device"], r["ifname"]) == ("udp", "udp",
   fail "railctl rail show r0 does not say udp"
 run_job "$d" 3 fp32 1000003,4097,1 --cc delay
 run_job "$d" 3 bf16 1000003,4097,1
+# The workers' UDP GSO messages arrived whole (UDP GRO on railgated's
+# sockets) and were counted; railctl stats shows it.
+ctl --json stats --rail r0 | python3 -c 'import json,sys; r=json.load(sys.stdin)["rails"][0]
+assert r["udp_coalesced"] > 0 and r["udp_copied"] < r["udp_coalesced"], r' ||
+  fail "railgated counted no coalesced datagrams on r0 (UDP GRO)"
+ctl stats --rail r0 | grep -q "datagrams arrived coalesced (GRO)" || fail "railctl stats does not show udp_coalesced"
+echo "ok: workers' GSO messages arrived coalesced (UDP GRO), counted and shown"
 # What railgated cannot use: counted, never delivered to a job.
 before=$(drops r0 rg_truncated)
 ip netns exec "$d" bash -c 'printf "hello" > /dev/udp/198.18.0.1/47000' || fail "sending a short datagram"

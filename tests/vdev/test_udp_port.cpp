@@ -127,13 +127,13 @@ struct port_fixture {
     }
     // Receives until `want` frames came (or a second passed).
     std::vector<rte_mbuf*> rx(unsigned want, rte_mempool* from, unsigned& oversize) {
-        net::udp_port::rx_drops d;
+        net::udp_port::rx_tally d;
         std::vector<rte_mbuf*> got = rx(want, from, d);
         oversize = d.oversize;
         BOOST_TEST(d.no_mbuf == 0u);
         return got;
     }
-    std::vector<rte_mbuf*> rx(unsigned want, rte_mempool* from, net::udp_port::rx_drops& d) {
+    std::vector<rte_mbuf*> rx(unsigned want, rte_mempool* from, net::udp_port::rx_tally& d) {
         std::vector<rte_mbuf*> got;
         for (int spin = 0; spin < 100000 && got.size() + d.no_mbuf + d.oversize < want; ++spin) {
             rte_mbuf* m[32];
@@ -237,7 +237,7 @@ BOOST_FIXTURE_TEST_CASE(coalesced_messages_are_cut_into_a_frame_per_datagram_in_
         want.push_back(d);
     };
     // Each sent, then received: the receive's buffers follow what came last.
-    net::udp_port::rx_drops d;
+    net::udp_port::rx_tally d;
     std::vector<rte_mbuf*> got;
     auto take = [&](std::uint64_t copies) {
         const std::uint64_t before = port->copied_datagrams();
@@ -284,7 +284,7 @@ BOOST_FIXTURE_TEST_CASE(a_coalesced_message_the_pool_cannot_hold_is_counted_not_
     peer w;
     const auto r = run_of(19, 1000, 1000, 1);
     w.send_gso(self.udp_port, r);
-    net::udp_port::rx_drops d;
+    net::udp_port::rx_tally d;
     const std::vector<rte_mbuf*> got = rx(20, tiny, d);
     BOOST_TEST(d.no_mbuf > 0u);
     BOOST_TEST(got.size() + d.no_mbuf == 20u);
