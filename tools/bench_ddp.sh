@@ -20,11 +20,7 @@ d=rgbd$$ w=rgbw$$
 gated_pid=
 trap 'cleanup_netns "$d $w" "$log"' EXIT
 two_rail_netns "$d" "$w"
-case ${KERNEL_PORT:-udp} in
-  udp) start_two_rail_udp_gated "$build/dataplane/railgated" "$d" "$w" "$log/railgated.log" "$mtu" ;;
-  af_packet) start_two_rail_gated "$build/dataplane/railgated" "$d" "$w" "$log/railgated.log" "$mtu" ;;
-  *) echo "bench_ddp: KERNEL_PORT is udp or af_packet" >&2; exit 2 ;;
-esac
+start_kernel_port_gated "$build/dataplane/railgated" "$d" "$w" "$log/railgated.log" "$mtu"
 
 run() { # NAME ROUND ARGS...
   local name=$1 round=$2

@@ -44,11 +44,7 @@ if [ "$(id -u)" = 0 ] && [ -x "$railgated" ]; then
   d=rgcd$$ wn=rgcw$$ gated_pid=
   trap 'cleanup_netns "$d $wn" "$out"' EXIT
   two_rail_netns "$d" "$wn"
-  case ${KERNEL_PORT:-udp} in
-    udp) start_two_rail_udp_gated "$railgated" "$d" "$wn" "$out/railgated.log" 9000 ;;
-    af_packet) start_two_rail_gated "$railgated" "$d" "$wn" "$out/railgated.log" 9000 ;;
-    *) echo "compare_peers: KERNEL_PORT is udp or af_packet" >&2; exit 2 ;;
-  esac
+  start_kernel_port_gated "$railgated" "$d" "$wn" "$out/railgated.log" 9000
   udp=1
 else
   trap 'rm -rf "$out"' EXIT

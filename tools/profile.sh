@@ -42,11 +42,7 @@ udp)
   d=rgfd$$ w=rgfw$$ gated_pid=
   trap 'cleanup_netns "$d $w" "$out"' EXIT
   two_rail_netns "$d" "$w"
-  case ${KERNEL_PORT:-udp} in
-    udp) start_two_rail_udp_gated "$build/dataplane/railgated" "$d" "$w" "$out/railgated.log" "$mtu" ;;
-    af_packet) start_two_rail_gated "$build/dataplane/railgated" "$d" "$w" "$out/railgated.log" "$mtu" ;;
-    *) echo "profile.sh: KERNEL_PORT is udp or af_packet" >&2; exit 2 ;;
-  esac
+  start_kernel_port_gated "$build/dataplane/railgated" "$d" "$w" "$out/railgated.log" "$mtu"
   {
     echo 'pids=()'
     for k in $(seq 0 $((workers - 1))); do

@@ -18,13 +18,7 @@ d=rgsd$$ w=rgsw$$ log=$(mktemp -d)
 gated_pid=
 trap 'cleanup_netns "$d $w" "$log"' EXIT
 two_rail_netns "$d" "$w"
-case ${KERNEL_PORT:-udp} in
-  udp) start_two_rail_udp_gated "$railgated" "$d" "$w" "$log/railgated.log" 1500 \
-    --socket "$log/rg.sock" --metrics off --max-jobs 8 ;;
-  af_packet) start_two_rail_gated "$railgated" "$d" "$w" "$log/railgated.log" 1500 \
-    --socket "$log/rg.sock" --metrics off --max-jobs 8 ;;
-  *) echo "soak: KERNEL_PORT is udp or af_packet" >&2; exit 2 ;;
-esac
+start_kernel_port_gated "$railgated" "$d" "$w" "$log/railgated.log" 1500 --socket "$log/rg.sock" --metrics off --max-jobs 8
 ctl() { ip netns exec "$d" "$railctl" --socket "$log/rg.sock" "$@"; }
 rss() { awk '/^VmRSS/ {print $2}' "/proc/$gated_pid/status"; }
 active() { ctl --json status | python3 -c 'import json,sys; print(sum(r["active_jobs"] for r in json.load(sys.stdin)["rails"]))'; }

@@ -510,6 +510,19 @@ bool daemon::rail_active(std::size_t i) const noexcept {
     return i < p_->rails.size() && p_->rails[i]->active;
 }
 
+bool udp_rail_devargs(const std::string& devargs, std::string& interface, std::string& error) {
+    if (devargs != "udp" && devargs.rfind("udp,", 0) != 0) return false;
+    constexpr std::string_view key = "udp,interface=";
+    interface.clear();
+    error.clear();
+    if (devargs == "udp") return true;
+    if (devargs.rfind(key, 0) != 0 || devargs.size() == key.size() || devargs.find(',', key.size()) != std::string::npos)
+        error = "a udp rail takes only interface=IFNAME (udp or udp,interface=lo)";
+    else
+        interface = devargs.substr(key.size());
+    return true;
+}
+
 std::string daemon::add_rail(const rail_config& rc, const std::string& devargs, std::size_t& index) {
     std::lock_guard lock(p_->ctl);
     if (!p_->launched) return "the rail loops are not running";
@@ -528,14 +541,10 @@ std::string daemon::add_rail(const rail_config& rc, const std::string& devargs, 
     rail_config c = rc;
     c.port_id = -1;
     rte_device* device = nullptr;
-    if (devargs == "udp" || devargs.rfind("udp,", 0) == 0) { // a udp rail: the kernel's socket on its address
-        constexpr std::string_view key = "udp,interface=";
-        if (devargs != "udp" && (devargs.rfind(key, 0) != 0 || devargs.size() == key.size() ||
-                                 devargs.find(',', key.size()) != std::string::npos))
-            return "a udp rail takes only interface=IFNAME (udp or udp,interface=lo)";
+    if (std::string e; udp_rail_devargs(devargs, c.udp_interface, e)) { // the kernel's socket on its address
+        if (!e.empty()) return e;
         if (rc.host_ip) return "a udp rail has no host side: no host_ip";
         c.udp = true;
-        c.udp_interface = devargs == "udp" ? "" : devargs.substr(key.size());
     } else {
         const std::string dev = devargs.substr(0, devargs.find(','));
         std::uint16_t existing;

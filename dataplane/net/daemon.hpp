@@ -108,6 +108,12 @@ struct route_config {
     std::uint32_t via = 0;    // next hop; 0: on the out rail's link
 };
 inline constexpr std::size_t max_routes = 65536;
+
+// A udp rail's devargs, on railgated's command line and in `railctl rail
+// add`: "udp" or "udp,interface=IFNAME". Returns whether `devargs` names a
+// udp rail; then `interface` is IFNAME (or "") and `error` says what is
+// wrong with the rest, if anything.
+bool udp_rail_devargs(const std::string& devargs, std::string& interface, std::string& error);
 // A route and what it carried (datagrams and bytes routed by it).
 struct route_status : route_config {
     std::uint64_t packets = 0, bytes = 0;

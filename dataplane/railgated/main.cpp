@@ -239,11 +239,9 @@ int main(int argc, char** argv) {
             r.devargs = val();
             r.name = "r" + std::to_string(app.rails.size());
             if (r.devargs.substr(0, r.devargs.find(',')).empty()) die("--rail: empty device");
-            if (r.devargs == "udp" || r.devargs.rfind("udp,", 0) == 0) { // the kernel's socket on --ip
+            if (std::string e; net::udp_rail_devargs(r.devargs, r.interface, e)) { // the kernel's socket on --ip
+                if (!e.empty()) die("--rail " + r.devargs + ": " + e);
                 r.transport = config::transport::udp;
-                r.interface = config::devarg(r.devargs, "interface");
-                if (r.devargs != "udp" && r.devargs != "udp,interface=" + r.interface)
-                    die("--rail " + r.devargs + ": a udp rail takes only interface=IFNAME");
                 r.devargs.clear();
             }
             app.rails.push_back(r);

@@ -124,6 +124,17 @@ start_two_rail_udp_gated() { # RAILGATED D W LOGFILE [MTU [ARGS...]]
   wait_ready "$out"
 }
 
+# The benchmarks' railgated facing kernel-UDP workers: udp rails (as the
+# embedded default has them) or, with KERNEL_PORT=af_packet, DPDK af_packet
+# rails on the same veths; the arguments as start_two_rail_udp_gated's.
+start_kernel_port_gated() { # RAILGATED D W LOGFILE [MTU [ARGS...]]
+  case ${KERNEL_PORT:-udp} in
+    udp) start_two_rail_udp_gated "$@" ;;
+    af_packet) start_two_rail_gated "$@" ;;
+    *) echo "KERNEL_PORT is udp or af_packet" >&2; exit 2 ;;
+  esac
+}
+
 # railgated on the rails of two_rail_netns, as the README starts it:
 # af_packet on rgd0/rgd1 at 198.18.0.1 and 198.18.1.1, both links at MTU
 # (default 1500), railgated's options ARGS after them; sets $gated_pid and
