@@ -208,8 +208,9 @@ struct join_ack_body {
     rail_policy policy = rail_policy::rail;
     lag_hash hash = lag_hash::l3l4; // LAG only
     std::uint8_t n_rails = 0;
-    // The job's chunk: the smallest rail chunk. A power of two; on the wire
-    // its log2 (byte 7) and, when it fits, the u16 at byte 4 (0 otherwise).
+    // The job's chunk: the smallest rail chunk, a multiple of 64 bytes. On
+    // the wire the u16 at byte 4 when it fits (0 otherwise), and its log2
+    // at byte 7 when it is a power of two (0 otherwise: MTU 1500's 1408).
     std::uint32_t chunk_bytes = 0;
     // railgated ends a job whose slot waits this long for a rank (0: never);
     // a worker keeps its retransmit timeout well below it.
@@ -259,15 +260,16 @@ constexpr stripe_pos stripe_of(unsigned rail, unsigned n, std::uint32_t excluded
     return p;
 }
 
-// Payload bytes per chunk for a rail MTU: the largest power of two that fits
-// in MTU - IPv4 - UDP - railgate header (1024 at 1500, 8192 at 9000).
-// Powers of two keep chunks aligned to cache lines and SIMD widths.
+// Payload bytes per chunk for a rail MTU: the largest multiple of 64 that
+// fits in MTU - IPv4 - UDP - railgate header (1408 at 1500, 8896 at 9000).
+// Multiples of 64 keep chunks aligned to cache lines and SIMD widths (and
+// to every dtype's element); a power of two would leave a quarter of an
+// MTU-1500 frame empty (1024 of 1432 bytes), and the small-MTU paths are
+// bound by packets, not bytes.
 constexpr std::uint32_t chunk_bytes_for_mtu(std::uint32_t mtu) noexcept {
     if (mtu < 20 + 8 + header_bytes + 64) return 0;
-    std::uint32_t room = mtu - 20 - 8 - static_cast<std::uint32_t>(header_bytes);
-    std::uint32_t p = 64;
-    while (p * 2 <= room) p *= 2;
-    return p;
+    const std::uint32_t room = mtu - 20 - 8 - static_cast<std::uint32_t>(header_bytes);
+    return room / 64 * 64;
 }
 
 // LAG. A job's aggregation lives on its home member, lag_member(job, 0,

@@ -1,7 +1,7 @@
 #!/bin/sh
 # railbench --embedded: railgated grants a job that asks for no pool 64 KiB
-# of chunks per rail (64 slots of 1 KiB at MTU 1500, 8 of 8 KiB at MTU
-# 9000, at least 4), and --pool still asks for its own.
+# of chunks per rail (46 slots of 1408 bytes at MTU 1500, 7 of 8896 at MTU
+# 9000, 16 of 4 KiB at 4200, at least 4), and --pool still asks for its own.
 #   embedded_window.sh RAILBENCH
 set -u
 railbench=$1
@@ -16,7 +16,7 @@ check() { # WANT ARGS...
   [ "$got" = "$want" ] || { echo "FAIL: railbench --embedded $*: pool '$got', want $want" >&2; exit 1; }
   echo "ok: $* -> pool $got"
 }
-check 64 --mtu 1500
-check 8 --mtu 9000
+check 46 --mtu 1500
+check 7 --mtu 9000
 check 16 --mtu 4200
 check 32 --mtu 9000 --pool 32

@@ -195,17 +195,17 @@ wait $bench || fail "railbench across MTU changes"
 cat "$dir"/mtu*.log
 ok "MTU 1500->1000->1500 on r0 and 1500->1000 on r1 during railbench: 0 wrong values"
 run_bench 11 2 || fail "railbench after the MTU changes"
-grep -q "chunk 512 B" "$dir/bench-11-0.log" || fail "new job did not get the new chunk (r1 at MTU 1000: 512 B)"
+grep -q "chunk 896 B" "$dir/bench-11-0.log" || fail "new job did not get the new chunk (r1 at MTU 1000: 896 B)"
 ok "the next job uses the new chunk size"
 ctl rail set r1 mtu 1500 > /dev/null || fail "restore r1"
 # Jumbo frames on both rails: the veth peers the workers send on follow.
 ctl rail set r0 mtu 9000 > /dev/null && ctl rail set r1 mtu 9000 > /dev/null || fail "set mtu 9000"
 for i in rg0 rg1; do in_ns ip link show "$i" | grep -q " mtu 9000 " || fail "$i did not follow its rail to MTU 9000"; done
 run_bench 12 2 || fail "railbench at MTU 9000"
-grep -q "chunk 8192 B" "$dir/bench-12-0.log" || fail "the job at MTU 9000 did not get 8 KiB chunks"
+grep -q "chunk 8896 B" "$dir/bench-12-0.log" || fail "the job at MTU 9000 did not get 8896-byte chunks"
 ctl rail set r0 mtu 1500 > /dev/null && ctl rail set r1 mtu 1500 > /dev/null || fail "restore mtu 1500"
 in_ns ip link show rg0 | grep -q " mtu 1500 " || fail "rg0 did not follow r0 back to MTU 1500"
-ok "MTU 9000 on both rails: the workers' veth peers follow, the next job uses 8 KiB chunks"
+ok "MTU 9000 on both rails: the workers' veth peers follow, the next job uses 8896-byte chunks"
 
 # --- rails added live and removed between jobs
 ctl rail add r2 net_tap2,iface=rg2 198.18.2.1 --host-ip 198.18.2.254/24 | grep -q "rail r2 added" || fail "rail add"

@@ -142,11 +142,37 @@ BOOST_AUTO_TEST_CASE(join_ack_roundtrip_and_rejects_bad_bodies) {
 }
 
 BOOST_AUTO_TEST_CASE(chunk_size_follows_mtu) {
-    BOOST_TEST(chunk_bytes_for_mtu(1500) == 1024u);
-    BOOST_TEST(chunk_bytes_for_mtu(9000) == 8192u);
-    BOOST_TEST(chunk_bytes_for_mtu(576) == 256u);
-    BOOST_TEST(chunk_bytes_for_mtu(9216) == 8192u);
+    BOOST_TEST(chunk_bytes_for_mtu(1500) == 1408u);
+    BOOST_TEST(chunk_bytes_for_mtu(9000) == 8896u);
+    BOOST_TEST(chunk_bytes_for_mtu(576) == 448u);
+    BOOST_TEST(chunk_bytes_for_mtu(9216) == 9088u);
     BOOST_TEST(chunk_bytes_for_mtu(100) == 0u);
+    // Every MTU: the largest whole number of cache lines that fits the
+    // frame's payload (IPv4 + UDP + railgate header taken off).
+    for (unsigned mtu = min_mtu; mtu <= max_mtu; ++mtu) {
+        const std::uint32_t c = chunk_bytes_for_mtu(mtu), room = mtu - 20 - 8 - header_bytes;
+        BOOST_TEST_REQUIRE(c % 64 == 0u);
+        BOOST_TEST_REQUIRE(c <= room);
+        BOOST_TEST_REQUIRE(c + 64 > room);
+    }
+}
+
+// A chunk that is not a power of two (MTU 1500's) travels in the u16 with
+// log2 0, and decodes to itself.
+BOOST_AUTO_TEST_CASE(join_ack_chunk_not_a_power_of_two) {
+    join_ack_body b;
+    b.pool_size = 46;
+    b.n_rails = 1;
+    b.chunk_bytes = chunk_bytes_for_mtu(1500);
+    b.rails[0].mtu = 1500;
+    b.rails[0].chunk_bytes = b.chunk_bytes;
+    std::uint8_t buf[join_ack_fixed_bytes + rail_entry_bytes * max_rails];
+    const std::size_t n = encode_join_ack_body(b, buf);
+    BOOST_TEST(buf[7] == 0u);
+    join_ack_body d;
+    BOOST_TEST_REQUIRE(decode_join_ack_body({buf, n}, d));
+    BOOST_TEST(d.chunk_bytes == 1408u);
+    BOOST_TEST(d.rails[0].chunk_bytes == 1408u);
 }
 
 BOOST_AUTO_TEST_CASE(frame_classification) {

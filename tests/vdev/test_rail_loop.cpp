@@ -162,8 +162,9 @@ BOOST_AUTO_TEST_CASE(bursts_of_every_size_with_garbage_are_exact) {
     for (std::uint16_t r = 0; r < W; ++r) f.inject(f.udp(hdr(wire::msg_type::join, r, W), body, sizeof body));
     BOOST_REQUIRE(f.collect(W).size() == W);
 
-    // Chunk i holds 256 fp32: rank r's element j = (r + 1) * 1e7 + i + j * 0.5f.
-    constexpr unsigned elems = 256;
+    // Chunk i holds the MTU-1500 chunk of fp32 (352): rank r's element j =
+    // (r + 1) * 1e7 + i + j * 0.5f.
+    constexpr unsigned elems = wire::chunk_bytes_for_mtu(1500) / sizeof(float);
     std::uint64_t chunk = 0, garbage = 0;
     for (unsigned burst : {0u, 1u, 3u, 4u, 5u, 31u, 32u}) {
         // `burst` contributions (whole chunks of W ranks, then a partial one).
