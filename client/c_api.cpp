@@ -58,7 +58,9 @@ struct op {
     std::string err;
 };
 
-// The worker of one dtype's job, with the transport it owns.
+// The worker of one dtype's job, with the transport it owns (none when it
+// borrows another member's: a process has one DPDK EAL, so every dtype's
+// job of a dpdk communicator shares the first one's ports).
 struct member {
     std::unique_ptr<client::connection> conn;
     std::unique_ptr<client::worker> w;
@@ -94,6 +96,11 @@ struct rg_comm {
     std::thread progress;
     std::vector<std::uint16_t> narrow;   // a compressed allreduce's wire copy (the running op's)
 
+    // Every worker goes before any transport: one may use another member's.
+    ~rg_comm() {
+        for (member& mb : members) mb.w.reset();
+    }
+
     // Runs fn with the workers to itself, after everything queued before.
     template <class F>
     rg_status exclusive(F&& fn) {
@@ -122,16 +129,22 @@ struct rg_comm {
         member& mb = members[static_cast<unsigned>(dt)];
         out = &mb;
         if (mb.joined) return RG_OK;
-        if (!mb.conn) {
-            if (co.transport == "dpdk" && static_cast<unsigned>(dt) != static_cast<unsigned>(cfg.dtype)) {
-                err = "the dpdk transport carries one dtype per process (" +
-                      std::string(wire::dtype_name(static_cast<wire::dtype>(cfg.dtype))) + "), not " +
-                      std::string(wire::dtype_name(dt));
-                return RG_ERR_USAGE;
-            }
-            mb.conn = std::make_unique<client::connection>(co);
-        }
         if (!mb.w) {
+            // The transport: this dtype's own, or (dpdk: one EAL and one set
+            // of ports per process) the one the communicator made first.
+            // Its jobs take turns on it: one operation runs at a time, and
+            // a worker passes over another job's messages.
+            client::transport* t = mb.conn ? &mb.conn->get() : nullptr;
+            if (!t && co.transport == "dpdk")
+                for (member& other : members)
+                    if (other.conn) {
+                        t = &other.conn->get();
+                        break;
+                    }
+            if (!t) {
+                mb.conn = std::make_unique<client::connection>(co);
+                t = &mb.conn->get();
+            }
             client::worker_options wo;
             wo.job_id = cfg.job + static_cast<std::uint32_t>(dt);
             wo.job_token = cfg.token;
@@ -143,7 +156,7 @@ struct rg_comm {
             wo.congestion_control = cfg.congestion_control == RG_CC_DELAY;
             wo.op_timeout = std::chrono::milliseconds(cfg.timeout_ms);
             wo.join_timeout = std::chrono::milliseconds(cfg.join_timeout_ms);
-            mb.w = std::make_unique<client::worker>(mb.conn->get(), wo);
+            mb.w = std::make_unique<client::worker>(*t, wo);
         }
         err = mb.w->join();
         if (!err.empty()) {

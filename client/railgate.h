@@ -27,8 +27,9 @@
  *   fp16 and bf16 are summed as such on the server (no fp32 round trip).
  * - A job carries one dtype on the wire. The communicator joins job id
  *   `job + dtype` (fp32: job, bf16: job+1, fp16: job+2, int32: job+3) the
- *   first time it uses a dtype; rg_join joins config.dtype's at once. The
- *   dpdk transport carries one dtype per process.
+ *   first time it uses a dtype; rg_join joins config.dtype's at once. With
+ *   the dpdk transport (one EAL per process) those jobs share the
+ *   communicator's ports.
  * - A failed allreduce (a rank died, railgated refused or went away, a
  *   timeout) fails every later one with the same status, unless
  *   config.retries lets the library re-join and run it again.

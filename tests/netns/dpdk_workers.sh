@@ -5,9 +5,12 @@
 # worker on af_packet ports (each with its own EAL), rank 2 a kernel-UDP
 # worker. Odd element counts in fp32 and bf16 must come back bit-exact; in
 # bf16 the af_packet worker runs one pipeline per rail (--rail-threads).
-#   dpdk_workers.sh RAILGATED RAILBENCH
+# Then, given the build's Python package, a job of two C-ABI communicators:
+# one over dpdk running every dtype in turns on its one EAL's ports, one
+# over kernel UDP.
+#   dpdk_workers.sh RAILGATED RAILBENCH [PYTHONPATH]
 set -u
-railgated=$1 railbench=$2
+railgated=$1 railbench=$2 pypath=${3:-}
 . "$(dirname "$0")/lib.sh"
 require_netns
 d=rgkd$$ w=rgkw$$ log=$(mktemp -d)
@@ -62,6 +65,28 @@ for dt in fp32 bf16; do
   echo "ok: $dt, ranks over dpdk/af_xdp, dpdk/af_packet and udp in one job, bit-exact"
   job=$((job + 1))
 done
+# The C ABI over dpdk: one communicator (librailgate through the Python
+# package) runs every dtype in turns on its one EAL's af_packet ports; the
+# other rank is a kernel-UDP communicator. (Not in the sanitized tree: its
+# librailgate needs the sanitizer's runtime loaded before python3.)
+if [ -n "${RAILGATE_SANITIZED:-}" ]; then
+  echo "(the C ABI over dpdk runs in the release tree only)"
+elif [ -n "$pypath" ]; then
+  for k in 0 1; do
+    if [ $k = 0 ]; then
+      args=(dpdk "net_af_packet0,iface=wk00@198.18.0.10;net_af_packet1,iface=wk01@198.18.1.10")
+    else
+      args=(udp)
+    fi
+    ip netns exec "$w" env PYTHONPATH="$pypath" timeout 120 /usr/bin/python3 "$(dirname "$0")/dtypes_on_dpdk.py" \
+      $k 2 $((job + 10)) "${args[@]}" > "$log/dtypes-$k.log" 2>&1 &
+    pids[$k]=$!
+  done
+  for k in 0 1; do
+    wait "${pids[$k]}" || fail "C ABI rank $k: $(tail -n 3 "$log/dtypes-$k.log")"
+    cat "$log/dtypes-$k.log"
+  done
+fi
 # A bad --dpdk-rail is refused before any EAL starts.
 "$railbench" --transport dpdk --server 198.18.0.1 --rank 0 --workers 1 --dpdk-rail net_null0 > "$log/bad.log" 2>&1
 [ $? -eq 2 ] && grep -q "is not DEVARGS@IP" "$log/bad.log" || fail "a --dpdk-rail without an address was not refused"
