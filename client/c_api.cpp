@@ -153,7 +153,8 @@ struct rg_comm {
             wo.dt = dt;
             wo.max_count = cfg.max_count;
             wo.retries = cfg.retries;
-            wo.congestion_control = cfg.congestion_control == RG_CC_DELAY;
+            wo.congestion_control = cfg.congestion_control != RG_CC_OFF;
+            wo.cc.delay = cfg.congestion_control == RG_CC_DELAY;
             wo.op_timeout = std::chrono::milliseconds(cfg.timeout_ms);
             wo.join_timeout = std::chrono::milliseconds(cfg.join_timeout_ms);
             mb.w = std::make_unique<client::worker>(*t, wo);
@@ -390,10 +391,10 @@ RG_EXPORT rg_status rg_create(const rg_config* c, rg_comm** out) {
         co.gid_index = cfg.gid_index;
         if (cfg.dscp > 63) return usage(nullptr, "config.dscp " + std::to_string(cfg.dscp) + " is above 63");
         co.tos = static_cast<std::uint8_t>(cfg.dscp << 2);
-        if (cfg.congestion_control > RG_CC_DELAY)
+        if (cfg.congestion_control > RG_CC_QUEUE)
             return usage(nullptr, "config.congestion_control " + std::to_string(cfg.congestion_control) +
-                                      " is not RG_CC_OFF or RG_CC_DELAY");
-        if (cfg.congestion_control == RG_CC_DELAY) co.tos |= wire::ecn_ect0;
+                                      " is not RG_CC_OFF, RG_CC_DELAY or RG_CC_QUEUE");
+        if (cfg.congestion_control != RG_CC_OFF) co.tos |= wire::ecn_ect0;
         for (std::size_t at = 0; at < comm->rails.size();) {
             std::size_t end = comm->rails.find(';', at);
             if (end == std::string::npos) end = comm->rails.size();

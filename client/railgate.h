@@ -89,12 +89,15 @@ typedef struct rg_config {
     int32_t gid_index;        /* verbs: the GID index (-1: automatic, the default) */
     uint8_t dscp;             /* udp/dpdk: the traffic class (DSCP) of the job's datagrams */
     /* udp/dpdk: RG_CC_DELAY makes each rail's window of chunks in flight
-     * follow the measured round trip and ECN marks (the datagrams are then
-     * ECN-capable); RG_CC_OFF (default) keeps the slot pool as the window. */
+     * follow the measured round trip, railgated's queue depth and ECN marks
+     * (the datagrams are then ECN-capable); RG_CC_QUEUE follows railgated's
+     * queue depth, ECN marks and losses only (not the round trip: for hosts
+     * whose cores the job shares); RG_CC_OFF (default) keeps the slot pool
+     * as the window. */
     uint8_t congestion_control;
 } rg_config;
 
-enum { RG_CC_OFF = 0, RG_CC_DELAY = 1 };
+enum { RG_CC_OFF = 0, RG_CC_DELAY = 1, RG_CC_QUEUE = 2 };
 
 /* Fills *c with the defaults (and struct_size). */
 void rg_config_init(rg_config *c);

@@ -289,7 +289,8 @@ std::uint64_t worker::replays() const noexcept { return s_->replays; }
 std::vector<worker::window_info> worker::windows() const {
     std::vector<window_info> w;
     for (const auto& rr : s_->run) {
-        if (rr.cc) w.push_back({rr.cw.exact(), rr.cw.target(), rr.cw.base(), rr.cw.decreases(), rr.cw.marks()});
+        if (rr.cc)
+            w.push_back({rr.cw.exact(), rr.cw.target(), rr.cw.base(), rr.cw.decreases(), rr.cw.marks(), rr.cw.deep()});
         else w.push_back({static_cast<double>(s_->pool)}); // off: the pool is the window
     }
     return w;
@@ -732,11 +733,13 @@ bool worker::progress_rail(unsigned r) {
             if (sl.retries == 0) {
                 rr.backoff = 0;
                 // railgated's echo: how long this rank's contribution waited
-                // there for the other ranks' (not a queue: taken off), and
-                // whether it came marked CE.
+                // there for the other ranks' (not a queue: taken off), the
+                // depth of its queue ahead of the result, and whether the
+                // contribution came marked CE.
                 if (rr.cc) {
                     const std::uint64_t waited = std::uint64_t{m.h.aux & wire::result_wait_us_mask} * 1000;
-                    rr.cw.on_sample(sample - std::min(sample, waited), t, m.ce || (m.h.aux & wire::result_ce));
+                    rr.cw.on_sample(sample - std::min(sample, waited), t, m.ce || (m.h.aux & wire::result_ce),
+                                    wire::result_depth(m.h.aux));
                 }
                 if (!rr.srtt_ns) {
                     rr.srtt_ns = sample;

@@ -2,13 +2,15 @@
 # Congestion control on the kernel-UDP path: railbench workers over kernel
 # UDP through railgated's 2 af_packet rails (one veth each, MTU 1500), the
 # workers' side of each rail shaped by HTB to RATE (or not: RATE none), the
-# workers' window either the slot pool (--cc off) or the delay-based one
-# (--cc delay), alternated ROUNDS times in one run. Prints each run's bus
-# bandwidth, retransmits and median chunk round trip, the medians and the
-# ratios. Root only; traffic stays in two namespaces this script creates.
-#   tools/bench_cc.sh [BUILD_DIR] [ROUNDS] [WORKERS] [RATE] [SIZE]
+# workers' window either the slot pool (--cc off) or controlled (MODE:
+# --cc delay, the default, or --cc queue), alternated ROUNDS times in one
+# run. Prints each run's bus bandwidth, retransmits and median chunk round
+# trip, the medians and the ratios. Root only; traffic stays in two
+# namespaces this script creates.
+#   tools/bench_cc.sh [BUILD_DIR] [ROUNDS] [WORKERS] [RATE] [SIZE] [MODE]
 set -u
-build=${1:-build} rounds=${2:-3} workers=${3:-2} rate=${4:-200mbit} size=${5:-4M}
+build=${1:-build} rounds=${2:-3} workers=${3:-2} rate=${4:-200mbit} size=${5:-4M} mode=${6:-delay}
+case $mode in delay | queue) ;; *) echo "MODE: delay or queue" >&2; exit 2 ;; esac
 railgated=$build/dataplane/railgated railbench=$build/tools/railbench
 . "$(dirname "$0")/ab_rounds.sh"
 ab_namespaces c
@@ -31,10 +33,10 @@ run() { # MODE JOB -> prints busbw GB/s; retransmits and the median round trip t
 }
 
 echo "# $workers kernel-UDP workers, 2 af_packet rails shaped to $rate (HTB), $size allreduce, $rounds rounds alternating"
-ab_rounds "$rounds" off delay
-for m in off delay; do
+ab_rounds "$rounds" off "$mode"
+for m in off "$mode"; do
   printf "  %-5s retransmits (all workers) median %s, chunk round trip p50 median %s us\n" "$m" \
     "$(cut -d' ' -f1 "$log/extra-$m" | median)" "$(cut -d' ' -f2 "$log/extra-$m" | median)"
 done
-printf "median busbw: --cc off %s GB/s, --cc delay %s GB/s, ratio %.3f\n" "$AB_A" "$AB_B" \
+printf "median busbw: --cc off %s GB/s, --cc %s %s GB/s, ratio %.3f\n" "$AB_A" "$mode" "$AB_B" \
   "$(awk -v a="$AB_A" -v b="$AB_B" 'BEGIN {print b / a}')"

@@ -60,7 +60,8 @@ struct options {
     int gid_index = -1;                // verbs: -1 automatic
     std::uint64_t rail_rate = 0;       // embedded: shape each rail to this many bit/s
     std::uint64_t pace = 0;            // each worker's contributions per rail, bit/s
-    bool cc = false;                   // --cc delay|off
+    bool cc = false;                   // --cc delay|queue|off
+    bool cc_delay = true;              // --cc delay (else queue: depth, marks and losses only)
     std::uint64_t cc_target_ns = 0;    // --cc-target (0: the rail's base delay + headroom)
     unsigned ecn_mark = 0;             // embedded: railgated marks CE behind this many queued frames
     bool rail_threads = false;         // one pipeline per rail on the TBB engine
@@ -154,13 +155,14 @@ void usage(std::FILE* f) {
                  "      --seed S            input seed (all ranks must agree)\n"
                  "      --pace RATE         each worker paces its contributions on each rail to RATE\n"
                  "                          (its traffic class's share: a shaped rail's rate / W)\n"
-                 "      --cc delay|off      congestion control: each rail's window of chunks in flight\n"
-                 "                          follows the round trips it measures (delay), or is the\n"
-                 "                          slot pool (off, the default)\n"
+                 "      --cc delay|queue|off  congestion control: each rail's window of chunks in flight\n"
+                 "                          follows the round trips it measures, railgated's queue depth\n"
+                 "                          and ECN marks (delay), railgated's queue depth, marks and\n"
+                 "                          losses only (queue), or is the slot pool (off, the default)\n"
                  "      --cc-target US      the round trip the window aims at (default: the rail's\n"
                  "                          smallest round trip plus max(100 us, itself))\n"
                  "      --ecn-mark N        embedded, with --rail-rate: railgated marks ECN CE on results\n"
-                 "                          queued behind N or more (what --cc delay reacts to)\n"
+                 "                          queued behind N or more (what --cc delay and queue react to)\n"
                  "      --rail-threads      udp, dpdk: one pipeline per rail on the TBB engine's threads\n"
                  "      --dpdk-rail DEVARGS@IP  dpdk outside --embedded: this worker's DPDK device for the\n"
                  "                          next rail and its address there, e.g. net_af_xdp0,iface=eth1@10.0.0.10\n"
@@ -269,8 +271,9 @@ options parse(int argc, char** argv) {
             if (!qos::parse_rate(v, o.pace)) die("--pace: '" + v + "' is not a rate like 1Gbit or 250Mbit");
         } else if (a == "--cc") {
             const std::string v = val();
-            if (v != "delay" && v != "off") die("--cc: delay or off, not '" + v + "'");
-            o.cc = v == "delay";
+            if (v != "delay" && v != "queue" && v != "off") die("--cc: delay, queue or off, not '" + v + "'");
+            o.cc = v != "off";
+            o.cc_delay = v == "delay";
         } else if (a == "--ecn-mark") {
             o.ecn_mark = static_cast<unsigned>(parse_uint(a, val(), 4096));
             if (!o.ecn_mark) die("--ecn-mark: 1..4096 queued frames");
@@ -510,18 +513,19 @@ void print_windows(FILE* notes, std::span<client::worker* const> ws) {
         for (const auto& i : w->windows()) all.push_back(i);
     if (all.empty() || !all[0].target_ns) return;
     double lo = all[0].window, hi = lo;
-    std::uint64_t dec = 0, target = 0, marks = 0;
+    std::uint64_t dec = 0, target = 0, marks = 0, deep = 0;
     for (const auto& i : all) {
         lo = std::min(lo, i.window);
         hi = std::max(hi, i.window);
         dec += i.decreases;
         marks += i.marks;
+        deep += i.deep;
         target = std::max(target, i.target_ns);
     }
     std::fprintf(notes,
                  "# congestion windows: %.1f..%.1f chunks per rail, target %.1f us, %" PRIu64 " decreases, %" PRIu64
-                 " ECN marks\n",
-                 lo, hi, static_cast<double>(target) / 1e3, dec, marks);
+                 " ECN marks, %" PRIu64 " results queued deep\n",
+                 lo, hi, static_cast<double>(target) / 1e3, dec, marks, deep);
 }
 
 client::worker_options worker_opts(const options& o, unsigned rank) {
@@ -535,6 +539,7 @@ client::worker_options worker_opts(const options& o, unsigned rank) {
     wo.pace_bps = o.pace;
     wo.congestion_control = o.cc;
     wo.cc.target_ns = o.cc_target_ns;
+    wo.cc.delay = o.cc_delay;
     wo.retries = o.retries;
     if (o.peer_timeout_ms) wo.peer_timeout = std::chrono::milliseconds(o.peer_timeout_ms);
     if (o.join_timeout_ms) wo.join_timeout = std::chrono::milliseconds(o.join_timeout_ms);
@@ -568,6 +573,7 @@ double run_flows(const options& o, net::daemon& d,
         wo.pace_bps = o.pace;
         wo.congestion_control = o.cc;
         wo.cc.target_ns = o.cc_target_ns;
+        wo.cc.delay = o.cc_delay;
         wo.max_count = count;
         owners.push_back(std::make_unique<client::worker>(*ts[f], wo));
         if (std::string e = owners.back()->join(); !e.empty()) {

@@ -186,6 +186,7 @@ public:
         std::uint64_t target_ns = 0, base_ns = 0;
         std::uint64_t decreases = 0;
         std::uint64_t marks = 0;  // results that came (or whose chunk came) marked ECN CE
+        std::uint64_t deep = 0;   // results railgated queued behind more than the depth target
     };
     std::vector<window_info> windows() const;
 

@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include <rte_prefetch.h>
 
@@ -317,9 +318,11 @@ private:
 // (frame::ones_sum16), computed once per slot: each copy adds only its
 // headers' to checksum it; a port that computes checksums needs none.
 // `echo`: the RESULT's aux (wire::result_echo), what railgated saw of this
-// rank's contribution.
+// rank's contribution, for ranks that take it; the queue depth ahead of the
+// result on this rail's traffic-class queue is added here.
 void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned rank, const frame::endpoint& dst,
-                 result_sum& payload_sum, rte_mbuf* carrier = nullptr, std::uint32_t echo = 0) noexcept {
+                 result_sum& payload_sum, rte_mbuf* carrier = nullptr,
+                 std::optional<std::uint32_t> echo = std::nullopt) noexcept {
     auto* payload = static_cast<rte_mbuf*>(s.result_owner);
     const std::uint32_t bytes = s.result_count * static_cast<std::uint32_t>(wire::dtype_size(j.dt));
     const std::size_t hdr_len = frame::udp_frame_overhead + wire::header_bytes;
@@ -368,7 +371,9 @@ void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned
     h.count = s.result_count;
     h.offset = s.result_offset;
     h.gen = s.gen - 1;
-    h.aux = echo;
+    h.aux = !echo ? 0
+            : !rs.sched ? *echo
+                        : wire::result_with_depth(*echo, rs.sched->queued(rs.s.cfg.tc_map.from_tos(dst.tos)));
     wire::encode_header(h, p + frame::udp_frame_overhead);
     if (rs.s.tx_udp_cksum) {
         frame::prepare_checksum_offload(p);
@@ -402,7 +407,7 @@ rail_state* lag_home(rail_state& rs, const wire::header& h, std::uint64_t& addr,
 }
 
 void answer(rail_state& home, const agg::job& j, const agg::slot& s, unsigned rank, result_sum& psum,
-            rte_mbuf* carrier = nullptr, std::uint32_t echo = 0) noexcept {
+            rte_mbuf* carrier = nullptr, std::optional<std::uint32_t> echo = std::nullopt) noexcept {
     if (!j.lag || !home.bond) return send_result(home, j, s, rank, j.x.members[rank], psum, carrier, echo);
     rail_state* tx = j.x.via[rank] < home.bond->size() ? (*home.bond)[j.x.via[rank]] : nullptr;
     const agg::job* there = tx ? tx->agg.find(j.id) : nullptr;
@@ -475,8 +480,8 @@ void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h, std::spa
         // joined ECN-capable (workers with congestion control) only, so
         // that the others' results cost nothing more.
         const std::span<void* const> spares = home->agg.spares();
-        const auto echo = [&](unsigned w) -> std::uint32_t {
-            if (!(o.j->x.members[w].tos & wire::ecn_mask)) return 0;
+        const auto echo = [&](unsigned w) -> std::optional<std::uint32_t> {
+            if (!(o.j->x.members[w].tos & wire::ecn_mask)) return std::nullopt;
             // Under 2^32 ticks (a second or more) in fixed point; beyond, it saturates.
             const std::uint64_t waited = rs.burst_tsc - std::min(rs.burst_tsc, home->agg.arrived(*o.j, *o.s, w));
             const std::uint64_t us = waited >> 32 ? ~std::uint64_t{0} : waited * rs.us_per_tsc_q32 >> 32;

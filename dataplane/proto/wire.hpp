@@ -77,13 +77,27 @@ inline constexpr std::uint8_t flags_known = flag_retransmit;
 // RESULT's aux, per destination rank: the congestion railgated saw on that
 // rank's contribution of the chunk. Low 24 bits: how long it waited there
 // for the other ranks' (microseconds, saturating), which a worker takes off
-// its round trip (a slow rank is not a queue); the top bit: it came marked
-// ECN CE. 0 from railgateds that do not echo (and on resent results).
+// its round trip (a slow rank is not a queue); bits 24-30: railgated's
+// queue depth, the frames its traffic-class queue held ahead of this result
+// on the rail it left by (saturating at 127; 0 on a rail not shaped, where
+// results leave at once); the top bit: it came marked ECN CE. 0 from
+// railgateds that do not echo (and on resent results).
 inline constexpr std::uint32_t result_wait_us_mask = 0x00ffffffu;
+inline constexpr unsigned result_depth_shift = 24;
+inline constexpr std::uint32_t result_depth_max = 0x7fu;
+inline constexpr std::uint32_t result_depth_mask = result_depth_max << result_depth_shift;
 inline constexpr std::uint32_t result_ce = 0x80000000u;
 inline constexpr std::uint32_t result_echo(std::uint64_t wait_us, bool ce) noexcept {
     return (wait_us > result_wait_us_mask ? result_wait_us_mask : static_cast<std::uint32_t>(wait_us)) |
            (ce ? result_ce : 0u);
+}
+// An echo with railgated's queue depth (frames) set.
+inline constexpr std::uint32_t result_with_depth(std::uint32_t echo, std::size_t depth) noexcept {
+    const auto d = depth > result_depth_max ? result_depth_max : static_cast<std::uint32_t>(depth);
+    return (echo & ~result_depth_mask) | d << result_depth_shift;
+}
+inline constexpr unsigned result_depth(std::uint32_t aux) noexcept {
+    return (aux & result_depth_mask) >> result_depth_shift;
 }
 // IPv4 ECN codepoints (the TOS byte's low two bits).
 inline constexpr std::uint8_t ecn_mask = 0x03, ecn_ect0 = 0x02, ecn_ce = 0x03;

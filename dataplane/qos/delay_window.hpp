@@ -6,6 +6,13 @@
 // it by `max_mdf`, a timeout to the minimum. ECN marks (CE echoed by the
 // receiver) shrink it as DCTCP does: by alpha / 2 once per round trip,
 // alpha the moving fraction of marked results per window (gain `g`).
+// railgated's queue depth, echoed in each result (the frames its traffic-
+// class queue held ahead of it), is a second, direct view of the same
+// queue: above `depth_target` frames the window shrinks in proportion to
+// the excess depth, as for excess delay. With `delay` off the window
+// follows depth, marks and losses only: a round trip that grows because a
+// shared core was busy, not because of a queue, then costs nothing (the
+// queue mode, for hosts whose cores the workers and railgated share).
 //
 // The target is the rail's base delay plus headroom for queueing. The
 // base is the smallest smoothed round trip (EWMA, 1/8) of the last two
@@ -38,6 +45,13 @@ struct delay_window_params {
     // the base itself (a slow path gets room in proportion).
     std::uint64_t headroom_ns = 100'000;
     std::uint64_t epoch_ns = 1'000'000'000; // base-delay min filter
+    // React to round trips above the target (off: the queue mode).
+    bool delay = true;
+    // railgated's echoed queue depth (frames) above which the window
+    // shrinks; 0 ignores the depth. DCTCP's marking threshold for 1500-byte
+    // frames at 10 Gbit/s is about 65 packets; railgated's shaped rails are
+    // slower, and a shallow standing queue is the point.
+    unsigned depth_target = 16;
 };
 
 class delay_window {
@@ -63,8 +77,9 @@ public:
     }
 
     // A result came back `rtt` after its chunk left (a chunk sent once:
-    // Karn); `ce`: the receiver saw its chunk marked. Returns the window.
-    double on_sample(std::uint64_t rtt, std::uint64_t now, bool ce = false) noexcept {
+    // Karn); `ce`: the receiver saw its chunk marked; `depth`: the frames
+    // railgated's queue held ahead of the result. Returns the window.
+    double on_sample(std::uint64_t rtt, std::uint64_t now, bool ce = false, unsigned depth = 0) noexcept {
         srtt_ = srtt_ ? (7 * srtt_ + rtt) / 8 : rtt;
         note_base(srtt_, now);
         ++acked_;
@@ -74,19 +89,25 @@ public:
             acked_ = marked_ = 0;
         }
         const std::uint64_t t = target();
+        const bool late = p_.delay && rtt > t;
+        const bool deep = p_.depth_target && depth > p_.depth_target;
+        deep_ += deep;
         if (ce) {
             ++marks_;
             if (may_decrease(now)) {
                 w_ *= 1.0 - alpha_ / 2;
                 mark_decrease(now);
             }
-        } else if (rtt <= t) {
+        } else if (!late && !deep) {
             // ai per round trip (a window's worth of results adds ai), or
             // in slow start one per result (doubling per round trip).
             w_ += !decreased_ ? 1.0 : w_ >= 1.0 ? p_.ai / w_ : p_.ai;
             ++increases_;
         } else if (may_decrease(now)) {
-            const double excess = static_cast<double>(rtt - t) / static_cast<double>(rtt);
+            // The larger relative excess of the two signals.
+            double excess = late ? static_cast<double>(rtt - t) / static_cast<double>(rtt) : 0.0;
+            if (deep)
+                excess = std::max(excess, static_cast<double>(depth - p_.depth_target) / static_cast<double>(depth));
             w_ *= std::max(1.0 - p_.beta * excess, 1.0 - p_.max_mdf);
             mark_decrease(now);
         }
@@ -124,6 +145,8 @@ public:
     std::uint64_t increases() const noexcept { return increases_; }
     std::uint64_t decreases() const noexcept { return decreases_; }
     std::uint64_t marks() const noexcept { return marks_; }
+    // Results whose echoed queue depth stood above the target.
+    std::uint64_t deep() const noexcept { return deep_; }
     double alpha() const noexcept { return alpha_; }
     const delay_window_params& params() const noexcept { return p_; }
 
@@ -153,7 +176,7 @@ private:
     std::uint64_t base_ = 0, prev_base_ = 0, epoch_start_ = 0;
     bool decreased_ = false;
     std::uint64_t last_decrease_ = 0, srtt_ = 0;
-    std::uint64_t increases_ = 0, decreases_ = 0, marks_ = 0;
+    std::uint64_t increases_ = 0, decreases_ = 0, marks_ = 0, deep_ = 0;
     double alpha_ = 1.0; // DCTCP starts at 1: the first mark halves
     std::uint64_t acked_ = 0, marked_ = 0;
 };

@@ -9,6 +9,9 @@
 # neither. With railgated marking ECN CE on results queued behind 16
 # (--ecn-mark 16), the windows also shrink on marks: railgated counts the
 # marks, the workers see them, and the flows still carry about two links.
+# In the queue mode (--cc queue: railgated's echoed queue depth, marks and
+# losses; no delay) the flows carry about two links with few resends too,
+# and the workers saw results queued deeper than their target.
 #   paced.sh RAILBENCH
 set -u
 run() { # ARGS... -> prints "links resent aggregations marked seen"
@@ -19,20 +22,23 @@ run() { # ARGS... -> prints "links resent aggregations marked seen"
     /^rail r[0-9]+:/ { for (i = 1; i <= NF; ++i) { if ($i == "(resent") { sub(/\),?/, "", $(i+1)); resent += $(i+1) }
                                                    if ($i == "aggregations") { a = $(i+1); sub(/,/, "", a); aggs += a } } }
     /^  ecn: / { marked += $2 }
-    /^# congestion windows:/ { for (i = 1; i <= NF; ++i) if ($i == "ECN") seen += $(i-1) }
-    END { print links + 0, resent + 0, aggs + 0, marked + 0, seen + 0 }'
+    /^# congestion windows:/ { for (i = 1; i <= NF; ++i) { if ($i == "ECN") seen += $(i-1); if ($i == "queued") deep += $(i-2) } }
+    END { print links + 0, resent + 0, aggs + 0, marked + 0, seen + 0, deep + 0 }'
 }
 railbench=$1
 attempt() {
   read -r l0 r0 a0 _ < <(run --cc off)
   read -r l1 r1 a1 _ < <(run --cc off --pace 25Mbit)
-  read -r l2 r2 a2 m2 s2 < <(run --cc delay)
-  read -r l3 r3 a3 m3 s3 < <(run --cc delay --ecn-mark 16)
+  read -r l2 r2 a2 m2 _ < <(run --cc delay)
+  read -r l3 r3 a3 m3 s3 _ < <(run --cc delay --ecn-mark 16)
+  read -r l4 r4 a4 m4 _ d4 < <(run --cc queue)
   echo "neither: $l0 links, resent $r0 of $a0; paced 25Mbit: $l1 links, resent $r1 of $a1;" \
     "congestion control: $l2 links, resent $r2 of $a2; with ECN marks: $l3 links, resent $r3 of $a3," \
-    "$m3 frames marked, $s3 marks seen by the workers"
+    "$m3 frames marked, $s3 marks seen by the workers; queue mode: $l4 links, resent $r4 of $a4," \
+    "$d4 results queued deep"
   awk -v l0="$l0" -v r0="$r0" -v l1="$l1" -v r1="$r1" -v a1="$a1" -v l2="$l2" -v r2="$r2" -v a2="$a2" \
-      -v m2="$m2" -v l3="$l3" -v r3="$r3" -v a3="$a3" -v m3="$m3" -v s3="$s3" 'BEGIN {
+      -v m2="$m2" -v l3="$l3" -v r3="$r3" -v a3="$a3" -v m3="$m3" -v s3="$s3" \
+      -v l4="$l4" -v r4="$r4" -v a4="$a4" -v m4="$m4" -v d4="$d4" 'BEGIN {
     if (a1 == 0 || a2 == 0) { print "FAIL: no aggregations"; exit 1 }
     if (!(l1 > 1.4 && l1 < 2.1)) { print "FAIL: paced flows at " l1 " links, not about two"; exit 1 }
     if (!(r1 <= a1 / 100)) { print "FAIL: paced flows still caused " r1 " resends"; exit 1 }
@@ -44,6 +50,9 @@ attempt() {
     if (!(m3 > 0 && s3 > 0 && s3 <= m3)) { print "FAIL: ECN: " m3 " frames marked, " s3 " marks seen"; exit 1 }
     if (!(l3 > 1.4 && l3 < 2.1)) { print "FAIL: ECN-marked flows at " l3 " links, not about two"; exit 1 }
     if (!(r3 <= a3 / 20)) { print "FAIL: ECN-marked flows caused " r3 " resends"; exit 1 }
+    if (!(l4 > 1.4 && l4 < 2.1)) { print "FAIL: queue-mode flows at " l4 " links, not about two"; exit 1 }
+    if (!(r4 <= a4 / 20 && r4 * 5 < r0)) { print "FAIL: queue-mode flows caused " r4 " resends"; exit 1 }
+    if (!(d4 > 0 && m4 == 0)) { print "FAIL: queue mode: " d4 " results seen queued deep, " m4 " marked"; exit 1 }
     print "PASS" }'
 }
 for try in 1 2 3; do

@@ -253,19 +253,19 @@ BOOST_AUTO_TEST_CASE(failures_reach_every_request) {
     rg_destroy(comm);
 }
 
-// config.congestion_control: RG_CC_DELAY makes the job's datagrams
+// config.congestion_control: RG_CC_DELAY or RG_CC_QUEUE makes the job's datagrams
 // ECN-capable (ECT(0)) in their DSCP, and the window follows the round
 // trips with exact results; off, no ECN bits; other values are refused.
 BOOST_AUTO_TEST_CASE(congestion_control_is_asked_for_in_the_config) {
     fake_server s;
-    for (const std::uint8_t cc : {std::uint8_t{RG_CC_OFF}, std::uint8_t{RG_CC_DELAY}}) {
+    for (const std::uint8_t cc : {std::uint8_t{RG_CC_OFF}, std::uint8_t{RG_CC_DELAY}, std::uint8_t{RG_CC_QUEUE}}) {
         rg_comm* comm = make(s, 70 + cc, 20000, cc);
         std::vector<float> v(100000), in(100000);
         for (std::size_t i = 0; i < v.size(); ++i) in[i] = v[i] = static_cast<float>(i % 1000);
         for (int k = 0; k < 5; ++k) BOOST_REQUIRE_MESSAGE(rg_allreduce(comm, v.data(), v.data(), v.size(), RG_FP32) == RG_OK,
                                                          rg_last_error(comm));
         BOOST_TEST(std::memcmp(v.data(), in.data(), v.size() * sizeof(float)) == 0);
-        BOOST_TEST((s.contrib_tos() & 3u) == (cc == RG_CC_DELAY ? 2u : 0u), "tos " << s.contrib_tos());
+        BOOST_TEST((s.contrib_tos() & 3u) == (cc != RG_CC_OFF ? 2u : 0u), "tos " << s.contrib_tos());
         BOOST_TEST(rg_leave(comm) == RG_OK);
         rg_destroy(comm);
     }

@@ -377,3 +377,101 @@ BOOST_AUTO_TEST_CASE(ecn_marks_shrink_the_window_by_the_marked_fraction) {
     now = feed(w, 200, 20 * us, now, 10 * us);
     BOOST_TEST(w.window() > 5u);
 }
+
+// railgated's echoed queue depth: above the depth target the window
+// shrinks in proportion to the excess depth, once per round trip, with the
+// round trip under its target; at or below it, the depth costs nothing.
+BOOST_AUTO_TEST_CASE(an_echoed_queue_depth_above_the_target_shrinks_the_window) {
+    delay_window w; // depth target 16
+    w.start(64, 0, false);
+    std::uint64_t now = feed(w, 48, 20 * us, 0, us);
+    BOOST_TEST(w.window() == 64u);
+    w.on_sample(20 * us, now += us, false, 16); // at the target: still grows
+    BOOST_TEST(w.decreases() == 0u);
+    BOOST_TEST(w.deep() == 0u);
+    // 64 frames ahead: excess 48 / 64, x (1 - 0.8 * 0.75) = x 0.4, capped at x 0.5.
+    w.on_sample(20 * us, now += us, false, 64);
+    BOOST_TEST(w.exact() == 32.0, boost::test_tools::tolerance(1e-9));
+    // 20 frames, a round trip later: excess 4 / 20: x 0.84.
+    w.on_sample(20 * us, now += 30 * us, false, 20);
+    BOOST_TEST(w.exact() == 32.0 * 0.84, boost::test_tools::tolerance(1e-9));
+    // Within that round trip: no further cut, and no growth either.
+    const double once = w.exact();
+    w.on_sample(20 * us, now += us, false, 127);
+    BOOST_TEST(w.exact() == once);
+    BOOST_TEST(w.deep() == 3u);
+    BOOST_TEST(w.decreases() == 2u);
+    // A depth target of 0 ignores the depth.
+    delay_window_params p;
+    p.depth_target = 0;
+    delay_window off(p);
+    off.start(64, 0, false);
+    feed(off, 48, 20 * us, 0, us);
+    off.on_sample(20 * us, 100 * us, false, 127);
+    BOOST_TEST(off.window() == 64u);
+    BOOST_TEST(off.deep() == 0u);
+}
+
+// The queue mode (delay off): a round trip far above any target, as when
+// the workers and railgated wait for shared cores, leaves the window alone;
+// railgated's queue depth, ECN marks and losses still shrink it.
+BOOST_AUTO_TEST_CASE(in_the_queue_mode_only_depth_marks_and_losses_shrink_the_window) {
+    delay_window_params p;
+    p.delay = false;
+    delay_window w(p);
+    w.start(64, 0, false);
+    std::uint64_t now = feed(w, 8, 20 * us, 0, us);
+    // Round trips 100x the base: growth goes on, no decrease.
+    now = feed(w, 200, 2000 * us, now, us);
+    BOOST_TEST(w.window() == 64u);
+    BOOST_TEST(w.decreases() == 0u);
+    // The same round trips with railgated's queue standing deep: it shrinks.
+    for (int i = 0; i < 200; ++i) w.on_sample(2000 * us, now += 100 * us, false, 80);
+    BOOST_TEST(w.window() < 8u);
+    BOOST_TEST(w.decreases() > 3u);
+    // The queue drains: it grows back, whatever the round trip.
+    const unsigned low = w.window();
+    feed(w, 400, 2000 * us, now, 100 * us);
+    BOOST_TEST(w.window() > low + 3);
+    // A mark and a loss still count.
+    delay_window m(p);
+    m.start(64, 0, false);
+    now = feed(m, 48, 20 * us, 0, us);
+    m.on_sample(20 * us, now += us, true);
+    BOOST_TEST(m.exact() == 32.0, boost::test_tools::tolerance(1e-9)); // alpha starts at 1: halves
+    m.on_loss(now += 1000 * us);
+    BOOST_TEST(m.exact() == 16.0, boost::test_tools::tolerance(1e-9));
+}
+
+// Against a shaped rail whose queue railgated echoes: the queue mode holds
+// the depth near its target and the link busy, though every round trip is
+// padded with noise far above any delay target (cores shared).
+BOOST_AUTO_TEST_CASE(against_a_shaped_rail_the_queue_mode_holds_the_depth_near_the_target) {
+    const std::uint64_t base = 50 * us, per_chunk = 5 * us; // bdp: 10 chunks
+    delay_window_params p;
+    p.delay = false;
+    delay_window w(p);
+    w.start(256, 0, false);
+    std::uint64_t now = 0, noise = 12345;
+    double lo = 1e9, hi = 0;
+    unsigned deepest = 0;
+    for (int i = 0; i < 20000; ++i) {
+        const double inflight = w.exact();
+        const double queued = std::max(0.0, inflight - static_cast<double>(base / per_chunk));
+        noise = noise * 6364136223846793005ull + 1442695040888963407ull;
+        const std::uint64_t rtt = base + static_cast<std::uint64_t>(queued * static_cast<double>(per_chunk)) +
+                                  (noise >> 33) % (2000 * us);
+        now += inflight >= 10.0 ? per_chunk : base / static_cast<std::uint64_t>(std::max(1.0, inflight));
+        const unsigned depth = static_cast<unsigned>(std::min(127.0, queued));
+        w.on_sample(rtt, now, false, depth);
+        if (i > 5000) {
+            lo = std::min(lo, w.exact());
+            hi = std::max(hi, w.exact());
+            deepest = std::max(deepest, depth);
+        }
+    }
+    BOOST_TEST_MESSAGE("window " << lo << ".." << hi << " chunks, deepest queue " << deepest << " frames");
+    BOOST_TEST(lo >= 10.0);       // the link stays busy
+    BOOST_TEST(hi <= 10.0 + 40);  // far below the pool of 256
+    BOOST_TEST(deepest <= 2 * p.depth_target);
+}

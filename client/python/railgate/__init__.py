@@ -177,7 +177,12 @@ class Comm:
         c.job, c.token, c.rank, c.world, c.dtype = job, token, rank, world, dtype
         c.max_count, c.retries, c.timeout_ms, c.join_timeout_ms = max_count, retries, timeout_ms, join_timeout_ms
         c.gid_index, c.dscp = gid_index, dscp
-        c.congestion_control = 1 if congestion_control else 0
+        # False/"off", True/"delay" (round trip, queue depth, marks) or
+        # "queue" (railgated's queue depth, marks and losses only).
+        modes = {False: 0, "off": 0, True: 1, "delay": 1, "queue": 2}
+        if congestion_control not in modes:
+            raise ValueError(f"congestion_control: False, True, 'off', 'delay' or 'queue', not {congestion_control!r}")
+        c.congestion_control = modes[congestion_control]
         h = ctypes.c_void_p()
         st = _lib.rg_create(ctypes.byref(c), ctypes.byref(h))
         if st != OK:

@@ -40,8 +40,10 @@ class State:
     job, token  by default rank 0 picks a free-looking job id and a random
                 token and shares them through the process group's store
     retries     re-joins after a recoverable failure (railgated restarted...)
-    congestion_control  each rail's window follows the measured round trip
-                and ECN marks instead of the slot pool (see the guide)
+    congestion_control  True or "delay": each rail's window follows the
+                measured round trip, railgated's queue depth and ECN marks
+                instead of the slot pool; "queue": the queue depth, marks and
+                losses only (see the guide)
     """
 
     def __init__(self, server, process_group=None, transport="udp", rails=None, port=0, job=None, token=None,
