@@ -327,6 +327,7 @@ RG_EXPORT void rg_config_init(rg_config* c) {
     c->timeout_ms = 60000;
     c->join_timeout_ms = 5000;
     c->gid_index = -1;
+    c->congestion_control = RG_CC_QUEUE;
 }
 
 RG_EXPORT const char* rg_version(int* major, int* minor, int* patch) {

@@ -92,8 +92,8 @@ typedef struct rg_config {
      * follow the measured round trip, railgated's queue depth and ECN marks
      * (the datagrams are then ECN-capable); RG_CC_QUEUE follows railgated's
      * queue depth, ECN marks and losses only (not the round trip: for hosts
-     * whose cores the job shares); RG_CC_OFF (default) keeps the slot pool
-     * as the window. */
+     * whose cores the job shares; the default); RG_CC_OFF keeps the slot
+     * pool as the window. */
     uint8_t congestion_control;
 } rg_config;
 

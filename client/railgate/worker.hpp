@@ -86,18 +86,23 @@ struct worker_options {
     std::uint64_t pace_bps = 0;
     std::uint64_t pace_burst_bytes = 0;
     // Congestion control over datagram transports: each rail's window of
-    // chunks in flight follows the round trips it measures (qos::
-    // delay_window, in Swift's manner: grow under the target delay, shrink
-    // in proportion above it, halve on a loss), up to the slot pool, so a
-    // slow or shaped rail's queue stays near the target instead of a
-    // pool's worth. Off: the pool is the window. A reliable transport
-    // (verbs) keeps the pool. Pacing, when set, applies on top.
-    // Off by default: where workers and railgated share cores (this
-    // project's test machines), the round trip is mostly waiting for a
-    // core, not a queue, and the window shrinks for nothing (doc/
-    // performance.md: 0.81x embedded, 0.20x with 4 kernel-UDP workers).
-    bool congestion_control = false;
-    qos::delay_window_params cc{};
+    // chunks in flight, up to the slot pool, follows railgated's echoed
+    // queue depth, ECN marks and losses (qos::delay_window: shrink in
+    // proportion to the depth above its target, as DCTCP on marks, halve on
+    // a loss; grow otherwise), so a shaped rail's queue stays near the
+    // target instead of a pool's worth. Off: the pool is the window. A
+    // reliable transport (verbs) keeps the pool. Pacing, when set, applies
+    // on top. railgated echoes to ECN-capable workers only: the transport's
+    // TOS should carry ECT(0) (wire::ecn_ect0), as railbench's and
+    // librailgate's do.
+    // The default is the queue mode (cc.delay off). With cc.delay on the
+    // window also shrinks when the round trip passes a target (Swift);
+    // where workers and railgated share cores (this project's test
+    // machines) that round trip is mostly waiting for a core, not a queue,
+    // and the window shrinks for nothing (doc/performance.md: 0.81x
+    // embedded, 0.20x with 4 kernel-UDP workers).
+    bool congestion_control = true;
+    qos::delay_window_params cc = qos::delay_window_params::queue_mode();
     // One pipeline per rail on this engine's arena for `numa` (null: the
     // calling thread drives every rail). Used by allreduce() when the
     // transport's rails may run on separate threads (UDP).

@@ -52,6 +52,13 @@ struct delay_window_params {
     // frames at 10 Gbit/s is about 65 packets; railgated's shaped rails are
     // slower, and a shallow standing queue is the point.
     unsigned depth_target = 16;
+
+    // The queue mode's parameters: these, with delay off.
+    static delay_window_params queue_mode() noexcept {
+        delay_window_params p;
+        p.delay = false;
+        return p;
+    }
 };
 
 class delay_window {

@@ -123,7 +123,7 @@ private:
 };
 
 rg_comm* make(const fake_server& s, std::uint32_t job, std::uint32_t timeout_ms = 20000,
-              std::uint8_t cc = RG_CC_OFF) {
+              std::uint8_t cc = RG_CC_QUEUE) {
     rg_config c;
     rg_config_init(&c);
     c.congestion_control = cc;
@@ -271,7 +271,7 @@ BOOST_AUTO_TEST_CASE(congestion_control_is_asked_for_in_the_config) {
     }
     rg_config c;
     rg_config_init(&c);
-    BOOST_TEST(c.congestion_control == RG_CC_OFF);
+    BOOST_TEST(c.congestion_control == RG_CC_QUEUE); // the default
     c.server = "127.0.0.1";
     c.port = s.port();
     c.job = 79;

@@ -167,7 +167,7 @@ class Comm:
 
     def __init__(self, server, job, token, rank, world, transport="udp", rails=None, port=0,
                  dtype=FP32, max_count=0, retries=0, timeout_ms=60000, join_timeout_ms=5000, gid_index=-1,
-                 dscp=0, congestion_control=False):
+                 dscp=0, congestion_control="queue"):
         c = _Config()
         _lib.rg_config_init(ctypes.byref(c))
         self._strings = [s.encode() if s is not None else None for s in (server, transport, rails)]

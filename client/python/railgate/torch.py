@@ -40,14 +40,14 @@ class State:
     job, token  by default rank 0 picks a free-looking job id and a random
                 token and shares them through the process group's store
     retries     re-joins after a recoverable failure (railgated restarted...)
-    congestion_control  True or "delay": each rail's window follows the
-                measured round trip, railgated's queue depth and ECN marks
-                instead of the slot pool; "queue": the queue depth, marks and
-                losses only (see the guide)
+    congestion_control  "queue" (default): each rail's window follows
+                railgated's queue depth, ECN marks and losses, up to the slot
+                pool; True or "delay": also the measured round trip; False:
+                the slot pool (see the guide)
     """
 
     def __init__(self, server, process_group=None, transport="udp", rails=None, port=0, job=None, token=None,
-                 retries=0, timeout_ms=60000, join_timeout_ms=30000, congestion_control=False):
+                 retries=0, timeout_ms=60000, join_timeout_ms=30000, congestion_control="queue"):
         global _states
         _states += 1
         group = process_group or dist.group.WORLD
