@@ -8,6 +8,8 @@
 # udp rails in a namespace at MTU (default 9000), as its embedded default
 # has them (KERNEL_PORT=af_packet: DPDK af_packet rails instead); the
 # trainers in another, over kernel UDP.
+# CC=off|delay gives the railgate runs that congestion control (default:
+# the library's, queue).
 #   tools/bench_ddp.sh [BUILD_DIR] [ROUNDS] [STEPS] [MTU]
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,8 +34,8 @@ run() { # NAME ROUND ARGS...
 }
 for round in $(seq "$rounds"); do
   run gloo "$round" --backend gloo
-  run rg_fp32 "$round" --backend railgate --hook fp32
-  run rg_bf16 "$round" --backend railgate --hook bf16
+  run rg_fp32 "$round" --backend railgate --hook fp32 --cc "${CC:-queue}"
+  run rg_bf16 "$round" --backend railgate --hook bf16 --cc "${CC:-queue}"
 done
 stop_gated
 "$python" - "$log" "$rounds" "$steps" "$mtu" "${KERNEL_PORT:-udp}" <<'PY'

@@ -43,6 +43,8 @@ def parse():
     p.add_argument("--server", default="", help="railgated's rail-0 address (railgate)")
     p.add_argument("--transport", default="udp", help="railgate transport: udp, dpdk or verbs")
     p.add_argument("--hook", choices=["fp32", "bf16", "fp16"], default="fp32")
+    p.add_argument("--cc", choices=["queue", "delay", "off"], default="queue",
+                   help="railgate's congestion control (State's congestion_control)")
     p.add_argument("--model", choices=["small", "large"], default="small")
     p.add_argument("--batch", type=int, default=32, help="per rank")
     p.add_argument("--lr", type=float, default=0.1)
@@ -135,7 +137,9 @@ def rank_main(rank, a, port, results):
         ddp = DDP(model, broadcast_buffers=False, bucket_cap_mb=a.bucket_mb)
         if a.backend == "railgate":
             import railgate.torch as rgt
-            state = rgt.State(server=a.server, transport=a.transport, timeout_ms=a.timeout * 1000)
+            cc = {"queue": "queue", "delay": "delay", "off": False}[a.cc]
+            state = rgt.State(server=a.server, transport=a.transport, timeout_ms=a.timeout * 1000,
+                              congestion_control=cc)
             hook = {"fp32": rgt.allreduce_hook, "bf16": rgt.bf16_hook, "fp16": rgt.fp16_hook}[a.hook]
             hook_state = state
         else:
