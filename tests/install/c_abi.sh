@@ -45,32 +45,11 @@ require_netns
 two_rail_netns "$d" "$w"
 start_two_rail_gated "$railgated" "$d" "$w" "$log/railgated.log"
 
-ranks() { # MODE WORLD JOB [ARGS...]: every rank in the worker namespace; fails if one does
-  local mode=$1 world=$2 job=$3 pids=() r
-  shift 3
-  for r in $(seq 0 $((world - 1))); do
-    timeout 60 ip netns exec "$w" "$check" "$mode" 198.18.0.1 "$r" "$world" "$job" "$@" > "$log/$mode-$job-$r.log" 2>&1 &
-    pids+=($!)
-  done
-  for r in $(seq 0 $((world - 1))); do
-    wait "${pids[$r]}" || fail "$mode, job $job, rank $r"
-    cat "$log/$mode-$job-$r.log"
-  done
-}
+ranks() { abi_ranks "$check" "$w" "$@"; } # MODE WORLD JOB [ARGS...]
 ranks run 3 10
 ranks run 1 20
 
-# Job 30 is held by token A (rank 0 waits for rank 1): token B is refused.
-timeout 60 ip netns exec "$w" "$check" run 198.18.0.1 0 2 30 > "$log/hold-0.log" 2>&1 &
-holder=$!
-sleep 0.5
-RAILGATE_TOKEN=$((RAILGATE_TOKEN ^ 1)) timeout 60 ip netns exec "$w" "$check" refused 198.18.0.1 1 2 30 \
-  > "$log/refused.log" 2>&1 || fail "another token on job 30 was not refused"
-cat "$log/refused.log"
-grep -q "token differs" "$log/refused.log" || fail "the refusal does not say why"
-timeout 60 ip netns exec "$w" "$check" run 198.18.0.1 1 2 30 > "$log/hold-1.log" 2>&1 || fail "job 30 rank 1"
-wait "$holder" || fail "job 30 rank 0 (held while another token was refused)"
-echo "ok: job 30 bit-exact for its token, refused for another"
+abi_token_refused "$check" "$w"
 
 # The installed Python package: its library path is the installed one; from
 # the scratch root it is pointed at with $RAILGATE_LIBRARY.

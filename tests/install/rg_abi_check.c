@@ -150,12 +150,14 @@ static int run(const char *server, unsigned rank, unsigned world, unsigned job) 
     }
     for (i = 0; i < COUNT; ++i) {
         float e = 0.0f, eb = 0.0f;
-        int32_t en = 0;
+        uint32_t sum = 0; /* int32 sums wrap, as two's complement: summed unsigned here (no UB) */
+        int32_t en;
         for (r = 0; r < world; ++r) {
             e += value(r, i) + (float)r / 3.0f;
             eb += value(r, i);
-            en += (int32_t)(i * 2654435761u) ^ (int32_t)r;
+            sum += (uint32_t)((int32_t)(i * 2654435761u) ^ (int32_t)r);
         }
+        en = (int32_t)sum;
         if (memcmp(&f[i], &e, 4) != 0) {
             fprintf(stderr, "rg_abi_check: fp32 element %u: %.9g, rank-order sum %.9g\n", i, f[i], e);
             return 1;

@@ -154,3 +154,35 @@ start_two_rail_gated() { # RAILGATED D W LOGFILE [MTU [ARGS...]]
   gated_pid=$!
   wait_ready "$out"
 }
+
+# tests/install/rg_abi_check (a C program on librailgate): every rank of a
+# job at once in namespace W against railgated at 198.18.0.1, each rank's
+# output shown; fails if one does.
+abi_ranks() { # CHECK W MODE WORLD JOB [ARGS...]
+  local check=$1 wns=$2 mode=$3 world=$4 job=$5 pids=() r
+  shift 5
+  for r in $(seq 0 $((world - 1))); do
+    timeout 60 ip netns exec "$wns" "$check" "$mode" 198.18.0.1 "$r" "$world" "$job" "$@" \
+      > "$log/$mode-$job-$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for r in $(seq 0 $((world - 1))); do
+    wait "${pids[$r]}" || fail "$mode, job $job, rank $r"
+    cat "$log/$mode-$job-$r.log"
+  done
+}
+# Job 30, held by this token (its rank 0 waits for rank 1), refuses a join
+# with another token, saying why, and then completes for its own.
+abi_token_refused() { # CHECK W
+  local check=$1 wns=$2 holder
+  timeout 60 ip netns exec "$wns" "$check" run 198.18.0.1 0 2 30 > "$log/hold-0.log" 2>&1 &
+  holder=$!
+  sleep 0.5
+  RAILGATE_TOKEN=$((RAILGATE_TOKEN ^ 1)) timeout 60 ip netns exec "$wns" "$check" refused 198.18.0.1 1 2 30 \
+    > "$log/refused.log" 2>&1 || fail "another token on job 30 was not refused"
+  cat "$log/refused.log"
+  grep -q "token differs" "$log/refused.log" || fail "the refusal does not say why"
+  timeout 60 ip netns exec "$wns" "$check" run 198.18.0.1 1 2 30 > "$log/hold-1.log" 2>&1 || fail "job 30 rank 1"
+  wait "$holder" || fail "job 30 rank 0 (held while another token was refused)"
+  echo "ok: job 30 bit-exact for its token, refused for another"
+}
