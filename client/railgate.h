@@ -91,9 +91,9 @@ typedef struct rg_config {
     /* udp/dpdk: RG_CC_DELAY makes each rail's window of chunks in flight
      * follow the measured round trip, railgated's queue depth and ECN marks
      * (the datagrams are then ECN-capable); RG_CC_QUEUE follows railgated's
-     * queue depth, ECN marks and losses only (not the round trip: for hosts
-     * whose cores the job shares; the default); RG_CC_OFF keeps the slot
-     * pool as the window. */
+     * queue depth, ECN marks and timeouts in a row only (not the round trip
+     * nor a single loss: for hosts whose cores the job shares; the
+     * default); RG_CC_OFF keeps the slot pool as the window. */
     uint8_t congestion_control;
 } rg_config;
 

@@ -61,7 +61,7 @@ struct options {
     std::uint64_t rail_rate = 0;       // embedded: shape each rail to this many bit/s
     std::uint64_t pace = 0;            // each worker's contributions per rail, bit/s
     bool cc = true;                    // --cc delay|queue|off
-    bool cc_delay = false;             // --cc delay (else queue: depth, marks and losses only)
+    bool cc_delay = false;             // --cc delay (else queue: depth, marks and timeouts only)
     std::uint64_t cc_target_ns = 0;    // --cc-target (0: the rail's base delay + headroom)
     unsigned ecn_mark = 0;             // embedded: railgated marks CE behind this many queued frames
     bool rail_threads = false;         // one pipeline per rail on the TBB engine
@@ -158,7 +158,7 @@ void usage(std::FILE* f) {
                  "      --cc delay|queue|off  congestion control: each rail's window of chunks in flight\n"
                  "                          follows the round trips it measures, railgated's queue depth\n"
                  "                          and ECN marks (delay), railgated's queue depth, marks and\n"
-                 "                          losses only (queue, the default), or is the slot pool (off)\n"
+                 "                          timeouts only (queue, the default), or is the slot pool (off)\n"
                  "      --cc-target US      the round trip the window aims at (default: the rail's\n"
                  "                          smallest round trip plus max(100 us, itself))\n"
                  "      --ecn-mark N        embedded, with --rail-rate: railgated marks ECN CE on results\n"

@@ -87,16 +87,17 @@ struct worker_options {
     std::uint64_t pace_burst_bytes = 0;
     // Congestion control over datagram transports: each rail's window of
     // chunks in flight, up to the slot pool, follows railgated's echoed
-    // queue depth, ECN marks and losses (qos::delay_window: shrink in
-    // proportion to the depth above its target, as DCTCP on marks, halve on
-    // a loss; grow otherwise), so a shaped rail's queue stays near the
-    // target instead of a pool's worth. Off: the pool is the window. A
+    // queue depth, ECN marks and timeouts (qos::delay_window: shrink in
+    // proportion to the depth above its target, as DCTCP on marks, to the
+    // minimum on timeouts in a row; grow otherwise), so a shaped rail's
+    // queue stays near the target instead of a pool's worth. Off: the pool is the window. A
     // reliable transport (verbs) keeps the pool. Pacing, when set, applies
     // on top. railgated echoes to ECN-capable workers only: the transport's
     // TOS should carry ECT(0) (wire::ecn_ect0), as railbench's and
     // librailgate's do.
-    // The default is the queue mode (cc.delay off). With cc.delay on the
-    // window also shrinks when the round trip passes a target (Swift);
+    // The default is the queue mode (cc.delay and cc.loss off). With them
+    // on the window also shrinks when the round trip passes a target
+    // (Swift) and halves on a single loss;
     // where workers and railgated share cores (this project's test
     // machines) that round trip is mostly waiting for a core, not a queue,
     // and the window shrinks for nothing (doc/performance.md: 0.81x

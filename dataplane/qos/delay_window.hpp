@@ -10,9 +10,10 @@
 // class queue held ahead of it), is a second, direct view of the same
 // queue: above `depth_target` frames the window shrinks in proportion to
 // the excess depth, as for excess delay. With `delay` off the window
-// follows depth, marks and losses only: a round trip that grows because a
-// shared core was busy, not because of a queue, then costs nothing (the
-// queue mode, for hosts whose cores the workers and railgated share).
+// follows depth, marks and timeouts in a row only: a round trip that grows
+// because a shared core was busy, not because of a queue, then costs
+// nothing, and neither does a single lost datagram (the queue mode, for
+// hosts whose cores the workers and railgated share).
 //
 // The target is the rail's base delay plus headroom for queueing. The
 // base is the smallest smoothed round trip (EWMA, 1/8) of the last two
@@ -47,16 +48,22 @@ struct delay_window_params {
     std::uint64_t epoch_ns = 1'000'000'000; // base-delay min filter
     // React to round trips above the target (off: the queue mode).
     bool delay = true;
+    // Halve on a single loss (RACK or one timeout); off (the queue mode),
+    // only timeouts in a row shrink it (to the minimum): on the kernel
+    // path a lost datagram is most often a receiver that was off its core
+    // for a moment, and a halved window takes many round trips to grow back.
+    bool loss = true;
     // railgated's echoed queue depth (frames) above which the window
     // shrinks; 0 ignores the depth. DCTCP's marking threshold for 1500-byte
     // frames at 10 Gbit/s is about 65 packets; railgated's shaped rails are
     // slower, and a shallow standing queue is the point.
     unsigned depth_target = 16;
 
-    // The queue mode's parameters: these, with delay off.
+    // The queue mode's parameters: these, with delay and single losses off.
     static delay_window_params queue_mode() noexcept {
         delay_window_params p;
         p.delay = false;
+        p.loss = false;
         return p;
     }
 };
@@ -125,6 +132,7 @@ public:
     // out: the window halves (max_mdf), once per round trip. Timeouts in a
     // row (`consecutive`, the rail's backoff) take it to the minimum.
     void on_loss(std::uint64_t now, unsigned consecutive = 0) noexcept {
+        if (!p_.loss && consecutive < 2) return;
         if (consecutive >= 2) {
             w_ = p_.min_window;
         } else {

@@ -412,12 +412,14 @@ BOOST_AUTO_TEST_CASE(an_echoed_queue_depth_above_the_target_shrinks_the_window) 
     BOOST_TEST(off.deep() == 0u);
 }
 
-// The queue mode (delay off): a round trip far above any target, as when
-// the workers and railgated wait for shared cores, leaves the window alone;
-// railgated's queue depth, ECN marks and losses still shrink it.
-BOOST_AUTO_TEST_CASE(in_the_queue_mode_only_depth_marks_and_losses_shrink_the_window) {
-    delay_window_params p;
-    p.delay = false;
+// The queue mode (delay and single losses off): a round trip far above any
+// target, as when the workers and railgated wait for shared cores, leaves
+// the window alone, and so does a single loss; railgated's queue depth, ECN
+// marks and timeouts in a row still shrink it.
+BOOST_AUTO_TEST_CASE(in_the_queue_mode_only_depth_marks_and_timeouts_in_a_row_shrink_the_window) {
+    const delay_window_params p = delay_window_params::queue_mode();
+    BOOST_TEST(!p.delay);
+    BOOST_TEST(!p.loss);
     delay_window w(p);
     w.start(64, 0, false);
     std::uint64_t now = feed(w, 8, 20 * us, 0, us);
@@ -433,14 +435,18 @@ BOOST_AUTO_TEST_CASE(in_the_queue_mode_only_depth_marks_and_losses_shrink_the_wi
     const unsigned low = w.window();
     feed(w, 400, 2000 * us, now, 100 * us);
     BOOST_TEST(w.window() > low + 3);
-    // A mark and a loss still count.
+    // A mark counts; a single loss (RACK, or one timeout) does not; timeouts
+    // in a row take it to the minimum.
     delay_window m(p);
     m.start(64, 0, false);
     now = feed(m, 48, 20 * us, 0, us);
     m.on_sample(20 * us, now += us, true);
     BOOST_TEST(m.exact() == 32.0, boost::test_tools::tolerance(1e-9)); // alpha starts at 1: halves
     m.on_loss(now += 1000 * us);
-    BOOST_TEST(m.exact() == 16.0, boost::test_tools::tolerance(1e-9));
+    m.on_loss(now += 1000 * us, 1);
+    BOOST_TEST(m.exact() == 32.0, boost::test_tools::tolerance(1e-9));
+    m.on_loss(now += 1000 * us, 2);
+    BOOST_TEST(m.window() == 1u);
 }
 
 // Against a shaped rail whose queue railgated echoes: the queue mode holds
@@ -448,8 +454,7 @@ BOOST_AUTO_TEST_CASE(in_the_queue_mode_only_depth_marks_and_losses_shrink_the_wi
 // padded with noise far above any delay target (cores shared).
 BOOST_AUTO_TEST_CASE(against_a_shaped_rail_the_queue_mode_holds_the_depth_near_the_target) {
     const std::uint64_t base = 50 * us, per_chunk = 5 * us; // bdp: 10 chunks
-    delay_window_params p;
-    p.delay = false;
+    const delay_window_params p = delay_window_params::queue_mode();
     delay_window w(p);
     w.start(256, 0, false);
     std::uint64_t now = 0, noise = 12345;

@@ -178,7 +178,7 @@ class Comm:
         c.max_count, c.retries, c.timeout_ms, c.join_timeout_ms = max_count, retries, timeout_ms, join_timeout_ms
         c.gid_index, c.dscp = gid_index, dscp
         # False/"off", True/"delay" (round trip, queue depth, marks) or
-        # "queue" (railgated's queue depth, marks and losses only).
+        # "queue" (railgated's queue depth, marks and timeouts in a row only).
         modes = {False: 0, "off": 0, True: 1, "delay": 1, "queue": 2}
         if congestion_control not in modes:
             raise ValueError(f"congestion_control: False, True, 'off', 'delay' or 'queue', not {congestion_control!r}")

@@ -41,7 +41,7 @@ class State:
                 token and shares them through the process group's store
     retries     re-joins after a recoverable failure (railgated restarted...)
     congestion_control  "queue" (default): each rail's window follows
-                railgated's queue depth, ECN marks and losses, up to the slot
+                railgated's queue depth, ECN marks and timeouts, up to the slot
                 pool; True or "delay": also the measured round trip; False:
                 the slot pool (see the guide)
     """
