@@ -103,5 +103,11 @@ sys.exit(0 if ok else 1)
 PY
 grep -q "refused the join" "$log/other.log" || fail "the other token's JOIN was not refused"
 decode -Y 'railgate.type == 5' -T fields -e railgate.error.code -e railgate.error.text | head -n 1
+# RESULTs to the (by default ECN-capable) workers carry railgated's echo:
+# the wait, the queue depth (0: this rail does not shape) and CE, decoded.
+echo=$(decode -Y 'railgate.type == 4 && ip.dsfield.ecn == 2' -T fields -e railgate.result.wait_us \
+  -e railgate.result.depth -e railgate.result.ce | head -n 1)
+echo "first echoed RESULT: wait_us, depth, ce = $echo"
+[ "$(echo "$echo" | awk -F'\t' '{print NF, $2}')" = "3 0" ] || fail "the RESULT echo was not decoded: '$echo'"
 stop_gated
 echo "PASS"

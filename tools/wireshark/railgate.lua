@@ -52,6 +52,7 @@ local f = {
     aux = ProtoField.uint32("railgate.aux", "Aux"),
     -- RESULT's aux: the congestion railgated saw on the rank's contribution
     wait_us = ProtoField.uint32("railgate.result.wait_us", "Waited for the other ranks (us)", base.DEC, nil, 0x00ffffff),
+    depth = ProtoField.uint32("railgate.result.depth", "Queued ahead of it at railgated (frames)", base.DEC, nil, 0x7f000000),
     ce = ProtoField.bool("railgate.result.ce", "Contribution came ECN CE", 32, nil, 0x80000000),
     payload = ProtoField.bytes("railgate.payload", "Payload"),
     -- JOIN
@@ -160,6 +161,7 @@ function rg.dissector(buf, pinfo, root)
         local at = tree:add(f.aux, buf(36, 4))
         if t == 4 then
             at:add(f.wait_us, buf(36, 4))
+            at:add(f.depth, buf(36, 4))
             at:add(f.ce, buf(36, 4))
         end
         local size = dtype_size[dt]
