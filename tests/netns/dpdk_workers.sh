@@ -72,20 +72,17 @@ done
 if [ -n "${RAILGATE_SANITIZED:-}" ]; then
   echo "(the C ABI over dpdk runs in the release tree only)"
 elif [ -n "$pypath" ]; then
-  for k in 0 1; do
-    if [ $k = 0 ]; then
-      args=(dpdk "net_af_packet0,iface=wk00@198.18.0.10;net_af_packet1,iface=wk01@198.18.1.10")
-    else
-      args=(udp)
-    fi
+  comm() { # RANK TRANSPORT [RAILS]
     ip netns exec "$w" env PYTHONPATH="$pypath" timeout 120 /usr/bin/python3 "$(dirname "$0")/dtypes_on_dpdk.py" \
-      $k 2 $((job + 10)) "${args[@]}" > "$log/dtypes-$k.log" 2>&1 &
-    pids[$k]=$!
-  done
-  for k in 0 1; do
-    wait "${pids[$k]}" || fail "C ABI rank $k: $(tail -n 3 "$log/dtypes-$k.log")"
-    cat "$log/dtypes-$k.log"
-  done
+      "$1" 2 $((job + 10)) "${@:2}" > "$log/dtypes-$1.log" 2>&1
+  }
+  comm 0 dpdk "net_af_packet0,iface=wk00@198.18.0.10;net_af_packet1,iface=wk01@198.18.1.10" &
+  p0=$!
+  comm 1 udp &
+  p1=$!
+  wait $p0 || fail "C ABI rank 0 (dpdk): $(tail -n 3 "$log/dtypes-0.log")"
+  wait $p1 || fail "C ABI rank 1 (udp): $(tail -n 3 "$log/dtypes-1.log")"
+  cat "$log"/dtypes-*.log
 fi
 # A bad --dpdk-rail is refused before any EAL starts.
 "$railbench" --transport dpdk --server 198.18.0.1 --rank 0 --workers 1 --dpdk-rail net_null0 > "$log/bad.log" 2>&1
