@@ -153,8 +153,9 @@ struct rg_comm {
             wo.dt = dt;
             wo.max_count = cfg.max_count;
             wo.retries = cfg.retries;
-            wo.congestion_control = cfg.congestion_control != RG_CC_OFF;
-            wo.cc.delay = cfg.congestion_control == RG_CC_DELAY;
+            client::set_cc_mode(wo, cfg.congestion_control == RG_CC_OFF     ? client::cc_mode::off
+                                    : cfg.congestion_control == RG_CC_DELAY ? client::cc_mode::delay
+                                                                            : client::cc_mode::queue);
             wo.op_timeout = std::chrono::milliseconds(cfg.timeout_ms);
             wo.join_timeout = std::chrono::milliseconds(cfg.join_timeout_ms);
             mb.w = std::make_unique<client::worker>(*t, wo);

@@ -60,8 +60,7 @@ struct options {
     int gid_index = -1;                // verbs: -1 automatic
     std::uint64_t rail_rate = 0;       // embedded: shape each rail to this many bit/s
     std::uint64_t pace = 0;            // each worker's contributions per rail, bit/s
-    bool cc = true;                    // --cc delay|queue|off
-    bool cc_delay = false;             // --cc delay (else queue: depth, marks and timeouts only)
+    client::cc_mode cc = client::cc_mode::queue; // --cc delay|queue|off
     std::uint64_t cc_target_ns = 0;    // --cc-target (0: the rail's base delay + headroom)
     unsigned ecn_mark = 0;             // embedded: railgated marks CE behind this many queued frames
     bool rail_threads = false;         // one pipeline per rail on the TBB engine
@@ -272,8 +271,7 @@ options parse(int argc, char** argv) {
         } else if (a == "--cc") {
             const std::string v = val();
             if (v != "delay" && v != "queue" && v != "off") die("--cc: delay, queue or off, not '" + v + "'");
-            o.cc = v != "off";
-            o.cc_delay = v == "delay";
+            o.cc = v == "off" ? client::cc_mode::off : v == "delay" ? client::cc_mode::delay : client::cc_mode::queue;
         } else if (a == "--ecn-mark") {
             o.ecn_mark = static_cast<unsigned>(parse_uint(a, val(), 4096));
             if (!o.ecn_mark) die("--ecn-mark: 1..4096 queued frames");
@@ -537,9 +535,8 @@ client::worker_options worker_opts(const options& o, unsigned rank) {
     wo.dt = o.dt;
     wo.pool_size = o.pool;
     wo.pace_bps = o.pace;
-    wo.congestion_control = o.cc;
+    client::set_cc_mode(wo, o.cc);
     wo.cc.target_ns = o.cc_target_ns;
-    wo.cc.delay = o.cc_delay;
     wo.retries = o.retries;
     if (o.peer_timeout_ms) wo.peer_timeout = std::chrono::milliseconds(o.peer_timeout_ms);
     if (o.join_timeout_ms) wo.join_timeout = std::chrono::milliseconds(o.join_timeout_ms);
@@ -571,9 +568,8 @@ double run_flows(const options& o, net::daemon& d,
         wo.dt = o.dt;
         wo.pool_size = o.pool;
         wo.pace_bps = o.pace;
-        wo.congestion_control = o.cc;
+        client::set_cc_mode(wo, o.cc);
         wo.cc.target_ns = o.cc_target_ns;
-        wo.cc.delay = o.cc_delay;
         wo.max_count = count;
         owners.push_back(std::make_unique<client::worker>(*ts[f], wo));
         if (std::string e = owners.back()->join(); !e.empty()) {
@@ -621,7 +617,8 @@ int run_lag(const options& o) {
     d.launch();
     std::vector<std::unique_ptr<client::transport>> ts;
     // The delay-based window reads ECN marks too: ECN-capable frames.
-    for (unsigned f = 0; f < n_flows; ++f) ts.push_back(fabric.worker_transport(f, o.cc ? wire::ecn_ect0 : 0));
+    const std::uint8_t ect = o.cc != client::cc_mode::off ? wire::ecn_ect0 : 0; // what railgated echoes to
+    for (unsigned f = 0; f < n_flows; ++f) ts.push_back(fabric.worker_transport(f, ect));
     struct row {
         wire::rail_policy p;
         unsigned flows;
@@ -783,7 +780,7 @@ int run_embedded(const options& o) {
     std::vector<client::worker*> ws;
     std::vector<unsigned> ranks;
     for (unsigned w = 0; w < o.workers; ++w) {
-        ts.push_back(fabric.worker_transport(w, o.cc ? wire::ecn_ect0 : 0));
+        ts.push_back(fabric.worker_transport(w, o.cc != client::cc_mode::off ? wire::ecn_ect0 : 0));
         owners.push_back(std::make_unique<client::worker>(*ts.back(), worker_opts(o, w)));
         if (std::string e = owners.back()->join(); !e.empty()) {
             std::fprintf(stderr, "railbench: worker %u: %s\n", w, e.c_str());
@@ -834,7 +831,7 @@ int run_remote(const options& o) {
     co.dpdk_rails = o.dpdk_rails;
     co.gid_index = o.gid_index;
     // The delay-based window also takes ECN marks: ECN-capable frames.
-    if (o.cc) co.tos |= wire::ecn_ect0;
+    if (o.cc != client::cc_mode::off) co.tos |= wire::ecn_ect0;
     std::unique_ptr<client::connection> conn;
     try {
         conn = std::make_unique<client::connection>(co);

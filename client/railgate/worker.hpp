@@ -111,6 +111,18 @@ struct worker_options {
     int numa = -1;
 };
 
+// The congestion-control modes (railbench --cc, rg_config's RG_CC_*): the
+// slot pool as the window; Swift's delay window with railgated's depth, ECN
+// and every loss; or the queue mode (the default: depth, ECN and timeouts
+// in a row). Sets o.congestion_control and o.cc's mode, keeping its target.
+enum class cc_mode { off, delay, queue };
+inline void set_cc_mode(worker_options& o, cc_mode m) noexcept {
+    const std::uint64_t target = o.cc.target_ns;
+    o.congestion_control = m != cc_mode::off;
+    o.cc = m == cc_mode::delay ? qos::delay_window_params{} : qos::delay_window_params::queue_mode();
+    o.cc.target_ns = target;
+}
+
 // A random 64-bit job token (from the kernel's random source), never 0.
 std::uint64_t random_token();
 
