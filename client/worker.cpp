@@ -145,6 +145,7 @@ struct worker::state {
         std::uint64_t last_progress_ns = 0, last_scan_ns = 0;
         unsigned polls_since_clock = 0;
         stats::histogram rtt;   // merged into state::rtt when an operation ends
+        stats::histogram rtt_own; // the same, less railgated's wait for the other ranks
         std::uint64_t retransmits = 0, results = 0;
         // Smoothed chunk round trip and its variation (Jacobson/Karels), from
         // chunks that were not retransmitted (Karn): the retransmit timeout
@@ -196,7 +197,7 @@ struct worker::state {
     failure why = failure::none;
     std::uint32_t down = 0;
     std::uint64_t detail = 0;
-    stats::histogram rtt;
+    stats::histogram rtt, rtt_own;
     std::uint64_t recoveries = 0;
     std::uint64_t replays = 0;
     std::vector<std::uint8_t> backup; // the input, while an operation with retries runs
@@ -271,6 +272,10 @@ stats::histogram& worker::chunk_rtt() noexcept {
     merge_rtt();
     return s_->rtt;
 }
+stats::histogram& worker::chunk_rtt_own() noexcept {
+    merge_rtt();
+    return s_->rtt_own;
+}
 
 // Each rail records its round trips in its own histogram (its pipeline may
 // run on a thread of its own); they join chunk_rtt() when it is read, never
@@ -282,6 +287,8 @@ void worker::merge_rtt() noexcept {
         if (rr.rtt.count()) {
             s_->rtt.merge(rr.rtt);
             rr.rtt.reset();
+            s_->rtt_own.merge(rr.rtt_own);
+            rr.rtt_own.reset();
         }
 }
 std::uint64_t worker::recoveries() const noexcept { return s_->recoveries; }
@@ -661,8 +668,11 @@ void worker::send_pending(unsigned r) {
     }
     const unsigned sent = t_.send(s_->tr[r], rr.pending.data(), static_cast<unsigned>(n));
     // Round trips and timeouts count from when a chunk left, not from when
-    // it was queued behind the pacer; unpaced chunks leave as they are made
-    // and keep the time contrib() gave them (no extra clock read).
+    // it was queued behind the pacer or behind the copies of a burst (the
+    // transport copies a burst's chunks, then sends them together: an
+    // operation's first window). A chunk sent alone leaves as it is made
+    // and keeps the time contrib() gave it (no extra clock read).
+    if (!t && sent > 1 && rr.slots[rr.pending[0].h.slot].sent_ns) t = now_ns();
     for (unsigned i = 0; i < sent; ++i) {
         state::slot_state& sl = rr.slots[rr.pending[i].h.slot];
         sl.queued = false;
@@ -736,11 +746,10 @@ bool worker::progress_rail(unsigned r) {
                 // there for the other ranks' (not a queue: taken off), the
                 // depth of its queue ahead of the result, and whether the
                 // contribution came marked CE.
-                if (rr.cc) {
-                    const std::uint64_t waited = std::uint64_t{m.h.aux & wire::result_wait_us_mask} * 1000;
-                    rr.cw.on_sample(sample - std::min(sample, waited), t, m.ce || (m.h.aux & wire::result_ce),
-                                    wire::result_depth(m.h.aux));
-                }
+                const std::uint64_t waited = std::uint64_t{m.h.aux & wire::result_wait_us_mask} * 1000;
+                const std::uint64_t own = sample - std::min(sample, waited);
+                rr.rtt_own.record(own);
+                if (rr.cc) rr.cw.on_sample(own, t, m.ce || (m.h.aux & wire::result_ce), wire::result_depth(m.h.aux));
                 if (!rr.srtt_ns) {
                     rr.srtt_ns = sample;
                     rr.rttvar_ns = sample / 2;

@@ -418,7 +418,7 @@ void print_machine(const options& o, const std::vector<unsigned>& ranks, const s
 // Runs the table for `ranks` local workers (all W in embedded mode, one in
 // udp mode). Returns the number of wrong elements (or errors).
 std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, const std::vector<unsigned>& ranks,
-                        stats::histogram& lat) {
+                        stats::histogram& lat, stats::histogram& own) {
     const std::size_t es = wire::dtype_size(o.dt);
     const std::vector<std::uint64_t> counts = counts_of(o);
     std::uint64_t max_count = 0;
@@ -475,7 +475,10 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
                 if (failed()) return UINT64_MAX;
             }
             if (it == o.warmup)
-                for (auto* w : ws) w->chunk_rtt().reset();
+                for (auto* w : ws) {
+                    w->chunk_rtt().reset();
+                    w->chunk_rtt_own().reset();
+                }
             const auto t0 = std::chrono::steady_clock::now();
             allreduce(whole, count);
             const auto t1 = std::chrono::steady_clock::now();
@@ -483,7 +486,10 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
             if (it >= o.warmup) total_s += std::chrono::duration<double>(t1 - t0).count();
             for (std::size_t l = 0; l < ranks.size(); ++l) wrong += bench::count_wrong(buf[l].data(), ref.data(), count, o.dt);
         }
-        for (auto* w : ws) lat.merge(w->chunk_rtt());
+        for (auto* w : ws) {
+            lat.merge(w->chunk_rtt());
+            own.merge(w->chunk_rtt_own());
+        }
         const double t = total_s / o.iters;
         const double bytes = static_cast<double>(count * es);
         const double algbw = bytes / t / 1e9;
@@ -794,9 +800,10 @@ int run_embedded(const options& o) {
                 "transport dpdk (net_ring), kernels %s\n",
                 ack.n_rails, o.workers, std::string(wire::dtype_name(o.dt)).c_str(), o.mtu, ack.chunk_bytes,
                 ack.pool_size, std::string(reduce::best().name).c_str());
-    stats::histogram lat;
-    const std::uint64_t wrong = run_table(o, ws, ranks, lat);
+    stats::histogram lat, own;
+    const std::uint64_t wrong = run_table(o, ws, ranks, lat, own);
     stats::print_latency(notes, lat, "per-chunk round trip, all workers");
+    stats::print_latency(notes, own, "per-chunk round trip less the wait for the other ranks, all workers");
     std::uint64_t retx = 0;
     for (auto* w : ws) retx += w->retransmits();
     std::fprintf(notes, "# retransmits %" PRIu64 ", virtual switch drops %" PRIu64 "\n", retx, fabric.switch_drops());
@@ -862,9 +869,10 @@ int run_remote(const options& o) {
                     eng->arena_concurrency(eng->arena_of(-1)), eng->describe().c_str());
     if (wo.pace_bps) std::fprintf(notes, "# paced: %.3f Gbit/s per rail\n", static_cast<double>(wo.pace_bps) / 1e9);
     std::vector<client::worker*> ws{&w};
-    stats::histogram lat;
-    const std::uint64_t wrong = run_table(o, ws, {static_cast<unsigned>(o.rank)}, lat);
+    stats::histogram lat, own;
+    const std::uint64_t wrong = run_table(o, ws, {static_cast<unsigned>(o.rank)}, lat, own);
     stats::print_latency(notes, lat, "per-chunk round trip");
+    stats::print_latency(notes, own, "per-chunk round trip less the wait for the other ranks");
     std::fprintf(notes, "# retransmits %" PRIu64 ", dropped replies %" PRIu64 ", recoveries %" PRIu64 ", replays %" PRIu64 "\n",
                 w.retransmits(), t->dropped(), w.recoveries(), w.replays());
     if (o.transport == "udp")

@@ -190,6 +190,11 @@ public:
     // Per-chunk round trips (contribution sent -> its result received), ns.
     // Read it between operations: it gathers the rails' own histograms then.
     stats::histogram& chunk_rtt() noexcept;
+    // The same less the time each contribution waited in railgated for the
+    // other ranks' (its echo in the RESULT): the round trip railgate itself
+    // gives, without the ranks' skew. Chunks sent once only (a resent
+    // chunk's result carries no echo).
+    stats::histogram& chunk_rtt_own() noexcept;
     std::uint64_t retransmits() const noexcept;
     // Operations re-run after a recovered failure (allreduce with retries).
     std::uint64_t recoveries() const noexcept;

@@ -29,6 +29,24 @@ PY
 grep -q "Out of bounds values : 0 OK" "$tmp/notes" || fail "--json: the commentary is not on stderr"
 echo "ok: --json: one object on stdout, the commentary on stderr"
 
+# The per-chunk round trips, and the same less each contribution's wait in
+# railgated for the other rank (its echo): a sample for every chunk sent
+# once, never longer than the whole round trip.
+python3 - "$tmp/notes" <<'PY' || fail "round trips: $(grep -A1 'per-chunk' "$tmp/notes")"
+import re, sys
+t = open(sys.argv[1]).read()
+def block(title):
+    m = re.search(r"# " + re.escape(title) + r", all workers \(us\): samples (\d+)\n#\s+t_min (\S+)\s+t_typical\(p50\) (\S+)", t)
+    assert m, title
+    return int(m[1]), float(m[2]), float(m[3])
+n, lo, p50 = block("per-chunk round trip")
+n_own, lo_own, p50_own = block("per-chunk round trip less the wait for the other ranks")
+retx = int(re.search(r"# retransmits (\d+)", t)[1])
+assert n > 0 and n_own <= n and (retx > 0 or n_own == n), (n, n_own, retx)
+assert lo_own <= lo and p50_own <= p50, (lo, lo_own, p50, p50_own)
+PY
+echo "ok: the round trips less the wait for the other ranks: a sample per chunk, none longer"
+
 run -d int32 --csv > "$tmp/c" 2> /dev/null || fail "--csv"
 [ "$(head -n 1 "$tmp/c")" = "size,count,type,redop,time_us,algbw_GBps,busbw_GBps,wrong" ] || fail "CSV header: $(head -n 1 "$tmp/c")"
 [ "$(wc -l < "$tmp/c")" -eq 3 ] || fail "CSV rows: $(cat "$tmp/c")"
