@@ -27,7 +27,7 @@ run() { # MODE JOB -> prints busbw GB/s; retransmits and the median round trip t
   local bw retx p50
   bw=$(ab_workers "$w" "$workers" "$size" 5 "$2" --cc "$1") || exit 1
   retx=$(awk '$2 == "retransmits" {sub(/,/, "", $3); s += $3} END {print s + 0}' "$log"/b*)
-  p50=$(awk '/t_typical/ {print $5}' "$log/b0")
+  p50=$(awk '/t_typical/ {print $5; exit}' "$log/b0") # the whole round trip's
   echo "$retx $p50" >> "$log/extra-$1"
   echo "$bw"
 }
