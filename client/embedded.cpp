@@ -6,6 +6,7 @@
 #include <string>
 
 #include <rte_eth_ring.h>
+#include <rte_pause.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
@@ -122,12 +123,15 @@ std::unique_ptr<transport> embedded_fabric::worker_transport(unsigned w, std::ui
     burst_hook up;
     if (faulty_ && up_dice_.current().on_rx())
         up = [this, w](unsigned r, rte_mbuf** v, unsigned& n, unsigned cap) {
+            while (up_faults_.test_and_set(std::memory_order_acquire)) rte_pause();
             net::apply_faults(up_dice_, late_up_[w * rails_ + r], up_tally_, v, n, cap);
+            up_faults_.clear(std::memory_order_release);
         };
     return make_dpdk_transport(ports, rail_ip(0), wire::default_udp_port, pool_, [this] { pump(); }, std::move(up));
 }
 
 unsigned embedded_fabric::pump() noexcept {
+    if (pumping_.test_and_set(std::memory_order_acquire)) return 0;
     unsigned moved = 0;
     for (unsigned r = 0; r < rails_; ++r) {
         void* objs[256];
@@ -150,6 +154,7 @@ unsigned embedded_fabric::pump() noexcept {
             ++moved;
         }
     }
+    pumping_.clear(std::memory_order_release);
     return moved;
 }
 

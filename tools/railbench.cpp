@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 
@@ -64,6 +65,7 @@ struct options {
     std::uint64_t cc_target_ns = 0;    // --cc-target (0: the rail's base delay + headroom)
     unsigned ecn_mark = 0;             // embedded: railgated marks CE behind this many queued frames
     bool rail_threads = false;         // one pipeline per rail on the TBB engine
+    enum class share { automatic, on, off } lcore_workers = share::automatic; // --lcore-workers
     // --transport dpdk outside --embedded: per rail, a DPDK device (vdev
     // devargs or PCI address) and this worker's address on it.
     std::vector<std::pair<std::string, std::uint32_t>> dpdk_rails;
@@ -163,6 +165,10 @@ void usage(std::FILE* f) {
                  "      --ecn-mark N        embedded, with --rail-rate: railgated marks ECN CE on results\n"
                  "                          queued behind N or more (what --cc delay and queue react to)\n"
                  "      --rail-threads      udp, dpdk: one pipeline per rail on the TBB engine's threads\n"
+                 "      --lcore-workers auto|on|off  embedded: railgated's lcore drives the odd-numbered\n"
+                 "                          workers in its idle passes, this thread the even ones (on), or\n"
+                 "                          this thread drives all (off); auto: on for operations of 8\n"
+                 "                          windows or more (throughput-bound), off below (latency-bound)\n"
                  "      --dpdk-rail DEVARGS@IP  dpdk outside --embedded: this worker's DPDK device for the\n"
                  "                          next rail and its address there, e.g. net_af_xdp0,iface=eth1@10.0.0.10\n"
                  "                          or net_af_packet0,iface=eth1@10.0.0.10 (repeat per rail, rail 0 first)\n"
@@ -285,6 +291,12 @@ options parse(int argc, char** argv) {
             o.dpdk_rails.push_back(rail);
         } else if (a == "--rail-threads") {
             o.rail_threads = true;
+        } else if (a == "--lcore-workers") {
+            const std::string v = val();
+            if (v == "auto") o.lcore_workers = options::share::automatic;
+            else if (v == "on") o.lcore_workers = options::share::on;
+            else if (v == "off") o.lcore_workers = options::share::off;
+            else die("--lcore-workers: '" + v + "' is not auto, on or off");
         } else if (a == "--policy") {
             o.policy = val();
             if (o.policy != "rail" && o.policy != "lag") die("--policy: rail or lag");
@@ -418,7 +430,7 @@ void print_machine(const options& o, const std::vector<unsigned>& ranks, const s
 // Runs the table for `ranks` local workers (all W in embedded mode, one in
 // udp mode). Returns the number of wrong elements (or errors).
 std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, const std::vector<unsigned>& ranks,
-                        stats::histogram& lat, stats::histogram& own) {
+                        stats::histogram& lat, stats::histogram& own, net::daemon* host) {
     const std::size_t es = wire::dtype_size(o.dt);
     const std::vector<std::uint64_t> counts = counts_of(o);
     std::uint64_t max_count = 0;
@@ -426,6 +438,26 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
     std::vector<std::vector<std::uint8_t>> in(o.workers), buf(ranks.size());
     std::vector<std::uint8_t> ref(max_count * es);
     for (auto& b : buf) b.resize(max_count * es);
+    // With `host` (embedded), railgated's lcore drives the odd workers and
+    // this thread the even ones: the two cores share the workers' copies.
+    std::vector<client::worker*> mine, hosted;
+    for (std::size_t l = 0; l < ws.size(); ++l) (l % 2 && host ? hosted : mine).push_back(ws[l]);
+    // auto: operations of 8 windows (every rail's slots) or more. Below, an
+    // operation is a few round trips, and a round trip that waits for a
+    // worker's copies on railgated's core is longer (doc/performance.md).
+    auto share_cores = [&](std::uint64_t n) {
+        if (!host || o.lcore_workers == options::share::off) return false;
+        const auto& a = ws[0]->job_info();
+        return o.lcore_workers == options::share::on ||
+               n * es >= 8ull * a.pool_size * a.chunk_bytes * std::max<unsigned>(1, a.n_rails);
+    };
+    net::lcore_guest guest;
+    guest.ctx = &hosted;
+    guest.step = [](void* p) noexcept {
+        bool done = true;
+        for (client::worker* w : *static_cast<std::vector<client::worker*>*>(p)) done &= w->progress();
+        return done;
+    };
 
     std::fprintf(notes, "#\n# %12s %12s %8s %6s %12s %12s %12s %8s\n", "size", "count", "type", "redop", "time(us)",
                 "algbw(GB/s)", "busbw(GB/s)", "#wrong");
@@ -446,10 +478,13 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
         auto allreduce = [&](const std::vector<void*>& b, std::uint64_t n) {
             if (ws.size() == 1) { // one pipeline per rail with --rail-threads
                 ws[0]->allreduce(b[0], n, o.dt);
-            } else {
-                for (std::size_t l = 0; l < ws.size(); ++l) ws[l]->start(b[l], n, o.dt);
-                client::complete(ws);
+                return;
             }
+            for (std::size_t l = 0; l < ws.size(); ++l) ws[l]->start(b[l], n, o.dt);
+            if (!share_cores(n) || !host->host(guest)) return client::complete(ws);
+            client::complete(mine);
+            for (unsigned spins = 0; !guest.done.load(std::memory_order_acquire);)
+                if (++spins % 64 == 0) std::this_thread::yield();
         };
         std::vector<void*> whole, one;
         std::vector<std::uint8_t> scratch(ws.size() * es);
@@ -801,7 +836,7 @@ int run_embedded(const options& o) {
                 ack.n_rails, o.workers, std::string(wire::dtype_name(o.dt)).c_str(), o.mtu, ack.chunk_bytes,
                 ack.pool_size, std::string(reduce::best().name).c_str());
     stats::histogram lat, own;
-    const std::uint64_t wrong = run_table(o, ws, ranks, lat, own);
+    const std::uint64_t wrong = run_table(o, ws, ranks, lat, own, &d);
     stats::print_latency(notes, lat, "per-chunk round trip, all workers");
     stats::print_latency(notes, own, "per-chunk round trip less the wait for the other ranks, all workers");
     std::uint64_t retx = 0;
@@ -870,7 +905,7 @@ int run_remote(const options& o) {
     if (wo.pace_bps) std::fprintf(notes, "# paced: %.3f Gbit/s per rail\n", static_cast<double>(wo.pace_bps) / 1e9);
     std::vector<client::worker*> ws{&w};
     stats::histogram lat, own;
-    const std::uint64_t wrong = run_table(o, ws, {static_cast<unsigned>(o.rank)}, lat, own);
+    const std::uint64_t wrong = run_table(o, ws, {static_cast<unsigned>(o.rank)}, lat, own, nullptr);
     stats::print_latency(notes, lat, "per-chunk round trip");
     stats::print_latency(notes, own, "per-chunk round trip less the wait for the other ranks");
     std::fprintf(notes, "# retransmits %" PRIu64 ", dropped replies %" PRIu64 ", recoveries %" PRIu64 ", replays %" PRIu64 "\n",

@@ -7,10 +7,15 @@
 //
 // Addresses: railgated rail r is 198.18.r.1; worker w on rail r is
 // 198.18.r.(10+w) (RFC 2544 benchmarking range; nothing leaves the process).
-// Threading: pump() and the workers run on one thread; railgated's lcores
-// touch only their own ports.
+// Threading: each worker runs on one thread at a time, but different
+// workers may run on different threads (railbench drives some on
+// railgated's lcore: net::daemon::host). pump() is one thread's at a time
+// (another thread's call returns at once: the switch is being pumped);
+// the fault injector's draws to railgated are taken under a lock.
+// railgated's lcores touch only their own ports.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -48,7 +53,8 @@ public:
     // Worker w's transport (its R ports, pumping the switch on recv); its
     // frames carry `tos` (DSCP << 2: the traffic class).
     std::unique_ptr<transport> worker_transport(unsigned w, std::uint8_t tos = 0);
-    // Moves railgated's output to the workers; returns frames moved.
+    // Moves railgated's output to the workers; returns frames moved (0 when
+    // another thread is pumping).
     unsigned pump() noexcept;
     std::uint64_t switch_drops() const noexcept { return drops_; }
     // The switch's fault injector, both ways (railbench --embedded --fault):
@@ -75,6 +81,7 @@ private:
     bool faulty_ = false;
     std::vector<rte_mbuf*> late_up_, late_down_; // reordered frames waiting: [w * rails + r], [r]
     net::fault_tally up_tally_, down_tally_;
+    std::atomic_flag pumping_, up_faults_; // pump(); the draws to railgated
 };
 
 } // namespace railgate::client

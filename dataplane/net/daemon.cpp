@@ -166,6 +166,13 @@ void daemon::launch() {
     p_->monitor = std::thread([this] { p_->monitor_links(); });
 }
 
+bool daemon::host(lcore_guest& g) noexcept {
+    if (!p_->launched || p_->ctxs.empty()) return false;
+    g.done.store(false, std::memory_order_relaxed);
+    lcore_guest* none = nullptr;
+    return p_->ctxs.front().guest.compare_exchange_strong(none, &g, std::memory_order_release);
+}
+
 void daemon::stop() {
     if (!p_->launched) return;
     // The monitor first: it may be waiting for the lcores to answer.

@@ -146,6 +146,17 @@ struct daemon_config {
     fault::spec fault;
 };
 
+// A task a rail lcore runs when a pass over its rails found nothing to do,
+// until the task says it is done: railbench --embedded drives some of its
+// workers there, so that railgated's core and the calling thread's share
+// the workers as a host's cores would, instead of one thread carrying every
+// worker's copies while railgated's core waits for them.
+struct lcore_guest {
+    bool (*step)(void* ctx) noexcept = nullptr; // one step; true: done
+    void* ctx = nullptr;
+    std::atomic<bool> done{false};              // set by the lcore (release)
+};
+
 class daemon {
 public:
     // Validates the configuration, opens and starts every port, creates the
@@ -222,6 +233,11 @@ public:
     // caller's; null stops). Once it returns, the lcore has switched: after
     // set_capture(rail, nullptr) it no longer touches the old ring.
     std::string set_capture(std::size_t rail, capture_ring* ring, const capture_filter& f = {});
+    // Hands `g` to the first lcore, which runs g.step when a pass over its
+    // rails found nothing until it returns true, then sets g.done (also when
+    // the loops stop first). False when the loops are not running or the
+    // lcore hosts another guest. Leave `g` alone until g.done.
+    bool host(lcore_guest& g) noexcept;
     // The clock capture records are stamped with, in ns (the TSC's).
     static std::uint64_t clock_ns() noexcept;
 

@@ -109,6 +109,7 @@ struct daemon::impl {
         impl* self;
         unsigned lcore;
         std::atomic<detail::lcore_command*> cmd{nullptr}; // control plane -> lcore, one at a time
+        std::atomic<lcore_guest*> guest{nullptr};          // daemon::host
         // Wakes a loop that sleeps on its udp rails' sockets (an eventfd).
         int wake_fd = -1;
         lcore_ctx(impl* s, unsigned l);

@@ -312,6 +312,13 @@ int daemon::impl::lcore_main(void* arg) {
             if (d.cfg.idle == idle_policy::sleep) zzz.watch(mine);
             c->cmd.store(nullptr, std::memory_order_release);
         }
+        if (lcore_guest* g = c->guest.load(std::memory_order_acquire)) [[unlikely]] {
+            if (!busy && g->step(g->ctx)) {
+                c->guest.store(nullptr, std::memory_order_relaxed);
+                g->done.store(true, std::memory_order_release);
+            }
+            busy = true; // neither yield nor sleep under a guest
+        }
         if (busy) {
             last_busy = t0;
         } else if (zzz.armed() && t0 - last_busy > quiet_ms * ms_tsc &&
@@ -324,6 +331,7 @@ int daemon::impl::lcore_main(void* arg) {
             sched_yield();
         }
     }
+    if (lcore_guest* g = c->guest.exchange(nullptr, std::memory_order_acquire)) g->done.store(true, std::memory_order_release);
     for (auto& r : mine) {
         flush(*r);
         r->s.served_by = nullptr;
