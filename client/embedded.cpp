@@ -6,9 +6,9 @@
 #include <string>
 
 #include <rte_eth_ring.h>
-#include <rte_pause.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_pause.h>
 #include <rte_ring.h>
 
 #include "dataplane/net/eal.hpp"
