@@ -168,7 +168,7 @@ void usage(std::FILE* f) {
                  "      --lcore-workers auto|on|off  embedded: railgated's lcore drives the odd-numbered\n"
                  "                          workers in its idle passes, this thread the even ones (on), or\n"
                  "                          this thread drives all (off); auto: on for operations of 8\n"
-                 "                          windows or more (throughput-bound), off below (latency-bound)\n"
+                 "                          windows or more whose data outgrows the last-level cache\n"
                  "      --dpdk-rail DEVARGS@IP  dpdk outside --embedded: this worker's DPDK device for the\n"
                  "                          next rail and its address there, e.g. net_af_xdp0,iface=eth1@10.0.0.10\n"
                  "                          or net_af_packet0,iface=eth1@10.0.0.10 (repeat per rail, rail 0 first)\n"
@@ -427,6 +427,18 @@ void print_machine(const options& o, const std::vector<unsigned>& ranks, const s
     std::printf("], \"wrong\": %" PRIu64 ", \"avg_busbw_GBps\": %.6g}\n", wrong, avg_busbw);
 }
 
+// The size of one last-level cache instance (sysfs; 32 MiB if unknown).
+std::uint64_t last_level_cache_bytes() {
+    std::uint64_t v = 0;
+    if (std::FILE* f = std::fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r")) {
+        unsigned long long n = 0;
+        char unit = 0;
+        if (std::fscanf(f, "%llu%c", &n, &unit) >= 1) v = unit == 'K' ? n << 10 : unit == 'M' ? n << 20 : n;
+        std::fclose(f);
+    }
+    return v ? v : std::uint64_t{32} << 20;
+}
+
 // Runs the table for `ranks` local workers (all W in embedded mode, one in
 // udp mode). Returns the number of wrong elements (or errors).
 std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, const std::vector<unsigned>& ranks,
@@ -442,14 +454,20 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
     // this thread the even ones: the two cores share the workers' copies.
     std::vector<client::worker*> mine, hosted;
     for (std::size_t l = 0; l < ws.size(); ++l) (l % 2 && host ? hosted : mine).push_back(ws[l]);
-    // auto: operations of 8 windows (every rail's slots) or more. Below, an
-    // operation is a few round trips, and a round trip that waits for a
-    // worker's copies on railgated's core is longer (doc/performance.md).
+    // auto: operations of 8 windows (every rail's slots) or more whose
+    // inputs and outputs outgrow the last-level cache: there the copies wait
+    // on memory and two cores share them well. A shorter operation is a few
+    // round trips, and one whose data stays cached is bound by turnarounds;
+    // both are quicker from one thread, with railgated's core to itself
+    // (doc/performance.md).
+    const std::uint64_t llc = last_level_cache_bytes();
     auto share_cores = [&](std::uint64_t n) {
         if (!host || o.lcore_workers == options::share::off) return false;
+        if (o.lcore_workers == options::share::on) return true;
         const auto& a = ws[0]->job_info();
-        return o.lcore_workers == options::share::on ||
-               n * es >= 8ull * a.pool_size * a.chunk_bytes * std::max<unsigned>(1, a.n_rails);
+        const std::uint64_t bytes = n * es;
+        return bytes >= 8ull * a.pool_size * a.chunk_bytes * std::max<unsigned>(1, a.n_rails) &&
+               2 * bytes * ws.size() > llc;
     };
     net::lcore_guest guest;
     guest.ctx = &hosted;
