@@ -234,7 +234,21 @@ struct worker::state {
         m.h.gen = sl.gen;
         m.payload = data + off * esize;
         m.bytes = static_cast<std::uint32_t>(n * esize);
+        if (!(flags & wire::flag_retransmit)) prefetch(r, k + prefetch_ahead);
         return m;
+    }
+    // The rail's chunk `prefetch_ahead` places on, into the cache while
+    // this one is sent: the transport's copy of a chunk otherwise waits on
+    // memory line by line (the hardware prefetcher barely starts within a
+    // 1408-byte chunk). Embedded, MTU 1500, 2 workers: 1.3x at 4 MiB, 1.5x
+    // at 64 MiB; 1, 2 and 4 places measured alike (doc/performance.md).
+    static constexpr std::uint64_t prefetch_ahead = 2;
+    void prefetch(unsigned r, std::uint64_t k) const noexcept {
+        const std::uint64_t off = (k * rails + r) * chunk_elems;
+        if (off >= count) return;
+        const std::uint8_t* p = data + off * esize;
+        const std::uint64_t bytes = std::min<std::uint64_t>(chunk_elems, count - off) * esize;
+        for (std::uint64_t i = 0; i < bytes; i += 64) __builtin_prefetch(p + i, 0, 3);
     }
     bool in_flight(const rail_run& rr, std::uint64_t k) const noexcept {
         const slot_state& sl = rr.slots[k % pool];

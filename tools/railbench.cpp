@@ -167,8 +167,9 @@ void usage(std::FILE* f) {
                  "      --rail-threads      udp, dpdk: one pipeline per rail on the TBB engine's threads\n"
                  "      --lcore-workers auto|on|off  embedded: railgated's lcore drives the odd-numbered\n"
                  "                          workers in its idle passes, this thread the even ones (on), or\n"
-                 "                          this thread drives all (off); auto: on for operations of 8\n"
-                 "                          windows or more whose data outgrows the last-level cache\n"
+                 "                          this thread drives all (off); auto: on for jumbo chunks and\n"
+                 "                          operations of 8 windows or more whose data outgrows the\n"
+                 "                          last-level cache\n"
                  "      --dpdk-rail DEVARGS@IP  dpdk outside --embedded: this worker's DPDK device for the\n"
                  "                          next rail and its address there, e.g. net_af_xdp0,iface=eth1@10.0.0.10\n"
                  "                          or net_af_packet0,iface=eth1@10.0.0.10 (repeat per rail, rail 0 first)\n"
@@ -454,20 +455,23 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
     // this thread the even ones: the two cores share the workers' copies.
     std::vector<client::worker*> mine, hosted;
     for (std::size_t l = 0; l < ws.size(); ++l) (l % 2 && host ? hosted : mine).push_back(ws[l]);
-    // auto: operations of 8 windows (every rail's slots) or more whose
-    // inputs and outputs outgrow the last-level cache: there the copies wait
-    // on memory and two cores share them well. A shorter operation is a few
-    // round trips, and one whose data stays cached is bound by turnarounds;
-    // both are quicker from one thread, with railgated's core to itself
-    // (doc/performance.md).
+    // auto: jumbo chunks (4 KiB or more), operations of 8 windows (every
+    // rail's slots) or more, whose buffers (one per worker) outgrow the
+    // last-level cache: there the copies wait on memory, railgated's core
+    // has few frames to handle and idles, and two cores share the copies
+    // well. With small chunks railgated's core is busy with its own
+    // per-frame work; a shorter operation is a few round trips; one whose
+    // data stays cached is bound by turnarounds: each is quicker from one
+    // thread, with railgated's core to itself (doc/performance.md).
     const std::uint64_t llc = last_level_cache_bytes();
     auto share_cores = [&](std::uint64_t n) {
         if (!host || o.lcore_workers == options::share::off) return false;
         if (o.lcore_workers == options::share::on) return true;
         const auto& a = ws[0]->job_info();
         const std::uint64_t bytes = n * es;
-        return bytes >= 8ull * a.pool_size * a.chunk_bytes * std::max<unsigned>(1, a.n_rails) &&
-               2 * bytes * ws.size() > llc;
+        return a.chunk_bytes >= 4096 &&
+               bytes >= 8ull * a.pool_size * a.chunk_bytes * std::max<unsigned>(1, a.n_rails) &&
+               bytes * ws.size() > llc;
     };
     net::lcore_guest guest;
     guest.ctx = &hosted;
