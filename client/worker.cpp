@@ -240,8 +240,9 @@ struct worker::state {
     // The rail's chunk `prefetch_ahead` places on, into the cache while
     // this one is sent: the transport's copy of a chunk otherwise waits on
     // memory line by line (the hardware prefetcher barely starts within a
-    // 1408-byte chunk). Embedded, MTU 1500, 2 workers: 1.3x at 4 MiB, 1.5x
-    // at 64 MiB; 1, 2 and 4 places measured alike (doc/performance.md).
+    // 1408-byte chunk). Embedded, MTU 1500, 2 workers: up to 1.3x at 4 MiB
+    // and 1.5x at 64 MiB where the copy waits on memory, the same elsewhere;
+    // 1, 2 and 4 places measured alike (doc/performance.md).
     static constexpr std::uint64_t prefetch_ahead = 2;
     void prefetch(unsigned r, std::uint64_t k) const noexcept {
         const std::uint64_t off = (k * rails + r) * chunk_elems;
