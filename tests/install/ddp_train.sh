@@ -65,8 +65,23 @@ print(f"ok: 3 ranks: railgate bit-identical across runs; max |railgate - gloo| =
 sys.exit(0 if diff <= 1e-5 * scale else 1)
 PY
 
-train rgbf16 --backend railgate --world 2 --steps $steps --hook bf16 || fail "railgate bf16 hook"
+train rgbf16 --backend railgate --world 2 --steps $steps --hook bf16 --spans || fail "railgate bf16 hook"
 falls rgbf16
+# --spans: a line per rank and step; each step's buckets carry every
+# parameter's gradient (float32) once, each handed over inside its step.
+"$python" - "$log/rgbf16.log" "$(field rgbf16 params)" $steps <<'PY' || fail "ddp_train --spans"
+import re, sys
+lines = [l for l in open(sys.argv[1]) if re.match(r"rank \d+ step \d+: buckets ", l)]
+params, steps = int(sys.argv[2]), int(sys.argv[3])
+assert len(lines) == 2 * steps, f"{len(lines)} span lines, expected {2 * steps}"
+for l in lines:
+    spans = re.findall(r"([0-9.]+) MB ([0-9.]+)\+([0-9.]+) ms", l)
+    assert spans, l
+    total = sum(float(mb) for mb, _, _ in spans)
+    assert abs(total * 1e6 - 4 * params) <= 0.05e6 * len(spans), f"buckets sum to {total} MB, not {4 * params / 1e6}: {l}"
+    assert all(float(at) >= 0 and float(took) >= 0 for _, at, took in spans), l
+print(f"ok: --spans: {len(lines)} lines, each step's buckets {total:.2f} MB")
+PY
 train rgfp16 --backend railgate --world 2 --steps $steps --hook fp16 || fail "railgate fp16 hook"
 falls rgfp16
 echo "ok: bf16 and fp16 hooks train (loss falls)"
