@@ -17,7 +17,10 @@
 #   harness    railbench's own input generation and check, page faults
 # A function inlined into another counts as the other (railgated's loop
 # inlines its handlers). Percentages are of all samples on all CPUs.
-# RAILGATE_PROFILE_ITERS sets the timed iterations (default 30).
+# RAILGATE_PROFILE_ITERS sets the timed iterations (default 30). Embedded,
+# one thread drives the workers (railbench --lcore-workers off), so that
+# railgated's lcore runs railgated alone and the workers' copies count as
+# copies.
 #   tools/profile.sh [BUILD_DIR] [embedded|udp] [WORKERS] [SIZE] [MTU]
 # udp: railgated on two udp rails in a namespace (KERNEL_PORT=af_packet:
 # DPDK af_packet rails), kernel-UDP workers in another (root). Prints the
@@ -32,7 +35,7 @@ bench=(-b "$size" -e "$size" -n "${RAILGATE_PROFILE_ITERS:-30}" -w 2)
 case $mode in
 embedded)
   cat > "$out/run.sh" <<EOF
-"$build/tools/railbench" --embedded --workers $workers --mtu $mtu ${bench[*]} > "$out/bench-0.log" 2>&1
+"$build/tools/railbench" --embedded --workers $workers --mtu $mtu --lcore-workers off ${bench[*]} > "$out/bench-0.log" 2>&1
 EOF
   trap 'rm -rf "$out"' EXIT
   ;;
