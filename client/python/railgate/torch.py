@@ -11,9 +11,18 @@ hooks average as DDP does: the bucket divided by the world size, then
 summed. Sums are bit-exact and in rank order: the same on every rank and
 run after run.
 
-bf16_hook and fp16_hook send the bucket as bfloat16 / float16 (like
+bf16_hook and fp16_hook send a float32 bucket as bfloat16 / float16 (like
 fp16_compress_hook) and railgated sums those types as such. The division
 and the conversions run in librailgate's thread, not in backward's.
+
+Buckets of bfloat16 or float16 (a model trained in that type) are summed in
+their own type by allreduce_hook (and by the hook of the same type),
+divided by the world size in that type first, as DDP's allreduce does.
+
+CUDA buckets go through pinned host memory: the division, and the
+narrowing of a compressed hook, run on the device first, so only the wire's
+bytes cross PCIe; the result is copied back (and widened) on the device
+before the future completes.
 
 The job id and a random token go from rank 0 to the others through the
 process group's store: the user gives only the server's address.
@@ -61,25 +70,70 @@ class State:
                                   timeout_ms=timeout_ms, join_timeout_ms=join_timeout_ms,
                                   congestion_control=congestion_control)
         self._pending = queue.Queue()
+        self._staging = {}   # CUDA buckets' pinned host buffers, by (bucket index, dtype, numel)
         self._waiter = threading.Thread(target=self._complete, name="railgate-waiter", daemon=True)
         self._waiter.start()
 
-    def submit(self, tensor, wire, divisor):
-        """Averages a contiguous float32 CPU tensor in place across the
-        ranks: divided by `divisor`, summed as `wire` (railgate.FP32, BF16
-        or FP16), back to float32; the division and conversions run on the
-        library's thread. Returns a Future of the tensor."""
-        if tensor.dtype != torch.float32 or not tensor.is_contiguous() or tensor.device.type != "cpu":
-            raise ValueError("railgate: the bucket must be a contiguous float32 CPU tensor")
+    def submit(self, tensor, wire, divisor, key=None):
+        """Averages a contiguous float32, bfloat16 or float16 tensor (CPU or
+        CUDA) in place across the ranks: divided by `divisor` and summed as
+        `wire` (railgate.FP32, BF16, FP16; None: the tensor's own type). A
+        float32 tensor may go as a 16-bit wire type and come back float32;
+        a 16-bit one is summed in its own type. `key` names the tensor's
+        pinned staging buffer (CUDA; DDP's bucket index). Returns a Future
+        of the tensor."""
         fut = torch.futures.Future()
         try:
-            req = self.comm.allreduce_compressed_start(tensor.data_ptr(), tensor.numel(), wire, float(divisor),
-                                                       keep=tensor)
-        except railgate.RailgateError as e:
+            if tensor.dtype not in _WIRE or not tensor.is_contiguous() or tensor.device.type not in ("cpu", "cuda"):
+                raise ValueError(f"railgate: the bucket must be a contiguous float32, bfloat16 or float16 tensor "
+                                 f"on the CPU or a CUDA device, not {tensor.dtype} on {tensor.device}")
+            own = _WIRE[tensor.dtype]
+            wire = own if wire is None else wire
+            if own != railgate.FP32 and wire != own:
+                raise ValueError(f"railgate: a {tensor.dtype} bucket is summed as such (allreduce_hook), "
+                                 f"not as {_NAMES[wire]}")
+            if tensor.device.type == "cuda":
+                req, done = self._submit_cuda(tensor, wire, divisor, key)
+            elif own == railgate.FP32:
+                req = self.comm.allreduce_compressed_start(tensor.data_ptr(), tensor.numel(), wire, float(divisor),
+                                                           keep=tensor)
+                done = None
+            else:
+                if divisor != 1:
+                    tensor.div_(divisor)
+                req = self.comm.allreduce_start(tensor.data_ptr(), tensor.numel(), own, keep=tensor)
+                done = None
+        except (railgate.RailgateError, ValueError) as e:
             fut.set_exception(e)
             return fut
-        self._pending.put((req, fut, tensor))
+        self._pending.put((req, fut, tensor, done))
         return fut
+
+    def _submit_cuda(self, tensor, wire, divisor, key):
+        # On the device: the division, and the narrowing to the wire type.
+        if wire == _WIRE[tensor.dtype]:
+            dev = tensor.div_(divisor) if divisor != 1 else tensor
+        else:
+            dev = tensor.div(divisor).to(_DTYPE[wire])
+        host = self._pinned(key, dev)
+        host.copy_(dev)   # waits for the kernels that made the gradients
+        req = self.comm.allreduce_start(host.data_ptr(), host.numel(), wire, keep=host)
+
+        def done():   # on the waiter thread, once the sum is in host
+            with torch.cuda.device(tensor.device):
+                dev.copy_(host)
+                if dev is not tensor:
+                    tensor.copy_(dev)   # widened back to float32
+                torch.cuda.current_stream().synchronize()
+        return req, done
+
+    def _pinned(self, key, like):
+        k = (key, like.dtype, like.numel())
+        buf = self._staging.get(k)
+        if buf is None:
+            buf = torch.empty(like.numel(), dtype=like.dtype, pin_memory=True)
+            self._staging[k] = buf
+        return buf
 
     def _complete(self):
         # In submission order (railgate runs them in that order).
@@ -87,10 +141,12 @@ class State:
             item = self._pending.get()
             if item is None:
                 return
-            req, fut, tensor = item
+            req, fut, tensor, done = item
             try:
                 req.wait()    # ctypes drops the GIL while it waits
-            except railgate.RailgateError as e:
+                if done:
+                    done()
+            except Exception as e:   # railgate's error, or the device's
                 fut.set_exception(e)
                 continue
             fut.set_result(tensor)
@@ -118,18 +174,30 @@ def _rendezvous(rank, job, token, n):
     return job, token
 
 
+_WIRE = {torch.float32: railgate.FP32, torch.bfloat16: railgate.BF16, torch.float16: railgate.FP16}
+_DTYPE = {w: t for t, w in _WIRE.items()}
+_NAMES = {railgate.FP32: "float32", railgate.BF16: "bfloat16", railgate.FP16: "float16"}
+
+
+def _index(bucket):
+    return bucket.index() if hasattr(bucket, "index") else None
+
+
 def allreduce_hook(state, bucket):
-    """Averages the bucket in float32 through railgate (DDP's allreduce:
-    divided by the world size, then summed)."""
-    return state.submit(bucket.buffer(), railgate.FP32, state.world)
+    """Averages the bucket through railgate in its own type (float32,
+    bfloat16 or float16), as DDP's allreduce: divided by the world size,
+    then summed."""
+    return state.submit(bucket.buffer(), None, state.world, _index(bucket))
 
 
 def bf16_hook(state, bucket):
-    """Averages the bucket as bfloat16 on the wire: divided by the world
-    size in float32, rounded to bf16, summed as bf16 by railgated."""
-    return state.submit(bucket.buffer(), railgate.BF16, state.world)
+    """Averages a float32 bucket as bfloat16 on the wire: divided by the
+    world size in float32, rounded to bf16, summed as bf16 by railgated,
+    widened back. A bfloat16 bucket is summed as such."""
+    return state.submit(bucket.buffer(), railgate.BF16, state.world, _index(bucket))
 
 
 def fp16_hook(state, bucket):
-    """Averages the bucket as float16 on the wire (as bf16_hook)."""
-    return state.submit(bucket.buffer(), railgate.FP16, state.world)
+    """Averages a float32 bucket as float16 on the wire (as bf16_hook). A
+    float16 bucket is summed as such."""
+    return state.submit(bucket.buffer(), railgate.FP16, state.world, _index(bucket))
