@@ -20,7 +20,7 @@
 #include "client/railgate/connect.hpp"
 #include "client/railgate/worker.hpp"
 #include "dataplane/proto/ipv4.hpp"
-#include "dataplane/reduce/numeric.hpp"
+#include "dataplane/reduce/reduce.hpp"
 
 #define RG_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -226,30 +226,25 @@ struct rg_comm {
         return st;
     }
 
-    // Divides, narrows to the wire dtype, allreduces, widens back in place.
+    // Divides, narrows to the wire dtype, allreduces, widens back in place,
+    // with the reduce library's SIMD conversions (the rounding of railgated's
+    // own: nearest even, canonical NaN).
     std::string compressed(member& mb, op& o) {
         auto* f = static_cast<float*>(o.recv);
         const float div = o.divisor;
         const std::size_t n = o.count;
+        const reduce::kernels& k = reduce::best();
+        const auto d = static_cast<unsigned>(o.dt);
         if (o.dt == wire::dtype::fp32) {
-            if (div != 1.0f)
-                for (std::size_t i = 0; i < n; ++i) f[i] /= div;
+            if (div != 1.0f) k.narrow[d](f, f, div, n);
             return mb.w->allreduce(f, n, o.dt);
         }
         narrow.resize(n);
         std::uint16_t* h = narrow.data();
-        if (o.dt == wire::dtype::bf16) {
-            for (std::size_t i = 0; i < n; ++i) h[i] = reduce::f32_to_bf16(f[i] / div);
-        } else {
-            for (std::size_t i = 0; i < n; ++i) h[i] = reduce::f32_to_f16(f[i] / div);
-        }
+        k.narrow[d](h, f, div, n);
         std::string err = mb.w->allreduce(h, n, o.dt);
         if (!err.empty()) return err;
-        if (o.dt == wire::dtype::bf16) {
-            for (std::size_t i = 0; i < n; ++i) f[i] = reduce::bf16_to_f32(h[i]);
-        } else {
-            for (std::size_t i = 0; i < n; ++i) f[i] = reduce::f16_to_f32(h[i]);
-        }
+        k.widen[d](f, h, n);
         return {};
     }
 

@@ -3,7 +3,8 @@
 // For W inputs of n bytes reduced in place into input 0 (as the data plane
 // does), bytes moved = (W + 1) * n (W reads, 1 write); memcpy of n bytes
 // moves 2 * n. Sizes: L2-resident (W inputs fit in 1 MiB) and DRAM (64 MiB
-// per input).
+// per input). Then the compressed allreduce's conversions (narrow: divide
+// and round to a 16-bit type; widen: back to fp32), per variant.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -88,6 +89,32 @@ int main(int argc, char** argv) {
                     }
             }
         }
+    }
+    // The compressed allreduce's conversions (the DDP hooks' float32
+    // buckets on a 16-bit wire, and the fp32 division), 16 Mi elements from
+    // DRAM: bytes moved = what they read plus what they write.
+    std::printf("# conversions, %s: GB/s = bytes moved / s; ratio = against memcpy in the same run\n", "DRAM 16 Mi elements");
+    std::printf("# %-8s %-18s %-12s %10s %10s %7s\n", "size", "variant", "op", "GB/s", "memcpy", "ratio");
+    const std::size_t n = std::size_t{16} << 20;
+    std::vector<float> f(n);
+    bench::fill_input(f.data(), n, wire::dtype::fp32, 0, 1);
+    std::vector<std::uint16_t> h(n);
+    std::vector<std::uint8_t> cdst(4 * n), csrc(4 * n, 1);
+    const double tm = best_seconds(reps, [&] { std::memcpy(cdst.data(), csrc.data(), 4 * n); });
+    const double memcpy_gbs = 8.0 * static_cast<double>(n) / tm / 1e9;
+    for (unsigned l = 0; l < reduce::isa_count; ++l) {
+        const reduce::kernels* k = reduce::get(static_cast<reduce::isa>(l));
+        if (!k) continue;
+        auto row = [&](const char* op, double bytes_per_elem, auto&& fn) {
+            const double gbs = bytes_per_elem * static_cast<double>(n) / best_seconds(reps, fn) / 1e9;
+            std::printf("  %-8s %-18s %-12s %10.2f %10.2f %7.2f\n", "CVT", std::string(k->name).c_str(), op, gbs,
+                        memcpy_gbs, gbs / memcpy_gbs);
+        };
+        row("div-fp32", 8, [&] { k->narrow[0](f.data(), f.data(), 1.0f, n); });
+        row("narrow-bf16", 6, [&] { k->narrow[1](h.data(), f.data(), 2.0f, n); });
+        row("widen-bf16", 6, [&] { k->widen[1](f.data(), h.data(), n); });
+        row("narrow-fp16", 6, [&] { k->narrow[2](h.data(), f.data(), 2.0f, n); });
+        row("widen-fp16", 6, [&] { k->widen[2](f.data(), h.data(), n); });
     }
     return 0;
 }

@@ -36,6 +36,15 @@ using sum_fn = void (*)(void* dst, const void* const* src, unsigned nsrc, std::s
 using sum_words_fn = void (*)(void* dst, const void* const* src, unsigned nsrc, std::size_t n,
                               std::uint64_t* words) noexcept;
 
+// Conversions for a worker's compressed allreduce (the DDP hooks' float32
+// buckets sent as another wire type), with the same rounding and NaN rules:
+//   narrow: dst[i] = round_to_type(src[i] / divisor), a NaN canonical; the
+//           fp32 one may run in place (dst == src);
+//   widen:  dst[i] = the type's src[i] as fp32 (exact), a NaN canonical.
+// Not for int32 (nullptr there).
+using narrow_fn = void (*)(void* dst, const float* src, float divisor, std::size_t n) noexcept;
+using widen_fn = void (*)(float* dst, const void* src, std::size_t n) noexcept;
+
 enum class isa : std::uint8_t { scalar = 0, avx2 = 1, avx512 = 2, avx512_bf16 = 3 };
 inline constexpr unsigned isa_count = 4;
 
@@ -44,6 +53,8 @@ struct kernels {
     std::string_view name;
     sum_fn sum[wire::dtype_count]; // indexed by wire::dtype
     sum_words_fn sum_words[wire::dtype_count];
+    narrow_fn narrow[wire::dtype_count];
+    widen_fn widen[wire::dtype_count];
 
     sum_fn operator[](wire::dtype d) const noexcept { return sum[static_cast<unsigned>(d)]; }
     sum_words_fn with_words(wire::dtype d) const noexcept { return sum_words[static_cast<unsigned>(d)]; }

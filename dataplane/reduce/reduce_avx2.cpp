@@ -170,6 +170,22 @@ void sum_int32(void* dst, const void* const* src, unsigned nsrc, std::size_t n, 
     else sum_tail(sum_int32_scalar, dst, src, nsrc, i, n, 4);
 }
 
+// Compressed allreduces' conversions: 8 lanes at a time, the scalar
+// reference for the tail (the same per-element operation).
+template <class Io>
+void narrow(void* dst, const float* src, float div, std::size_t n, narrow_fn tail) noexcept {
+    const __m256 d = _mm256_set1_ps(div);
+    std::size_t i = 0;
+    for (; i + lanes <= n; i += lanes) Io::store(dst, i, _mm256_div_ps(_mm256_loadu_ps(src + i), d));
+    if (i < n) tail(static_cast<char*>(dst) + i * Io::esize, src + i, div, n - i);
+}
+template <class Io>
+void widen(float* dst, const void* src, std::size_t n, widen_fn tail) noexcept {
+    std::size_t i = 0;
+    for (; i + lanes <= n; i += lanes) fp32_io::store(dst, i, Io::widen(Io::raw(src, i)));
+    if (i < n) tail(dst + i, static_cast<const char*>(src) + i * Io::esize, n - i);
+}
+
 template <bool W> void fp32(void* d, const void* const* s, unsigned w, std::size_t n, std::uint64_t* x) noexcept {
     sum_float<fp32_io, W>(d, s, w, n, x);
 }
@@ -194,5 +210,12 @@ RAILGATE_DEFINE(bf16, bf16)
 RAILGATE_DEFINE(fp16, fp16)
 RAILGATE_DEFINE(int32, sum_int32)
 #undef RAILGATE_DEFINE
+
+void narrow_fp32_avx2(void* d, const float* s, float div, std::size_t n) noexcept { narrow<fp32_io>(d, s, div, n, narrow_fp32_scalar); }
+void narrow_bf16_avx2(void* d, const float* s, float div, std::size_t n) noexcept { narrow<bf16_io>(d, s, div, n, narrow_bf16_scalar); }
+void narrow_fp16_avx2(void* d, const float* s, float div, std::size_t n) noexcept { narrow<fp16_io>(d, s, div, n, narrow_fp16_scalar); }
+void widen_fp32_avx2(float* d, const void* s, std::size_t n) noexcept { widen<fp32_io>(d, s, n, widen_fp32_scalar); }
+void widen_bf16_avx2(float* d, const void* s, std::size_t n) noexcept { widen<bf16_io>(d, s, n, widen_bf16_scalar); }
+void widen_fp16_avx2(float* d, const void* s, std::size_t n) noexcept { widen<fp16_io>(d, s, n, widen_fp16_scalar); }
 
 } // namespace railgate::reduce::detail

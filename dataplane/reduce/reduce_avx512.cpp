@@ -179,6 +179,43 @@ void sum_int32(void* dst, const void* const* src, unsigned nsrc, std::size_t n, 
     wa.flush(nsrc, words);
 }
 
+// Compressed allreduces' conversions, 16 lanes at a time with a masked
+// tail. (The fp32 narrow may run in place: each vector is loaded before
+// it is stored.)
+template <class Io>
+void narrow(void* dst, const float* src, float div, std::size_t n) noexcept {
+    const __m512 d = _mm512_set1_ps(div);
+    std::size_t i = 0;
+    for (; i + step <= n; i += step) {
+        const __m512 v0 = _mm512_div_ps(_mm512_loadu_ps(src + i), d);
+        const __m512 v1 = _mm512_div_ps(_mm512_loadu_ps(src + i + lanes), d);
+        const __m512 v2 = _mm512_div_ps(_mm512_loadu_ps(src + i + 2 * lanes), d);
+        const __m512 v3 = _mm512_div_ps(_mm512_loadu_ps(src + i + 3 * lanes), d);
+        Io::store(dst, i, v0, 0xffff), Io::store(dst, i + lanes, v1, 0xffff);
+        Io::store(dst, i + 2 * lanes, v2, 0xffff), Io::store(dst, i + 3 * lanes, v3, 0xffff);
+    }
+    for (; i < n; i += lanes) {
+        const std::size_t left = n - i;
+        const __mmask16 m = left >= lanes ? 0xffff : static_cast<__mmask16>((1u << left) - 1);
+        Io::store(dst, i, _mm512_div_ps(_mm512_maskz_loadu_ps(m, src + i), d), m);
+    }
+}
+template <class Io>
+void widen(float* dst, const void* src, std::size_t n) noexcept {
+    std::size_t i = 0;
+    for (; i + step <= n; i += step) {
+        const auto r0 = Io::raw(src, i, 0xffff), r1 = Io::raw(src, i + lanes, 0xffff);
+        const auto r2 = Io::raw(src, i + 2 * lanes, 0xffff), r3 = Io::raw(src, i + 3 * lanes, 0xffff);
+        fp32_io::store(dst, i, Io::widen(r0), 0xffff), fp32_io::store(dst, i + lanes, Io::widen(r1), 0xffff);
+        fp32_io::store(dst, i + 2 * lanes, Io::widen(r2), 0xffff), fp32_io::store(dst, i + 3 * lanes, Io::widen(r3), 0xffff);
+    }
+    for (; i < n; i += lanes) {
+        const std::size_t left = n - i;
+        const __mmask16 m = left >= lanes ? 0xffff : static_cast<__mmask16>((1u << left) - 1);
+        fp32_io::store(dst, i, Io::widen(Io::raw(src, i, m)), m);
+    }
+}
+
 template <bool W> void fp32(void* d, const void* const* s, unsigned w, std::size_t n, std::uint64_t* x) noexcept {
     sum_float<fp32_io, W>(d, s, w, n, x);
 }
@@ -200,11 +237,18 @@ template <bool W> void fp16(void* d, const void* const* s, unsigned w, std::size
     }
 #ifdef RAILGATE_AVX512_BF16
 RAILGATE_DEFINE(bf16, avx512bf16, bf16)
+void narrow_bf16_avx512bf16(void* d, const float* s, float div, std::size_t n) noexcept { narrow<bf16_io>(d, s, div, n); }
 #else
 RAILGATE_DEFINE(fp32, avx512, fp32)
 RAILGATE_DEFINE(bf16, avx512, bf16)
 RAILGATE_DEFINE(fp16, avx512, fp16)
 RAILGATE_DEFINE(int32, avx512, sum_int32)
+void narrow_fp32_avx512(void* d, const float* s, float div, std::size_t n) noexcept { narrow<fp32_io>(d, s, div, n); }
+void narrow_bf16_avx512(void* d, const float* s, float div, std::size_t n) noexcept { narrow<bf16_io>(d, s, div, n); }
+void narrow_fp16_avx512(void* d, const float* s, float div, std::size_t n) noexcept { narrow<fp16_io>(d, s, div, n); }
+void widen_fp32_avx512(float* d, const void* s, std::size_t n) noexcept { widen<fp32_io>(d, s, n); }
+void widen_bf16_avx512(float* d, const void* s, std::size_t n) noexcept { widen<bf16_io>(d, s, n); }
+void widen_fp16_avx512(float* d, const void* s, std::size_t n) noexcept { widen<fp16_io>(d, s, n); }
 #endif
 #undef RAILGATE_DEFINE
 

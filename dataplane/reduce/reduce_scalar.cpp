@@ -78,6 +78,25 @@ void sum_words_int32_scalar(void* d, const void* const* s, unsigned w, std::size
     int32<true>(d, s, w, n, x);
 }
 
+void narrow_fp32_scalar(void* d, const float* s, float div, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) static_cast<std::uint32_t*>(d)[i] = f32_out(s[i] / div);
+}
+void narrow_bf16_scalar(void* d, const float* s, float div, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) static_cast<std::uint16_t*>(d)[i] = f32_to_bf16(s[i] / div);
+}
+void narrow_fp16_scalar(void* d, const float* s, float div, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) static_cast<std::uint16_t*>(d)[i] = f32_to_f16(s[i] / div);
+}
+void widen_fp32_scalar(float* d, const void* s, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) d[i] = canonicalize(static_cast<const float*>(s)[i]);
+}
+void widen_bf16_scalar(float* d, const void* s, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) d[i] = canonicalize(bf16_to_f32(static_cast<const std::uint16_t*>(s)[i]));
+}
+void widen_fp16_scalar(float* d, const void* s, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) d[i] = canonicalize(f16_to_f32(static_cast<const std::uint16_t*>(s)[i]));
+}
+
 namespace {
 void shift(const void* const* src, unsigned nsrc, std::size_t by, const void** out) noexcept {
     for (unsigned k = 0; k < nsrc; ++k) out[k] = static_cast<const char*>(src[k]) + by;

@@ -14,7 +14,13 @@ namespace railgate::reduce::detail {
     void sum_words_fp32_##suffix(void*, const void* const*, unsigned, std::size_t, std::uint64_t*) noexcept; \
     void sum_words_bf16_##suffix(void*, const void* const*, unsigned, std::size_t, std::uint64_t*) noexcept; \
     void sum_words_fp16_##suffix(void*, const void* const*, unsigned, std::size_t, std::uint64_t*) noexcept; \
-    void sum_words_int32_##suffix(void*, const void* const*, unsigned, std::size_t, std::uint64_t*) noexcept;
+    void sum_words_int32_##suffix(void*, const void* const*, unsigned, std::size_t, std::uint64_t*) noexcept; \
+    void narrow_fp32_##suffix(void*, const float*, float, std::size_t) noexcept;                          \
+    void narrow_bf16_##suffix(void*, const float*, float, std::size_t) noexcept;                          \
+    void narrow_fp16_##suffix(void*, const float*, float, std::size_t) noexcept;                          \
+    void widen_fp32_##suffix(float*, const void*, std::size_t) noexcept;                                  \
+    void widen_bf16_##suffix(float*, const void*, std::size_t) noexcept;                                  \
+    void widen_fp16_##suffix(float*, const void*, std::size_t) noexcept;
 
 RAILGATE_DECLARE_VARIANT(scalar)
 RAILGATE_DECLARE_VARIANT(avx2)
@@ -23,6 +29,7 @@ RAILGATE_DECLARE_VARIANT(avx512)
 // avx512_bf16 differs from avx512 only in the bf16 narrowing.
 void sum_bf16_avx512bf16(void*, const void* const*, unsigned, std::size_t) noexcept;
 void sum_words_bf16_avx512bf16(void*, const void* const*, unsigned, std::size_t, std::uint64_t*) noexcept;
+void narrow_bf16_avx512bf16(void*, const float*, float, std::size_t) noexcept;
 
 // Runs the scalar kernel `fn` on elements [from, n): the SIMD variants' tail
 // where they have no masked loads. esize is the element size in bytes.

@@ -260,3 +260,88 @@ BOOST_AUTO_TEST_CASE(nan_results_are_canonical) {
         for (std::uint32_t o : out) BOOST_TEST(o == canonical_nan_f32, k->name);
     }
 }
+
+// The compressed allreduce's conversions: the scalar narrow against the
+// scalar conversions (numeric.hpp) after an IEEE division, the scalar widen
+// exact; every variant against the scalar, bit for bit, at every tail
+// length, divisors that round and that do not, the fp32 narrow in place.
+BOOST_AUTO_TEST_CASE(narrow_and_widen_every_variant_matches_scalar) {
+    std::mt19937 rng(7);
+    const kernels& ref = *get(isa::scalar);
+    std::vector<std::size_t> lengths;
+    for (std::size_t n = 0; n <= 70; ++n) lengths.push_back(n);
+    for (std::size_t n : {255u, 256u, 257u, 4097u}) lengths.push_back(n);
+    unsigned checked = 0;
+    for (std::size_t n : lengths) {
+        // fp32 sources: specials (NaNs, infinities, denormals, halves'
+        // rounding edges) among values over many binades.
+        inputs src = make_inputs(wire::dtype::fp32, 1, n, rng);
+        std::vector<float> f(n);
+        std::memcpy(f.data(), src.bufs[0].data(), n * 4);
+        for (float div : {1.0f, 2.0f, 3.0f, 0.5f, 7.0f}) {
+            for (unsigned d = 0; d < 3; ++d) {
+                const auto dt = static_cast<wire::dtype>(d);
+                const std::size_t es = wire::dtype_size(dt);
+                std::vector<std::uint8_t> want(n * es + 64, 0xAB);
+                ref.narrow[d](want.data(), f.data(), div, n);
+                for (std::size_t i = 0; i < n; ++i) { // the scalar one is what it says
+                    const float q = f[i] / div;
+                    std::uint32_t w32 = 0;
+                    std::memcpy(&w32, want.data() + i * es, es);
+                    const std::uint32_t exp = dt == wire::dtype::fp32   ? std::bit_cast<std::uint32_t>(canonicalize(q))
+                                              : dt == wire::dtype::bf16 ? f32_to_bf16(q)
+                                                                        : f32_to_f16(q);
+                    if (w32 != exp) {
+                        BOOST_ERROR("scalar narrow " << wire::dtype_name(dt) << " i=" << i);
+                        return;
+                    }
+                }
+                for (const kernels* k : variants()) {
+                    std::vector<std::uint8_t> got(n * es + 64, 0xAB);
+                    k->narrow[d](got.data(), f.data(), div, n);
+                    if (got != want) { // guard bytes included
+                        BOOST_ERROR(k->name << " narrow " << wire::dtype_name(dt) << " n=" << n << " div=" << div);
+                        return;
+                    }
+                    if (dt == wire::dtype::fp32) { // in place
+                        std::vector<float> g = f;
+                        k->narrow[d](g.data(), g.data(), div, n);
+                        if (std::memcmp(g.data(), want.data(), n * 4) != 0) {
+                            BOOST_ERROR(k->name << " narrow fp32 in place n=" << n);
+                            return;
+                        }
+                    }
+                    ++checked;
+                }
+            }
+        }
+        for (unsigned d = 0; d < 3; ++d) {
+            const auto dt = static_cast<wire::dtype>(d);
+            inputs in = make_inputs(dt, 1, n, rng); // every 16-bit pattern kind, NaNs included
+            std::vector<float> want(n + 16, -1.0f);
+            ref.widen[d](want.data(), in.ptrs[0], n);
+            for (std::size_t i = 0; i < n; ++i) {
+                std::uint32_t raw = 0;
+                std::memcpy(&raw, in.bufs[0].data() + i * wire::dtype_size(dt), wire::dtype_size(dt));
+                const float exact = dt == wire::dtype::fp32   ? std::bit_cast<float>(raw)
+                                    : dt == wire::dtype::bf16 ? bf16_to_f32(static_cast<std::uint16_t>(raw))
+                                                              : f16_to_f32(static_cast<std::uint16_t>(raw));
+                if (std::bit_cast<std::uint32_t>(want[i]) != std::bit_cast<std::uint32_t>(canonicalize(exact))) {
+                    BOOST_ERROR("scalar widen " << wire::dtype_name(dt) << " i=" << i);
+                    return;
+                }
+            }
+            for (const kernels* k : variants()) {
+                std::vector<float> got(n + 16, -1.0f);
+                k->widen[d](got.data(), in.ptrs[0], n);
+                if (std::memcmp(got.data(), want.data(), (n + 16) * 4) != 0) {
+                    BOOST_ERROR(k->name << " widen " << wire::dtype_name(dt) << " n=" << n);
+                    return;
+                }
+                ++checked;
+            }
+        }
+    }
+    BOOST_TEST(checked > 1000u);
+    for (const kernels* k : variants()) BOOST_TEST((k->narrow[3] == nullptr && k->widen[3] == nullptr), k->name);
+}
