@@ -59,6 +59,7 @@ embedded_fabric::embedded_fabric(unsigned rails, unsigned workers, std::uint16_t
 unsigned embedded_fabric::default_pool() const noexcept {
     constexpr unsigned window_bytes = 64 << 10;
     const unsigned chunk = wire::chunk_bytes_for_mtu(mtu_);
+    if (chunk >= 8192) return 4; // jumbo: see the header
     return chunk ? std::clamp(window_bytes / chunk, 4u, 64u) : 64u;
 }
 

@@ -130,7 +130,7 @@ void usage(std::FILE* f) {
                  "                          commentary (\"#\" lines, placement, latency) goes to stderr\n"
                  "      --mtu N             rail MTU in embedded mode (default 1500)\n"
                  "      --pool N            slots per rail to ask for (default: railgated's; --embedded:\n"
-                 "                          64 KiB of chunks, 4 to 64 slots)\n"
+                 "                          64 KiB of chunks, 4 to 64 slots; 4 jumbo chunks)\n"
                  "      --transport T       udp|dpdk|verbs (default dpdk)\n"
                  "      --embedded          railgated and the W workers in this process over\n"
                  "                          in-process DPDK rings (no privileges, no setup)\n"

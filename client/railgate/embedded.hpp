@@ -43,12 +43,17 @@ public:
     std::vector<net::rail_config> daemon_rails() const;
     // The slots per rail railgated should grant a job that asks for none
     // here (its default_pool): 64 KiB of chunks in flight per rail (46 of
-    // 1408 bytes at MTU 1500, 7 of 8896 at MTU 9000), 4 to 64 slots. In one
-    // process the round trip is a few microseconds of ring and poll, so a
-    // deeper window only queues: with 2 workers at MTU 9000, 64 slots gave
-    // a per-chunk round trip of 364 us (p50) and 192 spurious retransmits
-    // where 8 gave 25 us and none, and 4 MiB allreduces 0.65x the
-    // throughput (64 MiB: 0.92x).
+    // 1408 bytes at MTU 1500, 16 of 4 KiB at 4200), 4 to 64 slots; 4 jumbo
+    // chunks of 8 KiB or more (MTU 9000). In one process the round trip is
+    // a few microseconds of ring and poll, so a deeper window only queues:
+    // with 2 workers at MTU 9000, 64 slots gave a per-chunk round trip of
+    // 364 us (p50) and 192 spurious retransmits where 8 gave 25 us and
+    // none, and 4 MiB allreduces 0.65x the throughput (64 MiB: 0.92x). One
+    // thread drives the workers, so at an operation's start each sends its
+    // whole window before the others' first chunk: with jumbo chunks, 4
+    // slots against 7 made 256 KiB allreduces 1.07-1.28x faster and 4-64
+    // MiB ones 0.95-0.99x (doc/performance.md); at MTU 1500, 23 slots
+    // against 46 gained nothing and lost 4% at 64 MiB.
     unsigned default_pool() const noexcept;
     // Worker w's transport (its R ports, pumping the switch on recv); its
     // frames carry `tos` (DSCP << 2: the traffic class).
