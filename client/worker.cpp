@@ -12,16 +12,17 @@
 #include "dataplane/proto/ipv4.hpp"
 #include "dataplane/proto/parse.hpp"
 #include "dataplane/qos/token_bucket.hpp"
+#include "dataplane/stats/clock.hpp"
 
 namespace railgate::client {
 namespace {
 
 using clock = std::chrono::steady_clock;
 
-std::uint64_t ns_of(clock::time_point t) noexcept {
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
-}
-std::uint64_t now_ns() noexcept { return ns_of(clock::now()); }
+// Round trips, timeouts and windows: the TSC, not a clock read that can be
+// a system call (an emulated guest's HPET: 0.7 us, four per verbs round
+// trip). Pacing keeps steady_clock (its own time points).
+std::uint64_t now_ns() noexcept { return stats::fast_now_ns(); }
 template <class D>
 std::uint64_t ns(D d) noexcept {
     return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
@@ -275,6 +276,7 @@ wire::header control_header(const worker_options& o, wire::msg_type t, std::uint
 
 worker::worker(transport& t, const worker_options& o) : t_(t), o_(o), s_(std::make_unique<state>()) {
     if (o_.max_count == 0) o_.max_count = wire::max_tensor_elems;
+    now_ns(); // the clock's one calibration (10 ms), here rather than in an operation
 }
 worker::~worker() = default;
 
@@ -629,7 +631,7 @@ void worker::start(void* data, std::size_t count, wire::dtype dt) {
     const bool timed = o_.chunk_rtt || !t_.reliable();
     const std::uint64_t now = timed ? now_ns() : 0;
     s.active = true;
-    const auto t0 = clock::now();
+    const auto t0 = o_.pace_bps ? clock::now() : clock::time_point{};
     for (unsigned r = 0; r < s.rails; ++r) {
         state::rail_run& rr = s.run[r];
         rr.n_chunks = chunks > r ? (chunks - r + s.rails - 1) / s.rails : 0;
@@ -671,7 +673,7 @@ void worker::send_pending(unsigned r) {
     std::uint64_t t = 0; // paced and timed: when these leave
     if (rr.pacer.shaped()) {
         const auto now = clock::now();
-        if (rr.slots[rr.pending[0].h.slot].sent_ns) t = ns_of(now);
+        if (rr.slots[rr.pending[0].h.slot].sent_ns) t = now_ns();
         n = 0;
         while (n < rr.pending.size()) {
             const std::uint32_t bytes = wire_bytes(rr.pending[n]);

@@ -11,6 +11,8 @@
 // (the DPDK worker transport has no other backend yet); udp and verbs go to
 // a running railgated. A second phase streams --bw-size allreduces for the
 // bandwidth column.
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <netinet/in.h>
@@ -37,11 +39,8 @@
 #include "client/railgate/worker.hpp"
 #include "dataplane/net/eal.hpp"
 #include "dataplane/proto/ipv4.hpp"
+#include "dataplane/stats/clock.hpp"
 #include "tools/bench_common.hpp"
-
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
 
 using namespace railgate;
 
@@ -209,31 +208,11 @@ struct result {
     }
 };
 
-// Time stamps as perftest takes them: the TSC, converted with a rate
-// calibrated against steady_clock once. steady_clock itself can cost a
-// system call per read (an emulated guest's HPET), which would land in
-// every sample.
-struct tsc_clock {
-    double ns_per_tick = 1;
-    tsc_clock() {
-#if defined(__x86_64__)
-        const auto t0 = std::chrono::steady_clock::now();
-        const std::uint64_t c0 = __rdtsc();
-        while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(50)) {
-        }
-        const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-        ns_per_tick = ns / static_cast<double>(__rdtsc() - c0);
-#endif
-    }
-    std::uint64_t ticks() const noexcept {
-#if defined(__x86_64__)
-        return __rdtsc();
-#else
-        return static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-#endif
-    }
-    double us(std::uint64_t d) const noexcept { return static_cast<double>(d) * ns_per_tick / 1000; }
-};
+// Time stamps as perftest takes them: the TSC (stats::fast_now_ns, one
+// calibration against steady_clock). steady_clock itself can cost a system
+// call per read (an emulated guest's HPET), which would land in every
+// sample.
+double us_of(std::uint64_t ns) noexcept { return static_cast<double>(ns) / 1000; }
 
 // The ping-pongs, then the bandwidth phase, through one transport.
 void measure(client::transport& t, const options& o, result& r, std::vector<double>& raw) {
@@ -263,15 +242,15 @@ void measure(client::transport& t, const options& o, result& r, std::vector<doub
         }
         return w.error();
     };
-    static const tsc_clock tsc;
+    stats::fast_now_ns(); // calibrated before the first sample
     for (unsigned i = 0; i < o.warmup + o.iters; ++i) {
-        const std::uint64_t t0 = tsc.ticks();
+        const std::uint64_t t0 = stats::fast_now_ns();
         if (std::string e = op(buf.data(), buf.size()); !e.empty()) {
             r.error = e;
             return;
         }
-        const std::uint64_t t1 = tsc.ticks();
-        if (i >= o.warmup) raw.push_back(tsc.us(t1 - t0) / 2);
+        const std::uint64_t t1 = stats::fast_now_ns();
+        if (i >= o.warmup) raw.push_back(us_of(t1 - t0) / 2);
     }
     r.us = raw;
     std::sort(r.us.begin(), r.us.end());
@@ -296,12 +275,32 @@ void measure(client::transport& t, const options& o, result& r, std::vector<doub
 // two kernel crossings cost at least); floor-ring, a cache-line ping-pong
 // between two threads (the cross-core hand-off that the embedded dpdk
 // path makes twice, worker to railgated's lcore and back).
+// The CPUs raillat may run on, as it started: the DPDK EAL (the dpdk
+// transport) pins the calling thread to its main lcore, and a thread it
+// starts inherits that one CPU, where a busy-polling ping-pong takes turns
+// by the scheduler's tick (4 ms a sample) instead of running on two CPUs.
+cpu_set_t start_cpus() {
+    static const cpu_set_t set = [] {
+        cpu_set_t s;
+        CPU_ZERO(&s);
+        if (sched_getaffinity(0, sizeof s, &s) != 0) CPU_ZERO(&s);
+        return s;
+    }();
+    return set;
+}
+// Run at the start of a floor's peer thread.
+void unpin() {
+    const cpu_set_t s = start_cpus();
+    if (CPU_COUNT(&s) > 0) pthread_setaffinity_np(pthread_self(), sizeof s, &s);
+}
+
 void measure_floor(const std::string& name, const options& o, result& r, std::vector<double>& raw) {
-    static const tsc_clock tsc;
+    stats::fast_now_ns(); // calibrated before the first sample
     const unsigned total = o.warmup + o.iters;
     if (name == "floor-ring") {
         alignas(64) std::atomic<std::uint32_t> ball{0};
         std::thread peer([&] {
+            unpin();
             for (std::uint32_t want = 1; want < 2 * total; want += 2) {
                 while (ball.load(std::memory_order_acquire) != want) {
                 }
@@ -309,11 +308,11 @@ void measure_floor(const std::string& name, const options& o, result& r, std::ve
             }
         });
         for (std::uint32_t i = 0; i < total; ++i) {
-            const std::uint64_t t0 = tsc.ticks();
+            const std::uint64_t t0 = stats::fast_now_ns();
             ball.store(2 * i + 1, std::memory_order_release);
             while (ball.load(std::memory_order_acquire) != 2 * i + 2) {
             }
-            if (i >= o.warmup) raw.push_back(tsc.us(tsc.ticks() - t0) / 2);
+            if (i >= o.warmup) raw.push_back(us_of(stats::fast_now_ns() - t0) / 2);
         }
         peer.join();
     } else {
@@ -335,6 +334,7 @@ void measure_floor(const std::string& name, const options& o, result& r, std::ve
             throw std::runtime_error(std::string("floor-udp: connect: ") + std::strerror(errno));
         std::vector<char> msg(std::max<std::uint64_t>(o.bytes, 1) + wire::header_bytes);
         std::thread peer([&] {
+            unpin();
             std::vector<char> b(msg.size());
             for (unsigned i = 0; i < total; ++i) {
                 while (recv(echo, b.data(), b.size(), MSG_DONTWAIT) < 0) {
@@ -343,11 +343,11 @@ void measure_floor(const std::string& name, const options& o, result& r, std::ve
             }
         });
         for (unsigned i = 0; i < total; ++i) {
-            const std::uint64_t t0 = tsc.ticks();
+            const std::uint64_t t0 = stats::fast_now_ns();
             send(ping, msg.data(), msg.size(), 0);
             while (recv(ping, msg.data(), msg.size(), MSG_DONTWAIT) < 0) {
             }
-            if (i >= o.warmup) raw.push_back(tsc.us(tsc.ticks() - t0) / 2);
+            if (i >= o.warmup) raw.push_back(us_of(stats::fast_now_ns() - t0) / 2);
         }
         peer.join();
         close(echo);
@@ -486,6 +486,7 @@ void print_json(const std::vector<result>& rs, const options& o) {
 
 int main(int argc, char** argv) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    start_cpus(); // before an EAL pins this thread
     const options o = parse(argc, argv);
     std::vector<result> rs;
     std::FILE* dump = nullptr;

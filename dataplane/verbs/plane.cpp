@@ -15,6 +15,7 @@
 #include "dataplane/proto/ipv4.hpp"
 #include "dataplane/proto/parse.hpp"
 #include "dataplane/reduce/reduce.hpp"
+#include "dataplane/stats/clock.hpp"
 #include "dataplane/log/log.hpp"
 
 namespace railgate::verbs {
@@ -100,7 +101,7 @@ struct plane::rail_state {
     std::vector<std::unique_ptr<conn>> conns;
     unsigned pass = 0;
     std::uint64_t next_conn_id = 1;
-    clock::time_point next_expire = clock::now();
+    std::uint64_t next_expire_ns = now_ns(); // also the clock's calibration, at start-up
 
     // Members above are declared in creation order: the connections (their
     // QPs, CQs and MRs) go first, then the jobs' MRs, the PD, the channels.
@@ -113,10 +114,9 @@ struct plane::rail_state {
         life.max_pending = l.max_pending_joins;
         jobs.set_lifecycle(life);
     }
-    static std::uint64_t now_ns() noexcept {
-        return static_cast<std::uint64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now().time_since_epoch()).count());
-    }
+    // The TSC: a chunk's arrival time and the lifecycle's clock without a
+    // clock read that can be a system call (stats/clock.hpp).
+    static std::uint64_t now_ns() noexcept { return stats::fast_now_ns(); }
     vjob& job_at(int j) noexcept { return jobs.all()[static_cast<std::size_t>(j)]; }
 
     void run(const std::atomic<bool>& stop);
@@ -569,6 +569,13 @@ void plane::rail_state::destroy_conn(conn& c) {
 }
 
 void plane::rail_state::reap() {
+    // Only connections closing or not yet joined have deadlines: no clock
+    // read otherwise (reap runs on every idle pass of a software device,
+    // where a clock read can be a system call: a guest's HPET).
+    if (std::none_of(conns.begin(), conns.end(), [](const auto& c) {
+            return c->st == conn::state::closing || !c->ever_joined;
+        }))
+        return;
     const auto now = clock::now();
     for (std::size_t i = conns.size(); i-- > 0;) {
         conn& c = *conns[i];
@@ -868,10 +875,10 @@ void plane::rail_state::maybe_free(vjob& x) {
 
 // The lifecycle's clock: jobs that stalled, did not assemble or went idle.
 void plane::rail_state::expire() {
-    const auto t = clock::now();
-    if (t < next_expire) return;
-    next_expire = t + std::chrono::milliseconds(10);
-    jobs.expire(now_ns(), [&](vjob& x, const agg::end_event& e) {
+    const std::uint64_t t = now_ns();
+    if (t < next_expire_ns) return;
+    next_expire_ns = t + 10'000'000;
+    jobs.expire(t, [&](vjob& x, const agg::end_event& e) {
         std::string who;
         for (unsigned r = 0; r < 64; ++r)
             if (e.missing >> r & 1) who += (who.empty() ? "" : ",") + std::to_string(r);

@@ -22,6 +22,14 @@ ip netns exec "$ns" ip link set lo up
 ip netns exec "$ns" "$raillat" --compare floor-udp,floor-ring -n 2000 -w 200 --bw-size 0 > "$dir/floors.log" 2>&1 ||
   fail "raillat floors"
 cat "$dir/floors.log"
+# A floor after the EAL pinned raillat's thread (the dpdk row first, as
+# tools/bench_verbs.sh orders them): its peer thread must still get the
+# other CPU, not take turns with it by the scheduler's tick (4 ms).
+ip netns exec "$ns" "$raillat" --compare dpdk,floor-ring -n 300 -w 30 --bw-size 0 > "$dir/pinned.log" 2>&1 ||
+  fail "raillat dpdk,floor-ring"
+awk '$1 == "floor-ring" && $4 + 0 < 100 {ok = 1} END {exit !ok}' "$dir/pinned.log" ||
+  { cat "$dir/pinned.log"; fail "floor-ring after the EAL: not a cross-CPU ping-pong"; }
+echo "ok: floor-ring after the EAL: $(awk '$1 == "floor-ring" {print $4}' "$dir/pinned.log") us"
 ip netns exec "$ns" "$railgated" --socket off --metrics off -- -l 0-1 --no-huge --no-pci -m 512 --file-prefix "$prefix" \
   --log-level lib.eal:error --log-level pmd.net.tap:critical > "$dir/railgated.log" 2>&1 &
 gated_pid=$!
