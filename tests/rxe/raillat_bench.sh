@@ -20,12 +20,15 @@ done
 echo "$out" | grep -qE "^verbs latency: raillat t_typical [0-9.]+ us, ib_write_lat t_typical [0-9.]+ us, ratio [0-9.]+$" ||
   { echo "FAIL: no latency summary"; exit 1; }
 # The latency guard: raillat verbs within 3x the ratio to ib_write_lat (same
-# guest, same run) that doc/performance.md records (1.98x on 2026-11-23); the
-# regression of commit 8523a2a (9-13x) could not pass it.
+# guest, same run) that doc/performance.md records (1.20-1.30x on 2026-11-26,
+# cab8e4b: the worst, 1.30); the regression of commit 8523a2a (9-13x) could
+# not pass it.
+recorded=1.30
 ratio=$(echo "$out" | sed -nE 's/^verbs latency: .*, ratio ([0-9.]+)$/\1/p')
-awk -v r="$ratio" 'BEGIN {exit !(r > 0 && r <= 3 * 1.98)}' ||
-  { echo "FAIL: raillat verbs is ${ratio}x ib_write_lat, past the bound $(awk 'BEGIN {print 3 * 1.98}')x"; exit 1; }
-echo "latency guard: raillat verbs ${ratio}x ib_write_lat (bound 5.94x)"
+bound=$(awk -v x="$recorded" 'BEGIN {print 3 * x}')
+awk -v r="$ratio" -v b="$bound" 'BEGIN {exit !(r > 0 && r <= b)}' ||
+  { echo "FAIL: raillat verbs is ${ratio}x ib_write_lat, past the bound ${bound}x"; exit 1; }
+echo "latency guard: raillat verbs ${ratio}x ib_write_lat (bound ${bound}x)"
 echo "$out" | grep -qE "^verbs bandwidth: railbench 4 MiB algbw [0-9.]+ GB/s, ib_write_bw [0-9.]+ MB/s, ratio [0-9.]+$" ||
   { echo "FAIL: no bandwidth summary"; exit 1; }
 echo PASS
