@@ -103,7 +103,7 @@ class State:
                     tensor.div_(divisor)
                 req = self.comm.allreduce_start(tensor.data_ptr(), tensor.numel(), own, keep=tensor)
                 done = None
-        except (railgate.RailgateError, ValueError) as e:
+        except (railgate.RailgateError, ValueError, RuntimeError) as e:   # RuntimeError: the device's
             fut.set_exception(e)
             return fut
         self._pending.put((req, fut, tensor, done))
@@ -116,18 +116,22 @@ class State:
         else:
             dev = tensor.div(divisor).to(_DTYPE[wire])
         host = self._pinned(key, dev)
-        host.copy_(dev)   # waits for the kernels that made the gradients
+        host.copy_(dev.view(-1))   # waits for the kernels that made the gradients
         req = self.comm.allreduce_start(host.data_ptr(), host.numel(), wire, keep=host)
 
         def done():   # on the waiter thread, once the sum is in host
             with torch.cuda.device(tensor.device):
-                dev.copy_(host)
+                dev.view(-1).copy_(host)
                 if dev is not tensor:
                     tensor.copy_(dev)   # widened back to float32
                 torch.cuda.current_stream().synchronize()
         return req, done
 
     def _pinned(self, key, like):
+        # Kept per bucket index (DDP's buckets are the same every step and
+        # all come back within it); without a key, a buffer of its own.
+        if key is None:
+            return torch.empty(like.numel(), dtype=like.dtype, pin_memory=True)
         k = (key, like.dtype, like.numel())
         buf = self._staging.get(k)
         if buf is None:
