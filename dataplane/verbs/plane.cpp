@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <deque>
 #include <stdexcept>
@@ -21,10 +20,10 @@
 namespace railgate::verbs {
 namespace {
 
-using clock = std::chrono::steady_clock;
-
-constexpr auto join_deadline = std::chrono::seconds(10);  // connected, never joined: disconnected
-constexpr auto close_deadline = std::chrono::seconds(2);  // disconnecting: destroyed anyway
+// Times are stats::fast_now_ns() (the TSC): a clock read on the rail loop's
+// paths must not be a system call (an emulated guest's HPET: 0.7 us).
+constexpr std::uint64_t join_deadline_ns = 10'000'000'000;  // connected, never joined: disconnected
+constexpr std::uint64_t close_deadline_ns = 2'000'000'000;  // disconnecting: destroyed anyway
 constexpr unsigned cm_poll_passes = 256;                  // a CM poll is a syscall: not every pass
 
 void bump(std::atomic<std::uint64_t>& c) noexcept { c.fetch_add(1, std::memory_order_relaxed); }
@@ -53,7 +52,7 @@ struct conn {
     std::unique_ptr<queue_pair> qp;
 
     state st = state::accepting;
-    clock::time_point since = clock::now();
+    std::uint64_t since_ns = stats::fast_now_ns();
     std::uint64_t conn_id = 0; // the job table's address of this worker: unique per rail
     std::uint32_t host = 0;    // the worker's IPv4 address (admission limits)
     bool ever_joined = false;
@@ -114,8 +113,7 @@ struct plane::rail_state {
         life.max_pending = l.max_pending_joins;
         jobs.set_lifecycle(life);
     }
-    // The TSC: a chunk's arrival time and the lifecycle's clock without a
-    // clock read that can be a system call (stats/clock.hpp).
+    // The TSC (see the deadlines above).
     static std::uint64_t now_ns() noexcept { return stats::fast_now_ns(); }
     vjob& job_at(int j) noexcept { return jobs.all()[static_cast<std::size_t>(j)]; }
 
@@ -530,7 +528,7 @@ void plane::rail_state::handle_wc(conn& c, const ibv_wc& wc) {
 void plane::rail_state::fail_conn(conn& c, const std::string& why) {
     if (c.st == conn::state::closing) return;
     c.st = conn::state::closing;
-    c.since = clock::now();
+    c.since_ns = now_ns();
     bump(ctr.disconnects);
     if (c.job >= 0) {
         vjob& x = job_at(c.job);
@@ -553,8 +551,8 @@ void plane::rail_state::destroy_conn(conn& c) {
     a.qp_state = IBV_QPS_ERR;
     ibv_modify_qp(c.qp->qp(), &a, IBV_QP_STATE);
     c.st = conn::state::closing;
-    const auto until = clock::now() + std::chrono::milliseconds(50);
-    while (c.sends.in_flight() > 0 && clock::now() < until) {
+    const std::uint64_t until = now_ns() + 50'000'000;
+    while (c.sends.in_flight() > 0 && now_ns() < until) {
         ibv_wc wc[16];
         const int n = ibv_poll_cq(c.qp->cq(), 16, wc);
         for (int i = 0; i < n; ++i) handle_wc(c, wc[i]);
@@ -569,19 +567,12 @@ void plane::rail_state::destroy_conn(conn& c) {
 }
 
 void plane::rail_state::reap() {
-    // Only connections closing or not yet joined have deadlines: no clock
-    // read otherwise (reap runs on every idle pass of a software device,
-    // where a clock read can be a system call: a guest's HPET).
-    if (std::none_of(conns.begin(), conns.end(), [](const auto& c) {
-            return c->st == conn::state::closing || !c->ever_joined;
-        }))
-        return;
-    const auto now = clock::now();
+    const std::uint64_t now = now_ns();
     for (std::size_t i = conns.size(); i-- > 0;) {
         conn& c = *conns[i];
-        if (c.st == conn::state::closing && now - c.since > close_deadline) {
+        if (c.st == conn::state::closing && now - c.since_ns > close_deadline_ns) {
             destroy_conn(c);
-        } else if (c.st != conn::state::closing && !c.ever_joined && now - c.since > join_deadline) {
+        } else if (c.st != conn::state::closing && !c.ever_joined && now - c.since_ns > join_deadline_ns) {
             fail_conn(c, "no JOIN");
         }
     }

@@ -12,8 +12,7 @@
 set -u
 build=$1 src=$2 railgated=$3
 . "$src/tests/netns/lib.sh"
-python=${RAILGATE_TEST_PYTHON:-/usr/bin/python3}
-"$python" -c 'import torch' 2> /dev/null || { echo "SKIP: $python has no torch (Debian: apt install python3-torch)"; exit 77; }
+require_torch
 require_netns
 log=$(mktemp -d)
 d=rgtd$$ w=rgtw$$

@@ -24,6 +24,13 @@ require_netns() {
   ip netns del "rgprobe$$"
 }
 
+# Sets $python to the tests' Python with torch ($RAILGATE_TEST_PYTHON,
+# default Debian's /usr/bin/python3); skips (exit 77) where it has none.
+require_torch() {
+  python=${RAILGATE_TEST_PYTHON:-/usr/bin/python3}
+  "$python" -c 'import torch' 2> /dev/null || { echo "SKIP: $python has no torch (Debian: apt install python3-torch)"; exit 77; }
+}
+
 fail() {
   echo "FAIL: $*"
   for f in "$log"/*.log; do echo "--- $f"; tail -n 40 "$f"; done

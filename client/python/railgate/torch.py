@@ -92,17 +92,16 @@ class State:
             if own != railgate.FP32 and wire != own:
                 raise ValueError(f"railgate: a {tensor.dtype} bucket is summed as such (allreduce_hook), "
                                  f"not as {_NAMES[wire]}")
+            done = None
             if tensor.device.type == "cuda":
                 req, done = self._submit_cuda(tensor, wire, divisor, key)
             elif own == railgate.FP32:
                 req = self.comm.allreduce_compressed_start(tensor.data_ptr(), tensor.numel(), wire, float(divisor),
                                                            keep=tensor)
-                done = None
             else:
                 if divisor != 1:
                     tensor.div_(divisor)
                 req = self.comm.allreduce_start(tensor.data_ptr(), tensor.numel(), own, keep=tensor)
-                done = None
         except (railgate.RailgateError, ValueError, RuntimeError) as e:   # RuntimeError: the device's
             fut.set_exception(e)
             return fut
@@ -130,13 +129,12 @@ class State:
     def _pinned(self, key, like):
         # Kept per bucket index (DDP's buckets are the same every step and
         # all come back within it); without a key, a buffer of its own.
-        if key is None:
-            return torch.empty(like.numel(), dtype=like.dtype, pin_memory=True)
         k = (key, like.dtype, like.numel())
-        buf = self._staging.get(k)
+        buf = self._staging.get(k) if key is not None else None
         if buf is None:
             buf = torch.empty(like.numel(), dtype=like.dtype, pin_memory=True)
-            self._staging[k] = buf
+            if key is not None:
+                self._staging[k] = buf
         return buf
 
     def _complete(self):
