@@ -10,7 +10,9 @@
 #     in a namespace, through railgated in another on two rails at MTU
 #     9000 over veths: udp rails, as its embedded default has
 #     (KERNEL_PORT=af_packet: DPDK af_packet rails instead); needs root,
-#     skipped otherwise;
+#     skipped otherwise. The workers run on the CPUs railgated's lcore does
+#     not (taskset; lib.sh cpus_off_lcores), as they would beside a
+#     poll-mode data plane;
 #   - tools/gloo_allreduce.py (gloo over loopback, one process per rank);
 #   - tools/mpi_allreduce.c, MPI_Allreduce under mpirun over TCP on
 #     loopback and over shared memory (vader), when OpenMPI is installed
@@ -36,7 +38,7 @@ counts=${counts%,}
 rows() { awk -v who="$1" -v w="$2" '$1 ~ /^[0-9]+$/ && NF >= 8 && $8 == 0 {print who, w, $1, $7}'; }
 
 # The kernel-UDP workers' railgated, in namespaces of its own.
-udp=
+udp= pin=()
 if [ "$(id -u)" = 0 ] && [ -x "$railgated" ]; then
   set +e
   . "$here/../tests/netns/lib.sh"
@@ -46,6 +48,9 @@ if [ "$(id -u)" = 0 ] && [ -x "$railgated" ]; then
   two_rail_netns "$d" "$wn"
   start_kernel_port_gated "$railgated" "$d" "$wn" "$out/railgated.log" 9000
   udp=1
+  # The workers keep off railgated's polling CPU (none left: unpinned).
+  off=$(cpus_off_lcores "$gated_pid")
+  [ -n "$off" ] && pin=(taskset -c "$off")
 else
   trap 'rm -rf "$out"' EXIT
   echo "# no kernel-UDP rows: they need root and $railgated" >&2
@@ -71,7 +76,7 @@ for w in 2 4; do
     if [ -n "$udp" ]; then
       pids=()
       for k in $(seq 0 $((w - 1))); do
-        ip netns exec "$wn" "$railbench" --transport udp --server 198.18.0.1 --rank "$k" --workers "$w" \
+        ip netns exec "$wn" "${pin[@]}" "$railbench" --transport udp --server 198.18.0.1 --rank "$k" --workers "$w" \
           --job $((100 + r * 10 + w)) --count "$counts" -n "$iters" -w 2 > "$out/udp-$k.log" 2>&1 &
         pids+=($!)
       done

@@ -59,8 +59,8 @@ e2e() { # WHAT WORKERS BYTES RG-COLUMN BASE-COLUMN BASE-NAME
 e2e "allreduce 256 KiB, 4 workers, MTU 1500" 4 262144 rg-1500 gloo gloo
 e2e "allreduce 4 MiB, 2 workers, MTU 9000" 2 4194304 rg-9000 gloo gloo
 e2e "allreduce 64 MiB, 4 workers, MTU 9000" 4 67108864 rg-9000 gloo gloo
-e2e "allreduce 4 MiB, 2 kernel-UDP workers, railgated on udp rails" 2 4194304 rg-udp gloo gloo
-e2e "allreduce 64 MiB, 2 kernel-UDP workers, railgated on udp rails" 2 67108864 rg-udp gloo gloo
+e2e "allreduce 4 MiB, 2 kernel-UDP workers, railgated on udp rails, workers off its lcore's CPU" 2 4194304 rg-udp gloo gloo
+e2e "allreduce 64 MiB, 2 kernel-UDP workers, railgated on udp rails, workers off its lcore's CPU" 2 67108864 rg-udp gloo gloo
 grep -q mpi-tcp "$out/peers" && e2e "allreduce 4 MiB, 2 workers, MTU 9000" 2 4194304 rg-9000 mpi-tcp "OpenMPI TCP"
 
 note "DDP training (bench_ddp.sh, about 2 minutes)"
@@ -104,7 +104,7 @@ note "where the time goes (profile.sh, embedded and kernel UDP, 64 MiB)"
       busbw=$(sed -n 's/^# profile.sh: .*busbw \([0-9.?]*\) GB\/s.*/\1/p' "$out/profile-$m")
       case $m in
         embedded) what="railgated and 2 DPDK workers in one process over rings, the workers driven by one thread" ;;
-        udp) what="railgated on 2 udp rails in a namespace, 2 kernel-UDP worker processes in another" ;;
+        udp) what="railgated on 2 udp rails in a namespace, 2 kernel-UDP worker processes in another, off its lcore's CPU" ;;
       esac
       echo
       echo "\`tools/profile.sh build $m 2 64M 9000\` ($what; ${busbw:-?} GB/s busbw under the profiler):"

@@ -23,7 +23,8 @@
 # copies.
 #   tools/profile.sh [BUILD_DIR] [embedded|udp] [WORKERS] [SIZE] [MTU]
 # udp: railgated on two udp rails in a namespace (KERNEL_PORT=af_packet:
-# DPDK af_packet rails), kernel-UDP workers in another (root). Prints the
+# DPDK af_packet rails), kernel-UDP workers in another, off railgated's
+# lcore CPU as compare_peers.sh runs them (root). Prints the
 # benchmark's busbw and the phase table.
 set -u
 build=$(cd "${1:-build}" && pwd) mode=${2:-embedded} workers=${3:-2} size=${4:-64M} mtu=${5:-9000}
@@ -46,10 +47,11 @@ udp)
   trap 'cleanup_netns "$d $w" "$out"' EXIT
   two_rail_netns "$d" "$w"
   start_kernel_port_gated "$build/dataplane/railgated" "$d" "$w" "$out/railgated.log" "$mtu"
+  off=$(cpus_off_lcores "$gated_pid") # as compare_peers.sh places them
   {
     echo 'pids=()'
     for k in $(seq 0 $((workers - 1))); do
-      echo "ip netns exec $w \"$build/tools/railbench\" --transport udp --server 198.18.0.1 --rank $k" \
+      echo "ip netns exec $w ${off:+taskset -c $off} \"$build/tools/railbench\" --transport udp --server 198.18.0.1 --rank $k" \
         "--workers $workers --job 91 ${bench[*]} > \"$out/bench-$k.log\" 2>&1 & pids+=(\$!)"
     done
     echo 'wait "${pids[@]}"'

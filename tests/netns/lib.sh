@@ -142,6 +142,26 @@ start_kernel_port_gated() { # RAILGATED D W LOGFILE [MTU [ARGS...]]
   esac
 }
 
+# The CPUs railgated's lcores (its rte-worker-N threads) are not pinned to,
+# as a taskset list (empty when they cover every CPU): where the
+# benchmarks put kernel-UDP workers that share railgated's host, as a DPDK
+# deployment keeps other work off its poll-mode cores. On railgated's CPU
+# a 4 MiB kernel-UDP allreduce ran at 0.89-0.95 GB/s, off it 1.58-1.79
+# (doc/performance.md).
+cpus_off_lcores() { # PID
+  /usr/bin/python3 - "$1" <<'PY'
+import os, sys
+pid, busy = sys.argv[1], set()
+for t in os.listdir(f"/proc/{pid}/task"):
+    try:
+        if open(f"/proc/{pid}/task/{t}/comm").read().startswith("rte-worker"):
+            busy |= os.sched_getaffinity(int(t))
+    except OSError:
+        pass  # the thread ended
+print(",".join(str(c) for c in sorted(os.sched_getaffinity(0) - busy)))
+PY
+}
+
 # railgated on the rails of two_rail_netns, as the README starts it:
 # af_packet on rgd0/rgd1 at 198.18.0.1 and 198.18.1.1, both links at MTU
 # (default 1500), railgated's options ARGS after them; sets $gated_pid and
