@@ -45,6 +45,11 @@ struct rx_msg {
     std::uint32_t bytes() const noexcept { return frag_len[0] + frag_len[1]; }
     // Copies the payload to dst (bytes() long); false when its checksum is wrong.
     bool copy_to(void* dst) const noexcept;
+    // Asks for the payload's cache lines (the copy out's source).
+    void prefetch() const noexcept {
+        for (unsigned f = 0; f < 2; ++f)
+            for (std::uint32_t i = 0; i < frag_len[f]; i += 64) __builtin_prefetch(frag[f] + i, 0, 3);
+    }
 };
 
 // The gen of an ERROR a transport makes up itself (a verbs rail whose QP
