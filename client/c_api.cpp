@@ -29,6 +29,11 @@ using namespace railgate;
 namespace {
 
 thread_local std::string create_error;
+// config.peer_timeout_ms: the worker's own default, and at most an hour (as
+// railbench --peer-timeout).
+const std::uint32_t default_peer_timeout_ms =
+    static_cast<std::uint32_t>(std::chrono::milliseconds(client::worker_options{}.peer_timeout).count());
+constexpr std::uint32_t max_peer_timeout_ms = 3'600'000;
 
 rg_status status_of(client::failure f) noexcept {
     switch (f) {
@@ -158,6 +163,7 @@ struct rg_comm {
                                                                             : client::cc_mode::queue);
             wo.op_timeout = std::chrono::milliseconds(cfg.timeout_ms);
             wo.join_timeout = std::chrono::milliseconds(cfg.join_timeout_ms);
+            wo.peer_timeout = std::chrono::milliseconds(cfg.peer_timeout_ms ? cfg.peer_timeout_ms : default_peer_timeout_ms);
             mb.w = std::make_unique<client::worker>(*t, wo);
         }
         err = mb.w->join();
@@ -324,6 +330,7 @@ RG_EXPORT void rg_config_init(rg_config* c) {
     c->join_timeout_ms = 5000;
     c->gid_index = -1;
     c->congestion_control = RG_CC_QUEUE;
+    c->peer_timeout_ms = default_peer_timeout_ms;
 }
 
 RG_EXPORT const char* rg_version(int* major, int* minor, int* patch) {
@@ -420,6 +427,9 @@ RG_EXPORT rg_status rg_create(const rg_config* c, rg_comm** out) {
                                       std::to_string(wire::max_tensor_elems));
         if (cfg.timeout_ms == 0 || cfg.join_timeout_ms == 0)
             return usage(nullptr, "config.timeout_ms and join_timeout_ms must be above 0");
+        if (cfg.peer_timeout_ms > max_peer_timeout_ms)
+            return usage(nullptr, "config.peer_timeout_ms " + std::to_string(cfg.peer_timeout_ms) + " is above " +
+                                      std::to_string(max_peer_timeout_ms) + " (1 h)");
         cfg.server = comm->server.c_str();
         cfg.transport = comm->transport.c_str();
         cfg.rails = comm->rails.c_str();

@@ -95,6 +95,12 @@ typedef struct rg_config {
      * nor a single loss: for hosts whose cores the job shares; the
      * default); RG_CC_OFF keeps the slot pool as the window. */
     uint8_t congestion_control;
+    /* Liveness: a rail from which nothing (no result, no answer to the PINGs
+     * sent after an eighth of this) came for this long is down, and every
+     * rail that silent means railgated is gone: the allreduce fails with
+     * RG_ERR_RAIL_DOWN or RG_ERR_DAEMON_GONE (default 1000; 0: the default).
+     * Raise it where chunks take long to cross (slow or emulated fabrics). */
+    uint32_t peer_timeout_ms;
 } rg_config;
 
 enum { RG_CC_OFF = 0, RG_CC_DELAY = 1, RG_CC_QUEUE = 2 };

@@ -5,6 +5,7 @@
 // or, where parallel_rails(), by one thread per rail.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -45,10 +46,12 @@ struct rx_msg {
     std::uint32_t bytes() const noexcept { return frag_len[0] + frag_len[1]; }
     // Copies the payload to dst (bytes() long); false when its checksum is wrong.
     bool copy_to(void* dst) const noexcept;
-    // Asks for the payload's cache lines (the copy out's source).
+    // Asks for the payload's cache lines (the copy out's source): a jumbo
+    // frame's at most; the hardware streams the rest of larger ones.
     void prefetch() const noexcept {
         for (unsigned f = 0; f < 2; ++f)
-            for (std::uint32_t i = 0; i < frag_len[f]; i += 64) __builtin_prefetch(frag[f] + i, 0, 3);
+            for (std::uint32_t i = 0; i < std::min<std::uint32_t>(frag_len[f], 16384); i += 64)
+                __builtin_prefetch(frag[f] + i, 0, 3);
     }
 };
 

@@ -58,12 +58,12 @@ done
 # ranks, fp32 and int32 in one communicator (two jobs); every element checked.
 pids=()
 for r in 0 1; do
-  timeout 120 env PYTHONPATH="$BUILD/client/python" python3 - "$r" > "$WORK/c$r.log" 2>&1 <<'PY' &
+  timeout 120 env PYTHONPATH="$BUILD/client/python" PEER_MS=$guest_peer_timeout_ms python3 - "$r" > "$WORK/c$r.log" 2>&1 <<'PY' &
 import array, os, sys
 import railgate
 rank, n = int(sys.argv[1]), 100003
 with railgate.Comm("198.18.0.1", job=60, token=int(os.environ["RAILGATE_TOKEN"]), rank=rank, world=2,
-                   transport="verbs") as c:
+                   transport="verbs", peer_timeout_ms=int(os.environ["PEER_MS"])) as c:
     f = array.array("f", [float(rank * 1000 + i % 977) for i in range(n)])
     c.allreduce(f, n, railgate.FP32)
     k = array.array("i", [rank * 7 + i for i in range(n)])

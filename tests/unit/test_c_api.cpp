@@ -253,6 +253,56 @@ BOOST_AUTO_TEST_CASE(failures_reach_every_request) {
     rg_destroy(comm);
 }
 
+// config.peer_timeout_ms: how long a silent server has before it is taken
+// for gone (default 1000, 0 the default, above an hour refused).
+BOOST_AUTO_TEST_CASE(peer_timeout_is_the_config_s) {
+    fake_server s;
+    auto gone_after = [&](std::uint32_t job, std::uint32_t peer_ms) {
+        rg_config c;
+        rg_config_init(&c);
+        c.server = "127.0.0.1";
+        c.port = s.port();
+        c.job = job;
+        c.token = rg_random_token();
+        c.world = 1;
+        c.peer_timeout_ms = peer_ms;
+        rg_comm* comm = nullptr;
+        BOOST_REQUIRE_EQUAL(rg_create(&c, &comm), RG_OK);
+        BOOST_REQUIRE_MESSAGE(rg_join(comm) == RG_OK, rg_last_error(comm));
+        std::vector<float> v(4, 1.0f);
+        BOOST_REQUIRE(rg_allreduce(comm, v.data(), v.data(), v.size(), RG_FP32) == RG_OK);
+        s.silence(true);
+        const auto t0 = std::chrono::steady_clock::now();
+        const rg_status st = rg_allreduce(comm, v.data(), v.data(), v.size(), RG_FP32);
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        BOOST_TEST(st == RG_ERR_DAEMON_GONE, rg_status_name(st) << ": " << rg_last_error(comm));
+        BOOST_TEST(std::string(rg_last_error(comm)).find("stopped answering") != std::string::npos, rg_last_error(comm));
+        s.silence(false);
+        rg_destroy(comm);
+        return ms;
+    };
+    const double short_ms = gone_after(90, 300), long_ms = gone_after(91, 2500), default_ms = gone_after(92, 0);
+    BOOST_TEST(short_ms >= 300.0);
+    BOOST_TEST(short_ms < 2000.0);
+    BOOST_TEST(long_ms >= 2500.0);
+    BOOST_TEST(default_ms >= 1000.0);
+    BOOST_TEST(default_ms < long_ms);
+
+    rg_config c;
+    rg_config_init(&c);
+    BOOST_TEST(c.peer_timeout_ms == 1000u);
+    c.server = "127.0.0.1";
+    c.port = s.port();
+    c.job = 93;
+    c.token = rg_random_token();
+    c.world = 1;
+    c.peer_timeout_ms = 3600001;
+    rg_comm* comm = nullptr;
+    BOOST_TEST(rg_create(&c, &comm) == RG_ERR_USAGE);
+    BOOST_TEST(std::string(rg_last_error(nullptr)).find("peer_timeout_ms 3600001") != std::string::npos,
+               rg_last_error(nullptr));
+}
+
 // config.congestion_control: RG_CC_DELAY or RG_CC_QUEUE makes the job's datagrams
 // ECN-capable (ECT(0)) in their DSCP, and the window follows the round
 // trips with exact results; off, no ECN bits; other values are refused.

@@ -60,6 +60,7 @@ class _Config(ctypes.Structure):
         ("gid_index", ctypes.c_int32),
         ("dscp", ctypes.c_uint8),
         ("congestion_control", ctypes.c_uint8),
+        ("peer_timeout_ms", ctypes.c_uint32),
     ]
 
 
@@ -167,7 +168,7 @@ class Comm:
 
     def __init__(self, server, job, token, rank, world, transport="udp", rails=None, port=0,
                  dtype=FP32, max_count=0, retries=0, timeout_ms=60000, join_timeout_ms=5000, gid_index=-1,
-                 dscp=0, congestion_control="queue"):
+                 dscp=0, congestion_control="queue", peer_timeout_ms=0):
         c = _Config()
         _lib.rg_config_init(ctypes.byref(c))
         self._strings = [s.encode() if s is not None else None for s in (server, transport, rails)]
@@ -177,6 +178,8 @@ class Comm:
         c.job, c.token, c.rank, c.world, c.dtype = job, token, rank, world, dtype
         c.max_count, c.retries, c.timeout_ms, c.join_timeout_ms = max_count, retries, timeout_ms, join_timeout_ms
         c.gid_index, c.dscp = gid_index, dscp
+        if peer_timeout_ms:
+            c.peer_timeout_ms = peer_timeout_ms
         # False/"off", True/"delay" (round trip, queue depth, marks) or
         # "queue" (railgated's queue depth, marks and timeouts in a row only).
         modes = {False: 0, "off": 0, True: 1, "delay": 1, "queue": 2}
