@@ -31,8 +31,9 @@ namespace {
 thread_local std::string create_error;
 // config.peer_timeout_ms: the worker's own default, and at most an hour (as
 // railbench --peer-timeout).
-const std::uint32_t default_peer_timeout_ms =
-    static_cast<std::uint32_t>(std::chrono::milliseconds(client::worker_options{}.peer_timeout).count());
+std::uint32_t default_peer_timeout_ms() noexcept {
+    return static_cast<std::uint32_t>(client::worker_options{}.peer_timeout.count());
+}
 constexpr std::uint32_t max_peer_timeout_ms = 3'600'000;
 
 rg_status status_of(client::failure f) noexcept {
@@ -163,7 +164,7 @@ struct rg_comm {
                                                                             : client::cc_mode::queue);
             wo.op_timeout = std::chrono::milliseconds(cfg.timeout_ms);
             wo.join_timeout = std::chrono::milliseconds(cfg.join_timeout_ms);
-            wo.peer_timeout = std::chrono::milliseconds(cfg.peer_timeout_ms ? cfg.peer_timeout_ms : default_peer_timeout_ms);
+            wo.peer_timeout = std::chrono::milliseconds(cfg.peer_timeout_ms ? cfg.peer_timeout_ms : default_peer_timeout_ms());
             mb.w = std::make_unique<client::worker>(*t, wo);
         }
         err = mb.w->join();
@@ -330,7 +331,7 @@ RG_EXPORT void rg_config_init(rg_config* c) {
     c->join_timeout_ms = 5000;
     c->gid_index = -1;
     c->congestion_control = RG_CC_QUEUE;
-    c->peer_timeout_ms = default_peer_timeout_ms;
+    c->peer_timeout_ms = default_peer_timeout_ms();
 }
 
 RG_EXPORT const char* rg_version(int* major, int* minor, int* patch) {

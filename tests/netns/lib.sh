@@ -145,9 +145,8 @@ start_kernel_port_gated() { # RAILGATED D W LOGFILE [MTU [ARGS...]]
 # The CPUs railgated's lcores (its rte-worker-N threads) are not pinned to,
 # as a taskset list (empty when they cover every CPU): where the
 # benchmarks put kernel-UDP workers that share railgated's host, as a DPDK
-# deployment keeps other work off its poll-mode cores. On railgated's CPU
-# a 4 MiB kernel-UDP allreduce ran at 0.89-0.95 GB/s, off it 1.58-1.79
-# (doc/performance.md).
+# deployment keeps other work off its poll-mode cores (2 workers, 4 MiB:
+# 1.25-1.97 GB/s unpinned, 1.60-2.08 off the lcore; doc/performance.md).
 cpus_off_lcores() { # PID
   /usr/bin/python3 - "$1" <<'PY'
 import os, sys

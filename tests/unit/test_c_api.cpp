@@ -255,7 +255,7 @@ BOOST_AUTO_TEST_CASE(failures_reach_every_request) {
 
 // config.peer_timeout_ms: how long a silent server has before it is taken
 // for gone (default 1000, 0 the default, above an hour refused).
-BOOST_AUTO_TEST_CASE(peer_timeout_is_the_config_s) {
+BOOST_AUTO_TEST_CASE(peer_timeout_comes_from_the_config) {
     fake_server s;
     auto gone_after = [&](std::uint32_t job, std::uint32_t peer_ms) {
         rg_config c;
