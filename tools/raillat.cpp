@@ -208,11 +208,37 @@ struct result {
     }
 };
 
-// Time stamps as perftest takes them: the TSC (stats::fast_now_ns, one
+// Time stamps as perftest takes them: the TSC (stats::tsc_now_ns, one
 // calibration against steady_clock). steady_clock itself can cost a system
 // call per read (an emulated guest's HPET), which would land in every
-// sample.
+// sample. Where the kernel does not trust the TSC across CPUs (that guest),
+// the measuring thread stays on one CPU while it samples (tsc_cpu).
 double us_of(std::uint64_t ns) noexcept { return static_cast<double>(ns) / 1000; }
+std::uint64_t sample_ns() noexcept { return stats::tsc_now_ns(); }
+
+// Keeps the calling thread on the CPU it runs on, for its lifetime, where
+// stats::tsc_trusted() is false; then puts its affinity back.
+class tsc_cpu {
+public:
+    tsc_cpu() noexcept {
+        if (stats::tsc_trusted() || pthread_getaffinity_np(pthread_self(), sizeof old_, &old_) != 0) return;
+        const int cpu = sched_getcpu();
+        if (cpu < 0) return;
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        held_ = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+    }
+    ~tsc_cpu() {
+        if (held_) pthread_setaffinity_np(pthread_self(), sizeof old_, &old_);
+    }
+    tsc_cpu(const tsc_cpu&) = delete;
+    tsc_cpu& operator=(const tsc_cpu&) = delete;
+
+private:
+    cpu_set_t old_{};
+    bool held_ = false;
+};
 
 // The ping-pongs, then the bandwidth phase, through one transport.
 void measure(client::transport& t, const options& o, result& r, std::vector<double>& raw) {
@@ -242,14 +268,15 @@ void measure(client::transport& t, const options& o, result& r, std::vector<doub
         }
         return w.error();
     };
-    stats::fast_now_ns(); // calibrated before the first sample
+    sample_ns(); // calibrated before the first sample
+    const tsc_cpu stay;
     for (unsigned i = 0; i < o.warmup + o.iters; ++i) {
-        const std::uint64_t t0 = stats::fast_now_ns();
+        const std::uint64_t t0 = sample_ns();
         if (std::string e = op(buf.data(), buf.size()); !e.empty()) {
             r.error = e;
             return;
         }
-        const std::uint64_t t1 = stats::fast_now_ns();
+        const std::uint64_t t1 = sample_ns();
         if (i >= o.warmup) raw.push_back(us_of(t1 - t0) / 2);
     }
     r.us = raw;
@@ -295,7 +322,8 @@ void unpin() {
 }
 
 void measure_floor(const std::string& name, const options& o, result& r, std::vector<double>& raw) {
-    stats::fast_now_ns(); // calibrated before the first sample
+    sample_ns(); // calibrated before the first sample
+    const tsc_cpu stay;
     const unsigned total = o.warmup + o.iters;
     if (name == "floor-ring") {
         alignas(64) std::atomic<std::uint32_t> ball{0};
@@ -308,11 +336,11 @@ void measure_floor(const std::string& name, const options& o, result& r, std::ve
             }
         });
         for (std::uint32_t i = 0; i < total; ++i) {
-            const std::uint64_t t0 = stats::fast_now_ns();
+            const std::uint64_t t0 = sample_ns();
             ball.store(2 * i + 1, std::memory_order_release);
             while (ball.load(std::memory_order_acquire) != 2 * i + 2) {
             }
-            if (i >= o.warmup) raw.push_back(us_of(stats::fast_now_ns() - t0) / 2);
+            if (i >= o.warmup) raw.push_back(us_of(sample_ns() - t0) / 2);
         }
         peer.join();
     } else {
@@ -343,11 +371,11 @@ void measure_floor(const std::string& name, const options& o, result& r, std::ve
             }
         });
         for (unsigned i = 0; i < total; ++i) {
-            const std::uint64_t t0 = stats::fast_now_ns();
+            const std::uint64_t t0 = sample_ns();
             send(ping, msg.data(), msg.size(), 0);
             while (recv(ping, msg.data(), msg.size(), MSG_DONTWAIT) < 0) {
             }
-            if (i >= o.warmup) raw.push_back(us_of(stats::fast_now_ns() - t0) / 2);
+            if (i >= o.warmup) raw.push_back(us_of(sample_ns() - t0) / 2);
         }
         peer.join();
         close(echo);

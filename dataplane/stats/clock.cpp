@@ -1,5 +1,10 @@
 #include "dataplane/stats/clock.hpp"
 
+#include <time.h>
+
+#include <cstdio>
+#include <cstring>
+
 #if defined(__x86_64__)
 #include <x86intrin.h>
 #endif
@@ -14,35 +19,85 @@ std::uint64_t steady_ns() noexcept {
 }
 
 #if defined(__x86_64__)
+// One reading of both clocks: the TSC between two steady_clock reads, the
+// closest pair of a few (a thread preempted between the reads would skew
+// the rate by the time it was away).
+struct pair_reading {
+    std::uint64_t ns, tsc;
+};
+pair_reading read_pair() noexcept {
+    pair_reading best{0, 0};
+    std::uint64_t best_gap = UINT64_MAX;
+    for (int i = 0; i < 8; ++i) {
+        const std::uint64_t a = steady_ns(), t = __rdtsc(), b = steady_ns();
+        if (b - a < best_gap) {
+            best_gap = b - a;
+            best = {a + (b - a) / 2, t};
+        }
+    }
+    return best;
+}
+
 struct tsc_rate {
-    std::uint64_t tsc0, ns0;
+    pair_reading base;
     double ns_per_tick;
     tsc_rate() noexcept {
-        // The base and the rate from one 10 ms span: both ends read as
-        // close together as the two clocks allow.
-        ns0 = steady_ns();
-        tsc0 = __rdtsc();
-        std::uint64_t ns1 = ns0, tsc1 = tsc0;
-        while (ns1 - ns0 < 10'000'000) {
-            ns1 = steady_ns();
-            tsc1 = __rdtsc();
+        base = read_pair();
+        while (steady_ns() - base.ns < 10'000'000) {
         }
-        ns_per_tick = tsc1 > tsc0 ? static_cast<double>(ns1 - ns0) / static_cast<double>(tsc1 - tsc0) : 0;
+        const pair_reading end = read_pair();
+        ns_per_tick = end.tsc > base.tsc ? static_cast<double>(end.ns - base.ns) / static_cast<double>(end.tsc - base.tsc)
+                                         : 0;
+    }
+    std::uint64_t now() const noexcept {
+        return base.ns + static_cast<std::uint64_t>(static_cast<double>(__rdtsc() - base.tsc) * ns_per_tick);
     }
 };
+
+const tsc_rate& rate() noexcept {
+    static const tsc_rate r;
+    return r;
+}
 #endif
+
+bool kernel_keeps_tsc() noexcept {
+    char name[32] = {};
+    if (std::FILE* f = std::fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r")) {
+        if (!std::fgets(name, sizeof name, f)) name[0] = 0;
+        std::fclose(f);
+    }
+    return std::strncmp(name, "tsc", 3) == 0 && (name[3] == '\n' || name[3] == 0);
+}
 
 } // namespace
 
+bool tsc_trusted() noexcept {
+#if defined(__x86_64__)
+    static const bool trusted = kernel_keeps_tsc() && rate().ns_per_tick > 0;
+    return trusted;
+#else
+    return false;
+#endif
+}
+
 std::uint64_t fast_now_ns() noexcept {
 #if defined(__x86_64__)
-    static const tsc_rate r;
-    if (r.ns_per_tick > 0) {
-        const std::uint64_t t = __rdtsc();
-        return r.ns0 + static_cast<std::uint64_t>(static_cast<double>(t - r.tsc0) * r.ns_per_tick);
-    }
+    if (tsc_trusted()) return rate().now();
 #endif
     return steady_ns();
+}
+
+std::uint64_t tsc_now_ns() noexcept {
+#if defined(__x86_64__)
+    if (rate().ns_per_tick > 0) return rate().now();
+#endif
+    return steady_ns();
+}
+
+std::uint64_t coarse_now_ns() noexcept {
+    timespec ts;
+    if (::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0) return steady_ns();
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
 } // namespace railgate::stats

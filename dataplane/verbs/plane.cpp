@@ -20,8 +20,10 @@
 namespace railgate::verbs {
 namespace {
 
-// Times are stats::fast_now_ns() (the TSC): a clock read on the rail loop's
-// paths must not be a system call (an emulated guest's HPET: 0.7 us).
+// Times are stats::fast_now_ns() (the TSC where the kernel trusts it): a
+// clock read on the rail loop's paths should not be a system call (an
+// emulated guest's HPET: 0.7 us), so the loop's own checks look at the
+// coarse clock first (expire()) or at nothing (reap()).
 constexpr std::uint64_t join_deadline_ns = 10'000'000'000;  // connected, never joined: disconnected
 constexpr std::uint64_t close_deadline_ns = 2'000'000'000;  // disconnecting: destroyed anyway
 constexpr unsigned cm_poll_passes = 256;                  // a CM poll is a syscall: not every pass
@@ -113,7 +115,7 @@ struct plane::rail_state {
         life.max_pending = l.max_pending_joins;
         jobs.set_lifecycle(life);
     }
-    // The TSC (see the deadlines above).
+    // See the deadlines above.
     static std::uint64_t now_ns() noexcept { return stats::fast_now_ns(); }
     vjob& job_at(int j) noexcept { return jobs.all()[static_cast<std::size_t>(j)]; }
 
@@ -567,6 +569,11 @@ void plane::rail_state::destroy_conn(conn& c) {
 }
 
 void plane::rail_state::reap() {
+    // No clock read unless a connection has a deadline running (a software
+    // device reaps on every idle pass).
+    if (std::none_of(conns.begin(), conns.end(),
+                     [](const auto& c) { return c->st == conn::state::closing || !c->ever_joined; }))
+        return;
     const std::uint64_t now = now_ns();
     for (std::size_t i = conns.size(); i-- > 0;) {
         conn& c = *conns[i];
@@ -866,8 +873,10 @@ void plane::rail_state::maybe_free(vjob& x) {
 
 // The lifecycle's clock: jobs that stalled, did not assemble or went idle.
 void plane::rail_state::expire() {
+    // Whether 10 ms went by, on the coarse clock (a vDSO read wherever
+    // now_ns() is not: a tick late at most); the lifecycle on now_ns().
+    if (stats::coarse_now_ns() < next_expire_ns) return;
     const std::uint64_t t = now_ns();
-    if (t < next_expire_ns) return;
     next_expire_ns = t + 10'000'000;
     jobs.expire(t, [&](vjob& x, const agg::end_event& e) {
         std::string who;
