@@ -49,8 +49,11 @@ struct tsc_rate {
         ns_per_tick = end.tsc > base.tsc ? static_cast<double>(end.ns - base.ns) / static_cast<double>(end.tsc - base.tsc)
                                          : 0;
     }
+    // Signed: a CPU whose TSC is behind the calibrating one's (where the
+    // kernel does not trust it) reads before base.tsc.
     std::uint64_t now() const noexcept {
-        return base.ns + static_cast<std::uint64_t>(static_cast<double>(__rdtsc() - base.tsc) * ns_per_tick);
+        const auto ticks = static_cast<std::int64_t>(__rdtsc() - base.tsc);
+        return base.ns + static_cast<std::uint64_t>(static_cast<std::int64_t>(static_cast<double>(ticks) * ns_per_tick));
     }
 };
 
