@@ -122,16 +122,22 @@ private:
     std::thread th_;
 };
 
-rg_comm* make(const fake_server& s, std::uint32_t job, std::uint32_t timeout_ms = 20000,
-              std::uint8_t cc = RG_CC_QUEUE) {
+// A one-rank job's config on the stand-in server, the rest left at rg_config_init's.
+rg_config config_for(const fake_server& s, std::uint32_t job) {
     rg_config c;
     rg_config_init(&c);
-    c.congestion_control = cc;
     c.server = "127.0.0.1";
     c.port = s.port();
     c.job = job;
     c.token = rg_random_token();
     c.world = 1;
+    return c;
+}
+
+rg_comm* make(const fake_server& s, std::uint32_t job, std::uint32_t timeout_ms = 20000,
+              std::uint8_t cc = RG_CC_QUEUE) {
+    rg_config c = config_for(s, job);
+    c.congestion_control = cc;
     c.max_count = 1 << 20;
     c.timeout_ms = timeout_ms;
     rg_comm* comm = nullptr;
@@ -258,13 +264,7 @@ BOOST_AUTO_TEST_CASE(failures_reach_every_request) {
 BOOST_AUTO_TEST_CASE(peer_timeout_comes_from_the_config) {
     fake_server s;
     auto gone_after = [&](std::uint32_t job, std::uint32_t peer_ms) {
-        rg_config c;
-        rg_config_init(&c);
-        c.server = "127.0.0.1";
-        c.port = s.port();
-        c.job = job;
-        c.token = rg_random_token();
-        c.world = 1;
+        rg_config c = config_for(s, job);
         c.peer_timeout_ms = peer_ms;
         rg_comm* comm = nullptr;
         BOOST_REQUIRE_EQUAL(rg_create(&c, &comm), RG_OK);
@@ -288,14 +288,8 @@ BOOST_AUTO_TEST_CASE(peer_timeout_comes_from_the_config) {
     BOOST_TEST(default_ms >= 1000.0);
     BOOST_TEST(default_ms < long_ms);
 
-    rg_config c;
-    rg_config_init(&c);
+    rg_config c = config_for(s, 93);
     BOOST_TEST(c.peer_timeout_ms == 1000u);
-    c.server = "127.0.0.1";
-    c.port = s.port();
-    c.job = 93;
-    c.token = rg_random_token();
-    c.world = 1;
     c.peer_timeout_ms = 3600001;
     rg_comm* comm = nullptr;
     BOOST_TEST(rg_create(&c, &comm) == RG_ERR_USAGE);
@@ -319,14 +313,8 @@ BOOST_AUTO_TEST_CASE(congestion_control_is_asked_for_in_the_config) {
         BOOST_TEST(rg_leave(comm) == RG_OK);
         rg_destroy(comm);
     }
-    rg_config c;
-    rg_config_init(&c);
+    rg_config c = config_for(s, 79);
     BOOST_TEST(c.congestion_control == RG_CC_QUEUE); // the default
-    c.server = "127.0.0.1";
-    c.port = s.port();
-    c.job = 79;
-    c.token = rg_random_token();
-    c.world = 1;
     c.congestion_control = 7;
     rg_comm* comm = nullptr;
     BOOST_TEST(rg_create(&c, &comm) == RG_ERR_USAGE);
