@@ -190,6 +190,12 @@ struct worker::state {
 
     std::uint8_t* data = nullptr;
     std::size_t count = 0;
+    // The operation reads no precise time (a reliable transport without
+    // per-chunk round trips): its timers, the peer and operation timeouts
+    // in milliseconds, go by the coarse clock, and the latency path reads
+    // no clock that is a system call where the TSC is not trusted (an
+    // emulated guest's HPET: 0.7 us a read).
+    bool coarse = false;
     wire::dtype dt = wire::dtype::fp32;
     std::size_t esize = 4;
     bool active = false;
@@ -630,6 +636,7 @@ void worker::start(void* data, std::size_t count, wire::dtype dt) {
     // on the latency path; the op timeout is armed at the first scan.
     const bool timed = o_.chunk_rtt || !t_.reliable();
     const std::uint64_t now = timed ? now_ns() : 0;
+    s.coarse = !timed;
     s.active = true;
     const auto t0 = o_.pace_bps ? clock::now() : clock::time_point{};
     for (unsigned r = 0; r < s.rails; ++r) {
@@ -831,15 +838,17 @@ bool worker::progress_rail(unsigned r) {
     }
     if (!rr.pending.empty()) send_pending(r);
     if (rr.done == rr.n_chunks) {
-        scan_rail(r, now_ns());
+        scan_rail(r, scan_now());
         return true;
     }
     // The clock is read every 32 polls (a clock read is a system call where
     // the TSC is not usable, as in emulated guests).
     if (++rr.polls_since_clock < 32) return false;
     rr.polls_since_clock = 0;
-    return scan_rail(r, now_ns());
+    return scan_rail(r, scan_now());
 }
+
+std::uint64_t worker::scan_now() const noexcept { return s_->coarse ? stats::coarse_now_ns() : now_ns(); }
 
 // Rail r's timers: retransmits of chunks whose timeout ran out, PINGs when
 // railgated has been silent, and the verdicts on a silent rail (down),
@@ -901,7 +910,7 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
         // as this one: railgated is.
         bool others = false;
         for (unsigned q = 0; q < s.rails; ++q)
-            others |= q != r && now - s.run[q].heard_ns.load(std::memory_order_relaxed) < timeout / 2;
+            others |= q != r && now - std::min(now, s.run[q].heard_ns.load(std::memory_order_relaxed)) < timeout / 2;
         const std::string ms = std::to_string(silent / 1'000'000);
         if (others)
             fail(r, failure::rail_down,

@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # The verbs figures, each against perftest on the same SoftRoCE device in
 # the same guest run (tools/rxe-vm: QEMU TCG, Debian's kernel, rxe0):
-#   latency:   raillat --compare udp,dpdk,verbs (4-byte ping-pong through
-#              railgated, half round trip) vs ib_write_lat -s 4;
+#   latency:   raillat --transport verbs (4-byte ping-pong through
+#              railgated, half round trip) vs ib_write_lat -s 4 (and
+#              ib_send_lat), ROUNDS rounds alternated (default 3): the
+#              medians and their ratio;
 #   bandwidth: railbench --transport verbs (one worker) vs ib_write_bw.
 # Then raillat --compare udp,dpdk,verbs side by side: railgated's verbs rail
 # (rxe0, 198.18.0.1), a DPDK tap rail (198.18.5.1) for the udp row, and
 # raillat's own embedded railgated for the dpdk row.
-#   tools/bench_verbs.sh [BUILD_DIR] [ITERATIONS]
+#   tools/bench_verbs.sh [BUILD_DIR] [ITERATIONS] [ROUNDS]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 if [ "${1:-}" != --guest ]; then
   build=$(cd "${1:-$here/../build}" && pwd) || exit 2
-  exec "$here/rxe-vm" --smp 2 --timeout 1200 -- bash "$here/bench_verbs.sh" --guest "$build" "${2:-1000}"
+  exec "$here/rxe-vm" --smp 2 --timeout 1200 -- bash "$here/bench_verbs.sh" --guest "$build" "${2:-1000}" "${3:-3}"
 fi
-B=$2 N=$3 W=$(mktemp -d)
+B=$2 N=$3 rounds=$4 W=$(mktemp -d)
 export RAILGATE_TOKEN=${RAILGATE_TOKEN:-$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')}
 ip link set lo up
 # Two railgated: one with the verbs rail only, one with the DPDK tap rail
@@ -70,13 +72,19 @@ perftest() { # TOOL ARGS...
   echo "$out"
 }
 
-echo "== ib_write_lat -s 4 -n $N (rxe0, GID 1)"
-perftest ib_write_lat -d rxe0 -x 1 -s 4 -n "$N" | tee "$W/ib_lat.log" | grep -E "^ *#bytes|^ *4 "
-echo "== ib_send_lat -s 4 -n $N (SEND/RECV: the receiver takes a completion, as railgated's WRITE_WITH_IMM does)"
-perftest ib_send_lat -d rxe0 -x 1 -s 4 -n "$N" | tee "$W/ib_send_lat.log" | grep -E "^ *#bytes|^ *4 "
-start verbs "$W/verbs.toml" --idle spin
-echo "== raillat --transport verbs -s 4 -n $N (railgated busy-polls its verbs rail, raillat busy-polls)"
-"$B/tools/raillat" --transport verbs --server 198.18.0.1 -s 4 -n "$N" -w $((N / 10)) --bw-size 0 | tee "$W/raillat.log"
+# Latency: ROUNDS alternated rounds of ib_write_lat, ib_send_lat and raillat
+# (railgated up for raillat's turn only: it busy-polls a vCPU), and the
+# median of each; one pair under TCG swings by a third from run to run.
+for k in $(seq "$rounds"); do
+  echo "== round $k/$rounds: ib_write_lat -s 4 -n $N (rxe0, GID 1)"
+  perftest ib_write_lat -d rxe0 -x 1 -s 4 -n "$N" | tee "$W/ib_lat.$k.log" | grep -E "^ *#bytes|^ *4 "
+  echo "== round $k/$rounds: ib_send_lat -s 4 -n $N (SEND/RECV: the receiver takes a completion, as railgated's WRITE_WITH_IMM does)"
+  perftest ib_send_lat -d rxe0 -x 1 -s 4 -n "$N" | tee "$W/ib_send_lat.$k.log" | grep -E "^ *#bytes|^ *4 "
+  start verbs "$W/verbs.toml" --idle spin
+  echo "== round $k/$rounds: raillat --transport verbs -s 4 -n $N (railgated busy-polls its verbs rail, raillat busy-polls)"
+  "$B/tools/raillat" --transport verbs --server 198.18.0.1 -s 4 -n "$N" -w $((N / 10)) --bw-size 0 | tee "$W/raillat.$k.log"
+  [ "$k" = "$rounds" ] || { kill -INT $rg; wait $rg; }
+done
 echo "== railbench --transport verbs, one worker"
 timeout 600 "$B/tools/railbench" --transport verbs --server 198.18.0.1 --rank 0 --workers 1 -b 64K -e 4M -f 4 -n 5 -w 1 |
   tee "$W/railbench.log" | grep -E "^ +[0-9]|railbench:"
@@ -93,15 +101,24 @@ start tap "$W/tap.toml" --idle yield
   -w $((N / 10)) --bw-size 1M --bw-iters 5 | tee "$W/compare.log"
 kill -INT $rg $verbs_pid; wait $rg $verbs_pid
 
-ib_lat=$(awk '$1 == 4 && NF >= 9 {print $5}' "$W/ib_lat.log")
-rl_lat=$(awk '$1 == 4 && NF >= 9 {print $5}' "$W/raillat.log")
+typical() { # LOG...: each run's 4-byte t_typical, space-separated
+  awk '$1 == 4 && NF >= 9 {printf "%s%s", sep, $5; sep = " "}' "$@"
+}
+median() { tr ' ' '\n' | sort -g | awk '{v[NR] = $1} END {if (NR) print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+ib_runs=$(for k in $(seq "$rounds"); do typical "$W/ib_lat.$k.log"; echo; done | tr '\n' ' ')
+send_runs=$(for k in $(seq "$rounds"); do typical "$W/ib_send_lat.$k.log"; echo; done | tr '\n' ' ')
+rl_runs=$(for k in $(seq "$rounds"); do typical "$W/raillat.$k.log"; echo; done | tr '\n' ' ')
+ib_lat=$(echo $ib_runs | median)
+send_lat=$(echo $send_runs | median)
+rl_lat=$(echo $rl_runs | median)
 ib_bw=$(awk '$1 == 65536 && NF >= 4 {print $4}' "$W/ib_bw.log") # MB/s
 rb_bw=$(awk '$1 == 4194304 {print $6}' "$W/railbench.log")      # algbw GB/s
-echo "== summary (same guest, same run)"
+echo "== summary (same guest, same run; latency: medians of $rounds alternated rounds)"
+echo "per round t_typical (us): raillat $rl_runs/ ib_write_lat $ib_runs/ ib_send_lat $send_runs"
 echo "verbs latency: raillat t_typical ${rl_lat:-?} us, ib_write_lat t_typical ${ib_lat:-?} us," \
   "ratio $(awk -v a="$rl_lat" -v b="$ib_lat" 'BEGIN {if (a > 0 && b > 0) printf "%.2f", a / b; else print "?"}')"
-echo "verbs latency vs ib_send_lat t_typical $(awk '$1 == 4 && NF >= 9 {print $5}' "$W/ib_send_lat.log") us:" \
-  "ratio $(awk -v a="$rl_lat" -v b="$(awk '$1 == 4 && NF >= 9 {print $5}' "$W/ib_send_lat.log")" 'BEGIN {if (a > 0 && b > 0) printf "%.2f", a / b; else print "?"}')"
+echo "verbs latency vs ib_send_lat t_typical ${send_lat:-?} us:" \
+  "ratio $(awk -v a="$rl_lat" -v b="$send_lat" 'BEGIN {if (a > 0 && b > 0) printf "%.2f", a / b; else print "?"}')"
 echo "verbs bandwidth: railbench 4 MiB algbw ${rb_bw:-?} GB/s, ib_write_bw ${ib_bw:-?} MB/s," \
   "ratio $(awk -v a="$rb_bw" -v b="$ib_bw" 'BEGIN {if (a > 0 && b > 0) printf "%.2f", a * 1000 / b; else print "?"}')"
 [ -n "$ib_lat" ] && [ -n "$rl_lat" ] && [ -n "$ib_bw" ] && [ -n "$rb_bw" ] && grep -qE "^verbs +[0-9]" "$W/compare.log"

@@ -20,10 +20,12 @@
 namespace railgate::verbs {
 namespace {
 
-// Times are stats::fast_now_ns() (the TSC where the kernel trusts it): a
-// clock read on the rail loop's paths should not be a system call (an
-// emulated guest's HPET: 0.7 us), so the loop's own checks look at the
-// coarse clock first (expire()) or at nothing (reap()).
+// Times are stats::coarse_now_ns() (CLOCK_MONOTONIC_COARSE, a vDSO read
+// to the kernel's tick): every deadline here is judged in milliseconds or
+// seconds (joins, stalls, idle jobs, disconnects), and a contribution's
+// arrival is stamped on the latency path, where a precise clock read is a
+// system call in an emulated guest (its HPET: 0.7 us a read). reap() reads
+// none unless a connection has a deadline running.
 constexpr std::uint64_t join_deadline_ns = 10'000'000'000;  // connected, never joined: disconnected
 constexpr std::uint64_t close_deadline_ns = 2'000'000'000;  // disconnecting: destroyed anyway
 constexpr unsigned cm_poll_passes = 256;                  // a CM poll is a syscall: not every pass
@@ -54,7 +56,7 @@ struct conn {
     std::unique_ptr<queue_pair> qp;
 
     state st = state::accepting;
-    std::uint64_t since_ns = stats::fast_now_ns();
+    std::uint64_t since_ns = stats::coarse_now_ns();
     std::uint64_t conn_id = 0; // the job table's address of this worker: unique per rail
     std::uint32_t host = 0;    // the worker's IPv4 address (admission limits)
     bool ever_joined = false;
@@ -102,7 +104,7 @@ struct plane::rail_state {
     std::vector<std::unique_ptr<conn>> conns;
     unsigned pass = 0;
     std::uint64_t next_conn_id = 1;
-    std::uint64_t next_expire_ns = now_ns(); // also the clock's calibration, at start-up
+    std::uint64_t next_expire_ns = now_ns();
 
     // Members above are declared in creation order: the connections (their
     // QPs, CQs and MRs) go first, then the jobs' MRs, the PD, the channels.
@@ -116,7 +118,7 @@ struct plane::rail_state {
         jobs.set_lifecycle(life);
     }
     // See the deadlines above.
-    static std::uint64_t now_ns() noexcept { return stats::fast_now_ns(); }
+    static std::uint64_t now_ns() noexcept { return stats::coarse_now_ns(); }
     vjob& job_at(int j) noexcept { return jobs.all()[static_cast<std::size_t>(j)]; }
 
     void run(const std::atomic<bool>& stop);
@@ -873,10 +875,9 @@ void plane::rail_state::maybe_free(vjob& x) {
 
 // The lifecycle's clock: jobs that stalled, did not assemble or went idle.
 void plane::rail_state::expire() {
-    // Whether 10 ms went by, on the coarse clock (a vDSO read wherever
-    // now_ns() is not: a tick late at most); the lifecycle on now_ns().
-    if (stats::coarse_now_ns() < next_expire_ns) return;
+    // Every 10 ms (the coarse clock: a tick late at most).
     const std::uint64_t t = now_ns();
+    if (t < next_expire_ns) return;
     next_expire_ns = t + 10'000'000;
     jobs.expire(t, [&](vjob& x, const agg::end_event& e) {
         std::string who;

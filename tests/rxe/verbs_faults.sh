@@ -7,6 +7,8 @@
 #    keeps running, and the next job completes;
 #  - a worker stopped (SIGSTOP, its QP alive, nothing in flight): the job
 #    stalls and the others are told which rank, the job is gone;
+#  - railgated stopped under raillat (timers on the coarse clock): named
+#    silent after the peer timeout;
 #  - railgated killed and restarted mid-job: workers with --retry reconnect,
 #    re-join and finish bit-exact.
 #   verbs_faults.sh RXE_VM BUILD_DIR
@@ -93,6 +95,29 @@ awk -v t="$t" 'BEGIN { exit !(t <= 3.0) }' || { echo "FAIL: took $t s"; exit 1; 
 "$BUILD/railctl" --socket "$WORK/ctl.sock" --json status | python3 -c '
 import json, sys
 assert all(r["active_jobs"] == 0 for r in json.load(sys.stdin)["verbs_rails"])' || { echo "FAIL: the stalled job stayed"; exit 1; }
+
+# railgated stopped (SIGSTOP: its QPs live, the kernel still acknowledges
+# every WRITE) under raillat, whose worker reads no precise clock (no
+# per-chunk round trips over a reliable transport: its timers run on the
+# coarse clock): it names railgated silent after its 1 s peer timeout.
+timeout 60 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 -s 4 -n 100000000 -w 0 --bw-size 0 \
+  > "$WORK/lat.log" 2>&1 &
+lat=$!
+for _ in $(seq 100); do "$BUILD/railctl" --socket "$WORK/ctl.sock" --json status |
+  python3 -c 'import json, sys; sys.exit(not any(r["active_jobs"] for r in json.load(sys.stdin)["verbs_rails"]))' && break
+  sleep 0.2
+done
+sleep 0.5
+t0=$(date +%s.%N)
+kill -STOP $RG_PID
+wait $lat && { echo "FAIL: raillat finished although railgated stopped"; kill -CONT $RG_PID; exit 1; }
+t=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+kill -CONT $RG_PID
+cat "$WORK/lat.log" | tail -n 1
+grep -q "railgated stopped answering on every rail for" "$WORK/lat.log" ||
+  { echo "FAIL: raillat did not name railgated silent"; cat "$WORK/lat.log"; exit 1; }
+echo "railgated stopped under raillat: named silent after $t s (guest, TCG)"
+awk -v t="$t" 'BEGIN { exit !(t >= 0.9 && t <= 4.0) }' || { echo "FAIL: took $t s"; exit 1; }
 
 # railgated killed and restarted mid-job: --retry reconnects and finishes.
 for r in 0 1 2; do
