@@ -26,7 +26,7 @@ public:
         for (const dpdk_port& p : ports) {
             rail r;
             r.port = p.port_id;
-            start_port(p.port_id);
+            start_port(r, p.emulate_checksum_offload);
             rte_ether_addr mac;
             rte_eth_macaddr_get(p.port_id, &mac);
             std::memcpy(r.self.mac.b, mac.addr_bytes, 6);
@@ -95,9 +95,19 @@ public:
             const std::uint16_t udp_sum = frame::write_udp_headers(p, r.self, r.server, wire::header_bytes + m.bytes);
             std::uint8_t* h = p + frame::udp_frame_overhead;
             wire::encode_header(m.h, h);
-            // The payload's checksum as it is copied in: one pass.
-            const std::uint16_t psum = m.bytes ? frame::copy_and_sum(h + wire::header_bytes, m.payload, m.bytes) : 0;
-            frame::set_udp_checksum(p, udp_sum, frame::add_sums(wire::header_sum(m.h), psum));
+            if (r.tx_csum) {
+                // The port sums the payload as it sends it (the pseudo
+                // header's sum in the field, as DPDK's offload wants).
+                if (m.bytes) std::memcpy(h + wire::header_bytes, m.payload, m.bytes);
+                frame::prepare_checksum_offload(p);
+                mb->l2_len = frame::eth_bytes;
+                mb->l3_len = frame::ipv4_bytes;
+                mb->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM;
+            } else {
+                // The payload's checksum as it is copied in: one pass.
+                const std::uint16_t psum = m.bytes ? frame::copy_and_sum(h + wire::header_bytes, m.payload, m.bytes) : 0;
+                frame::set_udp_checksum(p, udp_sum, frame::add_sums(wire::header_sum(m.h), psum));
+            }
             out[built] = mb;
         }
         unsigned leaving = built;
@@ -134,15 +144,33 @@ private:
         std::uint16_t port = 0;
         frame::endpoint self, server;
         bool resolved = false;
+        bool rx_csum = false, tx_csum = false; // the port verifies / computes UDP checksums
         rte_mbuf* held[batch];
         unsigned nheld = 0;
     };
 
-    void start_port(std::uint16_t port) {
+    // The port's UDP checksum offloads, where it has them (or emulates
+    // them: the embedded switch), as railgated's rails use them.
+    void start_port(rail& r, bool emulate_offload) {
+        const std::uint16_t port = r.port;
         rte_eth_conf conf{};
-        int rc = rte_eth_dev_configure(port, 1, 1, &conf);
+        rte_eth_dev_info info{};
+        int rc = rte_eth_dev_info_get(port, &info);
+        if (rc == 0 && (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_UDP_CKSUM)) {
+            conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
+            r.rx_csum = true;
+        }
+        constexpr std::uint64_t tx_csum = RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
+        if (rc == 0 && (info.tx_offload_capa & tx_csum) == tx_csum) {
+            conf.txmode.offloads |= tx_csum;
+            r.tx_csum = true;
+        }
+        if (emulate_offload) r.rx_csum = r.tx_csum = true;
+        rte_eth_txconf txc = info.default_txconf;
+        txc.offloads = conf.txmode.offloads;
+        if (rc == 0) rc = rte_eth_dev_configure(port, 1, 1, &conf);
         if (rc == 0) rc = rte_eth_rx_queue_setup(port, 0, 1024, rte_eth_dev_socket_id(port), nullptr, pool_);
-        if (rc == 0) rc = rte_eth_tx_queue_setup(port, 0, 1024, rte_eth_dev_socket_id(port), nullptr);
+        if (rc == 0) rc = rte_eth_tx_queue_setup(port, 0, 1024, rte_eth_dev_socket_id(port), &txc);
         if (rc == 0) rc = rte_eth_dev_start(port);
         if (rc != 0) throw std::runtime_error("dpdk transport: port " + std::to_string(port) + ": " + rte_strerror(-rc));
     }
@@ -195,10 +223,18 @@ private:
         out.frag[1] = nullptr;
         out.frag_len[1] = 0;
         out.ce = (fi.src.tos & wire::ecn_mask) == wire::ecn_ce;
-        // Its UDP checksum is checked as the worker copies the payload out
-        // (rx_msg::copy_to): one pass over it, not two.
-        out.unchecked = true;
-        out.head_sum = frame::add_sums(frame::udp_header_sum(p), frame::ones_sum16(p + fi.msg_offset, wire::header_bytes));
+        // Its UDP checksum: verified by the port (its flags), or checked as
+        // the worker copies the payload out (rx_msg::copy_to): one pass
+        // over it, not two.
+        const std::uint64_t l4 = r.rx_csum ? m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK : RTE_MBUF_F_RX_L4_CKSUM_UNKNOWN;
+        if (l4 == RTE_MBUF_F_RX_L4_CKSUM_BAD) {
+            dropped_.fetch_add(1, std::memory_order_relaxed);
+            return false;
+        }
+        out.unchecked = l4 != RTE_MBUF_F_RX_L4_CKSUM_GOOD;
+        if (out.unchecked)
+            out.head_sum =
+                frame::add_sums(frame::udp_header_sum(p), frame::ones_sum16(p + fi.msg_offset, wire::header_bytes));
         if (first < payload.size()) {
             if (!m->next || m->next->data_len < payload.size() - first) {
                 dropped_.fetch_add(1, std::memory_order_relaxed);

@@ -12,6 +12,7 @@
 #include <rte_ring.h>
 
 #include "dataplane/net/eal.hpp"
+#include "dataplane/proto/frame.hpp"
 #include "dataplane/proto/wire.hpp"
 
 namespace railgate::client {
@@ -34,10 +35,29 @@ std::uint16_t ring_port(const std::string& name, rte_ring* rx, rte_ring* tx) {
     return static_cast<std::uint16_t>(id);
 }
 
+// The wire between two ports that offload checksums (see the header): what
+// the sender's port would compute of the IPv4 header, and the receiver's
+// verdict on the UDP checksum. A frame without the TX flags carries its
+// checksums already (computed in software, or before a corruption) and is
+// left for the receiver to check.
+void offloaded_wire(rte_mbuf* m) noexcept {
+    if (!(m->ol_flags & RTE_MBUF_F_TX_UDP_CKSUM) || m->data_len < frame::eth_bytes + frame::ipv4_bytes) return;
+    if (m->ol_flags & RTE_MBUF_F_TX_IP_CKSUM) {
+        std::uint8_t* ip = rte_pktmbuf_mtod_offset(m, std::uint8_t*, frame::eth_bytes);
+        ip[10] = ip[11] = 0;
+        const std::uint16_t c = frame::inet_checksum(ip, frame::ipv4_bytes);
+        ip[10] = static_cast<std::uint8_t>(c >> 8);
+        ip[11] = static_cast<std::uint8_t>(c);
+    }
+    m->ol_flags = (m->ol_flags & ~(RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM |
+                                   RTE_MBUF_F_RX_IP_CKSUM_MASK | RTE_MBUF_F_RX_L4_CKSUM_MASK)) |
+                  RTE_MBUF_F_RX_IP_CKSUM_GOOD | RTE_MBUF_F_RX_L4_CKSUM_GOOD;
+}
+
 } // namespace
 
-embedded_fabric::embedded_fabric(unsigned rails, unsigned workers, std::uint16_t mtu)
-    : rails_(rails), workers_(workers), mtu_(mtu), late_up_(std::size_t{rails} * workers, nullptr),
+embedded_fabric::embedded_fabric(unsigned rails, unsigned workers, std::uint16_t mtu, bool checksum_offload)
+    : rails_(rails), workers_(workers), mtu_(mtu), offload_(checksum_offload), late_up_(std::size_t{rails} * workers, nullptr),
       late_down_(rails, nullptr) {
     if (rails == 0 || rails > 8) throw std::runtime_error("embedded mode: rails must be 1..8");
     if (workers == 0 || workers > 32) throw std::runtime_error("embedded mode: workers must be 1..32");
@@ -113,6 +133,7 @@ std::vector<net::rail_config> embedded_fabric::daemon_rails() const {
         c.port_name = "rg_rail" + std::to_string(r);
         c.ip = rail_ip(r);
         c.mtu = mtu_;
+        c.emulate_checksum_offload = offload_;
         v.push_back(c);
     }
     return v;
@@ -120,13 +141,18 @@ std::vector<net::rail_config> embedded_fabric::daemon_rails() const {
 
 std::unique_ptr<transport> embedded_fabric::worker_transport(unsigned w, std::uint8_t tos) {
     std::vector<dpdk_port> ports;
-    for (unsigned r = 0; r < rails_; ++r) ports.push_back({worker_ports_[w * rails_ + r], worker_ip(r, w), tos});
+    for (unsigned r = 0; r < rails_; ++r) ports.push_back({worker_ports_[w * rails_ + r], worker_ip(r, w), tos, offload_});
     burst_hook up;
-    if (faulty_ && up_dice_.current().on_rx())
-        up = [this, w](unsigned r, rte_mbuf** v, unsigned& n, unsigned cap) {
-            while (up_faults_.test_and_set(std::memory_order_acquire)) rte_pause();
-            net::apply_faults(up_dice_, late_up_[w * rails_ + r], up_tally_, v, n, cap);
-            up_faults_.clear(std::memory_order_release);
+    const bool faults = faulty_ && up_dice_.current().on_rx();
+    if (faults || offload_)
+        up = [this, w, faults](unsigned r, rte_mbuf** v, unsigned& n, unsigned cap) {
+            if (faults) {
+                while (up_faults_.test_and_set(std::memory_order_acquire)) rte_pause();
+                net::apply_faults(up_dice_, late_up_[w * rails_ + r], up_tally_, v, n, cap);
+                up_faults_.clear(std::memory_order_release);
+            }
+            if (offload_)
+                for (unsigned i = 0; i < n; ++i) offloaded_wire(v[i]);
         };
     return make_dpdk_transport(ports, rail_ip(0), wire::default_udp_port, pool_, [this] { pump(); }, std::move(up));
 }
@@ -140,6 +166,7 @@ unsigned embedded_fabric::pump() noexcept {
         if (faulty_ && n && down_dice_.current().on_tx()) net::apply_faults(down_dice_, late_down_[r], down_tally_, reinterpret_cast<rte_mbuf**>(objs), n, 256);
         for (unsigned i = 0; i < n; ++i) {
             auto* m = static_cast<rte_mbuf*>(objs[i]);
+            if (offload_) offloaded_wire(m);
             const auto* p = rte_pktmbuf_mtod(m, const std::uint8_t*);
             std::uint32_t dst = 0;
             if (m->data_len >= 42 && p[12] == 0x08 && p[13] == 0x06) std::memcpy(&dst, p + 38, 4); // ARP target

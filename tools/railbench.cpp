@@ -66,6 +66,7 @@ struct options {
     unsigned ecn_mark = 0;             // embedded: railgated marks CE behind this many queued frames
     bool rail_threads = false;         // one pipeline per rail on the TBB engine
     enum class share { automatic, on, off } lcore_workers = share::automatic; // --lcore-workers
+    bool fabric_offload = true; // --checksums offload|software (embedded)
     // --transport dpdk outside --embedded: per rail, a DPDK device (vdev
     // devargs or PCI address) and this worker's address on it.
     std::vector<std::pair<std::string, std::uint32_t>> dpdk_rails;
@@ -170,6 +171,9 @@ void usage(std::FILE* f) {
                  "                          this thread drives all (off); auto: on for jumbo chunks and\n"
                  "                          operations of 8 windows or more whose data outgrows the\n"
                  "                          last-level cache\n"
+                 "      --checksums offload|software  embedded: the switch's ports offload UDP checksums, as\n"
+                 "                          lo and veths do (offload, the default), or every frame's are\n"
+                 "                          computed and checked in software\n"
                  "      --dpdk-rail DEVARGS@IP  dpdk outside --embedded: this worker's DPDK device for the\n"
                  "                          next rail and its address there, e.g. net_af_xdp0,iface=eth1@10.0.0.10\n"
                  "                          or net_af_packet0,iface=eth1@10.0.0.10 (repeat per rail, rail 0 first)\n"
@@ -298,6 +302,11 @@ options parse(int argc, char** argv) {
             else if (v == "on") o.lcore_workers = options::share::on;
             else if (v == "off") o.lcore_workers = options::share::off;
             else die("--lcore-workers: '" + v + "' is not auto, on or off");
+        } else if (a == "--checksums") {
+            const std::string v = val();
+            if (v == "offload") o.fabric_offload = true;
+            else if (v == "software") o.fabric_offload = false;
+            else die("--checksums: '" + v + "' is not offload or software");
         } else if (a == "--policy") {
             o.policy = val();
             if (o.policy != "rail" && o.policy != "lag") die("--policy: rail or lag");
@@ -668,7 +677,7 @@ double run_flows(const options& o, net::daemon& d,
 int run_lag(const options& o) {
     net::eal eal(net::embedded_eal_args("railbench"));
     const unsigned n_flows = o.flows ? o.flows : 4;
-    client::embedded_fabric fabric(o.rails, n_flows, o.mtu);
+    client::embedded_fabric fabric(o.rails, n_flows, o.mtu, o.fabric_offload);
     net::daemon_config dc;
     dc.rails = fabric.daemon_rails();
     for (auto& r : dc.rails) {
@@ -727,7 +736,7 @@ int run_lag(const options& o) {
 int run_isolation(const options& o) {
     net::eal eal(net::embedded_eal_args("railbench"));
     const std::uint64_t rate = o.rail_rate ? o.rail_rate : 2'000'000'000ull;
-    client::embedded_fabric fabric(1, 3, o.mtu);
+    client::embedded_fabric fabric(1, 3, o.mtu, o.fabric_offload);
     net::daemon_config dc;
     dc.rails = fabric.daemon_rails();
     net::rail_config& rc = dc.rails[0];
@@ -828,7 +837,7 @@ int run_embedded(const options& o) {
     if (o.isolation) return run_isolation(o);
     if (o.rail_rate || !o.policy.empty() || o.flows || o.lag_table) return run_lag(o);
     net::eal eal(net::embedded_eal_args("railbench"));
-    client::embedded_fabric fabric(o.rails, o.workers, o.mtu);
+    client::embedded_fabric fabric(o.rails, o.workers, o.mtu, o.fabric_offload);
     fabric.set_fault(o.fault);
     net::daemon_config dc;
     dc.rails = fabric.daemon_rails();
@@ -854,9 +863,9 @@ int run_embedded(const options& o) {
     }
     const auto& ack = ws[0]->job_info();
     std::fprintf(notes, "# railbench: embedded railgated, %u rails, %u workers, dtype %s, mtu %u, chunk %u B, pool %u, "
-                "transport dpdk (net_ring), kernels %s\n",
+                "transport dpdk (net_ring), checksums %s, kernels %s\n",
                 ack.n_rails, o.workers, std::string(wire::dtype_name(o.dt)).c_str(), o.mtu, ack.chunk_bytes,
-                ack.pool_size, std::string(reduce::best().name).c_str());
+                ack.pool_size, o.fabric_offload ? "offloaded" : "software", std::string(reduce::best().name).c_str());
     stats::histogram lat, own;
     const std::uint64_t wrong = run_table(o, ws, ranks, lat, own, &d);
     stats::print_latency(notes, lat, "per-chunk round trip, all workers");

@@ -19,6 +19,11 @@ struct dpdk_port {
     std::uint16_t port_id = 0;
     std::uint32_t ip = 0; // this worker's address on the rail, host order
     std::uint8_t tos = 0; // IPv4 TOS (DSCP << 2) of its frames: the traffic class
+    // The port computes and verifies UDP checksums although it does not
+    // advertise it: the embedded switch, whose wire is memory (as a veth's
+    // or lo's, where Linux computes none either). Ports that advertise the
+    // offloads (RX and TX UDP checksums) use them without it.
+    bool emulate_checksum_offload = false;
 };
 
 // What the embedded switch does to a worker's outgoing burst before it
@@ -29,9 +34,10 @@ using burst_hook = std::function<void(unsigned rail, rte_mbuf** frames, unsigned
 // Configures and starts every port (1 RX + 1 TX queue, mbufs from `pool`).
 // `pump`, if set, runs at the start of every recv(): the embedded mode's
 // virtual switch, and `tx_hook` on every burst sent. Frames carry UDP
-// checksums; received ones without a right one, or from anyone but
-// railgated's rail, are dropped (dropped()). Throws std::runtime_error on
-// port errors.
+// checksums (in software, or left to a port that offloads them); received
+// ones without a right one (checked in software unless the port marked it
+// verified), or from anyone but railgated's rail, are dropped (dropped()).
+// Throws std::runtime_error on port errors.
 std::unique_ptr<transport> make_dpdk_transport(const std::vector<dpdk_port>& ports, std::uint32_t server_ip,
                                                std::uint16_t server_port, rte_mempool* pool,
                                                std::function<void()> pump = {}, burst_hook tx_hook = {});

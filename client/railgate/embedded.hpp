@@ -13,6 +13,17 @@
 // (another thread's call returns at once: the switch is being pumped);
 // the fault injector's draws to railgated are taken under a lock.
 // railgated's lcores touch only their own ports.
+//
+// Checksums: by default the switch is a wire between ports that offload
+// UDP checksums, as Linux's lo and veths are (their frames never leave
+// memory, so the kernel neither computes nor checks one): the sender's
+// port leaves the sum to the wire (DPDK's TX offload flags), and the
+// switch hands the frame on marked verified (RX L4 GOOD), computing only
+// the 20-byte IPv4 header checksum the sender's port would have. A frame
+// the fault injector corrupts gets its real checksums first and loses the
+// marks (net::before_corruption), so that the receiver checks it in
+// software and drops it. With checksum_offload off, every frame carries
+// its checksums computed in software and each receiver checks them.
 #pragma once
 
 #include <atomic>
@@ -34,7 +45,7 @@ class embedded_fabric {
 public:
     // Needs an initialised EAL. Creates the rings, the railgated ports and
     // W x R worker ports, and a worker mbuf pool sized for `mtu`.
-    embedded_fabric(unsigned rails, unsigned workers, std::uint16_t mtu);
+    embedded_fabric(unsigned rails, unsigned workers, std::uint16_t mtu, bool checksum_offload = true);
     ~embedded_fabric();
     embedded_fabric(const embedded_fabric&) = delete;
     embedded_fabric& operator=(const embedded_fabric&) = delete;
@@ -78,6 +89,7 @@ public:
 private:
     unsigned rails_, workers_;
     std::uint16_t mtu_;
+    bool offload_;
     rte_mempool* pool_ = nullptr;
     std::vector<rte_ring*> up_, down_, wdown_; // wdown_[w * rails + r]
     std::vector<std::uint16_t> daemon_ports_, worker_ports_;

@@ -59,11 +59,12 @@ struct rail_config {
     std::uint32_t ecn_mark_items = 0;
     std::array<qos::tc_config, qos::tc_count> tcs{};
     qos::tc_map tc_map = qos::tc_map::defaults();
-    // Benchmarks only: act as if the port offloaded the UDP checksums
-    // (trust its RX L4 checksum flags, leave the TX ones to it) although it
-    // does not advertise it: bench_dataplane's generator sets the RX flags
-    // on a net_ring rail, as a NIC's PMD does after verifying, and ignores
-    // the results' checksums.
+    // Act as if the port offloaded the UDP checksums (trust its RX L4
+    // checksum flags, leave the TX ones to it) although it does not
+    // advertise it: the embedded switch's rails (client::embedded_fabric
+    // marks what it hands on verified and completes what leaves, as a
+    // NIC's PMD does), and bench_dataplane's generator, which sets the RX
+    // flags on a net_ring rail and ignores the results' checksums.
     bool emulate_checksum_offload = false;
 };
 
