@@ -105,18 +105,20 @@ public:
                 rte_pktmbuf_free(mb);
                 break;
             }
-            const std::uint16_t udp_sum = frame::write_udp_headers(p, r.self, r.server, wire::header_bytes + m.bytes);
             std::uint8_t* h = p + frame::udp_frame_overhead;
-            wire::encode_header(m.h, h);
             if (r.tx_csum) {
                 // The port sums the payload as it sends it (the pseudo
-                // header's sum in the field, as DPDK's offload wants).
+                // header's sum in the field, as DPDK's offload wants; the
+                // IPv4 header's is complete).
+                frame::write_udp_headers_offloaded(p, r.self, r.server, wire::header_bytes + m.bytes);
+                wire::encode_header(m.h, h);
                 if (m.bytes) std::memcpy(h + wire::header_bytes, m.payload, m.bytes);
-                frame::prepare_checksum_offload(p);
                 mb->l2_len = frame::eth_bytes;
                 mb->l3_len = frame::ipv4_bytes;
-                mb->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM;
+                mb->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_UDP_CKSUM;
             } else {
+                const std::uint16_t udp_sum = frame::write_udp_headers(p, r.self, r.server, wire::header_bytes + m.bytes);
+                wire::encode_header(m.h, h);
                 // The payload's checksum as it is copied in: one pass.
                 const std::uint16_t psum = m.bytes ? frame::copy_and_sum(h + wire::header_bytes, m.payload, m.bytes) : 0;
                 frame::set_udp_checksum(p, udp_sum, frame::add_sums(wire::header_sum(m.h), psum));

@@ -329,8 +329,11 @@ void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned
     rte_mbuf* m;
     std::uint8_t* p;
     std::uint16_t udp_sum = 0; // the pseudo-header's and UDP header's
+    // A port that computes checksums gets the UDP one only: the pseudo
+    // header's sum written from the values with the rest of the headers.
+    const bool offload = rs.s.tx_udp_cksum;
     if (carrier) {
-        std::uint8_t* msg = reuse_as_reply(rs, carrier, dst, wire::header_bytes + bytes, &udp_sum);
+        std::uint8_t* msg = reuse_as_reply(rs, carrier, dst, wire::header_bytes + bytes, &udp_sum, offload);
         if (!msg) {
             rte_pktmbuf_free(carrier);
             return send_result(rs, j, s, rank, dst, payload_sum, nullptr, echo);
@@ -359,7 +362,8 @@ void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned
         }
         std::memcpy(p + hdr_len, rte_pktmbuf_mtod(payload, const void*), bytes);
     }
-    if (!carrier) udp_sum = frame::write_udp_headers(p, rs.s.self, dst, wire::header_bytes + bytes);
+    if (!carrier && offload) frame::write_udp_headers_offloaded(p, rs.s.self, dst, wire::header_bytes + bytes);
+    else if (!carrier) udp_sum = frame::write_udp_headers(p, rs.s.self, dst, wire::header_bytes + bytes);
     wire::header h;
     h.type = wire::msg_type::result;
     h.dt = j.dt;
@@ -375,11 +379,10 @@ void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned
             : !rs.sched ? *echo
                         : wire::result_with_depth(*echo, rs.sched->queued(rs.s.cfg.tc_map.from_tos(dst.tos)));
     wire::encode_header(h, p + frame::udp_frame_overhead);
-    if (rs.s.tx_udp_cksum) {
-        frame::prepare_checksum_offload(p);
+    if (offload) {
         m->l2_len = frame::eth_bytes;
         m->l3_len = frame::ipv4_bytes;
-        m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM;
+        m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_UDP_CKSUM;
     } else {
         frame::set_udp_checksum(p, udp_sum, frame::add_sums(wire::header_sum(h), payload_sum.get()));
     }

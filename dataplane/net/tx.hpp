@@ -157,7 +157,7 @@ inline void free_drop(rail_state& rs, rte_mbuf* m, drop_reason r) noexcept {
 // message area or nullptr when the buffer is too small. The caller fills
 // the message and then the UDP checksum (send_udp).
 inline std::uint8_t* reuse_as_reply(rail_state& rs, rte_mbuf* m, const frame::endpoint& dst, std::size_t msg_len,
-                                    std::uint16_t* header_sum = nullptr) noexcept {
+                                    std::uint16_t* header_sum = nullptr, bool offload_udp = false) noexcept {
     const std::size_t len = frame::udp_frame_overhead + msg_len;
     if (m->buf_len < RTE_PKTMBUF_HEADROOM + len) return nullptr;
     if (m->nb_segs > 1) {
@@ -170,6 +170,10 @@ inline std::uint8_t* reuse_as_reply(rail_state& rs, rte_mbuf* m, const frame::en
     m->pkt_len = static_cast<std::uint32_t>(len);
     m->ol_flags = 0;
     std::uint8_t* p = rte_pktmbuf_mtod(m, std::uint8_t*);
+    if (offload_udp) {
+        frame::write_udp_headers_offloaded(p, rs.s.self, dst, msg_len);
+        return p + frame::udp_frame_overhead;
+    }
     const std::uint16_t hs = frame::write_udp_headers(p, rs.s.self, dst, msg_len);
     if (header_sum) *header_sum = hs;
     return p + frame::udp_frame_overhead;

@@ -408,17 +408,16 @@ std::uint16_t write_udp_headers(std::uint8_t* o, const endpoint& src, const endp
     return fold32(addrs + proto_udp + 2u * udp_len + src.udp_port + dst.udp_port);
 }
 
+void write_udp_headers_offloaded(std::uint8_t* o, const endpoint& src, const endpoint& dst,
+                                 std::size_t payload_len) noexcept {
+    write_udp_headers(o, src, dst, payload_len);
+    const auto udp_len = static_cast<std::uint16_t>(udp_bytes + payload_len);
+    wr16(o + eth_bytes + ipv4_bytes + 6, fold32(halves(src.ip) + halves(dst.ip) + proto_udp + udp_len));
+}
+
 void set_udp_checksum(std::uint8_t* frame, std::uint16_t header_sum, std::uint16_t msg_sum) noexcept {
     const auto c = static_cast<std::uint16_t>(~add_sums(header_sum, msg_sum));
     wr16(frame + eth_bytes + ipv4_bytes + 6, c ? c : 0xffff); // 0 means "none": all ones stands for it
-}
-
-void prepare_checksum_offload(std::uint8_t* frame) noexcept {
-    std::uint8_t* ip = frame + eth_bytes;
-    wr16(ip + 10, 0);
-    std::uint32_t s = proto_udp + rd16(ip + ipv4_bytes + 4);
-    for (unsigned i = 12; i < 20; i += 2) s += rd16(ip + i);
-    wr16(ip + ipv4_bytes + 6, fold32(s));
 }
 
 bool mark_ce(std::uint8_t* frame, std::size_t len) noexcept {

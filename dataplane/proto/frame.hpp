@@ -101,10 +101,12 @@ bool udp_checksum_ok(const std::uint8_t* frame, std::size_t len) noexcept;
 // of the UDP checksum (udp_header_sum of the result, without reading it).
 std::uint16_t write_udp_headers(std::uint8_t* out, const endpoint& src, const endpoint& dst,
                                 std::size_t payload_len) noexcept;
-// For a port that computes the checksums (DPDK's TX IPv4 and UDP checksum
-// offloads): the IPv4 checksum 0 and the UDP checksum field holding the
-// pseudo-header's sum, as the offload expects.
-void prepare_checksum_offload(std::uint8_t* frame) noexcept;
+// write_udp_headers for a port that computes the UDP checksum only (DPDK's
+// TX UDP checksum offload, not the IPv4 one): the IPv4 checksum complete
+// and the UDP checksum field holding the pseudo-header's sum, both from the
+// values (no load of what was just stored: it would wait on the line).
+void write_udp_headers_offloaded(std::uint8_t* frame, const endpoint& src, const endpoint& dst,
+                                 std::size_t payload_len) noexcept;
 // Sets the UDP checksum of a frame whose headers sum to header_sum (as
 // write_udp_headers returned) and whose UDP payload sums to msg_sum.
 void set_udp_checksum(std::uint8_t* frame, std::uint16_t header_sum, std::uint16_t msg_sum) noexcept;

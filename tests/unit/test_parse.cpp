@@ -453,6 +453,36 @@ BOOST_AUTO_TEST_CASE(udp_checksums_catch_every_flipped_bit) {
     BOOST_TEST(!frame::udp_checksum_ok(f.data(), f.size() - 2, fi)); // short
 }
 
+// Headers for a port that computes the UDP checksum: the same frame but
+// for the UDP checksum field, a complete IPv4 checksum, and in the field the
+// pseudo header's sum (RFC 768: addresses, protocol, UDP length), which the
+// port completes into the checksum the software path writes.
+BOOST_AUTO_TEST_CASE(udp_offload_headers) {
+    const auto msg = message(contrib_header(32), 128);
+    const auto soft = udp_frame(msg);
+    frame::endpoint src;
+    src.ip = 0xC612000A;
+    src.udp_port = 40000;
+    std::vector<std::uint8_t> f(soft.size());
+    frame::write_udp_headers_offloaded(f.data(), src, rail(), msg.size());
+    std::memcpy(f.data() + frame::udp_frame_overhead, msg.data(), msg.size());
+    const std::size_t csum = frame::eth_bytes + frame::ipv4_bytes + 6;
+    for (std::size_t i = 0; i < f.size(); ++i)
+        if (i != csum && i != csum + 1) BOOST_REQUIRE_MESSAGE(f[i] == soft[i], "byte " << i);
+    BOOST_TEST(frame::inet_checksum(f.data() + frame::eth_bytes, frame::ipv4_bytes) == 0);
+    const std::uint32_t udp_len = frame::udp_bytes + msg.size();
+    std::uint32_t pseudo = (src.ip >> 16) + (src.ip & 0xffff) + (rail().ip >> 16) + (rail().ip & 0xffff) + 17 + udp_len;
+    pseudo = (pseudo & 0xffff) + (pseudo >> 16);
+    pseudo = (pseudo & 0xffff) + (pseudo >> 16);
+    BOOST_TEST((f[csum] << 8 | f[csum + 1]) == pseudo);
+    // Completed as the port does, it is the software checksum.
+    f[csum] = f[csum + 1] = 0;
+    frame::fill_udp_checksum(f.data());
+    auto ref = soft;
+    frame::fill_udp_checksum(ref.data());
+    BOOST_TEST((f == ref));
+}
+
 // The sums every checksum is built from, against RFC 1071 byte by byte: the
 // wide path (target clones, >= 256 bytes), the fused copy, and a total of
 // little-endian words folded afterwards (the reduce kernels' way).
