@@ -727,6 +727,10 @@ bool worker::progress_rail(unsigned r) {
     }
     const unsigned n = t_.recv(s.tr[r], rr.rx.data(), rx_batch);
     bool ooo = false;
+    // The results of a burst arrived together: one clock read for their
+    // round trips (when the first needs it), taken before any is copied
+    // out, so that the later ones' do not count this worker's copies.
+    std::uint64_t arrived = 0;
     for (unsigned i = 0; i < n; ++i) {
         const rx_msg& m = rr.rx[i];
         // The next result's payload into the cache while this one is
@@ -771,10 +775,11 @@ bool worker::progress_rail(unsigned r) {
         // A corrupted result is as good as lost: the chunk stays in flight
         // (RACK or its timeout bring it again) and what was copied is
         // overwritten then; railgated keeps the result until it comes.
+        if (sl.sent_ns && !arrived) arrived = now_ns();
         if (!m.copy_to(s.data + off * s.esize)) continue;
         rr.heard = true;
         const std::uint64_t sent = sl.sent_ns;
-        const std::uint64_t t = sl.sent_ns ? now_ns() : 0;
+        const std::uint64_t t = sl.sent_ns ? arrived : 0;
         if (t) {
             const std::uint64_t sample = t - sl.sent_ns;
             rr.rtt.record(sample);
