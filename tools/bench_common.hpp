@@ -17,6 +17,11 @@ namespace railgate::bench {
 // signed zeros, denormals and infinities.
 void fill_input(void* out, std::size_t count, wire::dtype dt, unsigned rank, std::uint64_t seed);
 
+// Copies a rank's input back into its buffer before an operation: the
+// harness's own copy, kept out of libc's memcpy so that tools/profile.sh
+// does not count it among the workers' copies.
+void restore_input(void* dst, const void* src, std::size_t bytes) noexcept;
+
 // The rank-order serial sum of `inputs` (the scalar kernel), into out.
 void reference_sum(void* out, const std::vector<const void*>& inputs, std::size_t count, wire::dtype dt);
 

@@ -2,8 +2,11 @@
 # Where the time goes: samples every CPU (perf record -a, cpu-clock: this
 # machine has no hardware counters) while an allreduce benchmark runs, and
 # sorts the samples into phases by the function they landed in:
-#   copy in    the worker's copy of its tensor into frames (DPDK: memcpy
-#              into mbufs; kernel UDP: the kernel's copy-and-checksum)
+#   copy in    the worker's copy of its tensor into frames (kernel UDP:
+#              the kernel's copy-and-checksum)
+#   copy in/out embedded: both of the workers' copies, into mbufs and out
+#              of them (one function, memcpy or copy_and_sum: a profile by
+#              function cannot tell them apart)
 #   wire       moving frames: rings and PMDs, the kernel's UDP/IP stack,
 #              veths and af_packet, system-call entry
 #   sum        railgated's reduce kernels
@@ -71,16 +74,18 @@ import collections, re, sys
 mode = sys.argv[1]
 rules = [
     ("idle", lambda c, d, s: c == "swapper" or re.search(r"safe_halt|default_idle|cpuidle|do_idle|mwait", s)),
-    ("harness", lambda c, d, s: re.search(r"fill_input|scalbn|memcmp|count_wrong|page_fault|anonymous_page|clear_page|"
+    ("harness", lambda c, d, s: re.search(r"fill_input|restore_input|scalbn|memcmp|count_wrong|page_fault|anonymous_page|clear_page|"
                                           r"handle_mm_fault|get_page_from_freelist|alloc_pages|free_pages|folio|lruvec|"
                                           r"mem_cgroup|unmap_page|shmem|rmqueue|memset", s)),
     ("sum", lambda c, d, s: re.search(r"reduce::|sum_float|sum_fp|sum_bf16|sum_fp16|sum_int", s)),
+    # Embedded, both copies are the same function (memcpy with the
+    # switch checksum offload, copy_and_sum without): one row.
+    ("copy in/out", lambda c, d, s: mode == "embedded" and not c.startswith("rte-") and
+                                    re.search(r"memmove|memcpy|words_avx|copy_and_sum", s)),
     ("copy out", lambda c, d, s: not c.startswith("rte-") and (
         re.search(r"words_avx|copy_and_sum|copy_to_iter|copy_user|_copy_to_user", s)
         or (mode == "udp" and re.search(r"memmove|memcpy", s)))),
-    ("copy in", lambda c, d, s: not c.startswith("rte-") and (
-        re.search(r"csum_partial_copy|copy_from_iter|copy_from_user", s)
-        or (mode == "embedded" and re.search(r"memmove|memcpy", s)))),
+    ("copy in", lambda c, d, s: not c.startswith("rte-") and re.search(r"csum_partial_copy|copy_from_iter|copy_from_user", s)),
     ("wait", lambda c, d, s: re.search(r"__schedule|sched_yield|schedule$|futex|ppoll|do_poll|poll_schedule|"
                                        r"hrtimer|finish_task_switch|pick_next|dequeue_task|enqueue_task", s)),
     # The kernel is the wire for kernel-UDP workers; embedded, its samples
@@ -101,7 +106,7 @@ for line in sys.stdin:
     name = next((p for p, rule in rules if rule(comm, dso, sym)), "other")
     phase[name] += pct
     top[name][sym[:60]] += pct
-order = ["copy in", "wire", "sum", "copy out", "railgated", "worker", "wait", "idle", "harness", "other"]
+order = ["copy in", "copy in/out", "wire", "sum", "copy out", "railgated", "worker", "wait", "idle", "harness", "other"]
 print("| phase | share of all CPU samples | largest functions |")
 print("|---|---|---|")
 for p in order:

@@ -524,7 +524,7 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
             one.push_back(scratch.data() + l * es);
         }
         for (unsigned it = 0; it < o.warmup + o.iters; ++it) {
-            for (std::size_t l = 0; l < ranks.size(); ++l) std::memcpy(buf[l].data(), in[ranks[l]].data(), count * es);
+            for (std::size_t l = 0; l < ranks.size(); ++l) bench::restore_input(buf[l].data(), in[ranks[l]].data(), count * es);
             // With ranks in other processes, a barrier first (a one-element
             // allreduce, untimed), as tools/gloo_allreduce.py has: a rank
             // still checking the last result is not timed against the rest.
