@@ -58,10 +58,14 @@ e2e() { # WHAT WORKERS BYTES RG-COLUMN BASE-COLUMN BASE-NAME
 }
 e2e "allreduce 256 KiB, 4 workers, MTU 1500" 4 262144 rg-1500 gloo gloo
 e2e "allreduce 4 MiB, 2 workers, MTU 9000" 2 4194304 rg-9000 gloo gloo
+e2e "allreduce 64 MiB, 2 workers, MTU 1500" 2 67108864 rg-1500 gloo gloo
 e2e "allreduce 64 MiB, 4 workers, MTU 9000" 4 67108864 rg-9000 gloo gloo
 e2e "allreduce 4 MiB, 2 kernel-UDP workers, railgated on udp rails, workers off its lcore's CPU" 2 4194304 rg-udp gloo gloo
 e2e "allreduce 64 MiB, 2 kernel-UDP workers, railgated on udp rails, workers off its lcore's CPU" 2 67108864 rg-udp gloo gloo
-grep -q mpi-tcp "$out/peers" && e2e "allreduce 4 MiB, 2 workers, MTU 9000" 2 4194304 rg-9000 mpi-tcp "OpenMPI TCP"
+if grep -q mpi-tcp "$out/peers"; then
+  e2e "allreduce 4 MiB, 2 workers, MTU 9000" 2 4194304 rg-9000 mpi-tcp "OpenMPI TCP"
+  e2e "allreduce 4 MiB, 2 workers, MTU 1500" 2 4194304 rg-1500 mpi-tcp "OpenMPI TCP"
+fi
 
 note "DDP training (bench_ddp.sh, about 2 minutes)"
 "$here/bench_ddp.sh" "$build" 2 10 > "$out/ddp" 2>&1
