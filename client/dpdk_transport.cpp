@@ -53,6 +53,11 @@ public:
     // the kernel, maybe on this very core.
     void wait(std::chrono::microseconds) noexcept override { sched_yield(); }
     const char* name() const noexcept override { return "dpdk"; }
+    const char* checksums() const noexcept override {
+        unsigned offloaded = 0;
+        for (const rail& r : all_) offloaded += r.rx_csum && r.tx_csum;
+        return offloaded == all_.size() ? "port" : offloaded ? "mixed" : "software";
+    }
     std::uint64_t dropped() const noexcept override { return dropped_.load(std::memory_order_relaxed); }
     // Each rail is its own port and queue; the pool is thread-safe (threads
     // without an lcore id bypass its per-lcore caches). Not with a pump: the

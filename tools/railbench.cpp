@@ -924,9 +924,11 @@ int run_remote(const options& o) {
         return 1;
     }
     const auto& ack = w.job_info();
-    std::fprintf(notes, "# railbench: rank %d of %u, server %s, %u rails, dtype %s, chunk %u B, pool %u, transport %s\n",
+    std::fprintf(notes,
+                "# railbench: rank %d of %u, server %s, %u rails, dtype %s, chunk %u B, pool %u, transport %s, "
+                "checksums %s\n",
                 o.rank, o.workers, o.server.c_str(), ack.n_rails, std::string(wire::dtype_name(o.dt)).c_str(),
-                ack.chunk_bytes, ack.pool_size, t->name());
+                ack.chunk_bytes, ack.pool_size, t->name(), t->checksums());
     if (ack.excluded_rails)
         std::fprintf(notes, "# striping over %zu of %u rails (0x%x excluded: down)\n", w.stripe_rails().size(), ack.n_rails,
                     ack.excluded_rails);

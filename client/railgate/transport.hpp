@@ -96,6 +96,10 @@ public:
     virtual std::string reconnect() { return ""; }
     // The transport's name, for reports ("udp", "dpdk", "verbs").
     virtual const char* name() const noexcept = 0;
+    // Who sums the UDP checksums of its frames, for reports: "software",
+    // "port" (DPDK ports that offload them both ways), "mixed", or "none"
+    // (verbs: the fabric's CRCs).
+    virtual const char* checksums() const noexcept { return "software"; }
 };
 
 } // namespace railgate::client

@@ -5,6 +5,8 @@
 # worker on af_packet ports (each with its own EAL), rank 2 a kernel-UDP
 # worker. Odd element counts in fp32 and bf16 must come back bit-exact; in
 # bf16 the af_packet worker runs one pipeline per rail (--rail-threads).
+# af_packet and af_xdp ports do not offload checksums: those workers sum
+# their frames in software, and say so.
 # Then, given the build's Python package, a job of two C-ABI communicators:
 # one over dpdk running every dtype in turns on its one EAL's ports, one
 # over kernel UDP.
@@ -60,7 +62,8 @@ for dt in fp32 bf16; do
   for k in 0 1 2; do
     grep -q "Out of bounds values : 0 OK" "$log/bench-$dt-$k.log" || fail "rank $k: wrong values in $dt"
   done
-  grep -q "transport dpdk" "$log/bench-$dt-0.log" || fail "rank 0 did not run over dpdk"
+  grep -q "transport dpdk, checksums software" "$log/bench-$dt-0.log" || fail "rank 0 did not run over dpdk, checksums in software"
+  grep -q "transport dpdk, checksums software" "$log/bench-$dt-1.log" || fail "rank 1 did not run over dpdk, checksums in software"
   [ "$dt" != bf16 ] || grep -q "one pipeline per rail: 2 rails" "$log/bench-$dt-1.log" || fail "rank 1 ran no pipelines"
   echo "ok: $dt, ranks over dpdk/af_xdp, dpdk/af_packet and udp in one job, bit-exact"
   job=$((job + 1))
