@@ -190,11 +190,11 @@ struct worker::state {
 
     std::uint8_t* data = nullptr;
     std::size_t count = 0;
-    // The operation reads no precise time (a reliable transport without
-    // per-chunk round trips): its timers, the peer and operation timeouts
-    // in milliseconds, go by the coarse clock, and the latency path reads
-    // no clock that is a system call where the TSC is not trusted (an
-    // emulated guest's HPET: 0.7 us a read).
+    // Operations read no precise time (a reliable transport without
+    // per-chunk round trips; fixed at construction): their timers, the peer
+    // and operation timeouts in milliseconds, go by the coarse clock, and
+    // the latency path reads no clock that is a system call where the TSC
+    // is not trusted (an emulated guest's HPET: 0.7 us a read).
     bool coarse = false;
     wire::dtype dt = wire::dtype::fp32;
     std::size_t esize = 4;
@@ -282,6 +282,7 @@ wire::header control_header(const worker_options& o, wire::msg_type t, std::uint
 
 worker::worker(transport& t, const worker_options& o) : t_(t), o_(o), s_(std::make_unique<state>()) {
     if (o_.max_count == 0) o_.max_count = wire::max_tensor_elems;
+    s_->coarse = !o_.chunk_rtt && t_.reliable();
     now_ns(); // the clock's one calibration (10 ms), here rather than in an operation
 }
 worker::~worker() = default;
@@ -634,9 +635,7 @@ void worker::start(void* data, std::size_t count, wire::dtype dt) {
     const std::uint64_t chunks = (count + s.chunk_elems - 1) / s.chunk_elems;
     // Untimed (no per-chunk RTT over a reliable transport): no clock read
     // on the latency path; the op timeout is armed at the first scan.
-    const bool timed = o_.chunk_rtt || !t_.reliable();
-    const std::uint64_t now = timed ? now_ns() : 0;
-    s.coarse = !timed;
+    const std::uint64_t now = s.coarse ? 0 : now_ns();
     s.active = true;
     const auto t0 = o_.pace_bps ? clock::now() : clock::time_point{};
     for (unsigned r = 0; r < s.rails; ++r) {
