@@ -6,7 +6,8 @@
 # worker. Odd element counts in fp32 and bf16 must come back bit-exact; in
 # bf16 the af_packet worker runs one pipeline per rail (--rail-threads).
 # af_packet and af_xdp ports do not offload checksums: those workers sum
-# their frames in software, and say so.
+# their frames in software, and say so. Then a DPDK worker on net_tap
+# ports, which offload them, beside a kernel-UDP worker.
 # Then, given the build's Python package, a job of two C-ABI communicators:
 # one over dpdk running every dtype in turns on its one EAL's ports, one
 # over kernel UDP.
@@ -68,6 +69,46 @@ for dt in fp32 bf16; do
   echo "ok: $dt, ranks over dpdk/af_xdp, dpdk/af_packet and udp in one job, bit-exact"
   job=$((job + 1))
 done
+# A DPDK worker on ports that offload UDP checksums: net_tap advertises
+# both offloads (its PMD sums and verifies on the port's behalf, as a NIC
+# does), so the worker leaves its frames' sums to the port (the pseudo
+# header's sum in the field) and takes the port's verdict on results.
+# railgated's af_packet rails check every sum in software: a wrong seed
+# would be dropped there and the job would not come back bit-exact.
+# The PMD gives the tap's kernel end the port's own MAC, and a bridge
+# keeps frames for its ports' MACs to itself: once the port has started,
+# the kernel end gets another MAC and joins the rail's bridge.
+ip netns exec "$w" timeout 120 "$railbench" --transport dpdk --rank 0 --server 198.18.0.1 --workers 2 \
+  --count 1000003,4097,1 -n 2 -w 1 --job "$job" \
+  --dpdk-rail net_tap0,iface=wt0@198.18.0.13 --dpdk-rail net_tap1,iface=wt1@198.18.1.13 \
+  > "$log/bench-tap-0.log" 2>&1 &
+p0=$!
+attached=0
+for _ in $(seq 300); do
+  if ip -n "$w" link show wt1 2> /dev/null | grep -q ",UP"; then
+    sleep 0.5 # the port's start restores its MAC on the kernel end after bringing it up
+    for r in 0 1; do
+      ip -n "$w" link set "wt$r" address "02:00:00:74:61:7$r" &&
+        ip -n "$w" link set "wt$r" master "br$r" up || fail "tap $r into the bridge"
+    done
+    attached=1
+    break
+  fi
+  kill -0 $p0 2> /dev/null || break
+  sleep 0.1
+done
+[ $attached = 1 ] || fail "the net_tap worker's ports did not come up: $(tail -n 5 "$log/bench-tap-0.log")"
+ip netns exec "$w" timeout 120 "$railbench" --transport udp --rank 1 --server 198.18.0.1 --workers 2 \
+  --count 1000003,4097,1 -n 2 -w 1 --job "$job" > "$log/bench-tap-1.log" 2>&1 &
+p1=$!
+wait $p0 || fail "rank 0 (dpdk, net_tap): $(tail -n 5 "$log/bench-tap-0.log")"
+wait $p1 || fail "rank 1 (udp) beside the net_tap worker"
+for k in 0 1; do
+  grep -q "Out of bounds values : 0 OK" "$log/bench-tap-$k.log" || fail "rank $k: wrong values beside the net_tap worker"
+done
+grep -q "transport dpdk, checksums port" "$log/bench-tap-0.log" || fail "the net_tap worker did not leave its checksums to the port"
+echo "ok: a dpdk worker on net_tap ports with the UDP checksum offloads, bit-exact"
+job=$((job + 1))
 # The C ABI over dpdk: one communicator (librailgate through the Python
 # package) runs every dtype in turns on its one EAL's af_packet ports; the
 # other rank is a kernel-UDP communicator. (Not in the sanitized tree: its
