@@ -157,6 +157,20 @@ struct worker::state {
         // again (otherwise a queue that grew past the timeout would have
         // every chunk resent, and no clean sample would ever raise srtt).
         unsigned backoff = 0;
+        // The chunks whose timers ran out are sent again together, once. If
+        // the rail stays silent after that, the next timeout sends one chunk,
+        // the oldest, as a probe (as RFC 6298 sends one segment): a railgated
+        // that paused (its core taken for a while, SIGSTOP) comes back to
+        // its queue, not to the window again for every doubling of the
+        // timeout. A PING goes with the probe: the probe's result may wait
+        // on another rank's chunk, held back by that rank's own probe. While
+        // neither is answered only the probe is sent again, on its own
+        // backed-off timeout. Once railgated answers either, the chunks
+        // whose timers ran out are lost and go together. A result of a chunk
+        // sent once ends it (probe::none).
+        enum class probe : std::uint8_t { none, out, answered } probing = probe::none;
+        std::uint64_t probe_ns = 0, timeouts_ns = 0; // the probe's and the last round's time
+        std::size_t probe_slot = 0;
         // Pacing (worker_options::pace_bps): contributions leave no faster.
         qos::token_bucket<clock> pacer;
         // Congestion control (worker_options::congestion_control): chunks
@@ -642,6 +656,7 @@ void worker::start(void* data, std::size_t count, wire::dtype dt) {
         state::rail_run& rr = s.run[r];
         rr.n_chunks = chunks > r ? (chunks - r + s.rails - 1) / s.rails : 0;
         rr.done = rr.made = rr.lo = rr.rack_ns = 0;
+        rr.probing = state::rail_run::probe::none;
         rr.pending.clear();
         rr.err.clear();
         rr.why = failure::none;
@@ -747,7 +762,16 @@ bool worker::progress_rail(unsigned r) {
             }
         }
         if (m.h.job_id != o_.job_id || !wire::token_equal(m.h.job_token, o_.job_token)) continue;
-        if (m.h.type == wire::msg_type::pong && m.h.gen == s.inst[s.tr[r]]) rr.heard = true;
+        if (m.h.type == wire::msg_type::pong && m.h.gen == s.inst[s.tr[r]]) {
+            rr.heard = true;
+            // The PING sent with a timeout's probe is answered: railgated is
+            // there, and the chunks still out are lost; the next pass sends them.
+            if (rr.probing == state::rail_run::probe::out) {
+                rr.probing = state::rail_run::probe::answered;
+                rr.last_scan_ns = 0;
+                rr.polls_since_clock = 32;
+            }
+        }
         if (m.h.type == wire::msg_type::error) {
             // Only this job's (its incarnation on the rail, or the
             // transport's own): a late ERROR of a job left behind is not.
@@ -777,6 +801,7 @@ bool worker::progress_rail(unsigned r) {
         if (sl.sent_ns && !arrived) arrived = now_ns();
         if (!m.copy_to(s.data + off * s.esize)) continue;
         rr.heard = true;
+        if (rr.probing == state::rail_run::probe::out) rr.probing = state::rail_run::probe::answered;
         const std::uint64_t sent = sl.sent_ns;
         const std::uint64_t t = sl.sent_ns ? arrived : 0;
         if (t) {
@@ -784,6 +809,7 @@ bool worker::progress_rail(unsigned r) {
             rr.rtt.record(sample);
             if (sl.retries == 0) {
                 rr.backoff = 0;
+                rr.probing = state::rail_run::probe::none;
                 // railgated's echo: how long this rank's contribution waited
                 // there for the other ranks' (not a queue: taken off), the
                 // depth of its queue ahead of the result, and whether the
@@ -862,6 +888,16 @@ bool worker::progress_rail(unsigned r) {
     return scan_rail(r, scan_now());
 }
 
+// A chunk sent again after its timeout; its round trip counts from now.
+void worker::resend(unsigned r, std::size_t slot, std::uint64_t now) {
+    state& s = *s_;
+    state::rail_run& rr = s.run[r];
+    const tx_msg c = s.contrib(o_, r, rr.slots[slot].k, wire::flag_retransmit, now);
+    ++rr.retransmits;
+    rr.pacer.consume(wire_bytes(c));
+    t_.send(s.tr[r], &c, 1);
+}
+
 std::uint64_t worker::scan_now() const noexcept { return s_->coarse ? stats::coarse_now_ns() : now_ns(); }
 
 // Rail r's timers: retransmits of chunks whose timeout ran out, PINGs when
@@ -888,20 +924,44 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     const std::uint64_t rto =
         std::min(s.rto_cap_ns, std::max({ns(o_.rto), ns(t_.min_rto()),
                                           rr.srtt_ns ? rr.srtt_ns + 4 * rr.rttvar_ns : std::uint64_t{20'000'000}}));
+    // railgated answered since the probe left (a PONG or a result): it is
+    // there, and the chunks still out are lost.
+    if (rr.probing == state::rail_run::probe::out && rr.heard_ns.load(std::memory_order_relaxed) > rr.probe_ns)
+        rr.probing = state::rail_run::probe::answered;
     bool timed_out = false;
+    // Timeouts again on a rail silent since its last round of them: a
+    // probe, the oldest chunk.
+    const bool probe = rr.probing == state::rail_run::probe::none && rr.backoff > 0 &&
+                       rr.heard_ns.load(std::memory_order_relaxed) <= rr.timeouts_ns;
+    std::size_t oldest = s.pool;
     for (std::size_t si = 0; si < s.pool && !t_.reliable() && !done; ++si) {
         state::slot_state& sl = rr.slots[si];
         if (!sl.busy || sl.queued ||
             now - sl.sent_ns < std::min(s.rto_cap_ns, rto << std::min(std::max(sl.retries, rr.backoff), 6u)))
             continue;
+        if (probe) {
+            if (oldest == s.pool || sl.sent_ns < rr.slots[oldest].sent_ns) oldest = si;
+            continue;
+        }
+        // An unanswered probe: only it goes again.
+        if (rr.probing == state::rail_run::probe::out && si != rr.probe_slot) continue;
         timed_out = true;
-        // RTT of a retransmitted chunk counts from the retransmit.
-        const tx_msg c = s.contrib(o_, r, sl.k, wire::flag_retransmit, now);
-        ++rr.retransmits;
-        rr.pacer.consume(wire_bytes(c));
-        t_.send(s.tr[r], &c, 1);
+        resend(r, si, now);
     }
-    if (timed_out) {
+    if (oldest != s.pool) {
+        timed_out = true;
+        rr.probing = state::rail_run::probe::out;
+        rr.probe_ns = now;
+        rr.probe_slot = oldest;
+        resend(r, oldest, now);
+        rr.ping_ns = now;
+        const tx_msg p{control_header(o_, wire::msg_type::ping, s.inst[s.tr[r]]), nullptr, 0};
+        t_.send(s.tr[r], &p, 1);
+    }
+    // A round of timeouts (a first probe is not one: a pause is not
+    // congestion) backs the rail off and shrinks its window.
+    if (timed_out && oldest == s.pool) {
+        rr.timeouts_ns = now;
         if (rr.cc) rr.cw.on_loss(now, rr.backoff);
         rr.backoff = std::min(rr.backoff + 1, 6u);
     }
