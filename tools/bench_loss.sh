@@ -16,7 +16,7 @@ railbench=$build/tools/railbench
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 run() { # SPEC -> "busbw wrong retransmits"
   "$railbench" --embedded --workers 2 --rails 2 --mtu "$mtu" --count "$count" -n 10 -w 2 --fault "$1" 2>&1 |
-    awk '/^ +[0-9]+ +[0-9]+ +fp32/ {bw = $7; wrong = $8} /^# retransmits/ {r = $3; sub(/,/, "", r)}
+    awk '/^ +[0-9]+ +[0-9]+ +(float|fp32) / {bw = $7; wrong = $8} /^# retransmits/ {r = $3; sub(/,/, "", r)}
          END {print (bw == "" ? 0 : bw), (wrong == "" ? "fail" : wrong), r + 0}'
 }
 echo "# railbench --embedded --workers 2 --rails 2 --mtu $mtu --count $count (fp32, $((count * 4)) bytes), $rounds rounds"
