@@ -83,6 +83,7 @@ public:
             base_ = prev_base_ = 0;
             epoch_start_ = now;
             decreased_ = false;
+            ssthresh_ = 0;
             srtt_ = 0;
             alpha_ = 1.0;
             acked_ = marked_ = 0;
@@ -115,7 +116,7 @@ public:
         } else if (!late && !deep) {
             // ai per round trip (a window's worth of results adds ai), or
             // in slow start one per result (doubling per round trip).
-            w_ += !decreased_ ? 1.0 : w_ >= 1.0 ? p_.ai / w_ : p_.ai;
+            w_ += !decreased_ || w_ < ssthresh_ ? 1.0 : w_ >= 1.0 ? p_.ai / w_ : p_.ai;
             ++increases_;
         } else if (may_decrease(now)) {
             // The larger relative excess of the two signals.
@@ -131,15 +132,22 @@ public:
     // A chunk was found lost (out of order: RACK), or its timeout ran
     // out: the window halves (max_mdf), once per round trip. Timeouts in a
     // row (`consecutive`, the rail's backoff) take it to the minimum.
+    // From the minimum the window doubles per round trip again up to half
+    // what it had (RFC 5681's slow start to ssthresh after a timeout), and
+    // grows additively from there.
     void on_loss(std::uint64_t now, unsigned consecutive = 0) noexcept {
         if (!p_.loss && consecutive < 2) return;
         if (consecutive >= 2) {
+            // Timeouts on timeouts (already near the minimum): the aim stays.
+            const double aim = std::max(ssthresh_, w_ * (1.0 - p_.max_mdf));
             w_ = p_.min_window;
+            mark_decrease(now);
+            ssthresh_ = aim;
         } else {
             if (!may_decrease(now)) return;
             w_ *= 1.0 - p_.max_mdf;
+            mark_decrease(now);
         }
-        mark_decrease(now);
         clamp();
     }
 
@@ -180,6 +188,7 @@ private:
         return !decreased_ || now - last_decrease_ >= srtt_;
     }
     void mark_decrease(std::uint64_t now) noexcept {
+        ssthresh_ = std::min(ssthresh_, w_); // no slow start past a mark, a late or deep result, a loss
         decreased_ = true;
         last_decrease_ = now;
         ++decreases_;
@@ -190,6 +199,7 @@ private:
     double w_ = 0, max_ = 1;
     std::uint64_t base_ = 0, prev_base_ = 0, epoch_start_ = 0;
     bool decreased_ = false;
+    double ssthresh_ = 0; // below it the window doubles per round trip (after timeouts in a row)
     std::uint64_t last_decrease_ = 0, srtt_ = 0;
     std::uint64_t increases_ = 0, decreases_ = 0, marks_ = 0, deep_ = 0;
     double alpha_ = 1.0; // DCTCP starts at 1: the first mark halves

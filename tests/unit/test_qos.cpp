@@ -273,6 +273,37 @@ BOOST_AUTO_TEST_CASE(a_loss_halves_the_window_and_timeouts_in_a_row_take_it_to_t
     BOOST_TEST(w.window() == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(after_timeouts_in_a_row_the_window_doubles_back_to_half_then_grows_by_one) {
+    for (const delay_window_params& p : {delay_window_params{}, delay_window_params::queue_mode()}) {
+        delay_window w(p);
+        w.start(64, 0, false);
+        std::uint64_t now = feed(w, 48, 20 * us, 0, us); // slow start to 64
+        BOOST_TEST(w.window() == 64u);
+        w.on_loss(now += 1000 * us, 2);
+        BOOST_TEST(w.window() == 1u);
+        w.on_loss(now += 1000 * us, 3); // at the minimum already: the aim (32) stays
+        BOOST_TEST(w.window() == 1u);
+        // One chunk per result (a doubling per round trip) up to half of 64.
+        now = feed(w, 31, 20 * us, now, us);
+        BOOST_TEST(w.exact() == 32.0, boost::test_tools::tolerance(1e-9));
+        // From there one chunk per window of results.
+        now = feed(w, 32, 20 * us, now, us);
+        BOOST_TEST(w.exact() > 32.9);
+        BOOST_TEST(w.exact() < 33.1);
+        // A deep queue (or a mark) during the slow start ends it there.
+        w.on_loss(now += 1000 * us, 2);
+        now = feed(w, 3, 20 * us, now, us);
+        BOOST_TEST(w.exact() == 4.0, boost::test_tools::tolerance(1e-9));
+        w.on_sample(20 * us, now += 1000 * us, false, 80); // 80 frames queued ahead: shrinks
+        const double cut = w.exact();
+        BOOST_TEST(cut < 4.0);
+        // 8 results from 2 chunks: about four round trips, about one chunk
+        // each (a slow start would have added 8).
+        feed(w, 8, 20 * us, now, us);
+        BOOST_TEST(w.exact() < cut + 3.0);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(the_base_delay_forgets_a_path_that_got_longer_after_two_epochs) {
     delay_window_params p;
     p.epoch_ns = 1'000'000'000;
