@@ -845,6 +845,7 @@ bool worker::progress_rail(unsigned r) {
             if (k + s.pool < rr.made) {
                 --rr.owed;
                 rr.pending.push_back(s.contrib(o_, r, k + s.pool, 0, t));
+                rr.lo = std::min(rr.lo, k + s.pool); // in flight below `lo` again: RACK's scan sees it
             }
             const std::uint64_t window = rr.cw.window();
             for (; rr.made < rr.n_chunks && rr.made - rr.done - rr.owed < window; ++rr.made) {
