@@ -170,7 +170,7 @@ struct worker::state {
         // whose timers ran out are lost and go together. A result of a chunk
         // sent once ends it (probe::none).
         enum class probe : std::uint8_t { none, out, answered } probing = probe::none;
-        std::uint64_t probe_ns = 0, timeouts_ns = 0; // the probe's and the last round's time
+        std::uint64_t timeouts_ns = 0; // the last round's time
         std::size_t probe_slot = 0;
         // Pacing (worker_options::pace_bps): contributions leave no faster.
         qos::token_bucket<clock> pacer;
@@ -910,6 +910,13 @@ void worker::resend(unsigned r, std::size_t slot, std::uint64_t now) {
     t_.send(s.tr[r], &c, 1);
 }
 
+void worker::send_ping(unsigned r, std::uint64_t now) {
+    state& s = *s_;
+    s.run[r].ping_ns = now;
+    const tx_msg p{control_header(o_, wire::msg_type::ping, s.inst[s.tr[r]]), nullptr, 0};
+    t_.send(s.tr[r], &p, 1);
+}
+
 std::uint64_t worker::scan_now() const noexcept { return s_->coarse ? stats::coarse_now_ns() : now_ns(); }
 
 // Rail r's timers: retransmits of chunks whose timeout ran out, PINGs when
@@ -936,10 +943,6 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     const std::uint64_t rto =
         std::min(s.rto_cap_ns, std::max({ns(o_.rto), ns(t_.min_rto()),
                                           rr.srtt_ns ? rr.srtt_ns + 4 * rr.rttvar_ns : std::uint64_t{20'000'000}}));
-    // railgated answered since the probe left (a PONG or a result): it is
-    // there, and the chunks still out are lost.
-    if (rr.probing == state::rail_run::probe::out && rr.heard_ns.load(std::memory_order_relaxed) > rr.probe_ns)
-        rr.probing = state::rail_run::probe::answered;
     bool timed_out = false;
     // Timeouts again on a rail silent since its last round of them: a
     // probe, the oldest chunk.
@@ -963,12 +966,9 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     if (oldest != s.pool) {
         timed_out = true;
         rr.probing = state::rail_run::probe::out;
-        rr.probe_ns = now;
         rr.probe_slot = oldest;
         resend(r, oldest, now);
-        rr.ping_ns = now;
-        const tx_msg p{control_header(o_, wire::msg_type::ping, s.inst[s.tr[r]]), nullptr, 0};
-        t_.send(s.tr[r], &p, 1);
+        send_ping(r, now);
     }
     // A round of timeouts (a first probe is not one: a pause is not
     // congestion) backs the rail off and shrinks its window.
@@ -984,11 +984,8 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     // Under heavy loss a PING or its PONG may be lost too: past half the
     // timeout the rail is asked four times as often (a rail is declared
     // down only after some 10 unanswered PINGs).
-    if (silent >= timeout / 8 && now - rr.ping_ns >= (silent >= timeout / 2 ? timeout / 32 : timeout / 8)) {
-        rr.ping_ns = now;
-        const tx_msg p{control_header(o_, wire::msg_type::ping, s.inst[s.tr[r]]), nullptr, 0};
-        t_.send(s.tr[r], &p, 1);
-    }
+    if (silent >= timeout / 8 && now - rr.ping_ns >= (silent >= timeout / 2 ? timeout / 32 : timeout / 8))
+        send_ping(r, now);
     if (done) return false; // it is the others' silence that counts now
     if (timeout && silent >= timeout) {
         // Another rail heard well within the timeout (PONGs come every

@@ -222,6 +222,7 @@ private:
     bool progress_rail(unsigned rail);
     bool scan_rail(unsigned rail, std::uint64_t now);
     void resend(unsigned rail, std::size_t slot, std::uint64_t now); // after its timeout
+    void send_ping(unsigned rail, std::uint64_t now);                  // railgated, are you there?
     std::uint64_t scan_now() const noexcept; // the clock scan_rail() judges on
     void fail(unsigned rail, failure f, std::string text, std::uint32_t down = 0);
     void finish();
