@@ -149,6 +149,7 @@ struct worker::state {
         stats::histogram rtt;   // merged into state::rtt when an operation ends
         stats::histogram rtt_own; // the same, less railgated's wait for the other ranks
         std::uint64_t retransmits = 0, results = 0;
+        std::uint64_t timeouts = 0; // of the retransmits: after their timeout ran out
         // Smoothed chunk round trip and its variation (Jacobson/Karels), from
         // chunks that were not retransmitted (Karn): the retransmit timeout
         // follows the queueing a shaped or slow rail adds.
@@ -172,6 +173,14 @@ struct worker::state {
         enum class probe : std::uint8_t { none, out, answered } probing = probe::none;
         std::uint64_t timeouts_ns = 0; // the last round's time
         std::size_t probe_slot = 0;
+        // Tail loss probe (RACK-TLP, RFC 8985): once every chunk of the
+        // operation has left, a loss among the last ones has no later
+        // result to reveal it, and would wait for its timeout. After two
+        // round trips without a result the newest chunk in flight goes
+        // again, once per silence: its result tells RACK the older ones
+        // are lost. When it went (0: none since the last result).
+        std::uint64_t tlp_ns = 0;
+        std::uint64_t tail_probes = 0;
         // Pacing (worker_options::pace_bps): contributions leave no faster.
         qos::token_bucket<clock> pacer;
         // Congestion control (worker_options::congestion_control): chunks
@@ -342,11 +351,17 @@ std::vector<worker::window_info> worker::windows() const {
     return w;
 }
 
-std::uint64_t worker::retransmits() const noexcept {
+namespace {
+template <class Run, class Counter> std::uint64_t sum_rails(const std::vector<Run>& runs, Counter c) noexcept {
     std::uint64_t n = 0;
-    for (const auto& r : s_->run) n += r.retransmits;
+    for (const auto& r : runs) n += r.*c;
     return n;
 }
+} // namespace
+
+std::uint64_t worker::retransmits() const noexcept { return sum_rails(s_->run, &state::rail_run::retransmits); }
+std::uint64_t worker::timeout_retransmits() const noexcept { return sum_rails(s_->run, &state::rail_run::timeouts); }
+std::uint64_t worker::tail_probes() const noexcept { return sum_rails(s_->run, &state::rail_run::tail_probes); }
 void worker::keepalive() {
     state& s = *s_;
     if (!s.joined || s.active || s.failed.load(std::memory_order_relaxed)) return;
@@ -658,6 +673,7 @@ void worker::start(void* data, std::size_t count, wire::dtype dt) {
         rr.n_chunks = chunks > r ? (chunks - r + s.rails - 1) / s.rails : 0;
         rr.done = rr.made = rr.owed = rr.lo = rr.rack_ns = 0;
         rr.probing = state::rail_run::probe::none;
+        rr.tlp_ns = 0;
         rr.pending.clear();
         rr.err.clear();
         rr.why = failure::none;
@@ -900,6 +916,31 @@ bool worker::progress_rail(unsigned r) {
     return scan_rail(r, scan_now());
 }
 
+// The tail loss probe (rail_run::tlp_ns): every chunk made and sent, no
+// result for two smoothed round trips (at least the transport's timeout
+// floor, half of it: kernel UDP's covers a scheduler tick): the newest
+// chunk in flight goes again. Not a timeout: no backoff, the window stays.
+void worker::tail_probe(unsigned r, std::uint64_t now) {
+    state& s = *s_;
+    state::rail_run& rr = s.run[r];
+    if (!o_.tail_probes || rr.made != rr.n_chunks || rr.done == rr.n_chunks || !rr.srtt_ns || t_.reliable() ||
+        rr.probing != state::rail_run::probe::none)
+        return;
+    const std::uint64_t heard = rr.heard_ns.load(std::memory_order_relaxed);
+    if (rr.tlp_ns >= heard) return; // one probe per silence
+    const std::uint64_t pto = std::max({2 * rr.srtt_ns, ns(t_.min_rto()) / 2, std::uint64_t{50'000}});
+    if (now - heard < pto) return;
+    std::size_t newest = s.pool;
+    for (std::size_t si = 0; si < s.pool; ++si) {
+        const state::slot_state& sl = rr.slots[si];
+        if (sl.busy && !sl.queued && (newest == s.pool || sl.sent_ns > rr.slots[newest].sent_ns)) newest = si;
+    }
+    if (newest == s.pool || now - rr.slots[newest].sent_ns < pto) return;
+    rr.tlp_ns = now;
+    ++rr.tail_probes;
+    resend(r, newest, now);
+}
+
 // A chunk sent again after its timeout; its round trip counts from now.
 void worker::resend(unsigned r, std::size_t slot, std::uint64_t now) {
     state& s = *s_;
@@ -931,6 +972,7 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
         rr.heard = false;
         rr.heard_ns.store(now, std::memory_order_relaxed);
     }
+    tail_probe(r, now);
     if (now - rr.last_scan_ns < scan_every_ns) return false;
     rr.last_scan_ns = now;
     const bool done = rr.done == rr.n_chunks;
@@ -961,20 +1003,30 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
         // An unanswered probe: only it goes again.
         if (rr.probing == state::rail_run::probe::out && si != rr.probe_slot) continue;
         timed_out = true;
+        ++rr.timeouts;
         resend(r, si, now);
     }
     if (oldest != s.pool) {
         timed_out = true;
         rr.probing = state::rail_run::probe::out;
         rr.probe_slot = oldest;
+        ++rr.timeouts;
         resend(r, oldest, now);
         send_ping(r, now);
     }
     // A round of timeouts (a first probe is not one: a pause is not
-    // congestion) backs the rail off and shrinks its window.
+    // congestion) backs the rail off and shrinks its window. For the
+    // window, timeouts are in a row only across a silence: the rail said
+    // nothing since the last round, or it is the round that ends a probe
+    // (railgated comes back from a pause to a backlog). A rail that
+    // answered since the last round delivers, and its timeouts are chunks
+    // lost one by one (at 20% loss each way the window otherwise sat at
+    // one chunk, its losses all timeouts).
     if (timed_out && oldest == s.pool) {
+        const bool silence = rr.probing != state::rail_run::probe::none ||
+                             rr.heard_ns.load(std::memory_order_relaxed) <= rr.timeouts_ns;
         rr.timeouts_ns = now;
-        if (rr.cc) rr.cw.on_loss(now, rr.backoff);
+        if (rr.cc) rr.cw.on_loss(now, silence ? rr.backoff : 0);
         rr.backoff = std::min(rr.backoff + 1, 6u);
     }
     // Liveness: railgated answers a PING even while the job waits for a

@@ -63,6 +63,7 @@ struct options {
     std::uint64_t pace = 0;            // each worker's contributions per rail, bit/s
     client::cc_mode cc = client::cc_mode::queue; // --cc delay|queue|off
     std::uint64_t cc_target_ns = 0;    // --cc-target (0: the rail's base delay + headroom)
+    bool tail_probes = true;           // --tail-probes on|off
     unsigned ecn_mark = 0;             // embedded: railgated marks CE behind this many queued frames
     bool rail_threads = false;         // one pipeline per rail on the TBB engine
     enum class share { automatic, on, off } lcore_workers = share::automatic; // --lcore-workers
@@ -163,6 +164,9 @@ void usage(std::FILE* f) {
                  "                          timeouts only (queue, the default), or is the slot pool (off)\n"
                  "      --cc-target US      the round trip the window aims at (default: the rail's\n"
                  "                          smallest round trip plus max(100 us, itself))\n"
+                 "      --tail-probes on|off  once an operation's chunks are all out, two round trips\n"
+                 "                          without a result send the newest again (RACK-TLP; default\n"
+                 "                          on); off: losses among the last chunks wait for a timeout\n"
                  "      --ecn-mark N        embedded, with --rail-rate: railgated marks ECN CE on results\n"
                  "                          queued behind N or more (what --cc delay and queue react to)\n"
                  "      --rail-threads      udp, dpdk: one pipeline per rail on the TBB engine's threads\n"
@@ -283,6 +287,10 @@ options parse(int argc, char** argv) {
             const std::string v = val();
             if (v != "delay" && v != "queue" && v != "off") die("--cc: delay, queue or off, not '" + v + "'");
             o.cc = v == "off" ? client::cc_mode::off : v == "delay" ? client::cc_mode::delay : client::cc_mode::queue;
+        } else if (a == "--tail-probes") {
+            const std::string v = val();
+            if (v != "on" && v != "off") die("--tail-probes: on or off, not '" + v + "'");
+            o.tail_probes = v == "on";
         } else if (a == "--ecn-mark") {
             o.ecn_mark = static_cast<unsigned>(parse_uint(a, val(), 4096));
             if (!o.ecn_mark) die("--ecn-mark: 1..4096 queued frames");
@@ -609,6 +617,7 @@ client::worker_options worker_opts(const options& o, unsigned rank) {
     wo.pace_bps = o.pace;
     client::set_cc_mode(wo, o.cc);
     wo.cc.target_ns = o.cc_target_ns;
+    wo.tail_probes = o.tail_probes;
     wo.retries = o.retries;
     if (o.peer_timeout_ms) wo.peer_timeout = std::chrono::milliseconds(o.peer_timeout_ms);
     if (o.join_timeout_ms) wo.join_timeout = std::chrono::milliseconds(o.join_timeout_ms);
@@ -642,6 +651,7 @@ double run_flows(const options& o, net::daemon& d,
         wo.pace_bps = o.pace;
         client::set_cc_mode(wo, o.cc);
         wo.cc.target_ns = o.cc_target_ns;
+        wo.tail_probes = o.tail_probes;
         wo.max_count = count;
         owners.push_back(std::make_unique<client::worker>(*ts[f], wo));
         if (std::string e = owners.back()->join(); !e.empty()) {
@@ -870,9 +880,16 @@ int run_embedded(const options& o) {
     const std::uint64_t wrong = run_table(o, ws, ranks, lat, own, &d);
     stats::print_latency(notes, lat, "per-chunk round trip, all workers");
     stats::print_latency(notes, own, "per-chunk round trip less the wait for the other ranks, all workers");
-    std::uint64_t retx = 0;
-    for (auto* w : ws) retx += w->retransmits();
-    std::fprintf(notes, "# retransmits %" PRIu64 ", virtual switch drops %" PRIu64 "\n", retx, fabric.switch_drops());
+    std::uint64_t retx = 0, after_timeout = 0, tail = 0;
+    for (auto* w : ws) {
+        retx += w->retransmits();
+        after_timeout += w->timeout_retransmits();
+        tail += w->tail_probes();
+    }
+    std::fprintf(notes,
+                 "# retransmits %" PRIu64 " (%" PRIu64 " after a timeout, %" PRIu64
+                 " tail probes), virtual switch drops %" PRIu64 "\n",
+                 retx, after_timeout, tail, fabric.switch_drops());
     print_windows(notes, ws);
     if (o.fault.any())
         for (const auto& [dir, t] : {std::pair{"to railgated", fabric.faults_up()}, {"to the workers", fabric.faults_down()}})
@@ -941,8 +958,10 @@ int run_remote(const options& o) {
     const std::uint64_t wrong = run_table(o, ws, {static_cast<unsigned>(o.rank)}, lat, own, nullptr);
     stats::print_latency(notes, lat, "per-chunk round trip");
     stats::print_latency(notes, own, "per-chunk round trip less the wait for the other ranks");
-    std::fprintf(notes, "# retransmits %" PRIu64 ", dropped replies %" PRIu64 ", recoveries %" PRIu64 ", replays %" PRIu64 "\n",
-                w.retransmits(), t->dropped(), w.recoveries(), w.replays());
+    std::fprintf(notes,
+                 "# retransmits %" PRIu64 " (%" PRIu64 " after a timeout, %" PRIu64 " tail probes), dropped replies %" PRIu64
+                 ", recoveries %" PRIu64 ", replays %" PRIu64 "\n",
+                 w.retransmits(), w.timeout_retransmits(), w.tail_probes(), t->dropped(), w.recoveries(), w.replays());
     if (o.transport == "udp")
         std::fprintf(notes, "# udp receive: %" PRIu64 " datagrams arrived coalesced (GRO)\n", t->coalesced());
     print_windows(notes, ws);

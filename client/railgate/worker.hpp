@@ -64,6 +64,12 @@ struct worker_options {
     // trip + 4 deviations and doubles it per retransmit of a chunk, up to a
     // quarter of railgated's stall time.
     std::chrono::microseconds rto{500};
+    // Tail loss probes (RACK-TLP, RFC 8985): once an operation's chunks
+    // are all out, two round trips without a result send the newest one
+    // again, so that a loss among the last chunks is found by its result
+    // (RACK) rather than by its timeout. Off: timeouts only, as Linux's
+    // tcp_early_retrans=0 (for A/B measurements).
+    bool tail_probes = true;
     std::chrono::milliseconds join_timeout{5000};
     std::chrono::milliseconds op_timeout{60000};  // no progress for this long fails the op
     // A rail silent this long while chunks wait on it (its PINGs
@@ -195,7 +201,13 @@ public:
     // gives, without the ranks' skew. Chunks sent once only (a resent
     // chunk's result carries no echo).
     stats::histogram& chunk_rtt_own() noexcept;
+    // Chunks sent again: all of them; of those, the ones sent after their
+    // timeout ran out (probes on a silent rail included), and the tail loss
+    // probes (the newest chunk, once the operation's last chunks were out
+    // two round trips without a result). The rest were found lost by RACK.
     std::uint64_t retransmits() const noexcept;
+    std::uint64_t timeout_retransmits() const noexcept;
+    std::uint64_t tail_probes() const noexcept;
     // Operations re-run after a recovered failure (allreduce with retries).
     std::uint64_t recoveries() const noexcept;
     // Operations run again for a rank that lost their result (in recoveries).
@@ -223,6 +235,7 @@ private:
     bool scan_rail(unsigned rail, std::uint64_t now);
     void resend(unsigned rail, std::size_t slot, std::uint64_t now); // after its timeout
     void send_ping(unsigned rail, std::uint64_t now);                  // railgated, are you there?
+    void tail_probe(unsigned rail, std::uint64_t now);                 // the last chunks lost?
     std::uint64_t scan_now() const noexcept; // the clock scan_rail() judges on
     void fail(unsigned rail, failure f, std::string text, std::uint32_t down = 0);
     void finish();
