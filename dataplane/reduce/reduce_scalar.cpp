@@ -17,24 +17,34 @@ inline std::uint64_t word_of(T raw, std::size_t i) noexcept {
     else return std::uint64_t{raw} << (16 * (i & 1));
 }
 
+// Element i of a buffer that need not be aligned to T (a payload after a
+// 42-byte frame header is 2 mod 4): memcpy, one plain load or store on x86.
+template <class T> inline T load(const void* p, std::size_t i) noexcept {
+    T v;
+    std::memcpy(&v, static_cast<const unsigned char*>(p) + i * sizeof(T), sizeof(T));
+    return v;
+}
+template <class T> inline void store(void* p, std::size_t i, T v) noexcept {
+    std::memcpy(static_cast<unsigned char*>(p) + i * sizeof(T), &v, sizeof(T));
+}
+
 // Load, widen (to the accumulation type), add in rank order, narrow:
 // Widen and Narrow give each dtype its arithmetic.
 template <class T, bool Words, class Acc, class Widen, class Narrow>
 inline void sum_elements(void* dst, const void* const* src, unsigned nsrc, std::size_t n, std::uint64_t* words,
                          Widen widen, Narrow narrow) noexcept {
-    auto* d = static_cast<T*>(dst);
     for (std::size_t i = 0; i < n; ++i) {
-        const T r0 = static_cast<const T*>(src[0])[i];
+        const T r0 = load<T>(src[0], i);
         if constexpr (Words) words[0] += word_of(r0, i);
         Acc acc = widen(r0);
         for (unsigned k = 1; k < nsrc; ++k) {
-            const T r = static_cast<const T*>(src[k])[i];
+            const T r = load<T>(src[k], i);
             if constexpr (Words) words[k] += word_of(r, i);
             acc += widen(r);
         }
         const T out = narrow(acc);
         if constexpr (Words) words[nsrc] += word_of(out, i);
-        d[i] = out;
+        store<T>(dst, i, out);
     }
 }
 
@@ -79,22 +89,22 @@ void sum_words_int32_scalar(void* d, const void* const* s, unsigned w, std::size
 }
 
 void narrow_fp32_scalar(void* d, const float* s, float div, std::size_t n) noexcept {
-    for (std::size_t i = 0; i < n; ++i) static_cast<std::uint32_t*>(d)[i] = f32_out(s[i] / div);
+    for (std::size_t i = 0; i < n; ++i) store<std::uint32_t>(d, i, f32_out(s[i] / div));
 }
 void narrow_bf16_scalar(void* d, const float* s, float div, std::size_t n) noexcept {
-    for (std::size_t i = 0; i < n; ++i) static_cast<std::uint16_t*>(d)[i] = f32_to_bf16(s[i] / div);
+    for (std::size_t i = 0; i < n; ++i) store<std::uint16_t>(d, i, f32_to_bf16(s[i] / div));
 }
 void narrow_fp16_scalar(void* d, const float* s, float div, std::size_t n) noexcept {
-    for (std::size_t i = 0; i < n; ++i) static_cast<std::uint16_t*>(d)[i] = f32_to_f16(s[i] / div);
+    for (std::size_t i = 0; i < n; ++i) store<std::uint16_t>(d, i, f32_to_f16(s[i] / div));
 }
 void widen_fp32_scalar(float* d, const void* s, std::size_t n) noexcept {
-    for (std::size_t i = 0; i < n; ++i) d[i] = canonicalize(static_cast<const float*>(s)[i]);
+    for (std::size_t i = 0; i < n; ++i) d[i] = canonicalize(load<float>(s, i));
 }
 void widen_bf16_scalar(float* d, const void* s, std::size_t n) noexcept {
-    for (std::size_t i = 0; i < n; ++i) d[i] = canonicalize(bf16_to_f32(static_cast<const std::uint16_t*>(s)[i]));
+    for (std::size_t i = 0; i < n; ++i) d[i] = canonicalize(bf16_to_f32(load<std::uint16_t>(s, i)));
 }
 void widen_fp16_scalar(float* d, const void* s, std::size_t n) noexcept {
-    for (std::size_t i = 0; i < n; ++i) d[i] = canonicalize(f16_to_f32(static_cast<const std::uint16_t*>(s)[i]));
+    for (std::size_t i = 0; i < n; ++i) d[i] = canonicalize(f16_to_f32(load<std::uint16_t>(s, i)));
 }
 
 namespace {
