@@ -33,5 +33,11 @@ on_m=$(printf '%s\n' $on_t | median) off_m=$(printf '%s\n' $off_t | median)
 echo "5% loss each way, 4 MiB, seeds 1-5: sent again after a timeout:$on_t with tail probes ($on_p probes),$off_t without"
 [ "$off_p" = 0 ] || fail "--tail-probes off sent $off_p probes"
 [ "$on_p" -gt 0 ] || fail "no tail probe under 5% loss"
-[ $((2 * on_m)) -le "$off_m" ] || fail "tail probes did not halve the timeouts: median $on_m against $off_m"
+# Under the sanitizers every process is 2-3x slower and the shared cores'
+# stalls time chunks out mid-operation by the hundred (a seed gave 563 and
+# 354), where no probe can help: there the probes must run, the sums stay
+# exact, and the ratio is judged by the release build's run only.
+if [ "${RAILGATE_SANITIZED:-0}" != 1 ]; then
+  [ $((2 * on_m)) -le "$off_m" ] || fail "tail probes did not halve the timeouts: median $on_m against $off_m"
+fi
 echo PASS
