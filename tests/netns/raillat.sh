@@ -49,13 +49,19 @@ grep -qE " 1\.00x " "$dir/compare.log" || fail "no transport is the 1.00x refere
 # ping-pong between two threads), within 3x the ratio doc/performance.md records
 # (udp 2.0x, dpdk 6.9x of their floors on 2026-11-23). Noise cannot trip
 # it; the 3-13x regression of commit 8523a2a (udp 5.6x, dpdk 37x) could not
-# pass it.
-python3 - "$dir/compare.log" "$dir/floors.log" <<'PY' || fail "latency guard"
+# pass it. Under the sanitizers (RAILGATE_SANITIZED=1) the transports run
+# 2-3x slower and their floors do not (dpdk 2.08 us against a 0.1 us floor,
+# 20.8x, on an AMD EPYC runner): the bounds are 3x wider there, and the
+# release build's run is the guard.
+k=1
+[ "${RAILGATE_SANITIZED:-0}" = 1 ] && k=3
+python3 - "$dir/compare.log" "$dir/floors.log" "$k" <<'PY' || fail "latency guard"
 import sys
+k = float(sys.argv.pop())
 rows = {l.split()[0]: l.split() for f in sys.argv[1:] for l in open(f) if l.split() and l.split()[0] in
         ("udp", "dpdk", "floor-udp", "floor-ring")}
 typ = {k: float(v[3]) for k, v in rows.items()}
-for t, floor, bound in (("udp", "floor-udp", 3 * 2.0), ("dpdk", "floor-ring", 3 * 6.9)):
+for t, floor, bound in (("udp", "floor-udp", k * 3 * 2.0), ("dpdk", "floor-ring", k * 3 * 6.9)):
     # A floor under 0.1 us is a same-core hand-off: judged against 0.1.
     ratio = typ[t] / max(typ[floor], 0.1)
     print(f"latency guard: {t} {typ[t]:.2f} us = {ratio:.1f}x {floor} {typ[floor]:.2f} us (bound {bound:.1f}x)")
