@@ -173,12 +173,8 @@ struct worker::state {
         enum class probe : std::uint8_t { none, out, answered } probing = probe::none;
         std::uint64_t timeouts_ns = 0; // the last round's time
         std::size_t probe_slot = 0;
-        // Tail loss probe (RACK-TLP, RFC 8985): once every chunk of the
-        // operation has left, a loss among the last ones has no later
-        // result to reveal it, and would wait for its timeout. After two
-        // round trips without a result the newest chunk in flight goes
-        // again, once per silence: its result tells RACK the older ones
-        // are lost. When it went (0: none since the last result).
+        // The tail loss probe (worker::tail_probe): when it went, one per
+        // silence (0: none this operation).
         std::uint64_t tlp_ns = 0;
         std::uint64_t tail_probes = 0;
         // Pacing (worker_options::pace_bps): contributions leave no faster.
@@ -916,10 +912,13 @@ bool worker::progress_rail(unsigned r) {
     return scan_rail(r, scan_now());
 }
 
-// The tail loss probe (rail_run::tlp_ns): every chunk made and sent, no
-// result for two smoothed round trips (at least the transport's timeout
-// floor, half of it: kernel UDP's covers a scheduler tick): the newest
-// chunk in flight goes again. Not a timeout: no backoff, the window stays.
+// The tail loss probe (RACK-TLP, RFC 8985): once every chunk of the
+// operation has left, a loss among the last ones has no later result to
+// reveal it and would wait for its timeout. After two smoothed round trips
+// without a result (at least 50 us, and half the transport's timeout
+// floor: kernel UDP's covers a scheduler tick) the newest chunk in flight
+// goes again, once per silence: its result tells RACK the older ones are
+// lost. Not a timeout: no backoff, the window stays.
 void worker::tail_probe(unsigned r, std::uint64_t now) {
     state& s = *s_;
     state::rail_run& rr = s.run[r];
@@ -941,7 +940,8 @@ void worker::tail_probe(unsigned r, std::uint64_t now) {
     resend(r, newest, now);
 }
 
-// A chunk sent again after its timeout; its round trip counts from now.
+// A chunk sent again (its timeout ran out, or as a tail probe); its round
+// trip counts from now.
 void worker::resend(unsigned r, std::size_t slot, std::uint64_t now) {
     state& s = *s_;
     state::rail_run& rr = s.run[r];

@@ -583,6 +583,20 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
     return total_wrong;
 }
 
+// "# retransmits N (A after a timeout, T tail probes)" over the workers, no
+// newline: the line scripts parse (faults.sh, bench_loss.sh, bench_cc.sh,
+// tests/e2e/tail_probes.sh); the caller appends its own counts.
+void print_retransmits(FILE* notes, std::span<client::worker* const> ws) {
+    std::uint64_t retx = 0, after_timeout = 0, tail = 0;
+    for (const auto* w : ws) {
+        retx += w->retransmits();
+        after_timeout += w->timeout_retransmits();
+        tail += w->tail_probes();
+    }
+    std::fprintf(notes, "# retransmits %" PRIu64 " (%" PRIu64 " after a timeout, %" PRIu64 " tail probes)", retx,
+                 after_timeout, tail);
+}
+
 // Each rail's congestion window after the run, over the workers: the
 // smallest and largest window, the target and how often it shrank.
 void print_windows(FILE* notes, std::span<client::worker* const> ws) {
@@ -880,16 +894,8 @@ int run_embedded(const options& o) {
     const std::uint64_t wrong = run_table(o, ws, ranks, lat, own, &d);
     stats::print_latency(notes, lat, "per-chunk round trip, all workers");
     stats::print_latency(notes, own, "per-chunk round trip less the wait for the other ranks, all workers");
-    std::uint64_t retx = 0, after_timeout = 0, tail = 0;
-    for (auto* w : ws) {
-        retx += w->retransmits();
-        after_timeout += w->timeout_retransmits();
-        tail += w->tail_probes();
-    }
-    std::fprintf(notes,
-                 "# retransmits %" PRIu64 " (%" PRIu64 " after a timeout, %" PRIu64
-                 " tail probes), virtual switch drops %" PRIu64 "\n",
-                 retx, after_timeout, tail, fabric.switch_drops());
+    print_retransmits(notes, ws);
+    std::fprintf(notes, ", virtual switch drops %" PRIu64 "\n", fabric.switch_drops());
     print_windows(notes, ws);
     if (o.fault.any())
         for (const auto& [dir, t] : {std::pair{"to railgated", fabric.faults_up()}, {"to the workers", fabric.faults_down()}})
@@ -958,10 +964,9 @@ int run_remote(const options& o) {
     const std::uint64_t wrong = run_table(o, ws, {static_cast<unsigned>(o.rank)}, lat, own, nullptr);
     stats::print_latency(notes, lat, "per-chunk round trip");
     stats::print_latency(notes, own, "per-chunk round trip less the wait for the other ranks");
-    std::fprintf(notes,
-                 "# retransmits %" PRIu64 " (%" PRIu64 " after a timeout, %" PRIu64 " tail probes), dropped replies %" PRIu64
-                 ", recoveries %" PRIu64 ", replays %" PRIu64 "\n",
-                 w.retransmits(), w.timeout_retransmits(), w.tail_probes(), t->dropped(), w.recoveries(), w.replays());
+    print_retransmits(notes, ws);
+    std::fprintf(notes, ", dropped replies %" PRIu64 ", recoveries %" PRIu64 ", replays %" PRIu64 "\n", t->dropped(),
+                 w.recoveries(), w.replays());
     if (o.transport == "udp")
         std::fprintf(notes, "# udp receive: %" PRIu64 " datagrams arrived coalesced (GRO)\n", t->coalesced());
     print_windows(notes, ws);

@@ -233,7 +233,7 @@ private:
     void send_pending(unsigned rail);
     bool progress_rail(unsigned rail);
     bool scan_rail(unsigned rail, std::uint64_t now);
-    void resend(unsigned rail, std::size_t slot, std::uint64_t now); // after its timeout
+    void resend(unsigned rail, std::size_t slot, std::uint64_t now); // after its timeout, or a tail probe
     void send_ping(unsigned rail, std::uint64_t now);                  // railgated, are you there?
     void tail_probe(unsigned rail, std::uint64_t now);                 // the last chunks lost?
     std::uint64_t scan_now() const noexcept; // the clock scan_rail() judges on

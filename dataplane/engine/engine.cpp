@@ -1,5 +1,3 @@
-#include <atomic>
-#include <cassert>
 #include "dataplane/engine/engine.hpp"
 
 #include <tbb/blocked_range.h>
@@ -8,6 +6,8 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cassert>
 
 namespace railgate::engine {
 namespace {

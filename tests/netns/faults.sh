@@ -86,9 +86,6 @@ job() {
   grep -q "Out of bounds values : 0 OK" "$log/w-$j-0.log" || fail "job $j: wrong values"
 }
 active_jobs() { ctl --json status | python3 -c 'import json,sys; print(sum(r["active_jobs"] for r in json.load(sys.stdin)["rails"]))'; }
-counter() { # RAIL KEY -> the rail's counter, or a drop reason's count
-  ctl --json stats --rail "$1" | python3 -c 'import json,sys; r=json.load(sys.stdin)["rails"][0]; print(r.get(sys.argv[1], r["drops"].get(sys.argv[1], 0)))' "$2"
-}
 # Waits until every rank of a job has joined and begun (the table's header
 # follows the JOIN), then lets it run half a second.
 wait_running() { # JOB
@@ -128,9 +125,9 @@ for r in r0 r1; do ctl fault set $r drop=0.05,dup=0.01,reorder=0.05,corrupt=0.01
 ctl fault show | grep -q "drop=0.05" || fail "fault show"
 job 1 --count 1000003,4097,1 -n 3 -w 0
 job 2 --dtype bf16 --count 1000003,4097,1 -n 3 -w 0
-inj=$(($(counter r0 fault_injected) + $(counter r1 fault_injected)))
-bad=$(($(counter r0 udp_checksum) + $(counter r1 udp_checksum)))
-resent=$(($(counter r0 results_resent) + $(counter r1 results_resent)))
+inj=$(($(rail_stat r0 fault_injected) + $(rail_stat r1 fault_injected)))
+bad=$(($(rail_stat r0 udp_checksum) + $(rail_stat r1 udp_checksum)))
+resent=$(($(rail_stat r0 results_resent) + $(rail_stat r1 results_resent)))
 [ "$inj" -gt 0 ] && [ "$bad" -gt 0 ] && [ "$resent" -gt 0 ] ||
   fail "faults not counted: injected drops $inj, caught corruptions $bad, results resent $resent"
 for r in r0 r1; do ctl fault clear $r > /dev/null || fail "fault clear $r"; done
@@ -311,7 +308,7 @@ grep -q "refused the join on rail 1: job table full" "$log/w-30.log" || { cat "$
 [ "$(ctl --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["rails"][0]["active_jobs"])')" = 0 ] ||
   fail "the refused job stayed on rail 0"
 sleep "$(secs 3.2)"
-[ "$(counter r1 expirations)" -ge 3 ] || fail "the forged jobs did not expire"
+[ "$(rail_stat r1 expirations)" -ge 3 ] || fail "the forged jobs did not expire"
 ip netns exec "$w" "$railbench" --transport udp --server 198.18.0.1 --rank 0 --workers 1 --job 30 --count 1000 -n 1 -w 0 \
   > "$log/w-30b.log" 2>&1 || fail "job 30 after the forged jobs expired"
 echo "ok: a JOIN refused on rail 1 (its table full) left rail 0 clean; the 3 forged, assembling jobs expired after $(secs 3) s"

@@ -147,6 +147,12 @@ start_kernel_port_gated() { # RAILGATED D W LOGFILE [MTU [ARGS...]]
 # benchmarks put kernel-UDP workers that share railgated's host, as a DPDK
 # deployment keeps other work off its poll-mode cores (2 workers, 4 MiB:
 # 1.25-1.97 GB/s unpinned, 1.60-2.08 off the lcore; doc/performance.md).
+# rail_stat RAIL KEY: the rail's counter KEY, or a drop reason's count, from
+# railctl's JSON stats (through the caller's ctl function).
+rail_stat() {
+  ctl --json stats --rail "$1" | python3 -c 'import json,sys; r=json.load(sys.stdin)["rails"][0]; print(r.get(sys.argv[1], r["drops"].get(sys.argv[1], 0)))' "$2"
+}
+
 cpus_off_lcores() { # PID
   /usr/bin/python3 - "$1" <<'PY'
 import os, sys

@@ -119,15 +119,12 @@ echo "ok: job 7 with two tokens at once: team A $va, team B $vb; no wrong elemen
 # summed a chunk on both rails (its table header alone is not enough: under
 # the sanitizers B's JOIN then came before A's first chunk, and railgated
 # rightly ended the job as claimed twice before it started, as in 2b).
-aggregations() { # RAIL
-  ctl --json stats --rail "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["rails"][0]["aggregations"])'
-}
-agg0=$(aggregations r0) agg1=$(aggregations r1)
+agg0=$(rail_stat r0 aggregations) agg1=$(rail_stat r1 aggregations)
 t=$(tok)
 team "$a" t2a 8 "$t" 1 --count 1000003 -n 200 -w 0
 pa=("${team_pids[@]}")
 for _ in $(seq 200); do
-  [ "$(aggregations r0)" -gt "$agg0" ] && [ "$(aggregations r1)" -gt "$agg1" ] && break
+  [ "$(rail_stat r0 aggregations)" -gt "$agg0" ] && [ "$(rail_stat r1 aggregations)" -gt "$agg1" ] && break
   sleep 0.05
 done
 team "$b" t2b 8 "$t" 2 --count 1000003 -n 2 -w 0 --join-timeout 1000
