@@ -67,7 +67,15 @@ typedef enum rg_status {
     RG_ERR_TIMEOUT = -9       /* no progress for config.timeout_ms, or no JOIN answer in join_timeout_ms */
 } rg_status;
 
-typedef enum rg_dtype { RG_FP32 = 0, RG_BF16 = 1, RG_FP16 = 2, RG_INT32 = 3 } rg_dtype;
+/* In C++ an int underneath (the same size and registers as C's enum), so
+   that the library can read, and refuse, any int a C caller passes. */
+#ifdef __cplusplus
+#define RG_DTYPE_BASE_ : int
+#else
+#define RG_DTYPE_BASE_
+#endif
+typedef enum rg_dtype RG_DTYPE_BASE_ { RG_FP32 = 0, RG_BF16 = 1, RG_FP16 = 2, RG_INT32 = 3 } rg_dtype;
+#undef RG_DTYPE_BASE_
 
 typedef struct rg_config {
     size_t struct_size;       /* sizeof(rg_config), set by rg_config_init */

@@ -176,7 +176,7 @@ std::unique_ptr<verbs_transport::rail> connect_rail(std::uint32_t ip, std::uint1
     if (!r->pd || !r->comp) throw std::runtime_error(where + ": cannot allocate a PD or completion channel");
     verbs::set_nonblocking(r->comp->fd);
     r->ctl = verbs::region_memory((rq_depth + ctl_sends) * ctl_bytes, -1);
-    r->ctl_mr.reset(ibv_reg_mr(r->pd.get(), r->ctl.p, r->ctl.bytes, IBV_ACCESS_LOCAL_WRITE));
+    r->ctl_mr.reset(ibv_reg_mr(r->pd.get(), r->ctl.p, r->ctl.bytes, verbs::local_write));
     if (!r->ctl_mr) throw std::runtime_error(where + ": ibv_reg_mr: " + std::strerror(errno));
     verbs::qp_settings s = o.qp;
     s.sq_depth = sq_depth;

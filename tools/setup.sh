@@ -57,10 +57,13 @@ build() {
 # e2e and netns suites; built with TSan (build-tsan), the tests of the
 # engine's threads (placement), of the control socket's server thread
 # (control), of librailgate (c-api) and of capture's ring (capture).
-# Optimised (-O1) so that the netns traffic keeps its timing.
+# Optimised (-O1) so that the netns traffic keeps its timing. Built with
+# clang: it compiles the sanitized tree in half GCC's time here (256 s
+# against 523 s for build-sanitize), its UBSan checks more (enum loads), and
+# the project gets a second compiler's warnings; the release tree stays GCC.
 # A tree built with the sanitizers in $2, configured once.
 sanitized_tree() {
-  [ -f "$1/build.ninja" ] || meson setup "$1" --buildtype=plain -Doptimization=1 -Ddebug=true \
+  [ -f "$1/build.ninja" ] || CC=clang CXX=clang++ meson setup "$1" --buildtype=plain -Doptimization=1 -Ddebug=true \
     -Db_sanitize="$2" -Db_lundef=false -Db_ndebug=false -Dfuzz=disabled
 }
 

@@ -32,12 +32,12 @@ bool to_journal() noexcept;
 
 // Write one line, "railgated: " + the formatted text, to stderr, when the
 // level is enabled. Safe from any thread; a line is one write(2).
-void write(level l, const char* fmt, ...) noexcept [[gnu::format(printf, 2, 3)]];
-void error(const char* fmt, ...) noexcept [[gnu::format(printf, 1, 2)]];
-void warning(const char* fmt, ...) noexcept [[gnu::format(printf, 1, 2)]];
-void notice(const char* fmt, ...) noexcept [[gnu::format(printf, 1, 2)]];
-void info(const char* fmt, ...) noexcept [[gnu::format(printf, 1, 2)]];
-void debug(const char* fmt, ...) noexcept [[gnu::format(printf, 1, 2)]];
+[[gnu::format(printf, 2, 3)]] void write(level l, const char* fmt, ...) noexcept;
+[[gnu::format(printf, 1, 2)]] void error(const char* fmt, ...) noexcept;
+[[gnu::format(printf, 1, 2)]] void warning(const char* fmt, ...) noexcept;
+[[gnu::format(printf, 1, 2)]] void notice(const char* fmt, ...) noexcept;
+[[gnu::format(printf, 1, 2)]] void info(const char* fmt, ...) noexcept;
+[[gnu::format(printf, 1, 2)]] void debug(const char* fmt, ...) noexcept;
 
 // One line in the format write() uses, with the time given (tests).
 std::string format_line(level l, std::string_view text, long long unix_ns, bool journal);

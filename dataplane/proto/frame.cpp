@@ -109,7 +109,9 @@ namespace {
 // GCC 12's AVX-512 headers trip -Wmaybe-uninitialized (_mm512_undefined
 // in their masked forms), as in dataplane/reduce.
 #pragma GCC diagnostic push
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 template <bool Copy>
 __attribute__((target("avx512f,avx512bw"))) std::uint64_t words_avx512(std::uint8_t* d, const std::uint8_t* s,
                                                                       std::size_t n) noexcept {

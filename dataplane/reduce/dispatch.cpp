@@ -1,5 +1,7 @@
 #include <cstdlib>
 
+#include <cpuid.h>
+
 #include "dataplane/reduce/reduce_variants.hpp"
 
 namespace railgate::reduce {
@@ -45,18 +47,28 @@ const kernels& choose() noexcept {
     return tables[0];
 }
 
+// A CPUID feature bit. For the features older compilers'
+// __builtin_cpu_supports does not name (clang 14: f16c, avx512bf16); the
+// AVX state the OS saves is checked by the builtin's avx2/avx512f.
+bool cpuid_bit(unsigned leaf, unsigned sub, int reg, unsigned bit) noexcept {
+    unsigned r[4]{};
+    if (!__get_cpuid_count(leaf, sub, &r[0], &r[1], &r[2], &r[3])) return false;
+    return (r[reg] >> bit) & 1u;
+}
+constexpr int eax = 0, ecx = 2;
+
 } // namespace
 
 bool cpu_supports(isa level) noexcept {
     // __builtin_cpu_supports also checks that the OS saves the AVX state.
     switch (level) {
     case isa::scalar: return true;
-    case isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    case isa::avx2: return __builtin_cpu_supports("avx2") && cpuid_bit(1, 0, ecx, 29); // F16C
     case isa::avx512:
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl");
     case isa::avx512_bf16:
-        return cpu_supports(isa::avx512) && __builtin_cpu_supports("avx512bf16");
+        return cpu_supports(isa::avx512) && cpuid_bit(7, 1, eax, 5); // AVX512_BF16
     }
     return false;
 }

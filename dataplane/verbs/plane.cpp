@@ -394,7 +394,7 @@ void plane::rail_state::on_connect_request(rdma_cm_id* id, const rdma_conn_param
     auto c = std::make_unique<conn>();
     try {
         c->ctl = region_memory((rq_depth + ctl_sends) * ctl_bytes, numa);
-        c->ctl_mr.reset(ibv_reg_mr(pd.get(), c->ctl.p, c->ctl.bytes, IBV_ACCESS_LOCAL_WRITE));
+        c->ctl_mr.reset(ibv_reg_mr(pd.get(), c->ctl.p, c->ctl.bytes, local_write));
         if (!c->ctl_mr) throw std::runtime_error(std::string("ibv_reg_mr: ") + std::strerror(errno));
         qp_settings s = cfg.qp;
         s.sq_depth = sq_depth;
@@ -688,7 +688,7 @@ void plane::rail_state::on_join(conn& c, const wire::header& h, std::span<const 
     auto admit = [&](std::uint16_t, std::uint16_t, wire::dtype) {
         try {
             results = region_memory(region_bytes, numa);
-            results_mr.reset(ibv_reg_mr(pd.get(), results.p, region_bytes, IBV_ACCESS_LOCAL_WRITE));
+            results_mr.reset(ibv_reg_mr(pd.get(), results.p, region_bytes, local_write));
             if (!results_mr) no_memory = "cannot register " + std::to_string(region_bytes) + " bytes of result memory";
         } catch (const std::exception& ex) {
             no_memory = ex.what();

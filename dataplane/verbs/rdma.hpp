@@ -30,6 +30,11 @@ inline constexpr unsigned rq_depth = wire::verbs_max_pool + ctl_recvs;
 inline constexpr unsigned sq_depth = wire::verbs_max_pool + ctl_sends;
 inline constexpr std::size_t ctl_bytes = wire::verbs_ctl_bytes;
 
+// ibv_reg_mr's access for memory only this side writes. An int: the
+// ibv_reg_mr macro ands it with an enumerator of another enum, which
+// clang's -Wdeprecated-enum-enum-conversion rejects for an ibv_access_flags.
+inline constexpr int local_write = IBV_ACCESS_LOCAL_WRITE;
+
 // Work request ids: the kind in the top byte, an index below. Receives
 // carry their buffer index, posted sends their send_ledger sequence; the
 // ledger's tag of a send is its kind (ctl_send, data) and index.

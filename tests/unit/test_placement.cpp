@@ -72,7 +72,7 @@ BOOST_AUTO_TEST_CASE(an_override_across_nodes_is_placed_with_a_warning) {
 
 BOOST_AUTO_TEST_CASE(one_arena_per_node_and_bit_exact_parallel_reduce) {
     const topology t = topology::load(two_sockets);
-    const engine::engine e(t, 4096);
+    const railgate::engine::engine e(t, 4096);
     BOOST_TEST(e.arenas() == 2u);
     BOOST_TEST(e.arena_of(t.nodes[1].os_index) == 1u);
     BOOST_TEST(e.arena_concurrency(1) == 8);

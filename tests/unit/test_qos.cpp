@@ -21,7 +21,7 @@ struct manual_clock {
     using rep = duration::rep;
     using period = duration::period;
     using time_point = std::chrono::time_point<manual_clock>;
-    static constexpr bool is_steady = true;
+    [[maybe_unused]] static constexpr bool is_steady = true;
 };
 using tp = manual_clock::time_point;
 using sched = scheduler<int, manual_clock>;

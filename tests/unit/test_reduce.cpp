@@ -133,7 +133,7 @@ BOOST_AUTO_TEST_CASE(f16_roundtrip_every_half) {
 }
 
 BOOST_AUTO_TEST_CASE(f16_matches_f16c_hardware) {
-    if (!__builtin_cpu_supports("f16c")) return;
+    if (!reduce::cpu_supports(reduce::isa::avx2)) return; // avx2 implies F16C here
     std::mt19937 rng(7);
     auto hw = [](float f) __attribute__((target("f16c"))) {
         return static_cast<std::uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
