@@ -4,7 +4,8 @@
 # gradients a step) with 2 ranks, alternating gloo (DDP's allreduce hook on
 # the gloo process group), railgate's fp32 hook and its bf16 hook, ROUNDS
 # times; prints the median step time and communication time per step (the
-# slowest rank's median) and the ratios to gloo. railgated runs on two
+# slowest rank's median), the ratios to gloo and the chunks railgate
+# resent (median over rounds, summed over ranks). railgated runs on two
 # udp rails in a namespace at MTU (default 9000), as its embedded default
 # has them (KERNEL_PORT=af_packet: DPDK af_packet rails instead); the
 # trainers in another, over kernel UDP.
@@ -44,12 +45,13 @@ log, rounds, steps, mtu, kind = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[
 rows = {}
 for name in ("gloo", "rg_fp32", "rg_bf16"):
     rs = [json.loads(l) for l in open(f"{log}/{name}.jsonl")]
-    rows[name] = (statistics.median(r["step_ms"] for r in rs), statistics.median(r["comm_ms"] for r in rs), rs[0]["params"])
-g_step, g_comm, params = rows["gloo"]
+    rows[name] = (statistics.median(r["step_ms"] for r in rs), statistics.median(r["comm_ms"] for r in rs), rs[0]["params"],
+                  statistics.median(r.get("retransmits", 0) for r in rs))
+g_step, g_comm, params, _ = rows["gloo"]
 print(f"# ddp_train --model large ({params} parameters), 2 ranks, {steps} steps, {rounds} rounds alternated, "
       f"railgated on 2 {kind} rails at MTU {mtu}; medians of the slowest rank's per-step medians")
-print(f"{'backend':<16}{'step ms':>10}{'comm ms':>10}{'step x gloo':>13}{'comm x gloo':>13}")
+print(f"{'backend':<16}{'step ms':>10}{'comm ms':>10}{'step x gloo':>13}{'comm x gloo':>13}{'resent':>8}")
 for name, label in (("gloo", "gloo fp32"), ("rg_fp32", "railgate fp32"), ("rg_bf16", "railgate bf16")):
-    s, c, _ = rows[name]
-    print(f"{label:<16}{s:>10.1f}{c:>10.1f}{s / g_step:>13.2f}{c / g_comm:>13.2f}")
+    s, c, _, retx = rows[name]
+    print(f"{label:<16}{s:>10.1f}{c:>10.1f}{s / g_step:>13.2f}{c / g_comm:>13.2f}{retx:>8g}")
 PY

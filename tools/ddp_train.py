@@ -193,9 +193,10 @@ def rank_main(rank, a, port, results):
             torch.save(flat, a.save)
         # Steady state: the first step builds DDP's buckets.
         tail = slice(1, None) if a.steps > 2 else slice(None)
+        retx = state.comm.stats()["retransmits"] if state else 0
         results.put({"rank": rank, "sha256": digest, "params": n_params, "loss0": loss0, "loss": eval_loss(),
                      "step_ms": statistics.median(step_s[tail]) * 1e3,
-                     "comm_ms": statistics.median(comm_s[tail]) * 1e3})
+                     "comm_ms": statistics.median(comm_s[tail]) * 1e3, "retransmits": retx})
         if state:
             state.close()
         dist.destroy_process_group()
@@ -234,7 +235,8 @@ def main():
     if out:
         summary.update({"params": out[0]["params"], "sha256": out[0]["sha256"], "loss0": out[0]["loss0"],
                         "loss": out[0]["loss"], "step_ms": max(r["step_ms"] for r in out),
-                        "comm_ms": max(r["comm_ms"] for r in out)})
+                        "comm_ms": max(r["comm_ms"] for r in out),
+                        "retransmits": sum(r["retransmits"] for r in out)})
     if failed:
         print(f"ddp_train: ranks {failed} failed (exit codes {codes})", file=sys.stderr)
         print("result " + json.dumps(summary), flush=True)
@@ -245,7 +247,8 @@ def main():
         return 1
     print(f"ddp_train: {a.backend}/{a.hook}, {a.world} ranks, {summary['params']} parameters, {a.steps} steps: "
           f"eval loss {summary['loss0']:.5f} -> {summary['loss']:.5f}, step {summary['step_ms']:.2f} ms, "
-          f"comm {summary['comm_ms']:.2f} ms (median per step, slowest rank), sha256 {summary['sha256']}")
+          f"comm {summary['comm_ms']:.2f} ms (median per step, slowest rank), "
+          f"{summary['retransmits']} chunks resent, sha256 {summary['sha256']}")
     print("result " + json.dumps(summary), flush=True)
     return 0
 

@@ -73,7 +73,7 @@ fi
 
 note "DDP training (bench_ddp.sh, about 2 minutes)"
 "$here/bench_ddp.sh" "$build" 2 10 > "$out/ddp" 2>&1
-# backend rows: "gloo fp32  STEP COMM 1.00 1.00", "railgate fp32 ...", "railgate bf16 ..."
+# backend rows: "gloo fp32  STEP COMM 1.00 1.00 0", "railgate fp32 ...", "railgate bf16 ..."
 gcomm=$(awk '$1 == "gloo" {print $4}' "$out/ddp")
 for h in fp32 bf16; do
   read -r st cm < <(awk -v h="$h" '$1 == "railgate" && $2 == h {print $3, $4}' "$out/ddp")
