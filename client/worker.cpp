@@ -159,20 +159,36 @@ struct worker::state {
         // again (otherwise a queue that grew past the timeout would have
         // every chunk resent, and no clean sample would ever raise srtt).
         unsigned backoff = 0;
-        // The chunks whose timers ran out are sent again together, once. If
-        // the rail stays silent after that, the next timeout sends one chunk,
-        // the oldest, as a probe (as RFC 6298 sends one segment): a railgated
-        // that paused (its core taken for a while, SIGSTOP) comes back to
-        // its queue, not to the window again for every doubling of the
+        // Timers run out only on a rail that delivered nothing for a timeout
+        // (delivered_ns). The timeout then sends one chunk, the oldest, as a
+        // probe (as RFC 6298 sends one segment): a peer rank that is late,
+        // or a railgated that paused (its core taken for a while, SIGSTOP),
+        // is not answered by resending the window for every doubling of the
         // timeout. A PING goes with the probe: the probe's result may wait
         // on another rank's chunk, held back by that rank's own probe. While
         // neither is answered only the probe is sent again, on its own
-        // backed-off timeout. Once railgated answers either, the chunks
-        // whose timers ran out are lost and go together. A result of a chunk
-        // sent once ends it (probe::none).
+        // backed-off timeout. railgated answers a probe it already holds
+        // with HELD (the slot waits for a late rank; see held_ns);
+        // otherwise, once it answers the PING or the probe, the chunks whose
+        // timers ran out are lost and go together. A result of a chunk sent
+        // once ends it (probe::none).
         enum class probe : std::uint8_t { none, out, answered } probing = probe::none;
         std::uint64_t timeouts_ns = 0; // the last round's time
+        std::uint64_t probe_ns = 0;    // the last probe's
         std::size_t probe_slot = 0;
+        // When the last result came: the time its burst was read, which
+        // chunks made then left at. Every timer of the rail restarts then
+        // (as TCP's on an acknowledgment, RFC 6298 5.3): a rail that
+        // delivers is slow, not lossy (RACK finds the chunks it lost).
+        std::uint64_t delivered_ns = 0;
+        // HELD: railgated holds a chunk this rail sent again, its slot
+        // waiting for another rank's; the chunks are not lost. Every timer
+        // of the rail restarts then (held_ns), and each HELD after a new
+        // round doubles them (holds, as a backoff, to 6), without resending
+        // the window or shrinking it, until a result comes.
+        std::uint64_t held_ns = 0;
+        unsigned holds = 0;
+        std::uint64_t helds = 0; // HELD answers taken
         // The tail loss probe (worker::tail_probe): when it went, one per
         // silence (0: none this operation).
         std::uint64_t tlp_ns = 0;
@@ -358,6 +374,7 @@ template <class Run, class Counter> std::uint64_t sum_rails(const std::vector<Ru
 std::uint64_t worker::retransmits() const noexcept { return sum_rails(s_->run, &state::rail_run::retransmits); }
 std::uint64_t worker::timeout_retransmits() const noexcept { return sum_rails(s_->run, &state::rail_run::timeouts); }
 std::uint64_t worker::tail_probes() const noexcept { return sum_rails(s_->run, &state::rail_run::tail_probes); }
+std::uint64_t worker::helds() const noexcept { return sum_rails(s_->run, &state::rail_run::helds); }
 void worker::keepalive() {
     state& s = *s_;
     if (!s.joined || s.active || s.failed.load(std::memory_order_relaxed)) return;
@@ -670,6 +687,9 @@ void worker::start(void* data, std::size_t count, wire::dtype dt) {
         rr.done = rr.made = rr.owed = rr.lo = rr.rack_ns = 0;
         rr.probing = state::rail_run::probe::none;
         rr.tlp_ns = 0;
+        rr.delivered_ns = now;
+        rr.held_ns = 0;
+        rr.holds = 0;
         rr.pending.clear();
         rr.err.clear();
         rr.why = failure::none;
@@ -799,6 +819,10 @@ bool worker::progress_rail(unsigned r) {
             rr.detail = m.h.offset;
             return true;
         }
+        if (m.h.type == wire::msg_type::held) {
+            held(r, m);
+            continue;
+        }
         if (m.h.type != wire::msg_type::result || m.h.slot >= s.pool || rr.done == rr.n_chunks) continue;
         state::slot_state& sl = rr.slots[m.h.slot];
         const std::uint64_t i_global = sl.k * s.rails + r;
@@ -814,10 +838,12 @@ bool worker::progress_rail(unsigned r) {
         if (sl.sent_ns && !arrived) arrived = now_ns();
         if (!m.copy_to(s.data + off * s.esize)) continue;
         rr.heard = true;
+        rr.holds = 0;
         if (rr.probing == state::rail_run::probe::out) rr.probing = state::rail_run::probe::answered;
         const std::uint64_t sent = sl.sent_ns;
         const std::uint64_t t = sl.sent_ns ? arrived : 0;
         if (t) {
+            rr.delivered_ns = t;
             const std::uint64_t sample = t - sl.sent_ns;
             rr.rtt.record(sample);
             if (sl.retries == 0) {
@@ -923,7 +949,7 @@ void worker::tail_probe(unsigned r, std::uint64_t now) {
     state& s = *s_;
     state::rail_run& rr = s.run[r];
     if (!o_.tail_probes || rr.made != rr.n_chunks || rr.done == rr.n_chunks || !rr.srtt_ns || t_.reliable() ||
-        rr.probing != state::rail_run::probe::none)
+        rr.probing != state::rail_run::probe::none || rr.holds)
         return;
     const std::uint64_t heard = rr.heard_ns.load(std::memory_order_relaxed);
     if (rr.tlp_ns >= heard) return; // one probe per silence
@@ -949,6 +975,26 @@ void worker::resend(unsigned r, std::size_t slot, std::uint64_t now) {
     ++rr.retransmits;
     rr.pacer.consume(wire_bytes(c));
     t_.send(s.tr[r], &c, 1);
+}
+
+// HELD: a chunk rail r sent again is in railgated's slot, which waits for
+// another rank's. Taken when it names a chunk in flight (slot, generation
+// and offset) and its checksum holds. The rail's timers restart, doubled
+// once per round of resends (see rail_run::held_ns), and the probe is
+// answered: the PING's PONG then says nothing more. Not the rail heard: a
+// rail that only holds stays silent, and its next timeout is a probe again.
+void worker::held(unsigned r, const rx_msg& m) {
+    state& s = *s_;
+    state::rail_run& rr = s.run[r];
+    if (m.h.slot >= s.pool || rr.done == rr.n_chunks) return;
+    const state::slot_state& sl = rr.slots[m.h.slot];
+    if (!sl.busy || sl.queued || m.h.gen != sl.gen || m.h.offset != (sl.k * s.rails + r) * s.chunk_elems ||
+        m.bytes() || !m.copy_to(nullptr))
+        return;
+    ++rr.helds;
+    if (rr.held_ns <= std::max(rr.timeouts_ns, rr.probe_ns)) rr.holds = std::min(rr.holds + 1, 6u);
+    rr.held_ns = now_ns();
+    if (rr.probing == state::rail_run::probe::out) rr.probing = state::rail_run::probe::none;
 }
 
 void worker::send_ping(unsigned r, std::uint64_t now) {
@@ -985,45 +1031,47 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     const std::uint64_t rto =
         std::min(s.rto_cap_ns, std::max({ns(o_.rto), ns(t_.min_rto()),
                                           rr.srtt_ns ? rr.srtt_ns + 4 * rr.rttvar_ns : std::uint64_t{20'000'000}}));
-    bool timed_out = false;
-    // Timeouts again on a rail silent since its last round of them: a
-    // probe, the oldest chunk.
-    const bool probe = rr.probing == state::rail_run::probe::none && rr.backoff > 0 &&
-                       rr.heard_ns.load(std::memory_order_relaxed) <= rr.timeouts_ns;
+    // A chunk's timer runs from when it left, or from the rail's last
+    // result or HELD; an unanswered probe's alone runs.
+    const std::uint64_t restarted = std::max(rr.delivered_ns, rr.held_ns);
+    const auto expired = [&](std::size_t si) {
+        const state::slot_state& sl = rr.slots[si];
+        if (!sl.busy || sl.queued || (rr.probing == state::rail_run::probe::out && si != rr.probe_slot)) return false;
+        const unsigned doublings = std::min(std::max({sl.retries, rr.backoff, rr.holds}), 6u);
+        return now - std::max(sl.sent_ns, restarted) >= std::min(s.rto_cap_ns, rto << doublings);
+    };
     std::size_t oldest = s.pool;
-    for (std::size_t si = 0; si < s.pool && !t_.reliable() && !done; ++si) {
-        state::slot_state& sl = rr.slots[si];
-        if (!sl.busy || sl.queued ||
-            now - sl.sent_ns < std::min(s.rto_cap_ns, rto << std::min(std::max(sl.retries, rr.backoff), 6u)))
-            continue;
-        if (probe) {
-            if (oldest == s.pool || sl.sent_ns < rr.slots[oldest].sent_ns) oldest = si;
-            continue;
-        }
-        // An unanswered probe: only it goes again.
-        if (rr.probing == state::rail_run::probe::out && si != rr.probe_slot) continue;
-        timed_out = true;
-        ++rr.timeouts;
-        resend(r, si, now);
-    }
-    if (oldest != s.pool) {
-        timed_out = true;
+    for (std::size_t si = 0; si < s.pool && !t_.reliable() && !done; ++si)
+        if (expired(si) && (oldest == s.pool || rr.slots[si].sent_ns < rr.slots[oldest].sent_ns)) oldest = si;
+    // The rail stalls (a late rank, a paused railgated, a window lost
+    // whole): a probe, the oldest chunk, goes alone first.
+    const bool probe = oldest != s.pool && rr.probing == state::rail_run::probe::none;
+    bool timed_out = false;
+    if (probe) {
         rr.probing = state::rail_run::probe::out;
         rr.probe_slot = oldest;
+        rr.probe_ns = now;
         ++rr.timeouts;
         resend(r, oldest, now);
         send_ping(r, now);
+    } else if (oldest != s.pool) {
+        for (std::size_t si = 0; si < s.pool; ++si)
+            if (expired(si)) {
+                ++rr.timeouts;
+                resend(r, si, now);
+            }
+        timed_out = true;
     }
-    // A round of timeouts (a first probe is not one: a pause is not
-    // congestion) backs the rail off and shrinks its window. For the
-    // window, timeouts are in a row only across a silence: the rail said
-    // nothing since the last round, or it is the round that ends a probe
-    // (railgated comes back from a pause to a backlog). A rail that
-    // answered since the last round delivers, and its timeouts are chunks
-    // lost one by one (at 20% loss each way the window otherwise sat at
-    // one chunk, its losses all timeouts).
-    if (timed_out && oldest == s.pool) {
-        const bool silence = rr.probing != state::rail_run::probe::none ||
+    // A round of timeouts (a probe is not one: a pause is not congestion)
+    // backs the rail off and shrinks its window. For the window, timeouts
+    // are in a row only across a silence: the rail said nothing since the
+    // last round, or it is a backed-off round that ends a probe (railgated
+    // comes back from a pause to a backlog). A rail that answered since
+    // the last round delivers, and its timeouts are chunks lost one by one
+    // (at 20% loss each way the window otherwise sat at one chunk, its
+    // losses all timeouts).
+    if (timed_out) {
+        const bool silence = (rr.probing != state::rail_run::probe::none && rr.backoff > 0) ||
                              rr.heard_ns.load(std::memory_order_relaxed) <= rr.timeouts_ns;
         rr.timeouts_ns = now;
         if (rr.cc) rr.cw.on_loss(now, silence ? rr.backoff : 0);

@@ -692,6 +692,11 @@ double run_flows(const options& o, net::daemon& d,
             }
     }
     print_windows(stderr, ws);
+    // The queue the flows stand in: their round trips on the shaped rails.
+    stats::histogram rtt;
+    for (auto* w : ws) rtt.merge(w->chunk_rtt());
+    std::fprintf(stderr, "# per-chunk round trip: p50 %.1f us, p99 %.1f us\n", static_cast<double>(rtt.percentile(50)) / 1e3,
+                 static_cast<double>(rtt.percentile(99)) / 1e3);
     for (auto* w : ws) w->leave();
     return static_cast<double>(n) * static_cast<double>(count * es) * 8 * o.iters / total_s;
 }

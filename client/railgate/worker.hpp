@@ -208,6 +208,9 @@ public:
     std::uint64_t retransmits() const noexcept;
     std::uint64_t timeout_retransmits() const noexcept;
     std::uint64_t tail_probes() const noexcept;
+    // HELD answers taken: a chunk sent again that railgated already held,
+    // its slot waiting for a slower rank (the timeout was not a loss).
+    std::uint64_t helds() const noexcept;
     // Operations re-run after a recovered failure (allreduce with retries).
     std::uint64_t recoveries() const noexcept;
     // Operations run again for a rank that lost their result (in recoveries).
@@ -235,6 +238,7 @@ private:
     bool scan_rail(unsigned rail, std::uint64_t now);
     void resend(unsigned rail, std::size_t slot, std::uint64_t now); // after its timeout, or a tail probe
     void send_ping(unsigned rail, std::uint64_t now);                  // railgated, are you there?
+    void held(unsigned rail, const rx_msg& m);                         // railgated holds a chunk sent again
     void tail_probe(unsigned rail, std::uint64_t now);                 // the last chunks lost?
     std::uint64_t scan_now() const noexcept; // the clock scan_rail() judges on
     void fail(unsigned rail, failure f, std::string text, std::uint32_t down = 0);

@@ -56,7 +56,9 @@ struct rail_job_data {
 
 using job = job_entry<rail_job_data>;
 
-enum class action : std::uint8_t { dropped, stored, completed, resend };
+// held: a rank's RETRANSMIT of the contribution the slot already holds
+// from it (the slot waits for other ranks: a slow rank, not a loss).
+enum class action : std::uint8_t { dropped, stored, completed, resend, held };
 
 struct outcome {
     action act = action::dropped;
@@ -217,6 +219,8 @@ public:
     // s->result_owner) and every other contribution released (or handed
     // out as spares). On action::resend the rank retransmitted a
     // contribution whose result is kept in s: send it again to that rank.
+    // On action::held it retransmitted a contribution s holds, waiting for
+    // other ranks': tell it so.
     // `now` is kept in s.started by the first contribution of a generation
     // (aggregation latency, stall detection).
     // `intact` checks every contribution of a slot when the slot is reduced
@@ -271,7 +275,14 @@ public:
                 (s.bitmap != 0 && (s.offset != h.offset || s.count != h.count)))
                 return drop(o, drop_reason::chunk_mismatch);
         }
-        if (s.bitmap >> h.rank & 1) return drop(o, drop_reason::duplicate);
+        if (s.bitmap >> h.rank & 1) {
+            // Sent again, the copy here still waiting for the others': the
+            // rank is told (HELD), so that it waits rather than sends again.
+            // A copy on the wire (no flag) gets nothing.
+            if (!(h.flags & wire::flag_retransmit)) return drop(o, drop_reason::duplicate);
+            o.act = action::held;
+            return o;
+        }
         if (s.bitmap == 0) {
             s.offset = h.offset;
             s.count = h.count;

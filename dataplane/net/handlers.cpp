@@ -453,6 +453,22 @@ void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h, std::spa
             for (std::size_t off = 0; off < payload.size(); off += RTE_CACHE_LINE_SIZE)
                 rte_prefetch1(payload.data() + off);
         return;
+    case agg::action::held: {
+        // Header only, to the address it came from (as a PONG): the
+        // rank's timer stops taking a slow peer for a loss. aux: the
+        // ranks the slot still waits for.
+        std::uint8_t* msg = reuse_as_reply(rs, m, from, wire::header_bytes);
+        if (!msg) return free_drop(rs, m, drop_reason::no_mbuf);
+        wire::header a = h;
+        a.type = wire::msg_type::held;
+        a.flags = 0;
+        a.count = 0;
+        a.aux = o.j->world - static_cast<std::uint32_t>(std::popcount(o.s->bitmap));
+        wire::encode_header(a, msg);
+        bump(rs.ctr.held);
+        send_udp(rs, m);
+        return;
+    }
     case agg::action::resend: {
         bump(rs.ctr.results_resent);
         result_sum psum{*o.j, *o.s};

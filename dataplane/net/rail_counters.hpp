@@ -23,6 +23,7 @@ struct alignas(64) rail_counters {
     counter aggregations{0};    // slots completed and reduced
     counter results_sent{0};
     counter results_resent{0};  // answered a retransmitted contribution
+    counter held{0};            // retransmits of a contribution held, answered HELD
     counter ecn_marked{0};      // frames marked CE joining a standing TC queue (rail_config::ecn_mark_items)
     counter joins{0}, join_errors{0}, leaves{0}, aborts{0};
     // Job lifecycle: jobs ended because a slot waited for a rank too long,

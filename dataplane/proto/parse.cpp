@@ -43,7 +43,7 @@ drop_reason parse_common(const std::uint8_t* msg, std::size_t len, header& h,
     else
         type_ok = h.type == msg_type::join_ack || h.type == msg_type::result ||
                   h.type == msg_type::leave_ack || h.type == msg_type::error || h.type == msg_type::region ||
-                  h.type == msg_type::pong;
+                  h.type == msg_type::pong || h.type == msg_type::held;
     if (!type_ok || t == 0) return drop_reason::rg_type;
     if (h.flags & ~flags_known) return drop_reason::rg_flags;
     if (!dtype_valid(static_cast<std::uint8_t>(h.dt))) return drop_reason::rg_dtype;
@@ -63,6 +63,11 @@ drop_reason parse_common(const std::uint8_t* msg, std::size_t len, header& h,
     } else if (from_worker && h.type == msg_type::join && body != join_body_bytes) {
         return drop_reason::rg_body;
     } else if (h.type == msg_type::region && body != region_body_bytes) {
+        return drop_reason::rg_body;
+    } else if (!from_worker && body != 0 &&
+               (h.type == msg_type::leave_ack || h.type == msg_type::pong || h.type == msg_type::held)) {
+        // Header-only answers (a RESULT with a bit flipped in its type
+        // byte would otherwise be a HELD with a payload to check).
         return drop_reason::rg_body;
     } else if (from_worker && h.type == msg_type::rtt_report &&
                (h.count == 0 || h.count > rtt_entries_per_msg || body != std::size_t{h.count} * rtt_entry_bytes)) {

@@ -59,6 +59,7 @@ enum class msg_type : std::uint8_t {
     region = 9,    // verbs rails, both ways: where the peer may RDMA WRITE (region_body)
     ping = 10,     // worker -> railgated: are you (and my job) there?
     pong = 11,     // railgated -> worker: the answer to a PING
+    held = 12,     // railgated -> worker: a RETRANSMIT of a contribution it holds (the slot waits for other ranks)
 };
 
 enum class dtype : std::uint8_t { fp32 = 0, bf16 = 1, fp16 = 2, int32 = 3 };

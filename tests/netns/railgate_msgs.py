@@ -4,7 +4,7 @@ messages a capture saw, by type, equal railgated's counters for the rail."""
 import socket
 import struct
 
-JOIN, JOIN_ACK, CONTRIB, RESULT, ERROR, LEAVE, LEAVE_ACK, RTT_REPORT, PING, PONG = 1, 2, 3, 4, 5, 6, 7, 8, 10, 11
+JOIN, JOIN_ACK, CONTRIB, RESULT, ERROR, LEAVE, LEAVE_ACK, RTT_REPORT, PING, PONG, HELD = 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12
 
 
 def header(version=2, t=CONTRIB, dt=0, flags=0, job=99, world=2, count=4, rank=0):
@@ -32,8 +32,9 @@ def counts_match(to, frm, c):
     d = c["drops"]
     checks = [
         ("JOINs in == joins + join errors", to[JOIN], c["joins"] + c["join_errors"]),
-        ("CONTRIBs in == contributions + duplicates + retransmits answered with the kept result",
-         to[CONTRIB], c["contributions"] + d.get("duplicate", 0) + c["results_resent"]),
+        ("CONTRIBs in == contributions + duplicates + retransmits answered with the kept result or HELD",
+         to[CONTRIB], c["contributions"] + d.get("duplicate", 0) + c["results_resent"] + c["held"]),
+        ("HELDs out == held", frm[HELD], c["held"]),
         ("RESULTs out == results sent", frm[RESULT], c["results_sent"]),
         ("LEAVEs in == leaves", to[LEAVE], c["leaves"]),
         ("RTT_REPORTs in == rtt reports", to[RTT_REPORT], c["rtt_reports"]),

@@ -171,6 +171,37 @@ BOOST_AUTO_TEST_CASE(only_the_address_a_rank_joined_from_speaks_for_it) {
     BOOST_TEST(released().empty());
 }
 
+// A rank sends again a contribution the slot holds, waiting for another
+// rank's: HELD (it is not lost), the stored copy kept and the new one the
+// caller's; the copy the wire duplicated is dropped. The slot then
+// completes with the first copy.
+BOOST_AUTO_TEST_CASE(retransmit_of_held_contribution_is_held) {
+    released().clear();
+    aggregator a(small());
+    join_all(a, 3, 1000);
+    float x[3][16] = {};
+    x[0][0] = 1;
+    x[1][0] = 2;
+    x[2][0] = 4;
+    BOOST_TEST(static_cast<int>(a.contribute(contrib(0, 1, 16, 16, 0, 3), x[0], x[0], k()).act) ==
+               static_cast<int>(agg::action::stored));
+    BOOST_TEST(static_cast<int>(a.contribute(contrib(1, 1, 16, 16, 0, 3), x[1], x[1], k()).act) ==
+               static_cast<int>(agg::action::stored));
+    float again[16] = {};
+    again[0] = 100;
+    BOOST_TEST(drop_reason_name(a.contribute(contrib(1, 1, 16, 16, 0, 3), again, again, k()).reason) == "duplicate");
+    auto re = contrib(1, 1, 16, 16, 0, 3);
+    re.flags = wire::flag_retransmit;
+    const agg::outcome h = a.contribute(re, again, again, k());
+    BOOST_TEST(static_cast<int>(h.act) == static_cast<int>(agg::action::held));
+    BOOST_REQUIRE(h.s != nullptr);
+    BOOST_TEST(h.s->bitmap == 3u); // ranks 0 and 1: the slot waits for rank 2
+    BOOST_TEST(released().empty());
+    const agg::outcome c = a.contribute(contrib(2, 1, 16, 16, 0, 3), x[2], x[2], k());
+    BOOST_TEST(static_cast<int>(c.act) == static_cast<int>(agg::action::completed));
+    BOOST_TEST(static_cast<const float*>(c.s->result_payload)[0] == 7.0f);
+}
+
 BOOST_AUTO_TEST_CASE(retransmit_of_completed_generation_resends_result) {
     released().clear();
     aggregator a(small());

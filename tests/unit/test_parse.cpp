@@ -362,6 +362,33 @@ BOOST_AUTO_TEST_CASE(verbs_region_and_immediate) {
     BOOST_TEST(verbs_imm_gen(verbs_imm(255, 0x1ffff)) == 0xffffu);
 }
 
+// railgated's header-only answers (LEAVE_ACK, PONG, HELD) have no body: a
+// RESULT whose type byte a bit flip made HELD (4 -> 12) is refused before
+// the worker reads it, not taken for a HELD with a payload. Only railgated
+// sends them.
+BOOST_AUTO_TEST_CASE(header_only_answers_have_no_body) {
+    for (const msg_type t : {msg_type::leave_ack, msg_type::pong, msg_type::held}) {
+        wire::header h = contrib_header(0);
+        h.type = t;
+        h.count = 0;
+        wire::header out;
+        std::span<const std::uint8_t> body;
+        const auto empty = message(h, 0);
+        BOOST_TEST((parse_server_message(empty.data(), empty.size(), out, body) == drop_reason::none));
+        BOOST_TEST(body.empty());
+        BOOST_TEST((parse_worker_message(empty.data(), empty.size(), out, body) == drop_reason::rg_type));
+        const auto with_body = message(h, 64);
+        BOOST_TEST((parse_server_message(with_body.data(), with_body.size(), out, body) == drop_reason::rg_body));
+    }
+    wire::header r = contrib_header(16);
+    r.type = msg_type::result;
+    auto flipped = message(r, std::size_t{r.count} * 4);
+    flipped[1] ^= 0x08; // RESULT (4) -> HELD (12)
+    wire::header out;
+    std::span<const std::uint8_t> body;
+    BOOST_TEST((parse_server_message(flipped.data(), flipped.size(), out, body) == drop_reason::rg_body));
+}
+
 BOOST_AUTO_TEST_CASE(checksum_matches_rfc1071_reference) {
     // The 16-bit big-endian word sum, folded and complemented, byte by byte.
     auto reference = [](const std::uint8_t* p, std::size_t n) {

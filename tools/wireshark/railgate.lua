@@ -21,7 +21,7 @@ local protocol_version = 2
 
 local types = {
     [1] = "JOIN", [2] = "JOIN_ACK", [3] = "CONTRIB", [4] = "RESULT", [5] = "ERROR", [6] = "LEAVE",
-    [7] = "LEAVE_ACK", [8] = "RTT_REPORT", [9] = "REGION", [10] = "PING", [11] = "PONG",
+    [7] = "LEAVE_ACK", [8] = "RTT_REPORT", [9] = "REGION", [10] = "PING", [11] = "PONG", [12] = "HELD",
 }
 local dtypes = { [0] = "fp32", [1] = "bf16", [2] = "fp16", [3] = "int32" }
 local dtype_size = { [0] = 4, [1] = 2, [2] = 2, [3] = 4 }
@@ -238,7 +238,7 @@ function rg.dissector(buf, pinfo, root)
             tree:add(f.region_bytes, body(12, 4))
         end
     else
-        -- LEAVE, LEAVE_ACK, PING, PONG: no body.
+        -- LEAVE, LEAVE_ACK, PING, PONG, HELD (aux: ranks the slot waits for): no body.
         tree:add(f.aux, buf(36, 4))
         if types[t] then body_len_ok(tree, body, 0, name) end
         info = info .. string.format(" gen=%d", buf(32, 4):uint())
