@@ -2,8 +2,9 @@
 // railgated. A real client::worker joins and runs allreduces over a
 // transport whose every received message comes from the fuzzer's input, as
 // bytes through the worker-side parser (wire::parse_server_message): JOIN_ACK
-// bodies, ERRORs with any code and text, results for the chunks the worker
-// sent with any field changed, PONGs, LEAVE_ACKs, and raw datagrams.
+// bodies, ERRORs with any code and text, results (and HELDs) for the chunks
+// the worker sent with any field changed, PONGs, LEAVE_ACKs, and raw
+// datagrams.
 //
 // Input: 4 bytes of job shape (world, rank, dtype, count, retries), then
 // records [kind][len][len bytes]; see next_message(). When the input runs
@@ -239,7 +240,15 @@ private:
             case 5: h.dt = static_cast<wire::dtype>(pad[3] % wire::dtype_count); break;
             default: break;
             }
-            const std::size_t bytes = std::size_t{h.count} * wire::dtype_size(h.dt);
+            // HELD for the chunk (railgated holds it, the slot waits for
+            // another rank), header only or with a body the parser refuses.
+            if (pad[2] % 8 >= 6) {
+                h.type = wire::msg_type::held;
+                h.count = 0;
+                h.aux = pad[6];
+            }
+            const std::size_t bytes = h.type == wire::msg_type::held ? (pad[2] % 8 == 7 ? pad[7] : 0)
+                                                                      : std::size_t{h.count} * wire::dtype_size(h.dt);
             std::vector<std::uint8_t> payload(bytes, pad[5]);
             put(rail, h, payload.data(), payload.size());
             return true;
