@@ -81,6 +81,17 @@ void answer_unknown(rail_state& rs, rte_mbuf* m, const frame::endpoint& to, cons
     send_error(rs, m, to, eh, wire::error_code::unknown_job, t, 0, h.gen);
 }
 
+// A header-only answer (PONG, HELD) to the message h: m was reused as
+// the reply, its railgate header at msg.
+void send_header_answer(rail_state& rs, rte_mbuf* m, std::uint8_t* msg, wire::header a, wire::msg_type type,
+                        std::uint32_t aux) noexcept {
+    a.type = type;
+    a.flags = 0;
+    a.aux = aux;
+    wire::encode_header(a, msg);
+    send_udp(rs, m);
+}
+
 // The port verified the frame's UDP checksum (mbuf flags, where it can),
 // or it is checked here; absent is wrong too.
 bool checksum_ok(bool hw, const rte_mbuf* m) noexcept {
@@ -454,20 +465,16 @@ void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h, std::spa
                 rte_prefetch1(payload.data() + off);
         return;
     case agg::action::held: {
-        // Header only, to the address it came from (as a PONG): the
-        // rank's timer stops taking a slow peer for a loss. aux: the
-        // ranks the slot still waits for.
+        // To the address it came from, as a PONG: the rank's timer stops
+        // taking a slow peer for a loss. aux: the ranks the slot still
+        // waits for.
         std::uint8_t* msg = reuse_as_reply(rs, m, from, wire::header_bytes);
         if (!msg) return free_drop(rs, m, drop_reason::no_mbuf);
         wire::header a = h;
-        a.type = wire::msg_type::held;
-        a.flags = 0;
         a.count = 0;
-        a.aux = o.j->world - static_cast<std::uint32_t>(std::popcount(o.s->bitmap));
-        wire::encode_header(a, msg);
         bump(rs.ctr.held);
-        send_udp(rs, m);
-        return;
+        return send_header_answer(rs, m, msg, a, wire::msg_type::held,
+                                  o.j->world - static_cast<std::uint32_t>(std::popcount(o.s->bitmap)));
     }
     case agg::action::resend: {
         bump(rs.ctr.results_resent);
@@ -578,13 +585,8 @@ void handle_ping(rail_state& rs, rte_mbuf* m, const wire::header& h, const frame
     // A PING of another incarnation of the job id (its worker missed the
     // end of its job) learns that its job is gone.
     if (h.gen != j->instance) return answer_unknown(rs, m, from, h, drop_reason::unknown_job);
-    wire::header a = h;
-    a.type = wire::msg_type::pong;
-    a.flags = 0;
-    a.aux = 0;
-    wire::encode_header(a, msg);
     bump(rs.ctr.pongs);
-    send_udp(rs, m);
+    send_header_answer(rs, m, msg, h, wire::msg_type::pong, 0);
 }
 
 // A worker's round-trip histogram (part of it): merged into the rail's and

@@ -119,6 +119,24 @@ survivors_fail() { # T0 ERE PID...
   echo "$worst"
 }
 big=(--count 4000000 -n 400 -w 0)
+# A job of 3 ranks, off railgated's polling core, during which WHO
+# (railgated, or a rank) is paused 0.3 s (SIGSTOP); every rank must finish
+# bit-exact. Sets $retx: the chunks the ranks sent again.
+pause_during() { # JOB WHO LABEL
+  local j=$1 who=$2 label=$3 pids=() r victim
+  place=$(cpus_off_lcores "$gated_pid")
+  for r in 0 1 2; do worker "$r" "$j" --count 4000000 -n 30 -w 0; pids+=($wpid); done
+  place=
+  wait_running "$j"
+  if [ "$who" = railgated ]; then victim=$gated_pid; else victim=${pids[$who]}; fi
+  kill -STOP "$victim"
+  sleep 0.3
+  kill -CONT "$victim"
+  for r in 0 1 2; do wait "${pids[$r]}" || fail "$label paused: rank $r failed: $(tail -n 2 "$log/w-$j-$r.log")"; done
+  grep -q "Out of bounds values : 0 OK" "$log/w-$j-0.log" || fail "$label paused: wrong values"
+  retx=0
+  for r in 0 1 2; do retx=$((retx + $(sed -n 's/^# retransmits \([0-9]*\).*/\1/p' "$log/w-$j-$r.log"))); done
+}
 
 start_gated 1
 
@@ -171,18 +189,7 @@ echo "ok: SIGSTOP of rank 1: ranks 0 and 2 failed naming it after $t s; resumed,
 # The workers run off railgated's polling core, as the guide places
 # co-located workers: sharing it, a busy machine's scheduler alone made
 # them resend 600-1300 chunks in the same job without a pause.
-pids=()
-place=$(cpus_off_lcores "$gated_pid")
-for r in 0 1 2; do worker "$r" 14 --count 4000000 -n 30 -w 0; pids+=($wpid); done
-place=
-wait_running 14
-kill -STOP "$gated_pid"
-sleep 0.3
-kill -CONT "$gated_pid"
-for r in 0 1 2; do wait "${pids[$r]}" || fail "railgated paused: rank $r failed: $(tail -n 2 "$log/w-14-$r.log")"; done
-grep -q "Out of bounds values : 0 OK" "$log/w-14-0.log" || fail "railgated paused: wrong values"
-retx=0
-for r in 0 1 2; do retx=$((retx + $(sed -n 's/^# retransmits \([0-9]*\).*/\1/p' "$log/w-14-$r.log"))); done
+pause_during 14 railgated railgated
 # Per worker and rail: a probe per timeout (6-7 in 0.3 s, k times more
 # under the sanitizers), and the window again at most as railgated catches
 # up (measured: 32 in all); sending the window at every timeout was 1154.
@@ -195,18 +202,7 @@ echo "ok: railgated paused 0.3 s: the job finished bit-exact, $retx chunks retra
 # answers HELD), and they wait, their timers doubling, without sending
 # their windows again; the job finishes bit-exact.
 held0=$(($(rail_stat r0 held) + $(rail_stat r1 held)))
-pids=()
-place=$(cpus_off_lcores "$gated_pid")
-for r in 0 1 2; do worker "$r" 19 --count 4000000 -n 30 -w 0; pids+=($wpid); done
-place=
-wait_running 19
-kill -STOP "${pids[1]}"
-sleep 0.3
-kill -CONT "${pids[1]}"
-for r in 0 1 2; do wait "${pids[$r]}" || fail "rank 1 paused: rank $r failed: $(tail -n 2 "$log/w-19-$r.log")"; done
-grep -q "Out of bounds values : 0 OK" "$log/w-19-0.log" || fail "rank 1 paused: wrong values"
-retx=0
-for r in 0 1 2; do retx=$((retx + $(sed -n 's/^# retransmits \([0-9]*\).*/\1/p' "$log/w-19-$r.log"))); done
+pause_during 19 1 "rank 1"
 held=$(($(rail_stat r0 held) + $(rail_stat r1 held) - held0))
 [ "$held" -gt 0 ] || fail "rank 1 paused: no probe of ranks 0 and 2 was answered HELD ($retx retransmits)"
 # Per worker and rail: a probe per timeout (6-7 in 0.3 s, k times more

@@ -22,6 +22,7 @@
 #include "client/railgate.h"
 #include "dataplane/proto/parse.hpp"
 #include "dataplane/reduce/numeric.hpp"
+#include "stand_in.hpp"
 
 using namespace railgate;
 
@@ -31,16 +32,9 @@ namespace {
 class fake_server {
 public:
     fake_server() {
-        fd_ = ::socket(AF_INET, SOCK_DGRAM, 0);
-        sockaddr_in sa{};
-        sa.sin_family = AF_INET;
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        BOOST_REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+        fd_ = test::bind_loopback(port_);
         const int on = 1;
         BOOST_REQUIRE(::setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &on, sizeof on) == 0);
-        socklen_t len = sizeof sa;
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len);
-        port_ = ntohs(sa.sin_port);
         th_ = std::thread([this] { loop(); });
     }
     ~fake_server() {
@@ -81,22 +75,10 @@ private:
             wire::header r = h;
             r.flags = 0;
             switch (h.type) {
-            case wire::msg_type::join: {
-                r.type = wire::msg_type::join_ack;
-                r.gen = 0x80000001u;
-                r.aux = 0;
-                wire::join_ack_body b;
-                b.pool_size = 16;
-                b.n_rails = 1;
-                b.chunk_bytes = 1024;
-                b.stall_ms = 1000;
-                b.rails[0].ip = INADDR_LOOPBACK;
-                b.rails[0].udp_port = port_;
-                b.rails[0].mtu = 1500;
-                b.rails[0].chunk_bytes = 1024;
-                len += wire::encode_join_ack_body(b, out.data() + wire::header_bytes);
-                break;
-            }
+            case wire::msg_type::join:
+                len = test::join_ack(h, port_, 16, 1024, out.data());
+                ::sendto(fd_, out.data(), len, 0, reinterpret_cast<sockaddr*>(&from), fl);
+                continue;
             case wire::msg_type::contrib:
                 contrib_tos_ = tos;
                 r.type = wire::msg_type::result;

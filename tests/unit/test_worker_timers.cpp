@@ -27,6 +27,7 @@
 #include "client/railgate/udp_transport.hpp"
 #include "client/railgate/worker.hpp"
 #include "dataplane/proto/parse.hpp"
+#include "stand_in.hpp"
 
 using namespace railgate;
 using clk = std::chrono::steady_clock;
@@ -46,14 +47,7 @@ constexpr std::uint16_t chunk_bytes = 1024;
 class scripted_server {
 public:
     scripted_server() {
-        fd_ = ::socket(AF_INET, SOCK_DGRAM, 0);
-        sockaddr_in sa{};
-        sa.sin_family = AF_INET;
-        sa.sin_addr.s_addr = htonl(loopback);
-        BOOST_REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
-        socklen_t len = sizeof sa;
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len);
-        port_ = ntohs(sa.sin_port);
+        fd_ = test::bind_loopback(port_);
         th_ = std::thread([this] { loop(); });
     }
     ~scripted_server() {
@@ -99,23 +93,9 @@ private:
         r.flags = 0;
         std::vector<std::uint8_t> out(wire::header_bytes);
         switch (h.type) {
-        case wire::msg_type::join: {
-            r.type = wire::msg_type::join_ack;
-            r.gen = 0x80000001u;
-            r.aux = 0;
-            wire::join_ack_body b;
-            b.pool_size = pool;
-            b.n_rails = 1;
-            b.chunk_bytes = chunk_bytes;
-            b.stall_ms = 1000;
-            b.rails[0].ip = loopback;
-            b.rails[0].udp_port = port_;
-            b.rails[0].mtu = 1500;
-            b.rails[0].chunk_bytes = chunk_bytes;
+        case wire::msg_type::join:
             out.resize(wire::header_bytes + wire::join_ack_fixed_bytes + wire::rail_entry_bytes);
-            out.resize(wire::header_bytes + wire::encode_join_ack_body(b, out.data() + wire::header_bytes));
-            break;
-        }
+            return send(out.data(), test::join_ack(h, port_, pool, chunk_bytes, out.data()));
         case wire::msg_type::contrib: return contribution(h, msg, n);
         case wire::msg_type::leave: r.type = wire::msg_type::leave_ack; break;
         case wire::msg_type::ping: r.type = wire::msg_type::pong; break;

@@ -1,0 +1,53 @@
+// What the unit tests' stand-in railgateds on loopback share: a UDP socket
+// bound to 127.0.0.1 on a port the kernel picks, and the JOIN_ACK of a
+// one-rail job.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <boost/test/unit_test.hpp>
+
+#include <cstdint>
+
+#include "dataplane/proto/parse.hpp"
+
+namespace railgate::test {
+
+// A UDP socket on 127.0.0.1; its port in `port`.
+inline int bind_loopback(std::uint16_t& port) {
+    const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    BOOST_REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+    socklen_t len = sizeof sa;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+    port = ntohs(sa.sin_port);
+    return fd;
+}
+
+// The JOIN_ACK answering `join` for a job of one rail on 127.0.0.1:port
+// (MTU 1500), written to `out` (header and body); returns its length.
+inline std::size_t join_ack(const wire::header& join, std::uint16_t port, std::uint16_t pool,
+                            std::uint16_t chunk_bytes, std::uint8_t* out) {
+    wire::header r = join;
+    r.type = wire::msg_type::join_ack;
+    r.flags = 0;
+    r.gen = 0x80000001u;
+    r.aux = 0;
+    wire::join_ack_body b;
+    b.pool_size = pool;
+    b.n_rails = 1;
+    b.chunk_bytes = chunk_bytes;
+    b.stall_ms = 1000;
+    b.rails[0].ip = INADDR_LOOPBACK;
+    b.rails[0].udp_port = port;
+    b.rails[0].mtu = 1500;
+    b.rails[0].chunk_bytes = chunk_bytes;
+    wire::encode_header(r, out);
+    return wire::header_bytes + wire::encode_join_ack_body(b, out + wire::header_bytes);
+}
+
+} // namespace railgate::test
