@@ -90,12 +90,16 @@ json control_plane::rail_json(const net::rail_status& r) const {
         if (c.name != r.name) continue;
         if (c.gid_index) j["gid_index"] = *c.gid_index;
     }
+    // The shaping, for a shaped rail only (a status or rail list is asked
+    // for often: by railctl stats --watch, by scripts).
     for (std::size_t i = 0; i < d_.rail_count(); ++i)
-        if (d_.rail(i).name == r.name) {
-            json t = tc_json(i);
-            if (t["shaped"].get<bool>()) j["shaping"] = t;
-        }
+        if (d_.rail(i).name == r.name && shaped(d_.rail(i))) j["shaping"] = tc_json(i);
     return j;
+}
+
+bool control_plane::shaped(const net::rail_config& rc) {
+    return rc.rate_bps != 0 ||
+           std::any_of(rc.tcs.begin(), rc.tcs.end(), [](const qos::tc_config& t) { return t.strict || t.rate_bps; });
 }
 
 json control_plane::tc_json(std::size_t i) const {
@@ -121,8 +125,7 @@ json control_plane::tc_json(std::size_t i) const {
             {"pcp", pcp},
             {"rate_bps", rc.rate_bps},
             {"burst_bytes", rc.burst_bytes},
-            {"shaped", rc.rate_bps != 0 || std::any_of(rc.tcs.begin(), rc.tcs.end(),
-                                                        [](const qos::tc_config& t) { return t.strict || t.rate_bps; })},
+            {"shaped", shaped(rc)},
             {"tcs", tcs}};
 }
 

@@ -38,6 +38,7 @@ private:
     control::json counters_json(std::size_t rail) const;
     // A rail's shaping and its traffic classes with their counters.
     control::json tc_json(std::size_t rail) const;
+    static bool shaped(const net::rail_config& rc);
     // Resolves args.rail; returns "" or the error naming the known rails.
     std::string find_rail(const control::json& args, int& index, bool required) const;
     static const net::rail_status* status_of(const std::vector<net::rail_status>& st, std::size_t index);

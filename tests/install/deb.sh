@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The Debian package as an operator installs it: tools/make-deb.sh builds it
-# (its own release tree for /usr and /etc, kept under the build directory),
+# (its own release tree for /usr and /etc, kept beside the build directory:
+# BUILD-deb, at the same depth under the source, so that with ccache, which
+# tools/setup.sh installs, its objects are the release tree's, cached),
 # dpkg -i installs it into a scratch root (dpkg --root: the host's own
 # package database is not touched), and the installed railgated --check and
 # railctl --version run from there. Then the package's metadata: its
@@ -15,7 +17,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 ok() { echo "ok: $*"; }
 command -v dpkg-deb > /dev/null && command -v dpkg-shlibdeps > /dev/null || { echo "SKIP: no dpkg-deb/dpkg-shlibdeps"; exit 77; }
 
-deb=$("$src/tools/make-deb.sh" "$log" "$build/deb-tree" 2> "$log/make.err") || fail "make-deb.sh: $(cat "$log/make.err")"
+deb=$("$src/tools/make-deb.sh" "$log" "$build-deb" 2> "$log/make.err") || fail "make-deb.sh: $(cat "$log/make.err")"
 [ -s "$deb" ] || fail "no .deb"
 info=$(dpkg-deb --info "$deb")
 echo "$info" | grep -q "^ Package: railgate$" || fail "control: $info"
