@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "dataplane/engine/engine.hpp"
 #include "dataplane/proto/frame.hpp"
@@ -22,7 +23,18 @@ using clock = std::chrono::steady_clock;
 // Round trips, timeouts and windows: the TSC, not a clock read that can be
 // a system call (an emulated guest's HPET: 0.7 us, four per verbs round
 // trip). Pacing keeps steady_clock (its own time points).
+#ifdef RAILGATE_WORKER_MANUAL_CLOCK
+// tests/unit/test_worker_clock.cpp compiles this file again with a clock
+// that only the test moves.
+} // namespace
+namespace manual_clock {
+extern std::uint64_t now_ns;
+}
+namespace {
+std::uint64_t now_ns() noexcept { return manual_clock::now_ns; }
+#else
 std::uint64_t now_ns() noexcept { return stats::fast_now_ns(); }
+#endif
 template <class D>
 std::uint64_t ns(D d) noexcept {
     return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
@@ -176,6 +188,9 @@ struct worker::state {
         std::uint64_t timeouts_ns = 0; // the last round's time
         std::uint64_t probe_ns = 0;    // the last probe's
         std::size_t probe_slot = 0;
+        // The next round after the probe's answer is the one that ends the
+        // probe (see scan_rail: the window's rule of silences).
+        bool probe_unended = false;
         // When the last result came: the time its burst was read, which
         // chunks made then left at. Every timer of the rail restarts then
         // (as TCP's on an acknowledgment, RFC 6298 5.3): a rail that
@@ -621,7 +636,7 @@ void worker::leave() {
                 const unsigned n = t_.recv(rails[i], s.rx.data(), rx_batch);
                 for (unsigned k = 0; k < n; ++k)
                     if (s.rx[k].h.type == wire::msg_type::leave_ack && s.rx[k].h.job_id == o_.job_id &&
-                        wire::token_equal(s.rx[k].h.job_token, o_.job_token) && s.rx[k].copy_to(nullptr))
+                        wire::token_equal(s.rx[k].h.job_token, o_.job_token) && s.rx[k].intact_without_payload())
                         acked[i] = true;
             }
             std::this_thread::yield();
@@ -989,7 +1004,7 @@ void worker::held(unsigned r, const rx_msg& m) {
     if (m.h.slot >= s.pool || rr.done == rr.n_chunks) return;
     const state::slot_state& sl = rr.slots[m.h.slot];
     if (!sl.busy || sl.queued || m.h.gen != sl.gen || m.h.offset != (sl.k * s.rails + r) * s.chunk_elems ||
-        m.bytes() || !m.copy_to(nullptr))
+        !m.intact_without_payload())
         return;
     ++rr.helds;
     if (rr.held_ns <= std::max(rr.timeouts_ns, rr.probe_ns)) rr.holds = std::min(rr.holds + 1, 6u);
@@ -1051,6 +1066,7 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
         rr.probing = state::rail_run::probe::out;
         rr.probe_slot = oldest;
         rr.probe_ns = now;
+        rr.probe_unended = true;
         ++rr.timeouts;
         resend(r, oldest, now);
         send_ping(r, now);
@@ -1065,13 +1081,18 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     // A round of timeouts (a probe is not one: a pause is not congestion)
     // backs the rail off and shrinks its window. For the window, timeouts
     // are in a row only across a silence: the rail said nothing since the
-    // last round, or it is a backed-off round that ends a probe (railgated
+    // last round, or it is the backed-off round that ends a probe (railgated
     // comes back from a pause to a backlog). A rail that answered since
     // the last round delivers, and its timeouts are chunks lost one by one
     // (at 20% loss each way the window otherwise sat at one chunk, its
-    // losses all timeouts).
+    // losses all timeouts). Only the first round after the probe's answer
+    // ends it: every round comes after a probe, and counting all of them
+    // (as 03c6ca1 to f28a5ff did) made every third round a collapse of the
+    // window, on a rail that delivered in between.
     if (timed_out) {
-        const bool silence = (rr.probing != state::rail_run::probe::none && rr.backoff > 0) ||
+        const bool ends_probe =
+            rr.probing == state::rail_run::probe::answered && std::exchange(rr.probe_unended, false);
+        const bool silence = (ends_probe && rr.backoff > 0) ||
                              rr.heard_ns.load(std::memory_order_relaxed) <= rr.timeouts_ns;
         rr.timeouts_ns = now;
         if (rr.cc) rr.cw.on_loss(now, silence ? rr.backoff : 0);

@@ -1,0 +1,346 @@
+// The worker's timer rules on a manual clock: client/worker.cpp compiled
+// again with RAILGATE_WORKER_MANUAL_CLOCK, so that its clock is
+// manual_clock::now_ns, which only this test moves. The railgated it talks
+// to is this test, over kernel UDP on loopback (one rail, a one-rank job, a
+// pool of 8 chunks of 1 KiB): it reads what the worker sent after each of
+// the worker's passes (loopback delivers within the send) and answers as
+// the case scripts. Every time and count below is exact; nothing depends
+// on how fast this machine is. test_worker_timers runs the same worker on
+// the real clock against a railgated thread.
+//
+// The rules (client/worker.cpp, worker::scan_rail):
+//  - before a round trip is measured a chunk times out after 20 ms; a
+//    timeout first sends one probe (the oldest chunk) and a PING;
+//  - a PONG without a HELD: the chunks still out are lost, and go again;
+//  - a HELD for the probe: the timers restart, doubled per HELD in a row,
+//    and nothing else goes;
+//  - each result the rail delivers restarts its timers;
+//  - the window (congestion control) falls to its minimum only after
+//    timeouts in a row across a silence, never for a probe, and never
+//    while the rail answers between them.
+#define BOOST_TEST_MODULE worker_clock
+#include <boost/test/unit_test.hpp>
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "client/railgate/udp_transport.hpp"
+#include "client/railgate/worker.hpp"
+#include "dataplane/proto/parse.hpp"
+#include "stand_in.hpp"
+
+namespace railgate::client::manual_clock {
+std::uint64_t now_ns = 1'000'000'000;
+}
+
+using namespace railgate;
+
+namespace {
+
+constexpr std::uint16_t pool = 8;
+constexpr std::uint16_t chunk_bytes = 1024;
+constexpr std::uint64_t ms = 1'000'000;
+constexpr std::uint64_t us = 1'000;
+
+void advance(std::uint64_t ns) { client::manual_clock::now_ns += ns; }
+
+struct datagram {
+    wire::header h;
+    std::vector<std::uint8_t> bytes;
+    bool retransmit() const { return h.flags & wire::flag_retransmit; }
+};
+
+// What the worker sent since the last look, by kind.
+struct sent {
+    std::vector<datagram> contribs, pings;
+    unsigned retransmits() const {
+        unsigned n = 0;
+        for (const auto& d : contribs) n += d.retransmit();
+        return n;
+    }
+};
+
+// railgated, as this test scripts it, and one worker joined to it.
+class bench {
+public:
+    explicit bench(bool cc) {
+        fd_ = test::bind_loopback(port_);
+        t_ = client::make_udp_transport(0x7f000001, port_);
+        client::worker_options o;
+        o.job_id = 9;
+        o.job_token = 0x7e57;
+        o.max_count = 1 << 16;
+        o.congestion_control = cc;
+        o.peer_timeout = std::chrono::milliseconds(60000); // silence is the cases' to judge
+        w_ = std::make_unique<client::worker>(*t_, o);
+        // The JOIN is answered from a thread: join() waits for it.
+        std::thread answer([this] {
+            for (;;) {
+                for (auto& d : read()) {
+                    if (d.h.type != wire::msg_type::join) continue;
+                    std::vector<std::uint8_t> out(wire::header_bytes + wire::join_ack_fixed_bytes + wire::rail_entry_bytes);
+                    send(out.data(), test::join_ack(d.h, port_, pool, chunk_bytes, out.data()));
+                    return;
+                }
+                pollfd p{fd_, POLLIN, 0};
+                ::poll(&p, 1, 100);
+            }
+        });
+        BOOST_REQUIRE_EQUAL(w_->join(), "");
+        answer.join();
+        read(); // a second JOIN, if one went before the answer came
+    }
+    ~bench() {
+        w_.reset();
+        ::close(fd_);
+    }
+    client::worker& w() { return *w_; }
+
+    // Starts an allreduce of `chunks` chunks; what its first pass sent.
+    sent start(std::size_t chunks) {
+        x_.assign(chunks * chunk_bytes / 4, 0.0f);
+        for (std::size_t i = 0; i < x_.size(); ++i) x_[i] = static_cast<float>(i);
+        w_->start(x_.data(), x_.size(), wire::dtype::fp32);
+        return look();
+    }
+    // `ns` later: enough passes of the worker for its timers to be looked
+    // at (it reads the clock every 32 passes); what they sent.
+    sent after(std::uint64_t ns) {
+        advance(ns);
+        for (int i = 0; i < 70; ++i) done_ |= w_->progress();
+        return look();
+    }
+    bool done() const { return done_; }
+    // The operation's result is its input (one rank).
+    void check_result() const {
+        BOOST_REQUIRE(done_);
+        BOOST_REQUIRE_EQUAL(w_->error(), "");
+        for (std::size_t i = 0; i < x_.size(); ++i) BOOST_REQUIRE_EQUAL(x_[i], static_cast<float>(i));
+    }
+
+    // Answers: a contribution's RESULT (its own data: one rank), a HELD for
+    // it, a PONG for a PING.
+    void result(const datagram& c) {
+        std::vector<std::uint8_t> out = c.bytes;
+        wire::header r = c.h;
+        r.type = wire::msg_type::result;
+        r.flags = 0;
+        r.aux = 0; // no wait, no queue, no mark echoed
+        wire::encode_header(r, out.data());
+        send(out.data(), out.size());
+    }
+    void held(const datagram& c) { header_answer(c.h, wire::msg_type::held, 1); }
+    void pong(const datagram& p) { header_answer(p.h, wire::msg_type::pong, 0); }
+
+private:
+    void header_answer(wire::header h, wire::msg_type t, std::uint32_t aux) {
+        h.type = t;
+        h.flags = 0;
+        h.count = 0;
+        h.aux = aux;
+        std::uint8_t b[wire::header_bytes];
+        wire::encode_header(h, b);
+        send(b, sizeof b);
+    }
+    std::vector<datagram> read() {
+        std::vector<datagram> out;
+        std::vector<std::uint8_t> buf(65536);
+        for (;;) {
+            socklen_t fl = sizeof peer_;
+            const ssize_t n =
+                ::recvfrom(fd_, buf.data(), buf.size(), MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&peer_), &fl);
+            if (n < 0) return out;
+            if (n < static_cast<ssize_t>(wire::header_bytes)) continue;
+            out.push_back({wire::decode_header(buf.data()), {buf.begin(), buf.begin() + n}});
+        }
+    }
+    sent look() {
+        sent s;
+        for (auto& d : read()) {
+            if (d.h.type == wire::msg_type::contrib) s.contribs.push_back(std::move(d));
+            else if (d.h.type == wire::msg_type::ping) s.pings.push_back(std::move(d));
+        }
+        return s;
+    }
+    void send(const std::uint8_t* d, std::size_t n) {
+        ::sendto(fd_, d, n, 0, reinterpret_cast<const sockaddr*>(&peer_), sizeof peer_);
+    }
+
+    int fd_ = -1;
+    std::uint16_t port_ = 0;
+    sockaddr_in peer_{};
+    std::unique_ptr<client::transport> t_;
+    std::unique_ptr<client::worker> w_;
+    std::vector<float> x_;
+    bool done_ = false;
+};
+
+// The chunks of `s`, answered; then the worker's passes that take them.
+void answer_all(bench& b, const sent& s) {
+    for (const auto& c : s.contribs) b.result(c);
+    b.after(0);
+}
+
+} // namespace
+
+// A window lost whole: 20 ms after it left (no round trip measured yet)
+// one probe goes with a PING, not the window; the PONG says railgated is
+// there, so the other 7 chunks are lost and go again at once.
+BOOST_AUTO_TEST_CASE(a_timeout_probes_first_and_a_pong_sends_the_rest) {
+    bench b(false);
+    sent s = b.start(pool);
+    BOOST_REQUIRE_EQUAL(s.contribs.size(), pool);
+    BOOST_CHECK_EQUAL(s.retransmits(), 0u);
+
+    // (A pass looks at the timers at most every 200 us: the steps around a
+    // deadline are 250 us.)
+    s = b.after(20 * ms - 250 * us);
+    BOOST_CHECK_EQUAL(s.contribs.size(), 0u); // not yet
+    BOOST_CHECK_EQUAL(s.pings.size(), 0u);
+
+    s = b.after(500 * us);
+    BOOST_REQUIRE_EQUAL(s.contribs.size(), 1u); // the probe: the oldest chunk
+    BOOST_CHECK(s.contribs[0].retransmit());
+    BOOST_CHECK_EQUAL(s.contribs[0].h.offset, 0u);
+    BOOST_REQUIRE_EQUAL(s.pings.size(), 1u);
+    const datagram probe = s.contribs[0];
+
+    b.pong(s.pings[0]);
+    s = b.after(0);
+    BOOST_CHECK_EQUAL(s.contribs.size(), pool - 1u); // the rest of the window, lost
+    BOOST_CHECK_EQUAL(s.retransmits(), pool - 1u);
+    BOOST_CHECK_EQUAL(b.w().timeout_retransmits(), pool);
+
+    s.contribs.push_back(probe);
+    answer_all(b, s);
+    b.check_result();
+    BOOST_CHECK_EQUAL(b.w().helds(), 0u);
+}
+
+// A slot that waits for a late rank: railgated answers the probe HELD. The
+// timers restart at the HELD and double for each HELD in a row (40 ms,
+// then 80 ms); only the probe goes again, never the window.
+BOOST_AUTO_TEST_CASE(a_held_probe_restarts_the_timers_doubled_and_sends_nothing_else) {
+    bench b(false);
+    const sent first = b.start(pool);
+    BOOST_REQUIRE_EQUAL(first.contribs.size(), pool);
+
+    sent s = b.after(20 * ms + 250 * us);
+    BOOST_REQUIRE_EQUAL(s.contribs.size(), 1u);
+    BOOST_REQUIRE_EQUAL(s.pings.size(), 1u);
+    b.held(s.contribs[0]);
+    b.pong(s.pings[0]); // railgated answers the PING too; it says nothing more
+    s = b.after(0);
+    BOOST_CHECK_EQUAL(s.contribs.size(), 0u);
+    BOOST_CHECK_EQUAL(b.w().helds(), 1u);
+
+    s = b.after(40 * ms - 250 * us); // the doubled timer, from the HELD
+    BOOST_CHECK_EQUAL(s.contribs.size(), 0u);
+    s = b.after(500 * us);
+    BOOST_REQUIRE_EQUAL(s.contribs.size(), 1u); // the probe again, alone
+    BOOST_REQUIRE_EQUAL(s.pings.size(), 1u);
+    b.held(s.contribs[0]);
+    b.pong(s.pings[0]);
+    s = b.after(0);
+    BOOST_CHECK_EQUAL(b.w().helds(), 2u);
+
+    s = b.after(80 * ms - 250 * us); // doubled again
+    BOOST_CHECK_EQUAL(s.contribs.size(), 0u);
+
+    // The late rank comes: every result.
+    answer_all(b, first);
+    b.check_result();
+    BOOST_CHECK_EQUAL(b.w().retransmits(), 2u);
+    BOOST_CHECK_EQUAL(b.w().timeout_retransmits(), 2u);
+}
+
+// A rail that delivers slowly: the first window comes back within 1 ms
+// (the timeout is then the transport's 5 ms floor), then a queue drains a
+// result every 4 ms (24 chunks through a pool of 8, each back 32 ms after
+// it left), the timers looked at every millisecond. They restart at each
+// result, so nothing goes again, though the chunks wait past the timeout
+// their round trips set. (Timed from each chunk's send, as before 03c6ca1,
+// 11 went again.)
+BOOST_AUTO_TEST_CASE(a_rail_that_delivers_restarts_its_timers) {
+    bench b(false);
+    sent s = b.start(4 * pool);
+    BOOST_REQUIRE_EQUAL(s.contribs.size(), pool);
+    for (const auto& c : s.contribs) b.result(c);
+    s = b.after(1 * ms);
+    std::vector<datagram> queue = s.contribs;
+    BOOST_REQUIRE_EQUAL(queue.size(), pool);
+    std::size_t answered = 0;
+    for (int step = 0; step < 800 && !b.done(); ++step) {
+        if (step % 4 == 0 && answered < queue.size()) b.result(queue[answered++]);
+        s = b.after(1 * ms); // the timers are looked at between results too
+        for (auto& c : s.contribs) queue.push_back(c);
+    }
+    b.check_result();
+    BOOST_CHECK_EQUAL(answered, 3u * pool);
+    BOOST_CHECK_EQUAL(b.w().retransmits(), 0u);
+}
+
+// Congestion control (the queue mode): a paused railgated, answered after
+// one probe, does not shrink the window (a pause is not congestion); a
+// silent one, after timeouts in a row, brings it to its minimum.
+BOOST_AUTO_TEST_CASE(the_window_falls_only_for_timeouts_in_a_row_across_a_silence) {
+    {
+        bench b(true);
+        sent first = b.start(pool);
+        BOOST_REQUIRE_EQUAL(first.contribs.size(), pool);
+        const double w0 = b.w().windows().at(0).window;
+        sent s = b.after(20 * ms + 250 * us);
+        BOOST_REQUIRE_EQUAL(s.contribs.size(), 1u);
+        // railgated comes back: the PONG and every result.
+        b.pong(s.pings.at(0));
+        answer_all(b, first);
+        b.check_result();
+        BOOST_CHECK_EQUAL(b.w().windows().at(0).window, w0);
+        BOOST_CHECK_EQUAL(b.w().windows().at(0).decreases, 0u);
+    }
+    bench b(true);
+    const sent first = b.start(pool);
+    BOOST_REQUIRE_EQUAL(first.contribs.size(), pool);
+    BOOST_REQUIRE_EQUAL(b.w().windows().at(0).window, static_cast<double>(pool));
+    // Silence: nothing is answered. The probe, then rounds of timeouts,
+    // each doubled.
+    std::vector<double> windows;
+    for (int round = 0; round < 6; ++round) {
+        b.after(((20 * ms) << round) + 10 * us);
+        windows.push_back(b.w().windows().at(0).window);
+    }
+    BOOST_TEST_MESSAGE("windows after each silent round: " << windows[0] << " " << windows[1] << " " << windows[2]
+                                                          << " " << windows[3] << " " << windows[4]);
+    BOOST_CHECK_GT(windows[0], 1.0); // the probe's round: no cut
+    BOOST_CHECK_EQUAL(windows.back(), 1.0);
+    BOOST_CHECK(!b.done());
+}
+
+// Chunks lost one by one on a rail that delivers: every chunk's first
+// transmission is lost, every resend comes back. Each timeout finds the
+// rail answered since the round before (the resends' results), so none is
+// a silence and the window keeps its size (at 03c6ca1 every round after
+// the first probe counted as one, and the third cut the window to a chunk).
+BOOST_AUTO_TEST_CASE(the_window_keeps_its_size_when_the_rail_answers_between_timeouts) {
+    bench b(true);
+    sent s = b.start(4 * pool);
+    BOOST_REQUIRE_EQUAL(s.contribs.size(), pool);
+    BOOST_REQUIRE_EQUAL(b.w().windows().at(0).window, static_cast<double>(pool));
+    unsigned rounds = 0;
+    for (int step = 0; step < 400 && !b.done(); ++step) {
+        for (const auto& c : s.contribs)
+            if (c.retransmit()) b.result(c);
+        for (const auto& p : s.pings) b.pong(p);
+        rounds += s.retransmits() > 1;
+        s = b.after(5 * ms);
+    }
+    b.check_result();
+    BOOST_CHECK_EQUAL(b.w().timeout_retransmits(), 4u * pool); // each chunk once
+    BOOST_CHECK_GE(rounds, 3u);
+    BOOST_CHECK_EQUAL(b.w().windows().at(0).window, static_cast<double>(pool));
+}
