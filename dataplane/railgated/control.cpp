@@ -92,8 +92,7 @@ json control_plane::rail_json(const net::rail_status& r) const {
     }
     // The shaping, for a shaped rail only (a status or rail list is asked
     // for often: by railctl stats --watch, by scripts).
-    for (std::size_t i = 0; i < d_.rail_count(); ++i)
-        if (d_.rail(i).name == r.name && shaped(d_.rail(i))) j["shaping"] = tc_json(i);
+    if (shaped(d_.rail(r.index))) j["shaping"] = tc_json(r.index);
     return j;
 }
 

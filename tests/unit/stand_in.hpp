@@ -50,4 +50,14 @@ inline std::size_t join_ack(const wire::header& join, std::uint16_t port, std::u
     return wire::header_bytes + wire::encode_join_ack_body(b, out + wire::header_bytes);
 }
 
+// A header-only answer (HELD, PONG) to `to`, written to `out`
+// (header_bytes): its type, no flags, no count, `aux`.
+inline void header_answer(wire::header to, wire::msg_type type, std::uint32_t aux, std::uint8_t* out) {
+    to.type = type;
+    to.flags = 0;
+    to.count = 0;
+    to.aux = aux;
+    wire::encode_header(to, out);
+}
+
 } // namespace railgate::test

@@ -138,13 +138,9 @@ public:
     void pong(const datagram& p) { header_answer(p.h, wire::msg_type::pong, 0); }
 
 private:
-    void header_answer(wire::header h, wire::msg_type t, std::uint32_t aux) {
-        h.type = t;
-        h.flags = 0;
-        h.count = 0;
-        h.aux = aux;
+    void header_answer(const wire::header& to, wire::msg_type t, std::uint32_t aux) {
         std::uint8_t b[wire::header_bytes];
-        wire::encode_header(h, b);
+        test::header_answer(to, t, aux, b);
         send(b, sizeof b);
     }
     std::vector<datagram> read() {

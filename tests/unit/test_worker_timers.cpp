@@ -117,13 +117,8 @@ private:
             const wire::header k = wire::decode_header(w.msg.data());
             if (k.slot != h.slot || k.gen != h.gen || k.offset != h.offset) continue;
             if (held_ && (h.flags & wire::flag_retransmit)) {
-                wire::header a = h;
-                a.type = wire::msg_type::held;
-                a.flags = 0;
-                a.count = 0;
-                a.aux = 1;
                 std::uint8_t hb[wire::header_bytes];
-                wire::encode_header(a, hb);
+                test::header_answer(h, wire::msg_type::held, 1, hb);
                 send(hb, sizeof hb);
                 ++helds_;
             }
