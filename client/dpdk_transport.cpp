@@ -20,8 +20,8 @@ constexpr unsigned batch = 64;
 class dpdk_transport final : public transport {
 public:
     dpdk_transport(const std::vector<dpdk_port>& ports, std::uint32_t server_ip, std::uint16_t server_port,
-                   rte_mempool* pool, std::function<void()> pump, burst_hook tx_hook)
-        : pool_(pool), pump_(std::move(pump)), tx_hook_(std::move(tx_hook)) {
+                   rte_mempool* pool, std::function<void()> pump, burst_hook tx_hook, bool hook_holds)
+        : pool_(pool), pump_(std::move(pump)), tx_hook_(std::move(tx_hook)), hook_holds_(hook_holds && tx_hook_) {
         if (ports.empty()) throw std::runtime_error("dpdk transport: no ports");
         for (const dpdk_port& p : ports) {
             rail r;
@@ -140,6 +140,13 @@ public:
     unsigned recv(unsigned ri, rx_msg* out, unsigned max) noexcept override {
         if (pump_) pump_();
         rail& r = all_[ri];
+        if (hook_holds_) [[unlikely]] { // what the hook held back leaves now
+            rte_mbuf* late[2];
+            unsigned n = 0;
+            tx_hook_(ri, late, n, 2);
+            const std::uint16_t sent = rte_eth_tx_burst(r.port, 0, late, static_cast<std::uint16_t>(n));
+            if (sent < n) rte_pktmbuf_free_bulk(late + sent, n - sent);
+        }
         rte_pktmbuf_free_bulk(r.held, r.nheld);
         r.nheld = 0;
         max = std::min(max, batch);
@@ -269,6 +276,7 @@ private:
     rte_mempool* pool_;
     std::function<void()> pump_;
     burst_hook tx_hook_;
+    bool hook_holds_;
     std::vector<rail> all_;
     unsigned n_open_ = 0;
     std::atomic<std::uint64_t> dropped_{0};
@@ -278,8 +286,9 @@ private:
 
 std::unique_ptr<transport> make_dpdk_transport(const std::vector<dpdk_port>& ports, std::uint32_t server_ip,
                                                std::uint16_t server_port, rte_mempool* pool,
-                                               std::function<void()> pump, burst_hook tx_hook) {
-    return std::make_unique<dpdk_transport>(ports, server_ip, server_port, pool, std::move(pump), std::move(tx_hook));
+                                               std::function<void()> pump, burst_hook tx_hook, bool hook_holds) {
+    return std::make_unique<dpdk_transport>(ports, server_ip, server_port, pool, std::move(pump), std::move(tx_hook),
+                                            hook_holds);
 }
 
 } // namespace railgate::client

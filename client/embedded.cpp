@@ -147,6 +147,8 @@ std::unique_ptr<transport> embedded_fabric::worker_transport(unsigned w, std::ui
     if (faults || offload_)
         up = [this, w, faults](unsigned r, rte_mbuf** v, unsigned& n, unsigned cap) {
             if (faults) {
+                // late_up_[w * rails_ + r] is this worker's own; the lock guards the dice.
+                if (n == 0 && !late_up_[w * rails_ + r]) return;
                 while (up_faults_.test_and_set(std::memory_order_acquire)) rte_pause();
                 net::apply_faults(up_dice_, late_up_[w * rails_ + r], up_tally_, v, n, cap);
                 up_faults_.clear(std::memory_order_release);
@@ -154,7 +156,7 @@ std::unique_ptr<transport> embedded_fabric::worker_transport(unsigned w, std::ui
             if (offload_)
                 for (unsigned i = 0; i < n; ++i) offloaded_wire(v[i]);
         };
-    return make_dpdk_transport(ports, rail_ip(0), wire::default_udp_port, pool_, [this] { pump(); }, std::move(up));
+    return make_dpdk_transport(ports, rail_ip(0), wire::default_udp_port, pool_, [this] { pump(); }, std::move(up), faults);
 }
 
 unsigned embedded_fabric::pump() noexcept {
@@ -163,7 +165,7 @@ unsigned embedded_fabric::pump() noexcept {
     for (unsigned r = 0; r < rails_; ++r) {
         void* objs[256];
         unsigned n = rte_ring_dequeue_burst(down_[r], objs, 128, nullptr);
-        if (faulty_ && n && down_dice_.current().on_tx()) net::apply_faults(down_dice_, late_down_[r], down_tally_, reinterpret_cast<rte_mbuf**>(objs), n, 256);
+        if (faulty_ && (n || late_down_[r]) && down_dice_.current().on_tx()) net::apply_faults(down_dice_, late_down_[r], down_tally_, reinterpret_cast<rte_mbuf**>(objs), n, 256);
         for (unsigned i = 0; i < n; ++i) {
             auto* m = static_cast<rte_mbuf*>(objs[i]);
             if (offload_) offloaded_wire(m);

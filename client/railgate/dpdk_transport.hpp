@@ -33,13 +33,16 @@ using burst_hook = std::function<void(unsigned rail, rte_mbuf** frames, unsigned
 
 // Configures and starts every port (1 RX + 1 TX queue, mbufs from `pool`).
 // `pump`, if set, runs at the start of every recv(): the embedded mode's
-// virtual switch, and `tx_hook` on every burst sent. Frames carry UDP
+// virtual switch, and `tx_hook` on every burst sent; with `hook_holds`
+// (it may hold frames back: reordering) also with none at every recv(),
+// so that what it held leaves within a poll. Frames carry UDP
 // checksums (in software, or left to a port that offloads them); received
 // ones without a right one (checked in software unless the port marked it
 // verified), or from anyone but railgated's rail, are dropped (dropped()).
 // Throws std::runtime_error on port errors.
 std::unique_ptr<transport> make_dpdk_transport(const std::vector<dpdk_port>& ports, std::uint32_t server_ip,
                                                std::uint16_t server_port, rte_mempool* pool,
-                                               std::function<void()> pump = {}, burst_hook tx_hook = {});
+                                               std::function<void()> pump = {}, burst_hook tx_hook = {},
+                                               bool hook_holds = false);
 
 } // namespace railgate::client

@@ -63,7 +63,9 @@ inline bool frame_of_rank(const rte_mbuf* m, int rank) noexcept {
 // dropped frames are freed, duplicates are copies placed right after their
 // original, a reordered frame waits in `late` and leaves after the next
 // burst's frames, a corrupted frame has one bit flipped somewhere after its
-// Ethernet header.
+// Ethernet header. Callers apply it to every poll while `late` holds a
+// frame, empty ones too (n == 0), so that the frame is late by one poll at
+// most: a real network reorders within a bounded time.
 inline void apply_faults(fault::dice& dice, rte_mbuf*& late, fault_tally& t, rte_mbuf** v, unsigned& n,
                          unsigned cap) noexcept {
     rte_mbuf* out[fault_max_burst];

@@ -6,7 +6,8 @@
 # it: without probes it waits for its timeout. With them, the results stay
 # bit-exact, probes are sent, and the median seed sends at most half as
 # many chunks again after a timeout (measured: 4-14 a seed with probes,
-# 19-218 without; a probe that was counted but not sent gave 23-218).
+# 19-218 without; a probe that was counted but not sent gave 23-218; since
+# the switch's reordering is bounded to a poll, 0-4 with and 6-22 without).
 # Counts and medians, not times: the machine's noise cannot trip it.
 #   tail_probes.sh RAILBENCH
 set -u

@@ -952,6 +952,41 @@ BOOST_AUTO_TEST_CASE(corrupted_and_injected_faults_are_counted_never_summed) {
     BOOST_TEST(leaks.empty());
 }
 
+// A reordered frame is late by one poll at most, empty polls included: with
+// every frame reordered each way, and nothing more arriving after a pair,
+// the pair is summed and both results leave (before, the last frame in
+// waited for a next burst that a window-limited worker never sends).
+BOOST_AUTO_TEST_CASE(a_reordered_frame_leaves_at_the_next_poll_even_an_empty_one) {
+    rail_fixture f("vd_reorder");
+    join_ranks(f, 2);
+    fault::spec s;
+    s.reorder = 1;
+    s.dir = fault::spec::way::rx;
+    BOOST_TEST(f.d->set_fault(0, s).empty());
+    for (std::uint32_t gen = 0; gen < 2; ++gen) {
+        if (gen == 1) {
+            s.dir = fault::spec::way::both;
+            BOOST_TEST(f.d->set_fault(0, s).empty());
+        }
+        f.inject(contrib_frame(f, 0, 2, gen));
+        f.inject(contrib_frame(f, 1, 2, gen));
+        const auto out = messages(f.collect(2));
+        BOOST_REQUIRE(out.size() == 2u);
+        for (const sent& r : out) {
+            BOOST_REQUIRE((r.h.type == wire::msg_type::result));
+            std::vector<float> got(256);
+            std::memcpy(got.data(), r.text.data(), 1024);
+            for (unsigned i = 0; i < 256; ++i)
+                BOOST_REQUIRE(got[i] == static_cast<float>(i) + static_cast<float>(1000 + i));
+        }
+    }
+    BOOST_TEST(f.d->counters(0).fault_reorders.load() >= 4u);
+    BOOST_TEST(f.d->set_fault(0, fault::spec{}).empty());
+    f.drain();
+    const std::vector<std::string> leaks = f.d->close();
+    for (const std::string& l : leaks) BOOST_ERROR(l);
+}
+
 // A port with the checksum offloads (emulated on net_ring): railgated takes
 // the NIC's RX verdicts, leaves the results' checksums to it (flags and the
 // pseudo-header sum, as DPDK's TX offload wants), and the injector's
