@@ -1,10 +1,14 @@
 #include "dataplane/net/eal.hpp"
 
 #include <atomic>
+#include <cstdint>
 #include <stdexcept>
 
 #include <cstdio>
 #include <string>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <rte_eal.h>
 #include <rte_log.h>
@@ -67,6 +71,28 @@ std::vector<std::string> embedded_eal_args(const std::string& prog) {
             "--log-level", "lib.eal:error"};
 }
 
+namespace {
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 // Linux 5.14
+#endif
+
+// Faults in every page of one of the pool's memory chunks, writable, now:
+// one system call where the kernel has MADV_POPULATE_WRITE, else a write
+// of each page's first byte (its own value: headers may live there).
+void populate_chunk(rte_mempool*, void*, rte_mempool_memhdr* h, unsigned) {
+    const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+    const auto start = reinterpret_cast<std::uintptr_t>(h->addr) & ~(page - 1);
+    const std::uintptr_t end = reinterpret_cast<std::uintptr_t>(h->addr) + h->len;
+    if (madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_WRITE) == 0) return;
+    for (std::uintptr_t a = reinterpret_cast<std::uintptr_t>(h->addr); a < end; a = (a & ~(page - 1)) + page) {
+        auto* b = reinterpret_cast<volatile unsigned char*>(a);
+        *b = *b;
+    }
+}
+
+} // namespace
+
 rte_mempool* make_pktmbuf_pool(const std::string& name, unsigned n, unsigned data_room, int socket) {
     const unsigned flags = rte_eal_has_hugepages() ? 0 : RTE_MEMPOOL_F_NO_IOVA_CONTIG;
     const unsigned cache = n >= 4096 ? 256 : 32;
@@ -88,6 +114,14 @@ rte_mempool* make_pktmbuf_pool(const std::string& name, unsigned n, unsigned dat
                                  " x " + std::to_string(elt) + " bytes)");
     }
     rte_mempool_obj_iter(mp, rte_pktmbuf_init, nullptr);
+    // Without hugepages the EAL's memory is ordinary pages, faulted in at
+    // first touch (hugepages are, when the EAL maps them). A buffer's
+    // first use then took 3 page faults (jumbo) inside the data path, and
+    // the pool's FIFO hands out fresh buffers for a long while: railbench
+    // --embedded MTU 9000 4 MiB per-chunk p99/p50 3.7-4.0 against 2.3-2.5
+    // populated, busbw 3.16 against 3.52 GB/s. The pool is resident from
+    // here on, as a hugepage one is.
+    if (!rte_eal_has_hugepages()) rte_mempool_mem_iter(mp, populate_chunk, nullptr);
     return mp;
 }
 

@@ -32,7 +32,9 @@ std::vector<std::string> embedded_eal_args(const std::string& prog);
 // A pktmbuf pool of n buffers with `data_room` bytes each on `socket`.
 // Without hugepages the pool is built with RTE_MEMPOOL_F_NO_IOVA_CONTIG:
 // otherwise every object is padded to avoid crossing a page, which wastes
-// memory and thrashes the cache. Throws on failure.
+// memory and thrashes the cache; and its pages are faulted in at once
+// (as hugepages are), not by the data path's first touch of each buffer.
+// Throws on failure.
 rte_mempool* make_pktmbuf_pool(const std::string& name, unsigned n, unsigned data_room, int socket);
 
 } // namespace railgate::net
