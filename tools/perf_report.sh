@@ -71,6 +71,21 @@ if grep -q mpi-tcp "$out/peers"; then
   e2e "allreduce 4 MiB, 2 workers, MTU 1500" 2 4194304 rg-1500 mpi-tcp "OpenMPI TCP"
 fi
 
+note "per-chunk round trip under load (railbench --embedded, 3 runs per MTU)"
+# The notes' "per-chunk round trip, all workers": p99 against p50 of the
+# same run (the goal: at most 3x); the run with the median ratio of three.
+for mtu in 9000 1500; do
+  for _ in 1 2 3; do
+    "$build/tools/railbench" --embedded --workers 2 --count 1048576 -n 10 -w 2 --mtu "$mtu" 2>&1 |
+      awk '/^# per-chunk round trip, all workers/ {f = 1; next}
+           f && /t_typical/ {for (i = 1; i < NF; ++i) {if ($i == "t_typical(p50)") p50 = $(i + 1); if ($i == "p99") p99 = $(i + 1)}
+                             if (p50 > 0) printf "%.2f %s %s\n", p99 / p50, p99, p50; exit}'
+  done | sort -g | sed -n 2p > "$out/tail-$mtu"
+  read -r q p99 p50 < "$out/tail-$mtu"
+  row "per-chunk round trip under load, 4 MiB, 2 workers, MTU $mtu: p99 (median of 3 runs' p99/p50)" "${p99:-?} us" \
+    "p50 ${p50:-?} us" "${q:-?}" "railbench --embedded --workers 2 --count 1048576 -n 10 -w 2 --mtu $mtu"
+done
+
 note "DDP training (bench_ddp.sh, about 2 minutes)"
 "$here/bench_ddp.sh" "$build" 2 10 > "$out/ddp" 2>&1
 # backend rows: "gloo fp32  STEP COMM 1.00 1.00 0", "railgate fp32 ...", "railgate bf16 ..."
@@ -94,7 +109,39 @@ for t in udp dpdk; do
   judged=$(awk -v b="${b:-0}" 'BEGIN { print (b < 0.1 ? 0.1 : b) }')
   if [ "$judged" = "${b:-}" ]; then base="$base ${b:-?} us"; else base="$base ${b:-?} us (judged as 0.1)"; fi
   row "$what" "${a:-?} us" "$base" "$(ratio "$a" "$judged")" "raillat --compare $t,floor-${f#floor-}"
+  [ "$t" = udp ] && udp_lat=$a
 done
+
+# The kernel's floor as sockperf measures it (installed by setup.sh bench):
+# UDP ping-pong with datagrams of raillat's size (4 bytes and railgate's
+# 40-byte header), both ends polling (--nonblocked), median half round
+# trip; on lo in a namespace, the path raillat's udp row takes to the
+# embedded default's udp rails, and over a veth pair between two.
+sockperf_p50() { # NS-SERVER NS-CLIENT ADDRESS
+  ip netns exec "$1" timeout 30 sockperf server -i "$3" -p 11111 --nonblocked > /dev/null 2>&1 &
+  local srv=$! v
+  sleep 0.5
+  v=$(ip netns exec "$2" timeout 20 sockperf ping-pong -i "$3" -p 11111 -m 44 -t 3 --nonblocked 2>&1 |
+        awk '/percentile 50.000/ {print $NF}')
+  kill "$srv" 2> /dev/null; wait "$srv" 2> /dev/null
+  echo "${v:-?}"
+}
+if command -v sockperf > /dev/null; then
+  note "sockperf UDP ping-pong, lo and a veth (the kernel's floor)"
+  sa=rgspa$$ sb=rgspb$$
+  ip netns add "$sa" && ip netns add "$sb" &&
+    ip link add "v$sa" netns "$sa" type veth peer name "v$sb" netns "$sb" &&
+    ip -n "$sa" link set lo up && ip -n "$sa" link set "v$sa" up && ip -n "$sb" link set "v$sb" up &&
+    ip -n "$sa" addr add 198.18.99.1/24 dev "v$sa" && ip -n "$sb" addr add 198.18.99.2/24 dev "v$sb"
+  sp_lo=$(sockperf_p50 "$sa" "$sa" 127.0.0.1)
+  sp_veth=$(sockperf_p50 "$sa" "$sb" 198.18.99.1)
+  ip netns del "$sa" 2> /dev/null; ip netns del "$sb" 2> /dev/null
+  row "4-byte latency, kernel UDP worker, against sockperf" "${udp_lat:-?} us" \
+    "sockperf UDP ping-pong, 44-byte datagrams, on lo ${sp_lo} us (over a veth ${sp_veth} us)" \
+    "$(ratio "${udp_lat:-0}" "$sp_lo")" "raillat --compare udp; sockperf ping-pong -m 44 --nonblocked, p50"
+else
+  note "no sockperf (tools/setup.sh bench installs it): its row is left out"
+fi
 
 note "verbs in the SoftRoCE guest (bench_verbs.sh, about 2 minutes)"
 "$here/bench_verbs.sh" "$build" 300 > "$out/verbs" 2>&1

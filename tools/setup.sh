@@ -29,8 +29,9 @@ test_packages=(
 )
 
 # What the benchmarks add: perf for tools/profile.sh, OpenMPI for the
-# compare_peers.sh and perf_report.sh rows against MPI_Allreduce.
-bench_packages=(linux-perf openmpi-bin libopenmpi-dev)
+# compare_peers.sh and perf_report.sh rows against MPI_Allreduce, sockperf
+# for perf_report.sh's kernel-UDP latency floor.
+bench_packages=(linux-perf openmpi-bin libopenmpi-dev sockperf)
 
 install_deps() { # [test|bench]
   local missing=() want=("${packages[@]}")
