@@ -116,8 +116,8 @@ rte_mempool* make_pktmbuf_pool(const std::string& name, unsigned n, unsigned dat
     rte_mempool_obj_iter(mp, rte_pktmbuf_init, nullptr);
     // Without hugepages the EAL's memory is ordinary pages, faulted in at
     // first touch (hugepages are, when the EAL maps them). A buffer's
-    // first use then took 3 page faults (jumbo) inside the data path, and
-    // the pool's FIFO hands out fresh buffers for a long while: railbench
+    // first use then took its page faults inside the data path, and every
+    // operation took some buffers never used before (traced): railbench
     // --embedded MTU 9000 4 MiB per-chunk p99/p50 3.7-4.0 against 2.3-2.5
     // populated, busbw 3.16 against 3.52 GB/s. The pool is resident from
     // here on, as a hugepage one is.
