@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <utility>
 
 #include <rte_cycles.h>
 #include <rte_prefetch.h>
@@ -134,13 +135,10 @@ void run_command(rail_state& rs, lcore_command& c) {
         return;
     case lcore_command::kind::fault:
         rs.set_fault(c.fault_spec);
-        if (!rs.faulty) // what waits to be reordered leaves now
-            for (rte_mbuf*& m : rs.late)
-                if (m) {
-                    if (&m == &rs.late[0]) handle(rs, m);
-                    else queue_tx(rs, m);
-                    m = nullptr;
-                }
+        // What waits to be reordered a way the faults no longer go (off, or
+        // the other way only) leaves now.
+        if (rs.late[0] && !(rs.faulty && rs.dice.current().on_rx())) handle(rs, std::exchange(rs.late[0], nullptr));
+        if (rs.late[1] && !(rs.faulty && rs.dice.current().on_tx())) queue_tx(rs, std::exchange(rs.late[1], nullptr));
         flush(rs);
         return;
     case lcore_command::kind::capture:

@@ -7,7 +7,6 @@
 
 #include <cstring>
 #include <string_view>
-#include <utility>
 
 #include "dataplane/net/fault.hpp"
 #include "dataplane/net/rail_state.hpp"
@@ -44,18 +43,7 @@ enum class fault_side : std::uint8_t { rx = 0, tx = 1 };
 
 // The rail's fault injector on one of its bursts, counted in its counters.
 inline void inject_faults(rail_state& rs, rte_mbuf** v, unsigned& n, unsigned cap, fault_side side) noexcept {
-    if (!(side == fault_side::rx ? rs.dice.current().on_rx() : rs.dice.current().on_tx())) {
-        // The faults now go the other way only: a frame held back this way leaves.
-        if (rte_mbuf* m = std::exchange(rs.late[static_cast<unsigned>(side)], nullptr)) {
-            if (n < cap) {
-                v[n++] = m;
-            } else {
-                bump(rs.ctr.drops[static_cast<unsigned>(drop_reason::fault_injected)]);
-                rte_pktmbuf_free(m);
-            }
-        }
-        return;
-    }
+    if (!(side == fault_side::rx ? rs.dice.current().on_rx() : rs.dice.current().on_tx())) return;
     fault_tally t;
     apply_faults(rs.dice, rs.late[static_cast<unsigned>(side)], t, v, n, cap);
     if (t.drops) bump(rs.ctr.drops[static_cast<unsigned>(drop_reason::fault_injected)], t.drops);
