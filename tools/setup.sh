@@ -59,7 +59,10 @@ build() {
 # The product built with ASan+UBSan (build-sanitize) runs the unit, vdev,
 # e2e and netns suites; built with TSan (build-tsan), the tests of the
 # engine's threads (placement), of the control socket's server thread
-# (control), of librailgate (c-api) and of capture's ring (capture).
+# (control), of librailgate (c-api) and of capture's ring (capture), and
+# railgated itself on udp rails (udp-rails-kernel-socket: jobs, railctl's
+# live changes and the exit, when the lcores' loops end and the rails are
+# freed).
 # Optimised (-O1) so that the netns traffic keeps its timing. Built with
 # clang: it compiles the sanitized tree in half GCC's time here (256 s
 # against 523 s for build-sanitize), its UBSan checks more (enum loads), and
@@ -94,8 +97,10 @@ for t in json.load(sys.stdin):
   ninja -C $dir $targets
   run_suites $dir --setup sanitize --no-rebuild
   sanitized_tree $tsan thread
-  ninja -C $tsan tests/unit/test_placement tests/unit/test_control tests/unit/test_c_api tests/unit/test_capture
-  meson test -C $tsan --setup sanitize --no-rebuild --print-errorlogs --num-processes 1 placement control c-api capture
+  ninja -C $tsan tests/unit/test_placement tests/unit/test_control tests/unit/test_c_api tests/unit/test_capture \
+    dataplane/railgated railctl tools/railbench
+  meson test -C $tsan --setup sanitize --no-rebuild --print-errorlogs --num-processes 1 placement control c-api capture \
+    udp-rails-kernel-socket
 }
 
 mode=${1:-demo}

@@ -18,6 +18,7 @@
 #include <rte_launch.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <rte_pause.h>
 
 #include "dataplane/net/daemon_impl.hpp"
 #include "dataplane/proto/ipv4.hpp"
@@ -160,6 +161,7 @@ void daemon::launch() {
             stop();
             throw std::runtime_error("cannot launch lcore " + std::to_string(c.lcore) + ": " + rte_strerror(-rc));
         }
+        c.launched = true;
         p_->launched = true;
     }
     p_->monitor_stop = false;
@@ -184,7 +186,11 @@ void daemon::stop() {
     if (p_->monitor.joinable()) p_->monitor.join();
     p_->stop.store(true);
     for (auto& c : p_->ctxs) c.wake();
-    for (auto& c : p_->ctxs) rte_eal_wait_lcore(c.lcore);
+    for (auto& c : p_->ctxs) {
+        rte_eal_wait_lcore(c.lcore);
+        while (c.launched && !c.ended.load(std::memory_order_acquire)) rte_pause();
+        c.launched = false;
+    }
     p_->launched = false;
 }
 

@@ -110,6 +110,13 @@ struct daemon::impl {
         unsigned lcore;
         std::atomic<detail::lcore_command*> cmd{nullptr}; // control plane -> lcore, one at a time
         std::atomic<lcore_guest*> guest{nullptr};          // daemon::host
+        // Launched, and then set by lcore_main as the last thing it does.
+        // rte_eal_wait_lcore waits on an atomic inside the EAL, which
+        // ThreadSanitizer does not see: stop() reads this flag after it, so
+        // that the loop's end (its reads of the rails) visibly happens before
+        // what follows (close() frees the rails' ports).
+        bool launched = false;
+        std::atomic<bool> ended{false};
         // Wakes a loop that sleeps on its udp rails' sockets (an eventfd).
         int wake_fd = -1;
         lcore_ctx(impl* s, unsigned l);

@@ -257,6 +257,11 @@ bool quiet(const rail_state& r) noexcept {
 
 int daemon::impl::lcore_main(void* arg) {
     auto* c = static_cast<lcore_ctx*>(arg);
+    // Destroyed last, after the rail states below (see lcore_ctx::ended).
+    struct end_mark {
+        std::atomic<bool>& ended;
+        ~end_mark() { ended.store(true, std::memory_order_release); }
+    } mark{c->ended};
     impl& d = *c->self;
     std::vector<std::unique_ptr<rail_state>> mine;
     std::vector<rail_state*> bond;
