@@ -36,6 +36,7 @@
 #include "dataplane/proto/frame.hpp"
 #include "dataplane/proto/parse.hpp"
 #include "dataplane/railgated/capture.hpp"
+#include "tools/bench_flags.hpp"
 
 using namespace railgate;
 
@@ -45,24 +46,27 @@ int main(int argc, char** argv) {
     bool nic_csum = false;
     std::string capture = "off";
     unsigned snaplen = capture_sessions::default_snaplen;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const std::string a = argv[i];
-        if (a == "--mtu") mtu = static_cast<unsigned>(std::stoul(argv[i + 1]));
-        else if (a == "--workers") workers = static_cast<unsigned>(std::stoul(argv[i + 1]));
-        else if (a == "--seconds") seconds = std::stod(argv[i + 1]);
-        else if (a == "--pool") pool = static_cast<unsigned>(std::stoul(argv[i + 1]));
-        else if (a == "--gen-mbufs") gen_mbufs = static_cast<unsigned>(std::stoul(argv[i + 1]));
-        else if (a == "--csum" && (std::string(argv[i + 1]) == "sw" || std::string(argv[i + 1]) == "nic"))
-            nic_csum = std::string(argv[i + 1]) == "nic";
-        else if (a == "--capture" && (std::string(argv[i + 1]) == "rx" || std::string(argv[i + 1]) == "tx" ||
-                                      std::string(argv[i + 1]) == "rxtx" || std::string(argv[i + 1]) == "off"))
-            capture = argv[i + 1];
-        else if (a == "--snaplen") snaplen = static_cast<unsigned>(std::stoul(argv[i + 1]));
-        else {
-            std::fprintf(stderr, "usage: bench_dataplane [--mtu N] [--workers W] [--seconds S] [--pool P] "
-                                 "[--gen-mbufs N] [--csum sw|nic] [--capture off|rx|tx|rxtx] [--snaplen B]\n");
-            return 2;
+    bench::flags args(argc, argv,
+                   "usage: bench_dataplane [--mtu N] [--workers W] [--seconds S] [--pool P] [--gen-mbufs N] "
+                   "[--csum sw|nic] [--capture off|rx|tx|rxtx] [--snaplen B]");
+    for (std::string a; args.next(a);) {
+        if (a == "--mtu") {
+            if (const std::string e = wire::parse_mtu(args.text(), mtu); !e.empty()) args.fail(e);
         }
+        else if (a == "--workers") workers = args.number<unsigned>(1, wire::max_world);
+        else if (a == "--seconds") seconds = args.number<double>(0.1, 3600);
+        else if (a == "--pool") pool = args.number<unsigned>(1, 65535);
+        else if (a == "--gen-mbufs") gen_mbufs = args.number<unsigned>(2048, 65536);
+        else if (a == "--csum") {
+            const std::string v = args.text();
+            if (v != "sw" && v != "nic") args.fail("--csum: '" + v + "' is neither sw nor nic");
+            nic_csum = v == "nic";
+        } else if (a == "--capture") {
+            capture = args.text();
+            if (capture != "rx" && capture != "tx" && capture != "rxtx" && capture != "off")
+                args.fail("--capture: '" + capture + "' is not off, rx, tx or rxtx");
+        } else if (a == "--snaplen") snaplen = args.number<unsigned>(1, 65535);
+        else args.unknown();
     }
     net::eal eal(net::embedded_eal_args("bench_dataplane"));
     rte_ring* rx = rte_ring_create("bd_rx", 4096, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
@@ -81,10 +85,6 @@ int main(int argc, char** argv) {
     net::daemon d(dc);
     const std::uint32_t chunk = wire::chunk_bytes_for_mtu(mtu);
     const std::uint32_t elems = chunk / 4;
-    if (gen_mbufs < 2048 || gen_mbufs > 65536) {
-        std::fprintf(stderr, "bench_dataplane: --gen-mbufs must be 2048..65536\n");
-        return 2;
-    }
     rte_mempool* gp = net::make_pktmbuf_pool("bd_gen", gen_mbufs, RTE_PKTMBUF_HEADROOM + chunk + 128, SOCKET_ID_ANY);
     // Every buffer's data room zeroed (the checksums below assume it).
     rte_mempool_obj_iter(

@@ -10,11 +10,14 @@
 #include <vector>
 
 #include "dataplane/engine/engine.hpp"
+#include "tools/bench_flags.hpp"
 
 using namespace railgate;
 using clk = std::chrono::steady_clock;
 
-int main() {
+int main(int argc, char** argv) {
+    railgate::bench::flags args(argc, argv, "usage: bench_engine (no flags: fp32 and bf16, 16 KiB to 64 MiB an input)");
+    for (std::string a; args.next(a);) args.unknown();
     const engine::topology topo = engine::topology::load();
     const engine::engine eng(topo, 0); // threshold 0: always parallel, to measure it
     const reduce::kernels& k = reduce::best();

@@ -28,6 +28,7 @@
 #include "dataplane/net/daemon.hpp"
 #include "dataplane/net/eal.hpp"
 #include "dataplane/proto/frame.hpp"
+#include "tools/bench_flags.hpp"
 
 using namespace railgate;
 
@@ -135,23 +136,16 @@ void drain(const ports& p, bool rx_too) {
 int main(int argc, char** argv) {
     double seconds = 2;
     std::vector<unsigned> sizes{64, 512, 1514};
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const std::string a = argv[i];
-        if (a == "--seconds") seconds = std::stod(argv[i + 1]);
+    bench::flags args(argc, argv, "usage: bench_gateway [--seconds S] [--sizes 64,512,1514]");
+    for (std::string a; args.next(a);) {
+        if (a == "--seconds") seconds = args.number<double>(0.1, 3600);
         else if (a == "--sizes") {
             sizes.clear();
-            std::stringstream ss(argv[i + 1]);
-            for (std::string s; std::getline(ss, s, ',');) sizes.push_back(static_cast<unsigned>(std::stoul(s)));
-        } else {
-            std::fprintf(stderr, "usage: bench_gateway [--seconds S] [--sizes 64,512,1514]\n");
-            return 2;
-        }
+            std::stringstream ss(args.text());
+            for (std::string s; std::getline(ss, s, ',');) sizes.push_back(args.parse<unsigned>(s, 60, 1514, "--sizes"));
+            if (sizes.empty()) args.fail("--sizes needs at least one frame size");
+        } else args.unknown();
     }
-    for (unsigned s : sizes)
-        if (s < 60 || s > 1514) {
-            std::fprintf(stderr, "bench_gateway: frame size %u out of range 60..1514\n", s);
-            return 2;
-        }
     net::eal eal(net::embedded_eal_args("bench_gateway"));
     const unsigned worker = rte_get_next_lcore(rte_lcore_id(), 1, 0);
     rte_mempool* pool = net::make_pktmbuf_pool("bg_gen", 8192, RTE_PKTMBUF_HEADROOM + 2048, SOCKET_ID_ANY);

@@ -13,20 +13,17 @@
 #include <vector>
 
 #include "dataplane/stats/histogram.hpp"
+#include "tools/bench_flags.hpp"
 
 int main(int argc, char** argv) {
     std::size_t n = 1 << 24;
     int rounds = 7;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--n" && i + 1 < argc) n = std::strtoull(argv[++i], nullptr, 10);
-        else if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
-        else {
-            std::fprintf(stderr, "usage: bench_histogram [--n N] [--rounds R]\n");
-            return 2;
-        }
+    railgate::bench::flags args(argc, argv, "usage: bench_histogram [--n N] [--rounds R]");
+    for (std::string a; args.next(a);) {
+        if (a == "--n") n = args.number<std::size_t>(1, std::size_t{1} << 30);
+        else if (a == "--rounds") rounds = args.number<int>(1, 1000);
+        else args.unknown();
     }
-    if (n == 0 || rounds <= 0) return 2;
     std::mt19937_64 rng(42);
     std::lognormal_distribution<double> d(11.0, 1.5);
     std::vector<std::uint64_t> v(n);

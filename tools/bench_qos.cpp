@@ -13,11 +13,14 @@
 #include <vector>
 
 #include "dataplane/qos/scheduler.hpp"
+#include "tools/bench_flags.hpp"
 
 using namespace railgate::qos;
 using clk = std::chrono::steady_clock;
 
-int main() {
+int main(int argc, char** argv) {
+    railgate::bench::flags args(argc, argv, "usage: bench_qos (no flags: 2^22 packets over 8 TCs, 7 rounds)");
+    for (std::string a; args.next(a);) args.unknown();
     constexpr unsigned n = 1u << 22, burst = 32;
     std::vector<unsigned> tcs(n);
     for (unsigned i = 0; i < n; ++i) tcs[i] = (i * 2654435761u) >> 29; // 0..7, scattered

@@ -14,6 +14,7 @@
 
 #include "dataplane/reduce/reduce.hpp"
 #include "tools/bench_common.hpp"
+#include "tools/bench_flags.hpp"
 
 using namespace railgate;
 
@@ -36,13 +37,10 @@ double best_seconds(unsigned reps, F&& f) {
 
 int main(int argc, char** argv) {
     unsigned reps = 10;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--reps" && i + 1 < argc) reps = static_cast<unsigned>(std::stoul(argv[++i]));
-        else {
-            std::fprintf(stderr, "usage: bench_reduce [--reps N]\n");
-            return 2;
-        }
+    bench::flags args(argc, argv, "usage: bench_reduce [--reps N]");
+    for (std::string a; args.next(a);) {
+        if (a == "--reps") reps = args.number<unsigned>(1, 1000000);
+        else args.unknown();
     }
     std::printf("# bench_reduce: best of %u, GB/s = bytes moved / s; ratio = kernel GB/s / memcpy GB/s\n", reps);
     std::printf("# %-8s %-18s %-6s %3s %10s %10s %10s %7s\n", "size", "variant", "dtype", "W", "bytes/in", "GB/s",

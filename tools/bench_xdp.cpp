@@ -17,6 +17,7 @@
 #include "dataplane/bpf/xsk_probe.hpp"
 #include "dataplane/proto/frame.hpp"
 #include "dataplane/proto/parse.hpp"
+#include "tools/bench_flags.hpp"
 
 using namespace railgate;
 
@@ -70,19 +71,11 @@ const char* action_name(std::uint32_t a) {
 
 int main(int argc, char** argv) {
     int repeat = 1000000, rounds = 7;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if ((a == "--repeat" || a == "--rounds") && i + 1 < argc) {
-            const int v = std::atoi(argv[++i]);
-            if (v <= 0) {
-                std::fprintf(stderr, "bench_xdp: %s needs a positive number\n", a.c_str());
-                return 2;
-            }
-            (a == "--repeat" ? repeat : rounds) = v;
-        } else {
-            std::fprintf(stderr, "usage: bench_xdp [--repeat N] [--rounds R]\n");
-            return a == "-h" || a == "--help" ? 0 : 2;
-        }
+    bench::flags args(argc, argv, "usage: bench_xdp [--repeat N] [--rounds R]");
+    for (std::string a; args.next(a);) {
+        if (a == "--repeat") repeat = args.number<int>(1, 1000000000);
+        else if (a == "--rounds") rounds = args.number<int>(1, 1000);
+        else args.unknown();
     }
     try {
         xdp::object prog(xdp::default_object_path());
