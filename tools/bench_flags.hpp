@@ -51,12 +51,10 @@ public:
         const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
         if (ec != std::errc() || end != s.data() + s.size() || s.empty())
             fail(what + ": '" + std::string(s) + "' is not a number");
-        if (v < lo || v > hi)
+        if (!(v >= lo && v <= hi)) // NaN too
             fail(what + ": " + std::string(s) + " out of range " + show(lo) + ".." + show(hi));
         return v;
     }
-
-    const std::string& flag() const noexcept { return flag_; }
 
     [[noreturn]] void unknown() { fail("unknown flag " + flag_); }
 

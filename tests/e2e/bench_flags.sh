@@ -30,6 +30,7 @@ for t in "$@"; do
     bench_dataplane)
       expect "$t" 2 "--seconds: 'abc' is not a number" --seconds abc
       expect "$t" 2 "--seconds needs a value" --seconds
+      expect "$t" 2 "--seconds: nan out of range" --seconds nan
       expect "$t" 2 "--workers: 65 out of range 1..64" --workers 65
       expect "$t" 2 "MTU 'abc' is not a number" --mtu abc
       expect "$t" 2 "--pool: 0 out of range" --pool 0
