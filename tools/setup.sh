@@ -87,12 +87,11 @@ run_suites() { # DIR [MESON_TEST_ARGS...]
 sanitize() {
   local dir=build-sanitize tsan=build-tsan targets
   sanitized_tree $dir address,undefined
-  # What the sanitize setup runs: not the rxe probes. The benchmarks are
-  # built for their command lines' test (bench-tools-reject-bad-arguments).
+  # What the sanitize setup runs: not the benchmarks, not the rxe probes.
   targets=$(meson introspect $dir --targets | python3 -c '
 import json, os, sys
 for t in json.load(sys.stdin):
-    if t["type"] == "custom" or t["type"] == "executable" and not t["name"].startswith(("verbs_", "rxe")):
+    if t["type"] == "custom" or t["type"] == "executable" and not t["name"].startswith(("bench_", "verbs_", "rxe")):
         print(" ".join(os.path.relpath(f, sys.argv[1]) for f in t["filename"]))' "$dir")
   # shellcheck disable=SC2086
   ninja -C $dir $targets
