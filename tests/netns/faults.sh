@@ -125,7 +125,7 @@ big=(--count 4000000 -n 400 -w 0)
 pause_during() { # JOB WHO LABEL
   local j=$1 who=$2 label=$3 pids=() r victim
   place=$(cpus_off_lcores "$gated_pid")
-  for r in 0 1 2; do worker "$r" "$j" --count 4000000 -n 30 -w 0; pids+=($wpid); done
+  for r in 0 1 2; do worker "$r" "$j" --count 4000000 -n 10 -w 0; pids+=($wpid); done
   place=
   wait_running "$j"
   if [ "$who" = railgated ]; then victim=$gated_pid; else victim=${pids[$who]}; fi
@@ -257,7 +257,7 @@ t=$(survivors_fail "$t0" "railgated stopped answering" "${pids[@]}")
 echo "ok: railgated killed: every worker failed after at most $t s (railgated stopped answering)"
 start_gated 2
 pids=()
-for r in 0 1 2; do worker "$r" 14 --count 4000000 -n 30 -w 0 --retry 3; pids+=($wpid); done
+for r in 0 1 2; do worker "$r" 14 --count 4000000 -n 10 -w 0 --retry 3; pids+=($wpid); done
 wait_running 14
 sleep 0.5
 kill -KILL "$gated_pid"
@@ -275,7 +275,7 @@ echo "ok: railgated killed and restarted mid-job: 3 workers with --retry re-join
 # they replay that operation from the input they kept and all finish
 # bit-exact.
 pids=()
-for r in 0 1 2; do worker "$r" 18 --count 1000 -n 40000 -w 0 --retry 5; pids+=($wpid); done
+for r in 0 1 2; do worker "$r" 18 --count 1000 -n 12000 -w 0 --retry 5; pids+=($wpid); done
 wait_running 18
 for r in r0 r1; do ctl fault set $r drop=1,rank=2,dir=tx > /dev/null || fail "fault set rank 2"; done
 sleep "$(secs 2.5)"
@@ -291,7 +291,7 @@ echo "ok: rank 2 lost an operation's result (railgated's sends to it dropped $(s
 
 # --- 6. a rail down mid-job: the job restripes and finishes.
 pids=()
-for r in 0 1 2; do worker "$r" 15 --count 4000000 -n 20 -w 0 --retry 3; pids+=($wpid); done
+for r in 0 1 2; do worker "$r" 15 --count 4000000 -n 10 -w 0 --retry 3; pids+=($wpid); done
 wait_running 15
 t0=$(now)
 ip -n "$w" link set rgw1 down
@@ -310,7 +310,7 @@ grep -q "striping over" "$log/w-16-0.log" && fail "rail back up: the next job st
 echo "ok: rail 1's link down mid-job: railgated ended the job, the workers re-joined over rail 0 and finished bit-exact ($t s for the whole run); back up, job 16 used both rails"
 # A rail that stops answering mid-job (every frame dropped), its link up.
 pids=()
-for r in 0 1 2; do worker "$r" 17 --count 4000000 -n 20 -w 0 --retry 3; pids+=($wpid); done
+for r in 0 1 2; do worker "$r" 17 --count 4000000 -n 10 -w 0 --retry 3; pids+=($wpid); done
 wait_running 17
 ctl fault set r1 drop=1 > /dev/null
 for r in 0 1 2; do wait "${pids[$r]}" || { tail -n 5 "$log"/w-17-*.log; fail "silent rail: rank $r did not finish"; }; done
