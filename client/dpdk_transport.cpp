@@ -9,6 +9,7 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 
+#include "dataplane/net/burst.hpp"
 #include "dataplane/proto/frame.hpp"
 #include "dataplane/proto/parse.hpp"
 
@@ -42,6 +43,7 @@ public:
 
     ~dpdk_transport() override {
         for (rail& r : all_) {
+            net::handing_over(r.held, r.nheld);
             rte_pktmbuf_free_bulk(r.held, r.nheld);
             rte_eth_dev_stop(r.port);
         }
@@ -132,7 +134,7 @@ public:
         }
         unsigned leaving = built;
         if (tx_hook_) tx_hook_(ri, out, leaving, 2 * batch); // a lost frame was sent, as far as the worker knows
-        const std::uint16_t sent = rte_eth_tx_burst(r.port, 0, out, static_cast<std::uint16_t>(leaving));
+        const std::uint16_t sent = net::port_tx(r.port, 0, out, static_cast<std::uint16_t>(leaving));
         if (sent < leaving) rte_pktmbuf_free_bulk(out + sent, leaving - sent);
         return sent < leaving && !tx_hook_ ? sent : built;
     }
@@ -144,13 +146,14 @@ public:
             rte_mbuf* late[2];
             unsigned n = 0;
             tx_hook_(ri, late, n, 2);
-            const std::uint16_t sent = rte_eth_tx_burst(r.port, 0, late, static_cast<std::uint16_t>(n));
+            const std::uint16_t sent = net::port_tx(r.port, 0, late, static_cast<std::uint16_t>(n));
             if (sent < n) rte_pktmbuf_free_bulk(late + sent, n - sent);
         }
+        net::handing_over(r.held, r.nheld); // results' payloads are shared: see burst.hpp
         rte_pktmbuf_free_bulk(r.held, r.nheld);
         r.nheld = 0;
         max = std::min(max, batch);
-        const std::uint16_t got = rte_eth_rx_burst(r.port, 0, r.held, static_cast<std::uint16_t>(max));
+        const std::uint16_t got = net::port_rx(r.port, 0, r.held, static_cast<std::uint16_t>(max));
         unsigned n = 0;
         unsigned keep = 0;
         for (std::uint16_t i = 0; i < got; ++i) {
@@ -207,7 +210,7 @@ private:
         if (!m) return;
         auto* p = reinterpret_cast<std::uint8_t*>(rte_pktmbuf_append(m, frame::arp_frame_bytes));
         frame::write_arp_request(p, r.self, r.server.ip);
-        if (rte_eth_tx_burst(r.port, 0, &m, 1) == 0) rte_pktmbuf_free(m);
+        if (net::port_tx(r.port, 0, &m, 1) == 0) rte_pktmbuf_free(m);
     }
 
     bool accept(rail& r, rte_mbuf* m, rx_msg& out) noexcept {
@@ -223,7 +226,7 @@ private:
         if (fi.k == frame::kind::arp_request) { // answer, so kernel peers can reach us
             frame::arp_reply_in_place(p, r.self);
             rte_mbuf* c = rte_pktmbuf_copy(m, pool_, 0, frame::arp_frame_bytes);
-            if (c && rte_eth_tx_burst(r.port, 0, &c, 1) == 0) rte_pktmbuf_free(c);
+            if (c && net::port_tx(r.port, 0, &c, 1) == 0) rte_pktmbuf_free(c);
             return false;
         }
         // The railgate header must be in the first segment; the payload may

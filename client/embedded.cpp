@@ -11,6 +11,7 @@
 #include <rte_pause.h>
 #include <rte_ring.h>
 
+#include "dataplane/net/burst.hpp"
 #include "dataplane/net/eal.hpp"
 #include "dataplane/proto/frame.hpp"
 #include "dataplane/proto/wire.hpp"
@@ -88,8 +89,10 @@ void embedded_fabric::drain() noexcept {
         for (rte_ring* r : *v) {
             void* objs[64];
             unsigned n;
-            while ((n = rte_ring_dequeue_burst(r, objs, 64, nullptr)) > 0)
+            while ((n = rte_ring_dequeue_burst(r, objs, 64, nullptr)) > 0) {
+                net::taking_over(reinterpret_cast<rte_mbuf**>(objs), n); // a PMD's ring
                 rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(objs), n);
+            }
         }
     for (auto* v : {&late_up_, &late_down_})
         for (rte_mbuf*& m : *v)
@@ -117,8 +120,10 @@ embedded_fabric::~embedded_fabric() {
         for (rte_ring* r : *v) {
             void* objs[64];
             unsigned n;
-            while ((n = rte_ring_dequeue_burst(r, objs, 64, nullptr)) > 0)
+            while ((n = rte_ring_dequeue_burst(r, objs, 64, nullptr)) > 0) {
+                net::taking_over(reinterpret_cast<rte_mbuf**>(objs), n); // a PMD's ring
                 rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(objs), n);
+            }
             rte_ring_free(r);
         }
     rte_mempool_free(pool_);
@@ -165,6 +170,7 @@ unsigned embedded_fabric::pump() noexcept {
     for (unsigned r = 0; r < rails_; ++r) {
         void* objs[256];
         unsigned n = rte_ring_dequeue_burst(down_[r], objs, 128, nullptr);
+        net::taking_over(reinterpret_cast<rte_mbuf**>(objs), n); // railgated's port wrote them
         if (faulty_ && (n || late_down_[r]) && down_dice_.current().on_tx()) net::apply_faults(down_dice_, late_down_[r], down_tally_, reinterpret_cast<rte_mbuf**>(objs), n, 256);
         for (unsigned i = 0; i < n; ++i) {
             auto* m = static_cast<rte_mbuf*>(objs[i]);
@@ -175,6 +181,7 @@ unsigned embedded_fabric::pump() noexcept {
             else if (m->data_len >= 34 && p[12] == 0x08 && p[13] == 0x00) std::memcpy(&dst, p + 30, 4);
             dst = rte_be_to_cpu_32(dst);
             const unsigned w = (dst & 0xff) - 10;
+            net::handing_over(&m, 1); // to the worker's port
             if ((dst & 0xffffff00u) != (0xC6120000u | (r << 8)) || (dst & 0xff) < 10 || w >= workers_ ||
                 rte_ring_enqueue(wdown_[w * rails_ + r], m) != 0) {
                 ++drops_;

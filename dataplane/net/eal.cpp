@@ -1,7 +1,11 @@
 #include "dataplane/net/eal.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <new>
+#include <vector>
 #include <stdexcept>
 
 #include <cstdio>
@@ -18,6 +22,7 @@
 #include <rte_mempool.h>
 
 #include "dataplane/log/log.hpp"
+#include "dataplane/net/burst.hpp"
 
 namespace railgate::net {
 namespace {
@@ -91,11 +96,75 @@ void populate_chunk(rte_mempool*, void*, rte_mempool_memhdr* h, unsigned) {
     }
 }
 
+#ifdef RAILGATE_TSAN
+// A TSan build's pools: DPDK's ring mempool driver moves buffers between
+// threads inside librte_mempool_ring, which TSan does not instrument (and
+// x86's rte_ring orders by barriers TSan does not model), so a buffer freed
+// by one thread and allocated by another looked like a race on every
+// reuse. Here the free buffers are a stack under a mutex, which TSan sees,
+// and the pools have no per-lcore caches: every free and allocation goes
+// through it.
+struct tsan_pool {
+    std::mutex mu;
+    std::vector<void*> free;
+};
+tsan_pool& pool_of(const rte_mempool* mp) { return *static_cast<tsan_pool*>(mp->pool_data); }
+int tsan_pool_alloc(rte_mempool* mp) {
+    auto* p = new (std::nothrow) tsan_pool;
+    if (!p) return -ENOMEM;
+    p->free.reserve(mp->size);
+    mp->pool_data = p;
+    return 0;
+}
+void tsan_pool_free(rte_mempool* mp) { delete &pool_of(mp); }
+int tsan_pool_enqueue(rte_mempool* mp, void* const* objs, unsigned n) {
+    // A buffer shared by reference count (railgated's results) comes back
+    // from its last holder, whose drop of the count TSan may not see: the
+    // other holders released it as they let go (net::handing_over).
+    for (unsigned i = 0; i < n; ++i) __tsan_acquire(objs[i]);
+    tsan_pool& p = pool_of(mp);
+    const std::lock_guard<std::mutex> hold(p.mu);
+    p.free.insert(p.free.end(), objs, objs + n);
+    return 0;
+}
+int tsan_pool_dequeue(rte_mempool* mp, void** objs, unsigned n) {
+    tsan_pool& p = pool_of(mp);
+    const std::lock_guard<std::mutex> hold(p.mu);
+    if (p.free.size() < n) return -ENOBUFS;
+    std::copy(p.free.end() - n, p.free.end(), objs);
+    p.free.resize(p.free.size() - n);
+    return 0;
+}
+unsigned tsan_pool_count(const rte_mempool* mp) {
+    tsan_pool& p = pool_of(mp);
+    const std::lock_guard<std::mutex> hold(p.mu);
+    return static_cast<unsigned>(p.free.size());
+}
+constexpr const char* pool_ops_name = "railgate_tsan";
+const char* pool_ops() {
+    static const bool registered = [] {
+        static rte_mempool_ops ops{};
+        std::snprintf(ops.name, sizeof ops.name, "%s", pool_ops_name);
+        ops.alloc = tsan_pool_alloc;
+        ops.free = tsan_pool_free;
+        ops.enqueue = tsan_pool_enqueue;
+        ops.dequeue = tsan_pool_dequeue;
+        ops.get_count = tsan_pool_count;
+        return rte_mempool_register_ops(&ops) >= 0;
+    }();
+    return registered ? pool_ops_name : rte_mbuf_best_mempool_ops();
+}
+constexpr bool tsan_build = true;
+#else
+const char* pool_ops() { return rte_mbuf_best_mempool_ops(); }
+constexpr bool tsan_build = false;
+#endif
+
 } // namespace
 
 rte_mempool* make_pktmbuf_pool(const std::string& name, unsigned n, unsigned data_room, int socket) {
     const unsigned flags = rte_eal_has_hugepages() ? 0 : RTE_MEMPOOL_F_NO_IOVA_CONTIG;
-    const unsigned cache = n >= 4096 ? 256 : 32;
+    const unsigned cache = tsan_build ? 0 : n >= 4096 ? 256 : 32;
     const unsigned elt = static_cast<unsigned>(sizeof(rte_mbuf)) + data_room;
     rte_mempool* mp = rte_mempool_create_empty(name.c_str(), n, elt, cache,
                                                sizeof(rte_pktmbuf_pool_private), socket, flags);
@@ -103,7 +172,7 @@ rte_mempool* make_pktmbuf_pool(const std::string& name, unsigned n, unsigned dat
     rte_pktmbuf_pool_private priv{};
     priv.mbuf_data_room_size = static_cast<uint16_t>(data_room);
     priv.mbuf_priv_size = 0;
-    if (rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), nullptr) != 0) {
+    if (rte_mempool_set_ops_byname(mp, pool_ops(), nullptr) != 0) {
         rte_mempool_free(mp);
         throw std::runtime_error("mempool " + name + ": cannot set ops");
     }

@@ -38,7 +38,7 @@ bool poll_rail(rail_state& rs) noexcept {
         if (t.no_mbuf) [[unlikely]]
             bump(rs.ctr.drops[static_cast<unsigned>(drop_reason::udp_rail_no_mbuf)], t.no_mbuf);
     } else {
-        n = rte_eth_rx_burst(rs.s.port, 0, pkts, rx_burst);
+        n = port_rx(rs.s.port, 0, pkts, rx_burst);
     }
     // A frame the fault injector holds back (reordered) leaves at the next
     // poll, even an empty one: a network reorders within a bounded time.

@@ -22,6 +22,7 @@
 #include "dataplane/net/capture.hpp"
 #include "dataplane/fault/injector.hpp"
 #include "dataplane/net/daemon.hpp"
+#include "dataplane/net/burst.hpp"
 #include "dataplane/net/fib.hpp"
 #include "dataplane/net/kernel_if.hpp"
 #include "dataplane/net/rail_counters.hpp"
@@ -40,7 +41,11 @@ constexpr unsigned tx_cap = 512;
 constexpr unsigned tx_retries = 256;
 
 struct mbuf_release {
-    void operator()(void* m) const noexcept { rte_pktmbuf_free(static_cast<rte_mbuf*>(m)); }
+    void operator()(void* m) const noexcept {
+        auto* b = static_cast<rte_mbuf*>(m);
+        handing_over(&b, 1); // a result's buffer: result frames in flight may hold it
+        rte_pktmbuf_free(b);
+    }
 };
 using aggregator = agg::rail_aggregator<mbuf_release>;
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "dataplane/net/burst.hpp"
 #include "dataplane/net/fault.hpp"
 #include "dataplane/net/rail_state.hpp"
 #include "dataplane/proto/parse.hpp"
@@ -120,7 +121,7 @@ inline void flush(rail_state& rs) noexcept {
     }
     unsigned sent = 0;
     for (unsigned tries = 0; sent < rs.ntx && tries < tx_retries; ++tries)
-        sent += rte_eth_tx_burst(rs.s.port, 0, rs.tx + sent, static_cast<std::uint16_t>(rs.ntx - sent));
+        sent += port_tx(rs.s.port, 0, rs.tx + sent, static_cast<std::uint16_t>(rs.ntx - sent));
     for (unsigned i = sent; i < rs.ntx; ++i) {
         count_drop(rs, rs.tx[i], drop_reason::tx_full, capture_dir::tx);
         rte_pktmbuf_free(rs.tx[i]);
