@@ -120,8 +120,14 @@ void tsan_pool_free(rte_mempool* mp) { delete &pool_of(mp); }
 int tsan_pool_enqueue(rte_mempool* mp, void* const* objs, unsigned n) {
     // A buffer shared by reference count (railgated's results) comes back
     // from its last holder, whose drop of the count TSan may not see: the
-    // other holders released it as they let go (net::handing_over).
-    for (unsigned i = 0; i < n; ++i) __tsan_acquire(objs[i]);
+    // other holders released it as they let go (net::handing_over), and
+    // again by their own drop of the count, an atomic TSan sees where it
+    // is inlined into railgate (after their last read of the buffer).
+    for (unsigned i = 0; i < n; ++i) {
+        auto* m = static_cast<rte_mbuf*>(objs[i]);
+        __tsan_acquire(m);
+        __tsan_acquire(&m->refcnt);
+    }
     tsan_pool& p = pool_of(mp);
     const std::lock_guard<std::mutex> hold(p.mu);
     p.free.insert(p.free.end(), objs, objs + n);
