@@ -7,7 +7,9 @@
 // so TSan orders a frame's writes before its next owner's reads, as the
 // PMD's own barriers do. Elsewhere these are the plain calls.
 // (The pools' side, a buffer freed on one thread and allocated on another,
-// is eal.cpp's: a TSan build's pools run on rings compiled into railgate.)
+// is eal.cpp's: a TSan build's pools keep their free buffers under a mutex
+// of railgate's, and take back each one acquiring what handing_over and
+// the reference count released.)
 #pragma once
 
 #include <cstdint>
