@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 
@@ -37,17 +38,26 @@ client::~client() {
 }
 
 std::string client::read_line() {
+    // A signal (railctl capture's Ctrl-C) interrupts poll, whatever
+    // SA_RESTART says: the wait goes on until the answer or the deadline.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     for (;;) {
         if (const auto nl = buf_.find('\n'); nl != std::string::npos) {
             std::string line = buf_.substr(0, nl);
             buf_.erase(0, nl + 1);
             return line;
         }
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         pollfd p{fd_, POLLIN, 0};
-        if (poll(&p, 1, 10000) <= 0) throw std::runtime_error("railgated did not answer within 10 s");
+        const int ready = left.count() > 0 ? poll(&p, 1, static_cast<int>(left.count())) : 0;
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready < 0) throw std::runtime_error(std::string("poll: ") + std::strerror(errno));
+        if (ready == 0) throw std::runtime_error("railgated did not answer within 10 s");
         char b[65536];
         const ssize_t n = read(fd_, b, sizeof b);
-        if (n <= 0) throw std::runtime_error("railgated closed the connection");
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw std::runtime_error(std::string("read from railgated: ") + std::strerror(errno));
+        if (n == 0) throw std::runtime_error("railgated closed the connection");
         buf_.append(b, static_cast<std::size_t>(n));
     }
 }
@@ -56,6 +66,7 @@ std::string client::raw(const std::string& bytes) {
     std::size_t off = 0;
     while (off < bytes.size()) {
         const ssize_t n = send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
         if (n <= 0) throw std::runtime_error(std::string("send: ") + std::strerror(errno));
         off += static_cast<std::size_t>(n);
     }
@@ -80,7 +91,10 @@ json client::call_with_fd(const std::string& command, const json& args, int fd) 
         c->cmsg_type = SCM_RIGHTS;
         c->cmsg_len = CMSG_LEN(sizeof(int));
         std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-        if (sendmsg(fd_, &m, MSG_NOSIGNAL) != 1) throw std::runtime_error(std::string("sendmsg: ") + std::strerror(errno));
+        ssize_t sent;
+        while ((sent = sendmsg(fd_, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+        }
+        if (sent != 1) throw std::runtime_error(std::string("sendmsg: ") + std::strerror(errno));
         bytes.erase(0, 1);
     }
     const std::string line = raw(bytes);

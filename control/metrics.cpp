@@ -61,9 +61,14 @@ void metrics_server::serve(int fd) {
     while (req.find("\r\n\r\n") == std::string::npos && req.find("\n\n") == std::string::npos) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         pollfd p{fd, POLLIN, 0};
-        if (left.count() <= 0 || req.size() > 8192 || poll(&p, 1, static_cast<int>(left.count())) <= 0) return;
+        if (left.count() <= 0 || req.size() > 8192) return;
+        if (const int ready = poll(&p, 1, static_cast<int>(left.count())); ready <= 0) {
+            if (ready < 0 && errno == EINTR) continue; // a signal to this thread is not the client's fault
+            return;
+        }
         char b[1024];
         const ssize_t n = read(fd, b, sizeof b);
+        if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return;
         req.append(b, static_cast<std::size_t>(n));
     }

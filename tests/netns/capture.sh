@@ -5,8 +5,8 @@
 # railgate dissector. The per-type message counts must match railgated's
 # counters for rail 0 over the same window; each packet's direction is in
 # its flags; the crafted messages appear as drops with their reasons in
-# comments; --job, --count, a second capture on a busy rail and a killed
-# railctl behave.
+# comments; --job, --count, a second capture on a busy rail, a killed
+# railctl and one interrupted while it waits for an answer behave.
 # Then the same job with and without a capture running, in turns: results
 # bit-exact both ways; the throughput ratio is reported and judged only
 # against a gross bound (capture must not halve the job). What capture
@@ -137,6 +137,18 @@ wait "$killed" 2> /dev/null
 for _ in $(seq 80); do grep -q "nobody asked about it" "$log/railgated.log" && break; sleep 0.1; done
 grep -q "nobody asked about it" "$log/railgated.log" || fail "the killed railctl's capture was not stopped"
 ctl capture r1 --count 1 --seconds 0.2 -w "$log/again.pcapng" 2> /dev/null || fail "r1 could not be captured again"
+
+# Ctrl-C while railctl waits for an answer (railgated slow to answer; here
+# stopped): the interrupted wait goes on, and the capture ends as asked.
+# Under ASan a status call takes long enough for this to happen by chance.
+start_capture "$log/int.err" r1 -w "$log/int.pcapng"
+kill -STOP "$gated_pid"
+sleep 0.3 # railctl's next capture.status (every 50 ms) now waits
+kill -INT "$cap"
+sleep 0.3
+kill -CONT "$gated_pid"
+wait "$cap" || fail "railctl capture, interrupted while waiting for railgated: $(cat "$log/int.err")"
+grep -q "packets" "$log/int.err" || fail "the interrupted capture did not report: $(cat "$log/int.err")"
 
 # Capture on and off in turns: the job's results are bit-exact (railbench
 # checks every element) and capture does not halve its throughput.
