@@ -100,10 +100,10 @@ for t in json.load(sys.stdin):
   run_suites $dir --setup sanitize --no-rebuild
   sanitized_tree $tsan thread
   ninja -C $tsan tests/unit/test_placement tests/unit/test_control tests/unit/test_c_api tests/unit/test_capture \
-    dataplane/railgated railctl tools/railbench
+    tests/vdev/test_rail_loop tests/vdev/test_udp_port dataplane/railgated railctl tools/railbench
   meson test -C $tsan --setup sanitize --no-rebuild --print-errorlogs --num-processes 1 placement control c-api capture \
-    udp-rails-kernel-socket railbench-embedded-fp32 railbench-embedded-lcore-workers railbench-embedded-mtu9000-pool3 \
-    railbench-window-under-loss
+    rail-loop-net_ring udp-port-loopback udp-rails-kernel-socket dpdk-workers-af_xdp-af_packet-tap \
+    railbench-embedded-fp32 railbench-embedded-lcore-workers railbench-embedded-mtu9000-pool3 railbench-window-under-loss
 }
 
 mode=${1:-demo}
