@@ -45,9 +45,6 @@ rte_mbuf* ring_get(rte_ring* r) {
     net::taking_over(&mb, 1);
     return mb;
 }
-} // namespace
-
-namespace {
 
 struct eal_fixture {
     eal_fixture() : eal(net::embedded_eal_args("test_rail_loop")) {}
