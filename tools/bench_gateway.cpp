@@ -25,6 +25,7 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
+#include "dataplane/net/burst.hpp"
 #include "dataplane/net/daemon.hpp"
 #include "dataplane/net/eal.hpp"
 #include "dataplane/proto/frame.hpp"
@@ -58,14 +59,14 @@ struct ports {
 // (reads and swaps the MAC addresses, so the packet's first line crosses
 // cores as it does for the gateway, which reads it).
 std::atomic<bool> io_stop{false};
-bool io_touch = false;
+std::atomic<bool> io_touch{false}; // atomic: TSan does not see rte_eal_wait_lcore order the rounds
 int io_forward(void* arg) {
     const auto* p = static_cast<const ports*>(arg);
     const auto in = static_cast<std::uint16_t>(p->p0), out = static_cast<std::uint16_t>(p->p1);
     rte_mbuf* b[32];
     while (!io_stop.load(std::memory_order_relaxed)) {
-        const std::uint16_t n = rte_eth_rx_burst(in, 0, b, 32);
-        if (io_touch)
+        const std::uint16_t n = net::port_rx(in, 0, b, 32);
+        if (io_touch.load(std::memory_order_relaxed))
             for (std::uint16_t i = 0; i < n; ++i) {
                 auto* f = rte_pktmbuf_mtod(b[i], std::uint8_t*);
                 std::uint8_t t[6];
@@ -74,7 +75,7 @@ int io_forward(void* arg) {
                 std::memcpy(f + 6, t, 6);
             }
         std::uint16_t s = 0;
-        while (s < n) s = static_cast<std::uint16_t>(s + rte_eth_tx_burst(out, 0, b + s, static_cast<std::uint16_t>(n - s)));
+        while (s < n) s = static_cast<std::uint16_t>(s + net::port_tx(out, 0, b + s, static_cast<std::uint16_t>(n - s)));
     }
     return 0;
 }
@@ -99,6 +100,7 @@ double cycle(const ports& p, rte_mempool* pool, unsigned size, const frame::mac_
     std::vector<rte_mbuf*> ms(count);
     if (rte_pktmbuf_alloc_bulk(pool, ms.data(), count) != 0) return 0;
     for (rte_mbuf* m : ms) std::memcpy(rte_pktmbuf_append(m, static_cast<std::uint16_t>(size)), tmpl.data(), size);
+    net::handing_over(ms.data(), count); // the ports' rings, as burst.hpp's port_tx hands frames over
     unsigned put = 0;
     while (put < count) put += rte_ring_enqueue_burst(p.rx0, reinterpret_cast<void**>(ms.data() + put), count - put, nullptr);
     std::uint64_t laps = 0;
@@ -108,11 +110,13 @@ double cycle(const ports& p, rte_mempool* pool, unsigned size, const frame::mac_
     while (std::chrono::steady_clock::now() < end) {
         for (int k = 0; k < 256; ++k) {
             const unsigned n = rte_ring_dequeue_burst(p.tx1, reinterpret_cast<void**>(b), 64, nullptr);
+            net::taking_over(b, n);
             for (unsigned i = 0; i < n; ++i) {
                 auto* f = rte_pktmbuf_mtod(b[i], std::uint8_t*);
                 std::memcpy(f, tmpl.data(), 6);
                 std::memcpy(f + 22, tmpl.data() + 22, 4); // TTL, protocol, checksum
             }
+            net::handing_over(b, n);
             unsigned s = 0;
             while (s < n) s += rte_ring_enqueue_burst(p.rx0, reinterpret_cast<void**>(b + s), n - s, nullptr);
             laps += n;
@@ -128,7 +132,10 @@ void drain(const ports& p, bool rx_too) {
     void* m;
     for (rte_ring* r : {p.rx0, p.tx0, p.rx1, p.tx1})
         if (rx_too || r == p.tx0 || r == p.tx1)
-            while (rte_ring_dequeue(r, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+            while (rte_ring_dequeue(r, &m) == 0) {
+                net::taking_over(reinterpret_cast<rte_mbuf* const*>(&m), 1);
+                rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+            }
 }
 
 } // namespace
@@ -197,9 +204,11 @@ int main(int argc, char** argv) {
         rail1.ip = r1.ip;
         rte_mbuf* arp = rte_pktmbuf_alloc(pool);
         frame::write_arp_request(reinterpret_cast<std::uint8_t*>(rte_pktmbuf_append(arp, frame::arp_frame_bytes)), b, rail1.ip);
+        net::handing_over(&arp, 1);
         rte_ring_enqueue(p.rx1, arp);
         void* reply = nullptr;
         while (rte_ring_dequeue(p.tx1, &reply) != 0) {}
+        net::taking_over(reinterpret_cast<rte_mbuf* const*>(&reply), 1);
         rte_pktmbuf_free(static_cast<rte_mbuf*>(reply));
         for (std::size_t i = 0; i < sizes.size(); ++i) {
             const double pps = cycle(p, pool, sizes[i], p.mac(p.p0), seconds);
