@@ -19,7 +19,10 @@ commit=$(git -C "$here/.." rev-parse --short HEAD 2> /dev/null || echo '?')
 # The machine: the absolute figures move with it (an AMD EPYC runner read
 # about half a Sapphire Rapids one's); the ratios are what carry over.
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
-cpu="${cpu:-unknown CPU}, $(nproc) CPUs"
+# The widest vector unit too: "AMD EPYC" names runners with and without
+# AVX-512, and the sum kernels and glibc's copies follow it.
+isa=$(grep -m 1 '^flags' /proc/cpuinfo | awk '/ avx512f / {print "AVX-512"; exit} / avx2 / {print "AVX2"; exit} {print "SSE"}')
+cpu="${cpu:-unknown CPU}, ${isa:-?}, $(nproc) CPUs"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 note() { echo "perf_report: $*" >&2; }
