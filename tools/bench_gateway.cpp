@@ -100,25 +100,22 @@ double cycle(const ports& p, rte_mempool* pool, unsigned size, const frame::mac_
     std::vector<rte_mbuf*> ms(count);
     if (rte_pktmbuf_alloc_bulk(pool, ms.data(), count) != 0) return 0;
     for (rte_mbuf* m : ms) std::memcpy(rte_pktmbuf_append(m, static_cast<std::uint16_t>(size)), tmpl.data(), size);
-    net::handing_over(ms.data(), count); // the ports' rings, as burst.hpp's port_tx hands frames over
     unsigned put = 0;
-    while (put < count) put += rte_ring_enqueue_burst(p.rx0, reinterpret_cast<void**>(ms.data() + put), count - put, nullptr);
+    while (put < count) put += net::ring_put(p.rx0, ms.data() + put, count - put);
     std::uint64_t laps = 0;
     const auto t0 = std::chrono::steady_clock::now();
     const auto end = t0 + std::chrono::duration<double>(seconds);
     rte_mbuf* b[64];
     while (std::chrono::steady_clock::now() < end) {
         for (int k = 0; k < 256; ++k) {
-            const unsigned n = rte_ring_dequeue_burst(p.tx1, reinterpret_cast<void**>(b), 64, nullptr);
-            net::taking_over(b, n);
+            const unsigned n = net::ring_get(p.tx1, b, 64);
             for (unsigned i = 0; i < n; ++i) {
                 auto* f = rte_pktmbuf_mtod(b[i], std::uint8_t*);
                 std::memcpy(f, tmpl.data(), 6);
                 std::memcpy(f + 22, tmpl.data() + 22, 4); // TTL, protocol, checksum
             }
-            net::handing_over(b, n);
             unsigned s = 0;
-            while (s < n) s += rte_ring_enqueue_burst(p.rx0, reinterpret_cast<void**>(b + s), n - s, nullptr);
+            while (s < n) s += net::ring_put(p.rx0, b + s, n - s);
             laps += n;
         }
     }
@@ -129,13 +126,10 @@ double cycle(const ports& p, rte_mempool* pool, unsigned size, const frame::mac_
 // Frees what the ports sent. With a loop still polling the ports, only the
 // TX rings are ours to dequeue (the RX rings are single-consumer).
 void drain(const ports& p, bool rx_too) {
-    void* m;
+    rte_mbuf* m;
     for (rte_ring* r : {p.rx0, p.tx0, p.rx1, p.tx1})
         if (rx_too || r == p.tx0 || r == p.tx1)
-            while (rte_ring_dequeue(r, &m) == 0) {
-                net::taking_over(reinterpret_cast<rte_mbuf* const*>(&m), 1);
-                rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
-            }
+            while (net::ring_get(r, &m, 1)) rte_pktmbuf_free(m);
 }
 
 } // namespace
@@ -204,12 +198,10 @@ int main(int argc, char** argv) {
         rail1.ip = r1.ip;
         rte_mbuf* arp = rte_pktmbuf_alloc(pool);
         frame::write_arp_request(reinterpret_cast<std::uint8_t*>(rte_pktmbuf_append(arp, frame::arp_frame_bytes)), b, rail1.ip);
-        net::handing_over(&arp, 1);
-        rte_ring_enqueue(p.rx1, arp);
-        void* reply = nullptr;
-        while (rte_ring_dequeue(p.tx1, &reply) != 0) {}
-        net::taking_over(reinterpret_cast<rte_mbuf* const*>(&reply), 1);
-        rte_pktmbuf_free(static_cast<rte_mbuf*>(reply));
+        net::ring_put(p.rx1, &arp, 1);
+        rte_mbuf* reply = nullptr;
+        while (!net::ring_get(p.tx1, &reply, 1)) {}
+        rte_pktmbuf_free(reply);
         for (std::size_t i = 0; i < sizes.size(); ++i) {
             const double pps = cycle(p, pool, sizes[i], p.mac(p.p0), seconds);
             const double wire_bits = (sizes[i] + 24) * 8.0; // + preamble, FCS, gap

@@ -16,6 +16,7 @@
 
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_ring.h>
 
 #if defined(__SANITIZE_THREAD__)
 #define RAILGATE_TSAN 1
@@ -64,6 +65,19 @@ inline std::uint16_t port_rx(std::uint16_t port, std::uint16_t queue, rte_mbuf**
 inline std::uint16_t port_tx(std::uint16_t port, std::uint16_t queue, rte_mbuf** m, std::uint16_t n) noexcept {
     handing_over(m, n);
     return rte_eth_tx_burst(port, queue, m, n);
+}
+
+// A net_ring port's rings from outside the port (a test or a benchmark
+// feeding it frames and taking its output): as port_tx and port_rx.
+inline unsigned ring_put(rte_ring* r, rte_mbuf* const* m, unsigned n) noexcept {
+    handing_over(m, n);
+    return rte_ring_enqueue_burst(r, reinterpret_cast<void* const*>(m), n, nullptr);
+}
+
+inline unsigned ring_get(rte_ring* r, rte_mbuf** m, unsigned n) noexcept {
+    const unsigned got = rte_ring_dequeue_burst(r, reinterpret_cast<void**>(m), n, nullptr);
+    taking_over(m, got);
+    return got;
 }
 
 } // namespace railgate::net

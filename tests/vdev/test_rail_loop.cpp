@@ -31,19 +31,11 @@
 using namespace railgate;
 
 namespace {
-// The net_ring ports' rings from the test's side, as net::port_rx/port_tx
-// are from the rail loop's: a frame put on a ring is handed over, one taken
-// off it taken over (a ThreadSanitizer build sees nothing inside DPDK).
-bool ring_put(rte_ring* r, rte_mbuf* m) {
-    net::handing_over(&m, 1);
-    return rte_ring_enqueue(r, m) == 0;
-}
+// One frame on or off a net_ring port's ring (burst.hpp: handed over).
+bool ring_put(rte_ring* r, rte_mbuf* m) { return net::ring_put(r, &m, 1) == 1; }
 rte_mbuf* ring_get(rte_ring* r) {
-    void* m;
-    if (rte_ring_dequeue(r, &m) != 0) return nullptr;
-    auto* mb = static_cast<rte_mbuf*>(m);
-    net::taking_over(&mb, 1);
-    return mb;
+    rte_mbuf* m = nullptr;
+    return net::ring_get(r, &m, 1) ? m : nullptr;
 }
 
 struct eal_fixture {
