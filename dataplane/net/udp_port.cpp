@@ -84,7 +84,7 @@ udp_port::udp_port(std::uint32_t ip, std::uint16_t port, unsigned buffer_bytes, 
         char text[INET_ADDRSTRLEN] = {};
         ::inet_ntop(AF_INET, &a.sin_addr, text, sizeof text);
         fail(std::string("bind ") + text + ":" + std::to_string(port) +
-             (e == EADDRNOTAVAIL ? " (no interface has the address; give the rail an interface)" : ""));
+             (e == EADDRNOTAVAIL ? " (no interface has the address; name one for railgated to put it on: interface = \"IF\" in the config, udp,interface=IF after --rail or railctl rail add)" : ""));
     }
 }
 

@@ -364,6 +364,7 @@ BOOST_AUTO_TEST_CASE(an_address_no_interface_has_is_refused_by_name) {
         BOOST_TEST_MESSAGE(e.what());
         BOOST_TEST(std::string(e.what()).find("198.51.100.7:47000") != std::string::npos);
         BOOST_TEST(std::string(e.what()).find("no interface has the address") != std::string::npos);
+        BOOST_TEST(std::string(e.what()).find("udp,interface=IF") != std::string::npos); // how to give it one
     }
 }
 
