@@ -228,6 +228,10 @@ void print_counters(const json& c) {
                 c["drops_total"].get<unsigned long long>());
     for (const auto& [reason, n] : c["drops"].items())
         std::printf("    drop %-28s %llu\n", reason.c_str(), n.get<unsigned long long>());
+    if (const unsigned long long st = c.value("stalls", 0ull), ex = c.value("expirations", 0ull),
+        to = c.value("takeovers", 0ull), rt = c.value("ends_retold", 0ull);
+        st || ex || to || rt)
+        std::printf("  jobs ended: %llu stalled, %llu expired, %llu taken over; %llu ends told again\n", st, ex, to, rt);
     if (c.value("udp_coalesced", 0ull))
         std::printf("  udp: %llu datagrams arrived coalesced (GRO), %llu copied\n",
                     c["udp_coalesced"].get<unsigned long long>(), c.value("udp_copied", 0ull));

@@ -26,6 +26,9 @@
 //     stall time (the missing ranks are named), a job whose ranks have not
 //     all joined within the assembly time, or one no rank has spoken in for
 //     the idle time.
+//   - Why a job ended (the ERROR its members were sent) is remembered for
+//     the assembly time: a member whose copy was lost asks again with its
+//     next message and is told the same (remember_end, ended).
 //   - Admission: the table size is fixed at construction; a source host may
 //     have at most max_pending jobs assembling.
 //
@@ -41,6 +44,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 
 #include "dataplane/proto/drop_reason.hpp"
 #include "dataplane/proto/wire.hpp"
@@ -160,14 +164,32 @@ struct end_event {
     std::uint64_t waited = 0;  // ticks
 };
 
+// Why a job ended, kept for a while after its entry is free: a member whose
+// copy of the ERROR was lost (a lossy rail) asks again with its next
+// message, and is told that reason again, not only that the job is gone.
+struct ended_job {
+    std::uint32_t id = 0;
+    std::uint64_t token = 0;
+    std::uint32_t instance = 0; // the incarnation that ended (the ERROR's gen)
+    std::uint16_t world = 0;
+    wire::dtype dt = wire::dtype::fp32;
+    std::uint64_t told = 0;     // the ranks the ERROR went to
+    wire::error_code code = wire::error_code::none;
+    std::uint64_t detail = 0;
+    std::uint64_t at = 0;       // tick it ended (0: unused)
+    std::uint8_t text_len = 0;
+    char text_buf[wire::max_error_text] = {};
+    std::string_view text() const noexcept { return {text_buf, text_len}; }
+};
+
 template <class Extra>
 class job_table {
 public:
     using job_t = job_entry<Extra>;
 
     job_table(unsigned max_jobs, unsigned max_pool)
-        : max_jobs_(max_jobs), max_pool_(max_pool), jobs_(new job_t[max_jobs]),
-          slots_(new slot[std::size_t{max_jobs} * max_pool]) {
+        : max_jobs_(max_jobs), max_pool_(max_pool), max_ended_(std::max(max_jobs, 16u)), jobs_(new job_t[max_jobs]),
+          slots_(new slot[std::size_t{max_jobs} * max_pool]), ended_(new ended_job[max_ended_]) {
         for (unsigned i = 0; i < max_jobs; ++i) jobs_[i].slots = &slots_[std::size_t{i} * max_pool];
     }
     job_table(const job_table&) = delete;
@@ -372,6 +394,41 @@ public:
         if (j.st == job_state::draining) j.st = job_state::free;
     }
 
+    // Keeps why j ended (its ERROR to the ranks `told`: code, detail and
+    // text) for ended(): for the assembly time (the stall time without
+    // one), or until max(jobs, 16) later ends have taken its place.
+    void remember_end(const job_t& j, std::uint64_t told, wire::error_code code, std::uint64_t detail,
+                      std::string_view text, std::uint64_t now) noexcept {
+        ended_job& e = ended_[next_ended_++ % max_ended_];
+        e.id = j.id;
+        e.token = j.token;
+        e.instance = j.instance;
+        e.world = j.world;
+        e.dt = j.dt;
+        e.told = told;
+        e.code = code;
+        e.detail = detail;
+        e.at = now ? now : 1;
+        e.text_len = static_cast<std::uint8_t>(std::min(text.size(), sizeof e.text_buf));
+        std::copy_n(text.data(), e.text_len, e.text_buf);
+    }
+    // The latest remembered end of the job h names that told h's rank (same
+    // token and world), or null. `instance`: the incarnation h belongs to
+    // where the message says (a PING's gen); 0 when it does not.
+    const ended_job* ended(const wire::header& h, std::uint32_t instance, std::uint64_t now) const noexcept {
+        const std::uint64_t hold = life_.assemble ? life_.assemble : life_.stall;
+        const ended_job* best = nullptr;
+        for (unsigned i = 0; i < max_ended_; ++i) {
+            const ended_job& e = ended_[i];
+            if (!e.at || e.id != h.job_id || (now > e.at && now - e.at >= hold)) continue;
+            if (!wire::token_equal(e.token, h.job_token) || e.world != h.world_size || h.rank >= e.world ||
+                !(e.told >> h.rank & 1) || (instance && instance != e.instance))
+                continue;
+            if (!best || e.at > best->at) best = &e;
+        }
+        return best;
+    }
+
     // The jobs that must end now, one call of on_end(job, event) each; the
     // callback ends them (tells the members, releases, end()).
     template <class OnEnd>
@@ -459,7 +516,7 @@ private:
         return r;
     }
 
-    unsigned max_jobs_, max_pool_;
+    unsigned max_jobs_, max_pool_, max_ended_;
     std::uint32_t instances_ = 0;
     // The last clashes (join_status::clash), so that the late ranks of both
     // runs are refused too.
@@ -475,6 +532,8 @@ private:
     lifecycle life_;
     std::unique_ptr<job_t[]> jobs_;
     std::unique_ptr<slot[]> slots_;
+    std::unique_ptr<ended_job[]> ended_; // [max_ended_], a ring
+    unsigned next_ended_ = 0;
 };
 
 } // namespace railgate::agg

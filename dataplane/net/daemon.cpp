@@ -291,9 +291,11 @@ void daemon::print_stats(std::FILE* out) const {
         if (v(c.udp_coalesced))
             std::fprintf(out, "  udp: %" PRIu64 " datagrams arrived coalesced (GRO), %" PRIu64 " copied\n",
                          v(c.udp_coalesced), v(c.udp_copied));
-        if (v(c.stalls) || v(c.expirations) || v(c.takeovers))
-            std::fprintf(out, "  jobs ended: %" PRIu64 " stalled, %" PRIu64 " expired, %" PRIu64 " taken over\n",
-                         v(c.stalls), v(c.expirations), v(c.takeovers));
+        if (v(c.stalls) || v(c.expirations) || v(c.takeovers) || v(c.ends_retold))
+            std::fprintf(out,
+                         "  jobs ended: %" PRIu64 " stalled, %" PRIu64 " expired, %" PRIu64 " taken over; %" PRIu64
+                         " ends told again\n",
+                         v(c.stalls), v(c.expirations), v(c.takeovers), v(c.ends_retold));
         if (rs->fault_spec.any())
             std::fprintf(out, "  faults injected (%s): dropped %" PRIu64 ", duplicated %" PRIu64 ", reordered %" PRIu64
                               ", corrupted %" PRIu64 "\n",

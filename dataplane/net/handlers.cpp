@@ -42,10 +42,14 @@ void ranks_text(char* out, std::size_t n, std::uint64_t ranks) noexcept {
 
 // Tells every joined member of j (but `skip`) why the job ends, then frees
 // it and everything it held.
+// The reason is remembered (job_table::remember_end) for a member whose
+// copy is lost: answer_unknown tells it again.
 void end_job(rail_state& rs, agg::job& j, wire::error_code code, std::uint64_t detail, std::string_view text,
              int skip = -1) noexcept {
+    const std::uint64_t told = j.joined & ~(skip >= 0 ? std::uint64_t{1} << skip : 0);
+    rs.agg.jobs_table().remember_end(j, told, code, detail, text, rte_rdtsc());
     for (unsigned r = 0; r < j.world; ++r) {
-        if (!(j.joined >> r & 1) || static_cast<int>(r) == skip) continue;
+        if (!(told >> r & 1)) continue;
         rte_mbuf* e = rte_pktmbuf_alloc(rs.s.pool);
         if (!e) {
             rs.ctr.drop(drop_reason::no_mbuf);
@@ -66,12 +70,21 @@ void end_job(rail_state& rs, agg::job& j, wire::error_code code, std::uint64_t d
 // A message for a job (or rank) this rail does not have, from someone who
 // may be a member of it: a job railgated ended, or one a restarted
 // railgated never saw. It is told, at most once a millisecond per rail, so
-// that its worker fails at once instead of timing out.
-void answer_unknown(rail_state& rs, rte_mbuf* m, const frame::endpoint& to, const wire::header& h,
-                    drop_reason why) noexcept {
+// that its worker fails at once instead of timing out: why the job ended
+// when this rail ended it lately and the sender was one of its members
+// (its ERROR then was lost), else that the job is gone. `instance`: the
+// incarnation the message names (a PING's), or 0.
+void answer_unknown(rail_state& rs, rte_mbuf* m, const frame::endpoint& to, const wire::header& h, drop_reason why,
+                    std::uint32_t instance = 0) noexcept {
     count_drop(rs, m, why);
     if (rs.burst_tsc - rs.unknown_tsc < rs.ms_tsc) return rte_pktmbuf_free(m);
     rs.unknown_tsc = rs.burst_tsc;
+    if (const agg::ended_job* e = rs.agg.jobs_table().ended(h, instance, rs.burst_tsc)) {
+        wire::header eh = h;
+        eh.dt = e->dt;
+        bump(rs.ctr.ends_retold);
+        return send_error(rs, m, to, eh, e->code, e->text(), e->detail, e->instance);
+    }
     char t[wire::max_error_text];
     std::snprintf(t, sizeof t, "railgated has no job %u with rank %u on rail %s (it restarted, or ended the job)",
                   h.job_id, h.rank, rs.s.cfg.name.c_str());
@@ -574,9 +587,9 @@ void handle_leave(rail_state& rs, rte_mbuf* m, const wire::header& h, const fram
 // rank's binding fresh.
 void handle_ping(rail_state& rs, rte_mbuf* m, const wire::header& h, const frame::endpoint& from) noexcept {
     agg::job* j = rs.agg.find(h.job_id);
-    if (!j) return answer_unknown(rs, m, from, h, drop_reason::unknown_job);
+    if (!j) return answer_unknown(rs, m, from, h, drop_reason::unknown_job, h.gen);
     if (const drop_reason r = rs.agg.jobs_table().check_sender(*j, h, peer_key(from)); r != drop_reason::none) {
-        if (r == drop_reason::rank_not_joined) return answer_unknown(rs, m, from, h, r);
+        if (r == drop_reason::rank_not_joined) return answer_unknown(rs, m, from, h, r, h.gen);
         return free_drop(rs, m, r);
     }
     table::heard(*j, h.rank, rs.burst_tsc);
@@ -584,7 +597,7 @@ void handle_ping(rail_state& rs, rte_mbuf* m, const wire::header& h, const frame
     if (!msg) return free_drop(rs, m, drop_reason::no_mbuf);
     // A PING of another incarnation of the job id (its worker missed the
     // end of its job) learns that its job is gone.
-    if (h.gen != j->instance) return answer_unknown(rs, m, from, h, drop_reason::unknown_job);
+    if (h.gen != j->instance) return answer_unknown(rs, m, from, h, drop_reason::unknown_job, h.gen);
     bump(rs.ctr.pongs);
     send_header_answer(rs, m, msg, h, wire::msg_type::pong, 0);
 }

@@ -28,8 +28,9 @@ struct alignas(64) rail_counters {
     counter joins{0}, join_errors{0}, leaves{0}, aborts{0};
     // Job lifecycle: jobs ended because a slot waited for a rank too long,
     // because they did not assemble or went idle, and replaced by a rank's
-    // restarted process; PINGs answered.
-    counter stalls{0}, expirations{0}, takeovers{0}, pongs{0};
+    // restarted process; PINGs answered; a job's end told again to a
+    // member that sent after it (its ERROR then was lost).
+    counter stalls{0}, expirations{0}, takeovers{0}, pongs{0}, ends_retold{0};
     // The fault injector: frames it duplicated, reordered and corrupted
     // (the ones it dropped are drops, fault_injected).
     counter fault_dups{0}, fault_reorders{0}, fault_corrupts{0};

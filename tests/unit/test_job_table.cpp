@@ -4,6 +4,7 @@
 #define BOOST_TEST_MODULE job_table
 #include <boost/test/unit_test.hpp>
 
+#include <string>
 #include <vector>
 
 #include "dataplane/agg/job_table.hpp"
@@ -371,4 +372,56 @@ BOOST_AUTO_TEST_CASE(a_draining_job_keeps_its_entry_until_reclaimed) {
     BOOST_TEST(code(join(t, hdr(0, 1, 8), 0, peer_of(0))) == C(wire::error_code::job_table_full));
     t.reclaim(j);
     BOOST_TEST((join(t, hdr(0, 1, 8), 0, peer_of(0)).st == agg::join_status::joined));
+}
+
+// Why a job ended stays known for the assembly time, to its members only
+// (their token, world and rank), for the incarnation that ended: a member
+// whose ERROR was lost is told the reason, not only that the job is gone.
+BOOST_AUTO_TEST_CASE(a_jobs_end_is_remembered_for_its_members_for_the_assembly_time) {
+    table t(2, 8);
+    t.set_lifecycle(life());
+    job& j = join_all(t, 3, 0);
+    const std::uint32_t inst = j.instance;
+    // Rank 2 ended it (an abort: it is not told again).
+    t.remember_end(j, j.joined & ~0b100u, wire::error_code::aborted, 2, "rank 2 aborted the job: oom", 500);
+    t.end(j);
+    BOOST_TEST(t.find(7) == nullptr);
+    const agg::ended_job* e = t.ended(hdr(0), 0, 600);
+    BOOST_REQUIRE(e != nullptr);
+    BOOST_TEST(C(e->code) == C(wire::error_code::aborted));
+    BOOST_TEST(e->detail == 2u);
+    BOOST_TEST(e->instance == inst);
+    BOOST_TEST(std::string(e->text()) == "rank 2 aborted the job: oom");
+    BOOST_TEST(t.ended(hdr(1), inst, 600) != nullptr);           // its incarnation named
+    BOOST_TEST(t.ended(hdr(1), inst ^ 1, 600) == nullptr);       // another one named
+    BOOST_TEST(t.ended(hdr(2), 0, 600) == nullptr);              // the rank that ended it
+    BOOST_TEST(t.ended(hdr(0, 3, 7, 0xbad), 0, 600) == nullptr); // not the job's token
+    BOOST_TEST(t.ended(hdr(0, 4), 0, 600) == nullptr);           // not its world
+    BOOST_TEST(t.ended(hdr(5, 8), 0, 600) == nullptr);
+    BOOST_TEST(t.ended(hdr(0, 3, 8), 0, 600) == nullptr);        // another id
+    BOOST_TEST(t.ended(hdr(0), 0, 500 + 29999) != nullptr);
+    BOOST_TEST(t.ended(hdr(0), 0, 500 + 30000) == nullptr);      // past the assembly time
+    // The id again, ended again: the latest end is the one told.
+    job& j2 = join_all(t, 3, 1000);
+    t.remember_end(j2, j2.joined, wire::error_code::rank_failed, 1, "rank 1 sent nothing", 2000);
+    t.end(j2);
+    e = t.ended(hdr(0), 0, 2100);
+    BOOST_REQUIRE(e != nullptr);
+    BOOST_TEST(C(e->code) == C(wire::error_code::rank_failed));
+    BOOST_TEST(t.ended(hdr(2), 0, 2100) != nullptr); // told this time
+    e = t.ended(hdr(0), inst, 2100);                 // the first incarnation, named
+    BOOST_REQUIRE(e != nullptr);
+    BOOST_TEST(C(e->code) == C(wire::error_code::aborted));
+    // A text longer than an ERROR carries is cut as the ERROR cuts it.
+    t.remember_end(j2, 0b111, wire::error_code::expired, 0, std::string(300, 'x'), 3000);
+    BOOST_TEST(t.ended(hdr(0), 0, 3000)->text().size() == wire::max_error_text);
+    // The memory is a ring of max(jobs, 16): the oldest ends go first.
+    for (unsigned i = 0; i < 16; ++i) {
+        job& k = join_all(t, 2, 4000 + i);
+        BOOST_REQUIRE(k.id == 7u);
+        t.remember_end(k, k.joined, wire::error_code::expired, 0, "x", 4000 + i);
+        t.end(k);
+    }
+    BOOST_TEST(t.ended(hdr(0), inst, 4100) == nullptr);
+    BOOST_TEST(t.ended(hdr(0, 2), 0, 4100) != nullptr);
 }

@@ -727,6 +727,61 @@ BOOST_AUTO_TEST_CASE(a_stalled_rank_is_named_and_its_job_freed) {
     BOOST_TEST(join_ranks(f, 3) != inst);
 }
 
+// A member whose copy of the job's end was lost (a lossy rail) sends on: it
+// is told why the job ended, with the job's incarnation, not only that the
+// job is gone; a stranger (another token) learns nothing of it.
+BOOST_AUTO_TEST_CASE(a_member_that_missed_its_jobs_end_is_told_why) {
+    rail_fixture f("vd_retold", [](net::daemon_config& dc) {
+        dc.stall_ms = 100;
+        dc.assemble_ms = 400;
+    });
+    const std::uint32_t inst = join_ranks(f, 3);
+    f.inject(contrib_frame(f, 0, 3));
+    f.inject(contrib_frame(f, 1, 3));
+    BOOST_REQUIRE(messages(f.collect(3)).size() == 3u); // the ERRORs, lost on their way
+    BOOST_TEST(active(*f.d) == 0u);
+    auto told_why = [&](const sent& e, std::uint16_t rank) {
+        BOOST_TEST((e.h.type == wire::msg_type::error));
+        BOOST_TEST(e.h.rank == rank);
+        BOOST_TEST(e.h.aux == static_cast<std::uint32_t>(wire::error_code::rank_failed));
+        BOOST_TEST(e.h.offset == 2u);
+        BOOST_TEST(e.h.gen == inst);
+        BOOST_TEST(e.text.find("rank 2 sent nothing to slot 0 of job 5 on rail r0") != std::string::npos, e.text);
+    };
+    // Rank 0's PING (its probe), rank 1's retransmitted contribution.
+    wire::header p = hdr(wire::msg_type::ping, 0, 3);
+    p.gen = inst;
+    f.inject(f.udp(p, nullptr, 0));
+    auto out = messages(f.collect(1));
+    BOOST_REQUIRE(out.size() == 1u);
+    told_why(out[0], 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2)); // past the unknown-job rate limit
+    f.inject(contrib_frame(f, 1, 3, 1));
+    out = messages(f.collect(1));
+    BOOST_REQUIRE(out.size() == 1u);
+    told_why(out[0], 1);
+    BOOST_TEST(f.d->counters(0).ends_retold.load() == 2u);
+    // Another token, or a PING of another incarnation: only that the job is gone.
+    for (const std::uint64_t token : {std::uint64_t{78}, std::uint64_t{77}}) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        wire::header q = p;
+        q.job_token = token;
+        if (token == 77) q.gen = inst ^ 1;
+        f.inject(f.udp(q, nullptr, 0));
+        out = messages(f.collect(1));
+        BOOST_REQUIRE(out.size() == 1u);
+        BOOST_TEST(out[0].h.aux == static_cast<std::uint32_t>(wire::error_code::unknown_job));
+        BOOST_TEST(out[0].text.find("railgated has no job 5 with rank 0") != std::string::npos, out[0].text);
+    }
+    // After the assembly time, the job is only gone.
+    std::this_thread::sleep_for(std::chrono::milliseconds(450));
+    f.inject(f.udp(p, nullptr, 0));
+    out = messages(f.collect(1));
+    BOOST_REQUIRE(out.size() == 1u);
+    BOOST_TEST(out[0].h.aux == static_cast<std::uint32_t>(wire::error_code::unknown_job));
+    BOOST_TEST(f.d->counters(0).ends_retold.load() == 2u);
+}
+
 // The same id and token started twice: a live rank claimed from another
 // port before the job has completed a chunk ends the job for its members
 // and refuses the JOIN (rank_claimed), and the id and token stay refused.
@@ -837,11 +892,14 @@ BOOST_AUTO_TEST_CASE(a_restarted_process_takes_its_rank_over_and_a_live_one_keep
     BOOST_TEST((ack.h.type == wire::msg_type::join_ack));
     BOOST_TEST(ack.h.gen != inst);
     BOOST_TEST(f.d->counters(0).takeovers.load() == 1u);
-    // Rank 1's old contributions are no longer anyone's: it is told.
+    // Rank 1's old contributions are no longer anyone's: it is told why
+    // again (its ERROR may have been lost), with the old incarnation.
     f.inject(contrib_frame(f, 1, 2));
     out = messages(f.collect(1));
     BOOST_REQUIRE(out.size() == 1u);
-    BOOST_TEST(out[0].h.aux == static_cast<std::uint32_t>(wire::error_code::unknown_job));
+    BOOST_TEST(out[0].h.aux == static_cast<std::uint32_t>(wire::error_code::rank_failed));
+    BOOST_TEST(out[0].h.gen == inst);
+    BOOST_TEST(out[0].text.find("rank 0 re-joined job 5") != std::string::npos, out[0].text);
 }
 
 BOOST_AUTO_TEST_CASE(pings_aborts_and_leaves_count_for_their_incarnation_only) {
