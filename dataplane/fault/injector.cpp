@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 
 namespace railgate::fault {
 namespace {
@@ -39,7 +40,7 @@ std::string parse(std::string_view text, spec& out) {
         text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
         const std::size_t eq = item.find('=');
         if (eq == std::string_view::npos)
-            return "fault spec: '" + std::string(item) + "' is not KEY=VALUE (drop, dup, reorder, corrupt, seed, rank, dir)";
+            return "fault spec: '" + std::string(item) + "' is not KEY=VALUE (drop, dup, reorder, corrupt, seed, rank, type, dir)";
         const std::string_view k = item.substr(0, eq), v = item.substr(eq + 1);
         double* field = k == "drop" ? &s.drop : k == "dup" ? &s.dup : k == "reorder" ? &s.reorder
                       : k == "corrupt" ? &s.corrupt : nullptr;
@@ -60,13 +61,21 @@ std::string parse(std::string_view text, spec& out) {
             if (sv.empty() || end != sv.c_str() + sv.size() || x < 0 || x > 65535)
                 return "fault spec: rank=" + sv + " is not a rank (0..65535)";
             s.rank = static_cast<int>(x);
+        } else if (k == "type") {
+            int t = 1;
+            while (type_name(t) && v != type_name(t)) ++t;
+            if (!type_name(t))
+                return "fault spec: type=" + std::string(v) +
+                       " is not a message type (join, join_ack, contrib, result, error, leave, leave_ack, rtt_report, "
+                       "region, ping, pong, held)";
+            s.type = t;
         } else if (k == "dir") {
             if (v == "rx") s.dir = spec::way::rx;
             else if (v == "tx") s.dir = spec::way::tx;
             else if (v == "both") s.dir = spec::way::both;
             else return "fault spec: dir=" + std::string(v) + " is not rx, tx or both";
         } else {
-            return "fault spec: unknown key '" + std::string(k) + "' (drop, dup, reorder, corrupt, seed, rank, dir)";
+            return "fault spec: unknown key '" + std::string(k) + "' (drop, dup, reorder, corrupt, seed, rank, type, dir)";
         }
     }
     out = s;
@@ -80,8 +89,16 @@ std::string format(const spec& s) {
                   static_cast<unsigned long long>(s.seed));
     std::string t = b;
     if (s.rank >= 0) t += ",rank=" + std::to_string(s.rank);
+    if (const char* n = type_name(s.type)) t += std::string(",type=") + n;
     if (s.dir != spec::way::both) t += s.dir == spec::way::rx ? ",dir=rx" : ",dir=tx";
     return t;
+}
+
+const char* type_name(int type) noexcept {
+    // Indexed by wire::msg_type (dataplane/proto/wire.hpp).
+    static constexpr const char* names[] = {nullptr, "join",     "join_ack",   "contrib", "result", "error", "leave",
+                                            "leave_ack", "rtt_report", "region",  "ping",   "pong",  "held"};
+    return type > 0 && type < static_cast<int>(std::size(names)) ? names[type] : nullptr;
 }
 
 std::uint64_t dice::threshold(double p) noexcept {

@@ -4,14 +4,17 @@
 // applies the decisions to mbufs on a rail's receive and transmit paths,
 // and railbench --embedded's virtual switch to its own.
 //
-//   spec: drop=P,dup=P,reorder=P,corrupt=P,seed=S[,rank=N][,dir=rx|tx]
+//   spec: drop=P,dup=P,reorder=P,corrupt=P,seed=S[,rank=N][,type=T][,dir=rx|tx]
 //         (P a fraction 0..1)
 //
 // rank=N limits it to railgate messages of rank N (to and from that
-// worker: its header's rank); dir= to one way, seen from railgated (rx:
-// what the workers send it, tx: what it sends them). Both default to
-// everything: "drop=1,rank=2,dir=tx" is a worker whose results stop
-// arriving while its contributions still do.
+// worker: its header's rank); type=T to messages of one type (join,
+// join_ack, contrib, result, error, leave, leave_ack, rtt_report, region,
+// ping, pong, held); dir= to one way, seen from railgated (rx: what the
+// workers send it, tx: what it sends them). All default to everything:
+// "drop=1,rank=2,dir=tx" is a worker whose results stop arriving while its
+// contributions still do; "drop=0.5,type=leave_ack" loses half the
+// LEAVE_ACKs.
 //
 // The decisions for a packet are independent draws, in that order: a
 // dropped packet is neither duplicated, reordered nor corrupted. The same
@@ -28,6 +31,7 @@ struct spec {
     double drop = 0, dup = 0, reorder = 0, corrupt = 0;
     std::uint64_t seed = 1;
     int rank = -1;           // -1: every frame
+    int type = -1;           // a wire::msg_type; -1: every frame
     enum class way : std::uint8_t { both, rx, tx } dir = way::both;
     bool any() const noexcept { return drop > 0 || dup > 0 || reorder > 0 || corrupt > 0; }
     bool on_rx() const noexcept { return dir != way::tx; }
@@ -41,6 +45,9 @@ struct spec {
 std::string parse(std::string_view text, spec& out);
 // The canonical text of a spec ("off" when it injects nothing).
 std::string format(const spec& s);
+// The name type= takes for a message type (wire::msg_type's value), or
+// null when there is none.
+const char* type_name(int type) noexcept;
 
 // What happens to one packet.
 struct verdict {

@@ -50,13 +50,14 @@ inline void before_corruption(rte_mbuf* m) noexcept {
     m->ol_flags &= ~(RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM);
 }
 
-// Whether m is a railgate message of `rank` (the header's rank field of an
-// IPv4/UDP frame long enough to hold one).
-inline bool frame_of_rank(const rte_mbuf* m, int rank) noexcept {
+// Whether m is a railgate message of `rank` and of `type` (-1: any; the
+// header of an IPv4/UDP frame long enough to hold one).
+inline bool frame_matches(const rte_mbuf* m, int rank, int type) noexcept {
     if (m->data_len < frame::udp_frame_overhead + wire::header_bytes) return false;
     const auto* p = rte_pktmbuf_mtod(m, const std::uint8_t*);
     if (p[12] != 0x08 || p[13] != 0x00 || p[frame::eth_bytes] != 0x45 || p[frame::eth_bytes + 9] != 17) return false;
-    return wire::decode_header(p + frame::udp_frame_overhead).rank == rank;
+    const wire::header h = wire::decode_header(p + frame::udp_frame_overhead);
+    return (rank < 0 || h.rank == rank) && (type < 0 || static_cast<int>(h.type) == type);
 }
 
 // Applies the dice to the burst v[0..n) in place (room for `cap`):
@@ -77,10 +78,10 @@ inline void apply_faults(fault::dice& dice, rte_mbuf*& late, fault_tally& t, rte
         ++t.drops;
         rte_pktmbuf_free(m);
     };
-    const int rank = dice.current().rank;
+    const int rank = dice.current().rank, type = dice.current().type;
     for (unsigned i = 0; i < n; ++i) {
         rte_mbuf* m = v[i];
-        if (rank >= 0 && !frame_of_rank(m, rank)) {
+        if ((rank >= 0 || type >= 0) && !frame_matches(m, rank, type)) {
             if (k < cap) out[k++] = m;
             else lose(m);
             continue;

@@ -4,8 +4,12 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <string>
+#include <string_view>
+#include <utility>
 
 #include "dataplane/fault/injector.hpp"
+#include "dataplane/proto/wire.hpp"
 
 using namespace railgate;
 
@@ -36,7 +40,32 @@ BOOST_AUTO_TEST_CASE(specs_parse_and_print_back) {
     BOOST_TEST(fault::parse(fault::format(s), back).empty());
     BOOST_TEST((back == s));
     BOOST_TEST(fault::parse("drop=1", s).empty());
-    BOOST_TEST((s.rank == -1 && s.on_rx() && s.on_tx()));
+    BOOST_TEST((s.rank == -1 && s.type == -1 && s.on_rx() && s.on_tx()));
+    // One message type.
+    BOOST_TEST(fault::parse("drop=0.5,type=leave_ack,dir=tx,seed=3", s).empty());
+    BOOST_TEST(s.type == static_cast<int>(wire::msg_type::leave_ack));
+    BOOST_TEST(fault::format(s) == "drop=0.5,dup=0,reorder=0,corrupt=0,seed=3,type=leave_ack,dir=tx");
+    BOOST_TEST(fault::parse(fault::format(s), back).empty());
+    BOOST_TEST((back == s));
+}
+
+BOOST_AUTO_TEST_CASE(type_names_are_the_wire_types) {
+    const std::pair<wire::msg_type, std::string_view> all[] = {
+        {wire::msg_type::join, "join"},       {wire::msg_type::join_ack, "join_ack"},
+        {wire::msg_type::contrib, "contrib"}, {wire::msg_type::result, "result"},
+        {wire::msg_type::error, "error"},     {wire::msg_type::leave, "leave"},
+        {wire::msg_type::leave_ack, "leave_ack"}, {wire::msg_type::rtt_report, "rtt_report"},
+        {wire::msg_type::region, "region"},   {wire::msg_type::ping, "ping"},
+        {wire::msg_type::pong, "pong"},       {wire::msg_type::held, "held"}};
+    for (const auto& [t, name] : all) {
+        BOOST_TEST(fault::type_name(static_cast<int>(t)) == name);
+        fault::spec s;
+        BOOST_TEST(fault::parse("drop=1,type=" + std::string(name), s).empty());
+        BOOST_TEST(s.type == static_cast<int>(t));
+    }
+    BOOST_TEST(fault::type_name(0) == nullptr);
+    BOOST_TEST(fault::type_name(13) == nullptr);
+    BOOST_TEST(fault::type_name(-1) == nullptr);
 }
 
 BOOST_AUTO_TEST_CASE(bad_specs_are_refused_naming_the_field) {
@@ -52,6 +81,8 @@ BOOST_AUTO_TEST_CASE(bad_specs_are_refused_naming_the_field) {
     BOOST_TEST(fault::parse("seed=12x", s).find("seed") != std::string::npos);
     BOOST_TEST(fault::parse("rank=-1", s).find("rank=-1 is not a rank") != std::string::npos);
     BOOST_TEST(fault::parse("dir=up", s).find("dir=up is not rx, tx or both") != std::string::npos);
+    BOOST_TEST(fault::parse("type=3", s).find("type=3 is not a message type") != std::string::npos);
+    BOOST_TEST(fault::parse("type=", s).find("is not a message type") != std::string::npos);
     BOOST_TEST(s.drop == 0.3); // untouched on error
 }
 
