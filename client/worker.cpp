@@ -41,6 +41,13 @@ std::uint64_t ns(D d) noexcept {
 }
 
 constexpr unsigned rx_batch = 64;
+
+// A rail's retransmit timeout before any backoff: its smoothed round trip
+// plus four deviations (20 ms before the first is measured), at least
+// `floor`, at most `cap`.
+std::uint64_t rail_rto(std::uint64_t srtt, std::uint64_t rttvar, std::uint64_t floor, std::uint64_t cap) noexcept {
+    return std::min(cap, std::max(floor, srtt ? srtt + 4 * rttvar : std::uint64_t{20'000'000}));
+}
 // The retransmit and liveness scan runs at most this often.
 constexpr std::uint64_t scan_every_ns = 200'000;
 
@@ -624,13 +631,30 @@ void worker::leave() {
     if (s.joined) report_rtt();
     const std::vector<unsigned> rails = s.joined_on;
     std::vector<bool> acked(rails.size(), false);
-    for (int attempt = 0; attempt < 5 && std::find(acked.begin(), acked.end(), false) != acked.end(); ++attempt) {
+    // A LEAVE unanswered for the slowest of its rails' retransmit timeout,
+    // at least 10 ms (a LEAVE_ACK late behind a burst of results draws no
+    // second LEAVE), is sent again, the wait doubling up to 100 ms, for
+    // 500 ms in all: railgated acknowledges a repeated LEAVE, so a lost
+    // LEAVE_ACK costs about that timeout, not the whole wait. A reliable
+    // transport loses nothing: it waits 100 ms at a time, for a railgated
+    // that went away.
+    constexpr std::uint64_t most = 100'000'000;
+    std::uint64_t wait = t_.reliable() ? most : 0;
+    for (unsigned r : rails)
+        if (r < s.run.size())
+            wait = std::max(wait, rail_rto(s.run[r].srtt_ns, s.run[r].rttvar_ns,
+                                           std::max({ns(o_.rto), ns(t_.min_rto()), std::uint64_t{10'000'000}}), most));
+    if (!wait) wait = 20'000'000; // left before its first operation
+
+    const auto give_up = clock::now() + std::chrono::milliseconds(500);
+    for (; clock::now() < give_up && std::find(acked.begin(), acked.end(), false) != acked.end();
+         wait = std::min(2 * wait, most)) {
         for (std::size_t i = 0; i < rails.size(); ++i)
             if (!acked[i]) {
                 const tx_msg msg{control_header(o_, wire::msg_type::leave, s.inst[rails[i]]), nullptr, 0};
                 t_.send(rails[i], &msg, 1);
             }
-        const auto until = clock::now() + std::chrono::milliseconds(100);
+        const auto until = std::min(give_up, clock::now() + std::chrono::nanoseconds(wait));
         while (clock::now() < until && std::find(acked.begin(), acked.end(), false) != acked.end()) {
             for (std::size_t i = 0; i < rails.size(); ++i) {
                 const unsigned n = t_.recv(rails[i], s.rx.data(), rx_batch);
@@ -1044,8 +1068,7 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     // Before the first round trip is measured: 20 ms (a first window may
     // queue behind a slow rail for a while).
     const std::uint64_t rto =
-        std::min(s.rto_cap_ns, std::max({ns(o_.rto), ns(t_.min_rto()),
-                                          rr.srtt_ns ? rr.srtt_ns + 4 * rr.rttvar_ns : std::uint64_t{20'000'000}}));
+        rail_rto(rr.srtt_ns, rr.rttvar_ns, std::max(ns(o_.rto), ns(t_.min_rto())), s.rto_cap_ns);
     // A chunk's timer runs from when it left, or from the rail's last
     // result or HELD; an unanswered probe's alone runs.
     const std::uint64_t restarted = std::max(rr.delivered_ns, rr.held_ns);

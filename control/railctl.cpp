@@ -230,6 +230,8 @@ void print_counters(const json& c) {
                 c["drops_total"].get<unsigned long long>());
     for (const auto& [reason, n] : c["drops"].items())
         std::printf("    drop %-28s %llu\n", reason.c_str(), n.get<unsigned long long>());
+    if (const unsigned long long la = c.value("leaves_again", 0ull); la)
+        std::printf("  leaves: %llu acknowledged again (their LEAVE_ACK lost)\n", la);
     if (const unsigned long long st = c.value("stalls", 0ull), ex = c.value("expirations", 0ull),
         to = c.value("takeovers", 0ull), rt = c.value("ends_retold", 0ull);
         st || ex || to || rt)

@@ -288,6 +288,8 @@ void daemon::print_stats(std::FILE* out) const {
                      v(c.join_errors), v(c.leaves), v(c.aborts), v(c.arp_replies), v(c.icmp_replies),
                      c.total_drops());
         if (v(c.ecn_marked)) std::fprintf(out, "  ecn: %" PRIu64 " frames marked CE\n", v(c.ecn_marked));
+        if (v(c.leaves_again))
+            std::fprintf(out, "  leaves: %" PRIu64 " acknowledged again (their LEAVE_ACK lost)\n", v(c.leaves_again));
         if (v(c.udp_coalesced))
             std::fprintf(out, "  udp: %" PRIu64 " datagrams arrived coalesced (GRO), %" PRIu64 " copied\n",
                          v(c.udp_coalesced), v(c.udp_copied));

@@ -569,11 +569,32 @@ void handle_abort(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<
     rte_pktmbuf_free(m);
 }
 
+// Whether the rank a LEAVE names is not a member here: its job (that
+// incarnation) is gone, or the rank of it already left. Its LEAVE_ACK was
+// lost, and it asks again. Not when the job id is another job's (another
+// token or world): that one is not the sender's to learn about.
+bool already_left(rail_state& rs, const wire::header& h) noexcept {
+    const agg::job* j = rs.agg.find(h.job_id);
+    if (!j || h.gen != j->instance) return true;
+    return rs.agg.jobs_table().check_sender(*j, h, 0) == drop_reason::rank_not_joined;
+}
+
 void handle_leave(rail_state& rs, rte_mbuf* m, const wire::header& h, const frame::endpoint& from) noexcept {
     const drop_reason r = rs.agg.leave(h, peer_key(from));
-    if (r != drop_reason::none) return free_drop(rs, m, r == drop_reason::not_member ? r : drop_reason::leave_unknown);
-    bump(rs.ctr.leaves);
-    rs.s.active_jobs.store(rs.agg.active_jobs(), std::memory_order_relaxed);
+    if (r != drop_reason::none) {
+        if (r == drop_reason::not_member || !already_left(rs, h))
+            return free_drop(rs, m, r == drop_reason::not_member ? r : drop_reason::leave_unknown);
+        // Leaving is idempotent: a LEAVE repeated because its LEAVE_ACK was
+        // lost is acknowledged again (at most once a millisecond per rail,
+        // as unknown jobs are answered; above that it is dropped), so the
+        // worker does not wait out its retries.
+        if (rs.burst_tsc - rs.unknown_tsc < rs.ms_tsc) return free_drop(rs, m, drop_reason::leave_unknown);
+        rs.unknown_tsc = rs.burst_tsc;
+        bump(rs.ctr.leaves_again);
+    } else {
+        bump(rs.ctr.leaves);
+        rs.s.active_jobs.store(rs.agg.active_jobs(), std::memory_order_relaxed);
+    }
     std::uint8_t* msg = reuse_as_reply(rs, m, from, wire::header_bytes);
     if (!msg) return free_drop(rs, m, drop_reason::no_mbuf);
     wire::header a = h;

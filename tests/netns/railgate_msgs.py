@@ -36,11 +36,12 @@ def counts_match(to, frm, c):
          to[CONTRIB], c["contributions"] + d.get("duplicate", 0) + c["results_resent"] + c["held"]),
         ("HELDs out == held", frm[HELD], c["held"]),
         ("RESULTs out == results sent", frm[RESULT], c["results_sent"]),
-        ("LEAVEs in == leaves", to[LEAVE], c["leaves"]),
+        ("LEAVEs in == leaves + leaves acknowledged again + unknown", to[LEAVE],
+         c["leaves"] + c.get("leaves_again", 0) + d.get("leave_unknown", 0)),
         ("RTT_REPORTs in == rtt reports", to[RTT_REPORT], c["rtt_reports"]),
         ("PINGs in == PONGs out == pongs", (to[PING], frm[PONG]), (c["pongs"], c["pongs"])),
         ("JOIN_ACKs out == joins", frm[JOIN_ACK], c["joins"]),
-        ("LEAVE_ACKs out == leaves", frm[LEAVE_ACK], c["leaves"]),
+        ("LEAVE_ACKs out == leaves + leaves acknowledged again", frm[LEAVE_ACK], c["leaves"] + c.get("leaves_again", 0)),
     ]
     ok = True
     for name, seen, counted in checks:

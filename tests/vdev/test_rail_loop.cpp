@@ -919,13 +919,17 @@ BOOST_AUTO_TEST_CASE(pings_aborts_and_leaves_count_for_their_incarnation_only) {
     BOOST_REQUIRE(out.size() == 1u);
     BOOST_TEST(out[0].h.aux == static_cast<std::uint32_t>(wire::error_code::unknown_job));
     BOOST_TEST(out[0].h.gen == (inst ^ 1));
-    // A late abort or LEAVE of another incarnation changes nothing.
+    // A late abort or LEAVE of another incarnation changes nothing (that
+    // incarnation is gone: its LEAVE is acknowledged, its rank not freed).
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
     wire::header a = hdr(wire::msg_type::error, 0, 2);
     a.gen = inst ^ 1;
     f.inject(f.udp(a, nullptr, 0));
     a.type = wire::msg_type::leave;
     f.inject(f.udp(a, nullptr, 0));
-    f.collect(0);
+    out = messages(f.collect(1));
+    BOOST_REQUIRE(out.size() == 1u);
+    BOOST_TEST((out[0].h.type == wire::msg_type::leave_ack));
     BOOST_TEST(active(*f.d) == 1u);
     // From another address: not the rank's.
     a.type = wire::msg_type::error;
@@ -941,6 +945,46 @@ BOOST_AUTO_TEST_CASE(pings_aborts_and_leaves_count_for_their_incarnation_only) {
     BOOST_TEST(out[0].h.rank == 1u);
     BOOST_TEST(out[0].text == "rank 0 aborted the job: mine");
     BOOST_TEST(active(*f.d) == 0u);
+}
+
+// A LEAVE_ACK lost on the way: the worker's LEAVE comes again, from a
+// rank that left (or of a job that ended when its last rank left), and is
+// acknowledged again instead of costing the worker its retries. A LEAVE
+// naming the job id with another token (another tenant's job) is not.
+BOOST_AUTO_TEST_CASE(a_repeated_leave_is_acknowledged_again) {
+    rail_fixture f("vd_releave");
+    const std::uint32_t inst = join_ranks(f, 3);
+    const auto leave = [&](std::uint16_t rank, std::uint64_t token = 77) {
+        wire::header h = hdr(wire::msg_type::leave, rank, 3);
+        h.gen = inst;
+        h.job_token = token;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2)); // past the once-a-millisecond answer limit
+        f.inject(f.udp(h, nullptr, 0));
+        return messages(f.collect(1));
+    };
+    const auto acked = [](const std::vector<sent>& out, std::uint16_t rank) {
+        return out.size() == 1u && out[0].h.type == wire::msg_type::leave_ack && out[0].h.rank == rank &&
+               out[0].h.job_token == 77u;
+    };
+    BOOST_TEST(acked(leave(0), 0));
+    BOOST_TEST(f.d->counters(0).leaves.load() == 1u);
+    BOOST_TEST(acked(leave(0), 0)); // the first ACK was lost
+    BOOST_TEST(f.d->counters(0).leaves.load() == 1u);
+    BOOST_TEST(f.d->counters(0).leaves_again.load() == 1u);
+    BOOST_TEST(f.drops(drop_reason::leave_unknown) == 0u);
+    BOOST_TEST(active(*f.d) == 1u);
+    // Another tenant's LEAVE for rank 1 of job 5: dropped, unanswered; rank
+    // 1 stays.
+    BOOST_TEST(leave(1, 78).empty());
+    BOOST_TEST(f.drops(drop_reason::leave_unknown) == 1u);
+    BOOST_TEST(acked(leave(1), 1));
+    BOOST_TEST(acked(leave(2), 2));
+    BOOST_TEST(active(*f.d) == 0u);
+    // The job ended with its last rank's LEAVE; that LEAVE again is
+    // acknowledged again.
+    BOOST_TEST(acked(leave(2), 2));
+    BOOST_TEST(f.d->counters(0).leaves.load() == 3u);
+    BOOST_TEST(f.d->counters(0).leaves_again.load() == 2u);
 }
 
 BOOST_AUTO_TEST_CASE(corrupted_and_injected_faults_are_counted_never_summed) {
