@@ -70,7 +70,7 @@ cat "$log/capture.err"
 # stands still (other frames, IPv6 neighbour discovery, may still arrive).
 ctl --json stats --rail r0 > "$log/r0.json" || fail "railctl stats"
 
-decode() { tshark -X lua_script:"$lua" -r "$log/rail0.pcapng" "$@"; }
+decode() { tshark -o udp.try_heuristic_first:TRUE -X lua_script:"$lua" -r "$log/rail0.pcapng" "$@"; }
 decode -T fields -e frame.interface_name -e frame.packet_flags_direction -e ip.dst -e railgate.type \
   -e railgate.job -e frame.comment > "$log/decoded.txt" 2> "$log/tshark.err" || fail "tshark could not read the capture"
 grep -v "Running as user" "$log/tshark.err" | grep . && fail "tshark reported errors"
@@ -121,7 +121,7 @@ for r in 0 1; do
 done
 for r in 0 1; do wait "${pids[$r]}" || fail "job 8 rank $r"; done
 wait "$cap" || fail "the --count capture: $(cat "$log/job.err")"
-n=$(tshark -X lua_script:"$lua" -r "$log/job8.pcapng" -T fields -e railgate.job | sort | uniq -c | tr -s ' ')
+n=$(tshark -o udp.try_heuristic_first:TRUE -X lua_script:"$lua" -r "$log/job8.pcapng" -T fields -e railgate.job | sort | uniq -c | tr -s ' ')
 [ "$n" = " 20 8" ] || fail "--job 8 --count 20 captured: $n"
 [ "$(tshark -r "$log/job8.pcapng" -T fields -e frame.interface_name | sort -u | tr '\n' ' ')" = "r0 r1 " ] ||
   fail "the capture of r0,r1 does not name both interfaces"

@@ -1,8 +1,9 @@
 -- Wireshark / tshark dissector for the railgate wire protocol, version 2
 -- (dataplane/proto/PROTOCOL.md): UDP port 47000 by default (a preference).
 --
---   tshark -X lua_script:tools/wireshark/railgate.lua -r rail0.pcapng -Y railgate
---   tshark -X lua_script:railgate.lua -r f.pcapng -T fields -e railgate.type -e railgate.job -e railgate.slot
+--   tshark -o udp.try_heuristic_first:TRUE -X lua_script:tools/wireshark/railgate.lua -r rail0.pcapng -Y railgate
+--   tshark -o udp.try_heuristic_first:TRUE -X lua_script:railgate.lua -r f.pcapng -T fields -e railgate.type -e railgate.job
+-- (udp.try_heuristic_first: see the end of this file)
 -- or copy it into Wireshark's personal plugins folder
 -- (~/.local/lib/wireshark/plugins/). Installed in share/railgate/wireshark.
 --
@@ -256,3 +257,20 @@ local function register()
 end
 function rg.prefs_changed() register() end
 register()
+
+-- Wireshark tries the lower of a datagram's two ports first, and a
+-- worker's ephemeral port (32768-60999) may be one another dissector
+-- claims (44818 enip, 37008 tzsp, 34962 pn_rt, ...): that worker's
+-- datagrams would be decoded as that protocol. As a heuristic too (to or
+-- from railgated's port, this version), railgate wins on its port whatever
+-- the other when heuristics go first:
+--   tshark -o udp.try_heuristic_first:TRUE -X lua_script:railgate.lua ...
+-- (Wireshark: Analyze > Enabled Protocols, or the UDP preference "Try
+-- heuristic sub-dissectors first").
+local function heuristic(buf, pinfo, root)
+    if pinfo.src_port ~= rg.prefs.port and pinfo.dst_port ~= rg.prefs.port then return false end
+    if buf:len() < header_bytes or buf(0, 1):uint() ~= protocol_version then return false end
+    rg.dissector(buf, pinfo, root)
+    return true
+end
+rg:register_heuristic("udp", heuristic)
