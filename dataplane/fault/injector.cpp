@@ -64,10 +64,11 @@ std::string parse(std::string_view text, spec& out) {
         } else if (k == "type") {
             int t = 1;
             while (type_name(t) && v != type_name(t)) ++t;
-            if (!type_name(t))
-                return "fault spec: type=" + std::string(v) +
-                       " is not a message type (join, join_ack, contrib, result, error, leave, leave_ack, rtt_report, "
-                       "region, ping, pong, held)";
+            if (!type_name(t)) {
+                std::string all;
+                for (int i = 1; type_name(i); ++i) all += (i > 1 ? ", " : "") + std::string(type_name(i));
+                return "fault spec: type=" + std::string(v) + " is not a message type (" + all + ")";
+            }
             s.type = t;
         } else if (k == "dir") {
             if (v == "rx") s.dir = spec::way::rx;
