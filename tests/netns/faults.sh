@@ -5,7 +5,7 @@
 #     (railctl fault): bit-exact, every injected drop and caught corruption
 #     counted;
 #     1b. 30% of the LEAVE_ACKs lost: the workers' LEAVEs come again and are
-#     answered, costing about a round trip each, not the retries;
+#     answered, costing a retransmit timeout (10 ms or more), not the retries;
 #  2. a worker killed (SIGKILL) and 3. a worker stopped (SIGSTOP): the others
 #     fail within 2 s naming it, the job is gone, the same job id works again;
 #     2b. a worker killed while railgated's ERRORs to another are lost: that
