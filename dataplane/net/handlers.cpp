@@ -67,6 +67,16 @@ void end_job(rail_state& rs, agg::job& j, wire::error_code code, std::uint64_t d
     rs.s.active_jobs.store(rs.agg.active_jobs(), std::memory_order_relaxed);
 }
 
+// Whether this rail may answer a message it has no job for (an unknown
+// job's ERROR, a repeated LEAVE's ACK): at most once a millisecond, so that
+// forged traffic cannot turn railgated into a reflector. Answering takes
+// the millisecond.
+bool may_answer(rail_state& rs) noexcept {
+    if (rs.burst_tsc - rs.unknown_tsc < rs.ms_tsc) return false;
+    rs.unknown_tsc = rs.burst_tsc;
+    return true;
+}
+
 // A message for a job (or rank) this rail does not have, from someone who
 // may be a member of it: a job railgated ended, or one a restarted
 // railgated never saw. It is told, at most once a millisecond per rail, so
@@ -77,8 +87,7 @@ void end_job(rail_state& rs, agg::job& j, wire::error_code code, std::uint64_t d
 void answer_unknown(rail_state& rs, rte_mbuf* m, const frame::endpoint& to, const wire::header& h, drop_reason why,
                     std::uint32_t instance = 0) noexcept {
     count_drop(rs, m, why);
-    if (rs.burst_tsc - rs.unknown_tsc < rs.ms_tsc) return rte_pktmbuf_free(m);
-    rs.unknown_tsc = rs.burst_tsc;
+    if (!may_answer(rs)) return rte_pktmbuf_free(m);
     if (const agg::ended_job* e = rs.agg.jobs_table().ended(h, instance, rs.burst_tsc)) {
         wire::header eh = h;
         eh.dt = e->dt;
@@ -588,8 +597,7 @@ void handle_leave(rail_state& rs, rte_mbuf* m, const wire::header& h, const fram
         // lost is acknowledged again (at most once a millisecond per rail,
         // as unknown jobs are answered; above that it is dropped), so the
         // worker does not wait out its retries.
-        if (rs.burst_tsc - rs.unknown_tsc < rs.ms_tsc) return free_drop(rs, m, drop_reason::leave_unknown);
-        rs.unknown_tsc = rs.burst_tsc;
+        if (!may_answer(rs)) return free_drop(rs, m, drop_reason::leave_unknown);
         bump(rs.ctr.leaves_again);
     } else {
         bump(rs.ctr.leaves);

@@ -327,9 +327,9 @@ struct rail_state {
     routed out[rx_burst];
     std::uint64_t icmp_tsc = 0;
     // Job lifecycle: when the next expiry scan is due, when railgated last
-    // answered an unknown job (at most one ERROR per millisecond), the stall
-    // time JOIN_ACKs advertise, and the advertised rails that are down
-    // (the daemon's, read at JOIN).
+    // answered a message it had no job for (may_answer: at most one a
+    // millisecond), the stall time JOIN_ACKs advertise, and the advertised
+    // rails that are down (the daemon's, read at JOIN).
     std::uint64_t ms_tsc;
     std::uint64_t expire_tsc = 0;
     std::uint64_t unknown_tsc = 0;
