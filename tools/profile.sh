@@ -103,6 +103,10 @@ for line in sys.stdin:
         continue
     pct, comm, dso, sym = float(f[0].strip().rstrip("%")), f[1].strip(), f[2].strip(), f[3].strip()
     sym = re.sub(r"^\[[.k]\] ", "", sym)
+    # A library without symbols (Debian strips the DPDK drivers) shows
+    # bare addresses: name the library instead, one entry for all of them.
+    if re.fullmatch(r"0x[0-9a-f]+", sym):
+        sym = "%s (no symbols)" % dso
     name = next((p for p, rule in rules if rule(comm, dso, sym)), "other")
     phase[name] += pct
     top[name][sym[:60]] += pct
