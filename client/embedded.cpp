@@ -55,6 +55,15 @@ void offloaded_wire(rte_mbuf* m) noexcept {
                   RTE_MBUF_F_RX_IP_CKSUM_GOOD | RTE_MBUF_F_RX_L4_CKSUM_GOOD;
 }
 
+// Frees what a ring (a PMD's) holds.
+void empty_ring(rte_ring* r) noexcept {
+    void* objs[64];
+    unsigned n;
+    while ((n = rte_ring_dequeue_burst(r, objs, 64, nullptr)) > 0) {
+        net::taking_over(reinterpret_cast<rte_mbuf**>(objs), n);
+        rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(objs), n);
+    }
+}
 } // namespace
 
 embedded_fabric::embedded_fabric(unsigned rails, unsigned workers, std::uint16_t mtu, bool checksum_offload)
@@ -86,14 +95,7 @@ unsigned embedded_fabric::default_pool() const noexcept {
 
 void embedded_fabric::drain() noexcept {
     for (auto* v : {&up_, &down_, &wdown_})
-        for (rte_ring* r : *v) {
-            void* objs[64];
-            unsigned n;
-            while ((n = rte_ring_dequeue_burst(r, objs, 64, nullptr)) > 0) {
-                net::taking_over(reinterpret_cast<rte_mbuf**>(objs), n); // a PMD's ring
-                rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(objs), n);
-            }
-        }
+        for (rte_ring* r : *v) empty_ring(r);
     for (auto* v : {&late_up_, &late_down_})
         for (rte_mbuf*& m : *v)
             if (m) {
@@ -118,12 +120,7 @@ embedded_fabric::~embedded_fabric() {
             if (rte_eth_dev_is_valid_port(p)) rte_eth_dev_close(p);
     for (auto* v : {&up_, &down_, &wdown_})
         for (rte_ring* r : *v) {
-            void* objs[64];
-            unsigned n;
-            while ((n = rte_ring_dequeue_burst(r, objs, 64, nullptr)) > 0) {
-                net::taking_over(reinterpret_cast<rte_mbuf**>(objs), n); // a PMD's ring
-                rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(objs), n);
-            }
+            empty_ring(r);
             rte_ring_free(r);
         }
     rte_mempool_free(pool_);

@@ -294,13 +294,9 @@ unsigned verbs_transport::recv(unsigned ri, rx_msg* out, unsigned max) noexcept 
         r.failure_told = true;
         rx_msg& m = out[0];
         m = rx_msg{};
-        m.h = r.last_join;
-        m.h.type = wire::msg_type::error;
         // The rail is gone for this worker (its QP failed): as railgated
         // would say it, rail_down naming this rail.
-        m.h.aux = static_cast<std::uint32_t>(wire::error_code::rail_down);
-        m.h.offset = std::uint64_t{1} << ri;
-        m.h.gen = transport_error_gen;
+        m.h = wire::error_header(r.last_join, wire::error_code::rail_down, std::uint64_t{1} << ri, transport_error_gen);
         m.frag[0] = reinterpret_cast<const std::uint8_t*>(r.failed.data());
         m.frag_len[0] = static_cast<std::uint32_t>(r.failed.size());
         return 1;

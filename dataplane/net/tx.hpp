@@ -194,19 +194,10 @@ inline void send_udp(rail_state& rs, rte_mbuf* m) noexcept {
 inline void send_error(rail_state& rs, rte_mbuf* m, const frame::endpoint& dst, const wire::header& req,
                        wire::error_code code, std::string_view text, std::uint64_t detail = 0,
                        std::uint32_t gen = 0) noexcept {
-    if (text.empty()) text = wire::error_name(code);
-    if (text.size() > wire::max_error_text) text = text.substr(0, wire::max_error_text);
+    text = wire::error_text(text, code);
     std::uint8_t* msg = reuse_as_reply(rs, m, dst, wire::header_bytes + text.size());
     if (!msg) return free_drop(rs, m, drop_reason::no_mbuf);
-    wire::header h = req;
-    h.type = wire::msg_type::error;
-    h.flags = 0;
-    h.count = 0;
-    h.slot = 0;
-    h.gen = gen;
-    h.offset = detail;
-    h.aux = static_cast<std::uint32_t>(code);
-    wire::encode_header(h, msg);
+    wire::encode_header(wire::error_header(req, code, detail, gen), msg);
     std::memcpy(msg + wire::header_bytes, text.data(), text.size());
     send_udp(rs, m);
 }

@@ -3,6 +3,7 @@
 // parse_header() in parse.hpp are the only code that touches raw bytes.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <charconv>
@@ -247,6 +248,27 @@ std::string_view dtype_name(dtype d) noexcept;
 // Parses "fp32", "bf16", "fp16", "int32"; returns false on anything else.
 bool dtype_from_name(std::string_view s, dtype& out) noexcept;
 std::string_view error_name(error_code c) noexcept;
+
+// The header of an ERROR that answers `req` (its job, rank and request):
+// `code` in aux, `detail` in offset (a rank, or rails), the job instance (or
+// what the request asked with) in gen. Both planes send it.
+constexpr header error_header(const header& req, error_code code, std::uint64_t detail, std::uint32_t gen) noexcept {
+    header h = req;
+    h.type = msg_type::error;
+    h.flags = 0;
+    h.count = 0;
+    h.slot = 0;
+    h.gen = gen;
+    h.offset = detail;
+    h.aux = static_cast<std::uint32_t>(code);
+    return h;
+}
+// The text an ERROR carries after its header: the code's name when none is
+// given, cut to max_error_text bytes.
+inline std::string_view error_text(std::string_view text, error_code code) noexcept {
+    if (text.empty()) text = error_name(code);
+    return text.substr(0, std::min(text.size(), max_error_text));
+}
 
 // Constant-time equality of two tokens: how long it takes says nothing
 // about how many bits matched.

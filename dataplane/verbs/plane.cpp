@@ -606,16 +606,8 @@ void plane::rail_state::send_ctl(conn& c, const wire::header& h, const void* bod
 
 void plane::rail_state::send_error(conn& c, const wire::header& req, wire::error_code code, const std::string& text,
                                    std::uint64_t detail, std::uint32_t gen) {
-    wire::header h = req;
-    h.type = wire::msg_type::error;
-    h.flags = 0;
-    h.count = 0;
-    h.slot = 0;
-    h.gen = gen;
-    h.offset = detail;
-    h.aux = static_cast<std::uint32_t>(code);
-    const std::string t = text.substr(0, wire::max_error_text);
-    send_ctl(c, h, t.data(), t.size());
+    const std::string_view t = wire::error_text(text, code);
+    send_ctl(c, wire::error_header(req, code, detail, gen), t.data(), t.size());
 }
 
 // A control message on c is its rank's when c joined the job as that rank:

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "dataplane/proto/frame.hpp"
@@ -387,6 +388,37 @@ BOOST_AUTO_TEST_CASE(header_only_answers_have_no_body) {
     wire::header out;
     std::span<const std::uint8_t> body;
     BOOST_TEST((parse_server_message(flipped.data(), flipped.size(), out, body) == drop_reason::rg_body));
+}
+
+// Both planes answer with these: an ERROR keeps the request's job, token,
+// rank and world, and parses as a server message with its text as body.
+BOOST_AUTO_TEST_CASE(error_answers_keep_the_request_and_carry_the_code) {
+    wire::header req = contrib_header(16);
+    req.flags = 0xff;
+    req.slot = 7;
+    const wire::header e = wire::error_header(req, wire::error_code::rank_failed, 3, 9);
+    BOOST_TEST((e.type == msg_type::error));
+    BOOST_TEST(e.job_id == req.job_id);
+    BOOST_TEST(e.job_token == req.job_token);
+    BOOST_TEST(e.rank == req.rank);
+    BOOST_TEST(e.world_size == req.world_size);
+    BOOST_TEST(e.flags == 0);
+    BOOST_TEST(e.count == 0u);
+    BOOST_TEST(e.slot == 0);
+    BOOST_TEST(e.offset == 3u);
+    BOOST_TEST(e.gen == 9u);
+    BOOST_TEST(e.aux == static_cast<std::uint32_t>(wire::error_code::rank_failed));
+    BOOST_TEST(wire::error_text("", wire::error_code::expired) == wire::error_name(wire::error_code::expired));
+    BOOST_TEST(wire::error_text("rank 2 died", wire::error_code::rank_failed) == "rank 2 died");
+    const std::string longer(wire::max_error_text + 50, 'x');
+    const std::string_view cut = wire::error_text(longer, wire::error_code::aborted);
+    BOOST_TEST(cut.size() == wire::max_error_text);
+    auto bytes = message(e, cut.size());
+    std::memcpy(bytes.data() + wire::header_bytes, cut.data(), cut.size());
+    wire::header out;
+    std::span<const std::uint8_t> body;
+    BOOST_TEST((parse_server_message(bytes.data(), bytes.size(), out, body) == drop_reason::none));
+    BOOST_TEST(body.size() == cut.size());
 }
 
 BOOST_AUTO_TEST_CASE(checksum_matches_rfc1071_reference) {
