@@ -1,11 +1,14 @@
 // railgated's rail loop: each worker lcore polls its rails in bursts
 // (DPDK l3fwd's loop), runs the job lifecycle's clock, and picks up the
 // control plane's commands between bursts.
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include <rte_cycles.h>
@@ -198,6 +201,96 @@ namespace {
 // 1.6%), shorter than a training step's forward pass (bench_ddp: the same
 // step times with 1 and 50 ms, 4-18% under polling).
 constexpr unsigned quiet_ms = 50;
+// Another task busy on the loop's core: a yielding loop gets the core back
+// only when that task's slice ends (a 4 ms tick, which every datagram would
+// wait for: raillat's udp round trip went from 5 us to 4 ms beside a busy
+// task on each CPU), a sleeping one as soon as a datagram wakes it (9-11
+// us). On a core of its own sleeping costs more than yielding (9 against 5
+// us), and beside a busy worker bulk traffic gets larger batches from
+// yielding, so an idle loop of udp rails sleeps at once (not after
+// quiet_ms) only while its core is shared and its traffic is latency-bound.
+// It looks every contended_every_ms while idle. The core is shared when the
+// loop waited for it (the kernel's run-queue delay, which a hypervisor's
+// steal is not part of) at least contended_us and a twentieth of the time
+// since the last look, and more than slice_us on average each time it got
+// the core back (a task that runs briefly there, such as a worker woken by
+// its result, makes many short waits: yielding to it is faster), at
+// contended_looks looks in a row (a process starting there takes the core
+// for a few ms); it then counts as shared for contended_ms, after which the
+// loop yields and looks again. Traffic is latency-bound when the rails
+// received less than small_bytes_per_ms since the last look.
+constexpr unsigned contended_us = 500, slice_us = 200, contended_every_ms = 10, contended_looks = 3, contended_ms = 1000;
+constexpr std::uint64_t small_bytes_per_ms = 50000;
+
+// How long this thread has waited on a run queue for a core, in ns, and
+// how many times it got one (the second and third fields of
+// /proc/thread-self/schedstat; 0 where the kernel does not keep them).
+// Opened on the thread it measures.
+class runq_delay {
+public:
+    struct sample {
+        std::uint64_t waited_ns = 0, runs = 0;
+    };
+    runq_delay() : fd_(::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC)) {}
+    ~runq_delay() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    runq_delay(const runq_delay&) = delete;
+    runq_delay& operator=(const runq_delay&) = delete;
+    sample now() const noexcept {
+        char b[96];
+        const ssize_t n = fd_ >= 0 ? ::pread(fd_, b, sizeof b - 1, 0) : -1;
+        if (n <= 0) return {};
+        b[n] = 0;
+        char* p = std::strchr(b, ' ');
+        if (!p) return {};
+        sample s;
+        s.waited_ns = std::strtoull(p + 1, &p, 10);
+        s.runs = std::strtoull(p, nullptr, 10);
+        return s;
+    }
+
+private:
+    int fd_;
+};
+
+// Whether the loop's core is shared with a busy task and its traffic
+// latency-bound (see contended_us). Made on the loop's thread.
+class shared_core {
+public:
+    explicit shared_core(std::uint64_t ms_tsc) : ms_tsc_(ms_tsc), then_(waited_.now()), at_(rte_rdtsc()) {}
+    // An idle pass at `now` (a TSC reading) over `rails`.
+    void look(std::uint64_t now, const std::vector<std::unique_ptr<rail_state>>& rails) noexcept {
+        if (now - at_ < contended_every_ms * ms_tsc_) return;
+        const runq_delay::sample w = waited_.now();
+        const std::uint64_t waited = w.waited_ns - then_.waited_ns, runs = std::max<std::uint64_t>(w.runs - then_.runs, 1),
+                            since_ns = (now - at_) * 1000000 / ms_tsc_;
+        const bool busy_task = waited >= std::max<std::uint64_t>(std::uint64_t{contended_us} * 1000, since_ns / 20) &&
+                               waited > std::uint64_t{slice_us} * 1000 * runs;
+        seen_ = busy_task ? seen_ + 1 : 0;
+        if (seen_ >= contended_looks) {
+            until_ = now + contended_ms * ms_tsc_;
+            seen_ = 0;
+        }
+        std::uint64_t rx = 0;
+        for (const auto& r : rails) rx += r->ctr.rx_bytes.load(std::memory_order_relaxed);
+        small_rate_ = (rx - rx_then_) * ms_tsc_ / (now - at_) < small_bytes_per_ms;
+        rx_then_ = rx;
+        at_ = now;
+        then_ = w;
+    }
+    // Whether an idle loop should sleep at once.
+    bool sleep_at_once(std::uint64_t now) const noexcept { return now < until_ && small_rate_; }
+
+private:
+    std::uint64_t ms_tsc_;
+    runq_delay waited_;
+    runq_delay::sample then_;
+    std::uint64_t at_, until_ = 0, rx_then_ = 0;
+    unsigned seen_ = 0;
+    bool small_rate_ = true;
+};
+
 class sleeper {
 public:
     explicit sleeper(int wake_fd) : wake_fd_(wake_fd) {}
@@ -281,6 +374,7 @@ int daemon::impl::lcore_main(void* arg) {
     sleeper zzz(c->wake_fd);
     if (d.cfg.idle == idle_policy::sleep) zzz.watch(mine);
     std::uint64_t last_busy = rte_rdtsc();
+    shared_core shared(ms_tsc); // see contended_us
     while (!d.stop.load(std::memory_order_relaxed)) {
         bool busy = false;
         std::uint64_t t0 = rte_rdtsc(); // one read per rail: its end is the next one's start
@@ -324,11 +418,13 @@ int daemon::impl::lcore_main(void* arg) {
             }
             busy = true; // neither yield nor sleep under a guest
         }
+        if (!busy && zzz.armed()) shared.look(t0, mine);
         if (busy) {
             last_busy = t0;
-        } else if (zzz.armed() && t0 - last_busy > quiet_ms * ms_tsc &&
+        } else if (zzz.armed() && (t0 - last_busy > quiet_ms * ms_tsc || shared.sleep_at_once(t0)) &&
                    std::all_of(mine.begin(), mine.end(), [](const auto& r) { return quiet(*r); })) {
-            // Until the next lifecycle tick at the latest.
+            // Until the next lifecycle tick at the latest; a datagram wakes
+            // the loop at once, ahead of whatever else has the core.
             std::uint64_t next = UINT64_MAX;
             for (const auto& r : mine) next = std::min(next, r->expire_tsc);
             zzz.sleep(next > t0 ? static_cast<int>(std::min<std::uint64_t>((next - t0) / ms_tsc, 10)) : 1);
