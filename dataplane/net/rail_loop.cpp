@@ -215,11 +215,12 @@ constexpr unsigned quiet_ms = 50;
 // since the last look, and more than slice_us on average each time it got
 // the core back (a task that runs briefly there, such as a worker woken by
 // its result, makes many short waits: yielding to it is faster), at
-// contended_looks looks in a row (a process starting there takes the core
-// for a few ms); it then counts as shared for contended_ms, after which the
-// loop yields and looks again. Traffic is latency-bound when the rails
-// received less than small_bytes_per_ms since the last look.
-constexpr unsigned contended_us = 500, slice_us = 200, contended_every_ms = 10, contended_looks = 3, contended_ms = 1000;
+// contended_looks looks in a row (a process starting there, raillat for
+// one, takes the core for 30-50 ms); it then counts as shared until
+// contended_ms after the last look that saw the busy task (sleeping, the
+// loop still sees it every 20-40 ms). Traffic is latency-bound when the
+// rails received less than small_bytes_per_ms since the last look.
+constexpr unsigned contended_us = 500, slice_us = 200, contended_every_ms = 10, contended_looks = 8, contended_ms = 500;
 constexpr std::uint64_t small_bytes_per_ms = 50000;
 
 // How long this thread has waited on a run queue for a core, in ns, and
@@ -268,10 +269,7 @@ public:
         const bool busy_task = waited >= std::max<std::uint64_t>(std::uint64_t{contended_us} * 1000, since_ns / 20) &&
                                waited > std::uint64_t{slice_us} * 1000 * runs;
         seen_ = busy_task ? seen_ + 1 : 0;
-        if (seen_ >= contended_looks) {
-            until_ = now + contended_ms * ms_tsc_;
-            seen_ = 0;
-        }
+        if (seen_ >= contended_looks || (busy_task && now < until_)) until_ = now + contended_ms * ms_tsc_;
         std::uint64_t rx = 0;
         for (const auto& r : rails) rx += r->ctr.rx_bytes.load(std::memory_order_relaxed);
         small_rate_ = (rx - rx_then_) * ms_tsc_ / (now - at_) < small_bytes_per_ms;

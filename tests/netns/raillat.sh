@@ -88,7 +88,7 @@ grep -q "t_typical\[usec\]" "$dir/perftest.log" || fail "no perftest-style heade
 # Beside a busy task on every CPU: railgated's loop of udp rails sees its
 # core shared and sleeps on its sockets when idle, so that a datagram wakes
 # it at once; yielding, each datagram waited for the busy task's 4 ms tick
-# (t_typical 3995 us against 9-13 us). The busy tasks end by themselves.
+# (t_typical 3995 us against 9-16 us). The busy tasks end by themselves.
 hogs=()
 for c in $(seq 0 $(($(nproc) - 1))); do
   timeout 20 taskset -c "$c" sh -c 'while :; do :; done' &
