@@ -204,7 +204,7 @@ constexpr unsigned quiet_ms = 50;
 // Another task busy on the loop's core: a yielding loop gets the core back
 // only when that task's slice ends (a 4 ms tick, which every datagram would
 // wait for: raillat's udp round trip went from 5 us to 4 ms beside a busy
-// task on each CPU), a sleeping one as soon as a datagram wakes it (9-11
+// task on each CPU), a sleeping one as soon as a datagram wakes it (9-16
 // us). On a core of its own sleeping costs more than yielding (9 against 5
 // us), and beside a busy worker bulk traffic gets larger batches from
 // yielding, so an idle loop of udp rails sleeps at once (not after
