@@ -52,7 +52,7 @@ const char* const help_main =
     "  policy show | set rail | set lag [--hash l2|l3l4]\n"
     "  tc list [--rail R] | set R [tc N] rate RATE [burst B] | set R tc N weight W | set R tc N strict\n"
     "  route list | add PREFIX R [via IP] | del PREFIX   the gateway's routes\n"
-    "  stats [--rail R] [--watch [S]] [--count N]   packets, bytes, aggregations, drops by reason\n"
+    "  stats [--rail R] [--watch [S]] [--count N]   packets, bytes, aggregations, drops by reason; each lcore's wait for its CPU\n"
     "  latency [--rail R] [--job J] [--worker] [--tc N] [--reset] [--plot FILE.svg]   latency histograms\n"
     "  fault show [R] | set R SPEC | clear R   the rails' fault injector (tests, labs)\n"
     "  capture R[,R..]|all [--rx] [--tx] [--drops] [--count N] [--seconds S] [--snaplen B] [--job J] -w FILE.pcapng\n"
@@ -97,8 +97,10 @@ const std::map<std::string, const char*> help_cmd = {
                "  Applies to jobs that join from now on; running jobs keep theirs.\n"},
     {"stats", "usage: railctl stats [--rail R] [--watch [S]] [--count N]\n"
               "  Per rail: packets, bytes, contributions, aggregations, results, drops by reason, and\n"
-              "  the XDP program's verdicts on af_xdp rails. --watch repeats every S seconds (1) with\n"
-              "  rates, --count stops after N rounds.\n"},
+              "  the XDP program's verdicts on af_xdp rails. Per lcore: how long it waited for its CPU\n"
+              "  while another task had it, and how often and how long an lcore of udp rails counted\n"
+              "  its CPU as shared with a busy task (it then sleeps when idle). --watch repeats every\n"
+              "  S seconds (1) with rates, --count stops after N rounds.\n"},
     {"latency", "usage: railctl latency [--rail R] [--job J] [--worker] [--tc N] [--reset] [--plot FILE.svg]\n"
                 "  --tc N: how long traffic class N's frames waited in a shaped rail's scheduler.\n"
                 "  railgated's aggregation latency (first contribution to result sent) per chunk, or\n"
@@ -486,6 +488,19 @@ int cmd_stats(const std::vector<std::string>& a) {
                                 rate("rx_packets"), rate("rx_bytes") * 8 / 1e6, rate("tx_packets"),
                                 rate("tx_bytes") * 8 / 1e6, rate("aggregations"));
                 }
+            }
+            // How each lcore shared its CPU: a poll-mode lcore on a CPU of
+            // its own waits ~0 s.
+            for (const json& l : r.value("lcores", json::array())) {
+                std::string rails;
+                for (const json& n : l["rails"]) rails += (rails.empty() ? "" : ", ") + n.get<std::string>();
+                std::printf("lcore %u (%s): waited %.3f s for its CPU", l["lcore"].get<unsigned>(), rails.c_str(),
+                            l["runq_wait_seconds"].get<double>());
+                if (const unsigned long long n = l.value("core_shared", 0ull); n == 1)
+                    std::printf(", shared it with a busy task once (%.3f s)", l["core_shared_seconds"].get<double>());
+                else if (n)
+                    std::printf(", shared it with a busy task %llu times (%.3f s)", n, l["core_shared_seconds"].get<double>());
+                std::printf("\n");
             }
         }
         std::fflush(stdout);

@@ -273,6 +273,23 @@ const rail_counters& daemon::counters(std::size_t i) const noexcept {
     return p_->rails[i]->ctr;
 }
 
+std::vector<lcore_status> daemon::lcores() const {
+    std::lock_guard lock(p_->ctl);
+    std::vector<lcore_status> out;
+    if (!p_->launched) return out;
+    for (const impl::lcore_ctx& c : p_->ctxs) {
+        lcore_status s;
+        s.lcore = c.lcore;
+        for (const auto& rs : p_->rails)
+            if (rs->active && rs->lcore == c.lcore) s.rails.push_back(rs->cfg.name);
+        s.runq_wait_ns = c.ctr.runq_wait_ns.load(std::memory_order_relaxed);
+        s.shared = c.ctr.shared.load(std::memory_order_relaxed);
+        s.shared_ns = c.ctr.shared_ns.load(std::memory_order_relaxed);
+        out.push_back(std::move(s));
+    }
+    return out;
+}
+
 void daemon::print_stats(std::FILE* out) const {
     std::lock_guard lock(p_->ctl);
     auto v = [](const counter& c) { return c.load(std::memory_order_relaxed); };
@@ -314,6 +331,14 @@ void daemon::print_stats(std::FILE* out) const {
         for (unsigned r = 0; r < RG_XDP_REASONS; ++r)
             if (x[r] || r == RG_XDP_REDIRECT)
                 std::fprintf(out, " %s %" PRIu64, std::string(xdp::reason_name(r)).c_str(), x[r]);
+        std::fprintf(out, "\n");
+    }
+    // How each lcore shared its CPU (kept after stop(): the last figures).
+    for (const impl::lcore_ctx& c : p_->ctxs) {
+        std::fprintf(out, "lcore %u: waited %.3f s for its CPU", c.lcore, static_cast<double>(v(c.ctr.runq_wait_ns)) / 1e9);
+        if (const std::uint64_t n = v(c.ctr.shared))
+            std::fprintf(out, ", shared it with a busy task %s%s (%.3f s)", n == 1 ? "once" : std::to_string(n).c_str(),
+                         n == 1 ? "" : " times", static_cast<double>(v(c.ctr.shared_ns)) / 1e9);
         std::fprintf(out, "\n");
     }
 }

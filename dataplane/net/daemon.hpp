@@ -152,6 +152,14 @@ struct daemon_config {
 // workers there, so that railgated's core and the calling thread's share
 // the workers as a host's cores would, instead of one thread carrying every
 // worker's copies while railgated's core waits for them.
+// A running lcore (daemon::lcores), its counters in ns.
+struct lcore_status {
+    unsigned lcore = 0;
+    std::vector<std::string> rails; // the active rails it serves, by name
+    std::uint64_t runq_wait_ns = 0; // lcore_counters
+    std::uint64_t shared = 0, shared_ns = 0;
+};
+
 struct lcore_guest {
     bool (*step)(void* ctx) noexcept = nullptr; // one step; true: done
     void* ctx = nullptr;
@@ -183,6 +191,8 @@ public:
     std::size_t rail_count() const noexcept;
     const rail_config& rail(std::size_t i) const noexcept;
     const rail_counters& counters(std::size_t i) const noexcept;
+    // The running lcores: each one's rails and how it shared its CPU.
+    std::vector<lcore_status> lcores() const;
     void print_stats(std::FILE* out) const;
 
     // Control plane. Safe from one non-lcore thread at a time while the

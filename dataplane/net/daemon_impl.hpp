@@ -119,6 +119,7 @@ struct daemon::impl {
         std::atomic<bool> ended{false};
         // Wakes a loop that sleeps on its udp rails' sockets (an eventfd).
         int wake_fd = -1;
+        lcore_counters ctr;
         lcore_ctx(impl* s, unsigned l);
         ~lcore_ctx();
         lcore_ctx(const lcore_ctx&) = delete;

@@ -62,4 +62,17 @@ struct alignas(64) rail_counters {
     }
 };
 
+// Per-lcore counters: how the lcore's thread shared its CPU. One writer
+// (the lcore), as above.
+struct alignas(64) lcore_counters {
+    // Time the thread waited on a run queue while another task had its CPU
+    // (the kernel's schedstat, read every 10 ms; a hypervisor's steal is
+    // not part of it). A poll-mode lcore on a CPU of its own waits ~0.
+    counter runq_wait_ns{0};
+    // A loop of udp rails: times it began to count its CPU as shared with a
+    // busy task (and so sleeps at once when idle, rail_loop.cpp), and how
+    // long it counted so.
+    counter shared{0}, shared_ns{0};
+};
+
 } // namespace railgate::net

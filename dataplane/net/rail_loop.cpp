@@ -18,6 +18,7 @@
 #include "dataplane/net/daemon_impl.hpp"
 #include "dataplane/net/gateway.hpp"
 #include "dataplane/net/handlers.hpp"
+#include "dataplane/net/shared_core.hpp"
 #include "dataplane/net/tx.hpp"
 
 namespace railgate::net {
@@ -200,28 +201,8 @@ namespace {
 // 64 MiB result; sleeping after 1 ms cost those runs 7-15%, after 50 ms
 // 1.6%), shorter than a training step's forward pass (bench_ddp: the same
 // step times with 1 and 50 ms, 4-18% under polling).
+// While a busy task shares the core, it sleeps at once (shared_core.hpp).
 constexpr unsigned quiet_ms = 50;
-// Another task busy on the loop's core: a yielding loop gets the core back
-// only when that task's slice ends (a 4 ms tick, which every datagram would
-// wait for: raillat's udp round trip went from 5 us to 4 ms beside a busy
-// task on each CPU), a sleeping one as soon as a datagram wakes it (9-16
-// us). On a core of its own sleeping costs more than yielding (9 against 5
-// us), and beside a busy worker bulk traffic gets larger batches from
-// yielding, so an idle loop of udp rails sleeps at once (not after
-// quiet_ms) only while its core is shared and its traffic is latency-bound.
-// It looks every contended_every_ms while idle. The core is shared when the
-// loop waited for it (the kernel's run-queue delay, which a hypervisor's
-// steal is not part of) at least contended_us and a twentieth of the time
-// since the last look, and more than slice_us on average each time it got
-// the core back (a task that runs briefly there, such as a worker woken by
-// its result, makes many short waits: yielding to it is faster), at
-// contended_looks looks in a row (a process starting there, raillat for
-// one, takes the core for 30-50 ms); it then counts as shared until
-// contended_ms after the last look that saw the busy task (sleeping, the
-// loop still sees it every 20-40 ms). Traffic is latency-bound when the
-// rails received less than small_bytes_per_ms since the last look.
-constexpr unsigned contended_us = 500, slice_us = 200, contended_every_ms = 10, contended_looks = 8, contended_ms = 500;
-constexpr std::uint64_t small_bytes_per_ms = 50000;
 
 // How long this thread has waited on a run queue for a core, in ns, and
 // how many times it got one (the second and third fields of
@@ -253,40 +234,6 @@ public:
 
 private:
     int fd_;
-};
-
-// Whether the loop's core is shared with a busy task and its traffic
-// latency-bound (see contended_us). Made on the loop's thread.
-class shared_core {
-public:
-    explicit shared_core(std::uint64_t ms_tsc) : ms_tsc_(ms_tsc), then_(waited_.now()), at_(rte_rdtsc()) {}
-    // An idle pass at `now` (a TSC reading) over `rails`.
-    void look(std::uint64_t now, const std::vector<std::unique_ptr<rail_state>>& rails) noexcept {
-        if (now - at_ < contended_every_ms * ms_tsc_) return;
-        const runq_delay::sample w = waited_.now();
-        const std::uint64_t waited = w.waited_ns - then_.waited_ns, runs = std::max<std::uint64_t>(w.runs - then_.runs, 1),
-                            since_ns = (now - at_) * 1000000 / ms_tsc_;
-        const bool busy_task = waited >= std::max<std::uint64_t>(std::uint64_t{contended_us} * 1000, since_ns / 20) &&
-                               waited > std::uint64_t{slice_us} * 1000 * runs;
-        seen_ = busy_task ? seen_ + 1 : 0;
-        if (seen_ >= contended_looks || (busy_task && now < until_)) until_ = now + contended_ms * ms_tsc_;
-        std::uint64_t rx = 0;
-        for (const auto& r : rails) rx += r->ctr.rx_bytes.load(std::memory_order_relaxed);
-        small_rate_ = (rx - rx_then_) * ms_tsc_ / (now - at_) < small_bytes_per_ms;
-        rx_then_ = rx;
-        at_ = now;
-        then_ = w;
-    }
-    // Whether an idle loop should sleep at once.
-    bool sleep_at_once(std::uint64_t now) const noexcept { return now < until_ && small_rate_; }
-
-private:
-    std::uint64_t ms_tsc_;
-    runq_delay waited_;
-    runq_delay::sample then_;
-    std::uint64_t at_, until_ = 0, rx_then_ = 0;
-    unsigned seen_ = 0;
-    bool small_rate_ = true;
 };
 
 class sleeper {
@@ -372,7 +319,18 @@ int daemon::impl::lcore_main(void* arg) {
     sleeper zzz(c->wake_fd);
     if (d.cfg.idle == idle_policy::sleep) zzz.watch(mine);
     std::uint64_t last_busy = rte_rdtsc();
-    shared_core shared(ms_tsc); // see contended_us
+    // The thread's run-queue wait: published every expire_every, and
+    // looked at every 10 ms while idle to see a busy task on its core.
+    const runq_delay runq;
+    auto sample = [&runq, &mine] {
+        const runq_delay::sample w = runq.now();
+        shared_core::sample s{w.waited_ns, w.runs, 0};
+        for (const auto& r : mine) s.rx_bytes += r->ctr.rx_bytes.load(std::memory_order_relaxed);
+        return s;
+    };
+    const std::uint64_t runq_start = runq.now().waited_ns;
+    std::uint64_t runq_at = last_busy;
+    shared_core shared(ms_tsc, last_busy, sample(), c->ctr);
     while (!d.stop.load(std::memory_order_relaxed)) {
         bool busy = false;
         std::uint64_t t0 = rte_rdtsc(); // one read per rail: its end is the next one's start
@@ -416,7 +374,11 @@ int daemon::impl::lcore_main(void* arg) {
             }
             busy = true; // neither yield nor sleep under a guest
         }
-        if (!busy && zzz.armed()) shared.look(t0, mine);
+        if (t0 - runq_at >= expire_every) [[unlikely]] {
+            runq_at = t0;
+            c->ctr.runq_wait_ns.store(runq.now().waited_ns - runq_start, std::memory_order_relaxed);
+        }
+        if (!busy && zzz.armed() && shared.due(t0)) shared.look(t0, sample());
         if (busy) {
             last_busy = t0;
         } else if (zzz.armed() && (t0 - last_busy > quiet_ms * ms_tsc || shared.sleep_at_once(t0)) &&

@@ -484,7 +484,19 @@ json control_plane::handle(const control::request& r) {
             if (d_.rail_active(i) && (idx < 0 || static_cast<int>(i) == idx)) rails.push_back(counters_json(i));
         if (verbs_ && idx < 0)
             for (const json& v : verbs_counters_json(*verbs_)) rails.push_back(v);
-        return ok({{"rails", rails}});
+        // The lcores (the one serving the rail asked for): how each shared
+        // its CPU.
+        json lcores = json::array();
+        const std::string only = idx < 0 ? "" : d_.rail(static_cast<std::size_t>(idx)).name;
+        for (const net::lcore_status& l : d_.lcores()) {
+            if (!only.empty() && std::find(l.rails.begin(), l.rails.end(), only) == l.rails.end()) continue;
+            lcores.push_back({{"lcore", l.lcore},
+                              {"rails", l.rails},
+                              {"runq_wait_seconds", static_cast<double>(l.runq_wait_ns) / 1e9},
+                              {"core_shared", l.shared},
+                              {"core_shared_seconds", static_cast<double>(l.shared_ns) / 1e9}});
+        }
+        return ok({{"rails", rails}, {"lcores", lcores}});
     }
     if (r.command == "latency") {
         if (!(e = control::check_keys(a, {"rail", "job", "reset", "worker", "tc"})).empty()) return fail(e);
@@ -653,6 +665,29 @@ std::string control_plane::prometheus() {
                 }
     }
     if (verbs_) o += verbs_prometheus(*verbs_);
+    const std::vector<net::lcore_status> lcores = d_.lcores();
+    struct lcore_field {
+        const char* name;
+        const char* help;
+        double (*of)(const net::lcore_status&);
+    };
+    static const lcore_field lcore_fields[] = {
+        {"railgate_lcore_runqueue_wait_seconds_total",
+         "Time the lcore's thread waited on a run queue while another task had its CPU (0 on a CPU of its own).",
+         [](const net::lcore_status& l) { return static_cast<double>(l.runq_wait_ns) / 1e9; }},
+        {"railgate_lcore_core_shared_total",
+         "Times an lcore of udp rails began to count its CPU as shared with a busy task (it then sleeps when idle).",
+         [](const net::lcore_status& l) { return static_cast<double>(l.shared); }},
+        {"railgate_lcore_core_shared_seconds_total", "Time an lcore of udp rails counted its CPU as shared.",
+         [](const net::lcore_status& l) { return static_cast<double>(l.shared_ns) / 1e9; }},
+    };
+    for (const lcore_field& f : lcore_fields) {
+        metric(f.name, "counter", f.help);
+        for (const net::lcore_status& l : lcores) {
+            std::snprintf(line, sizeof line, "%s{lcore=\"%u\"} %.9g\n", f.name, l.lcore, f.of(l));
+            o += line;
+        }
+    }
     struct gauge {
         const char* name;
         const char* help;

@@ -249,6 +249,12 @@ ok "policy lag l3l4 (4 flows over both members: +$((b0 - a0))/+$((b1 - a1)) cont
 ctl stats > "$dir/stats.log" || fail "stats"
 grep -qE "contributions [1-9]" "$dir/stats.log" || fail "stats counts contributions"
 ctl stats --rail r1 | grep -q "^rail r1" || fail "stats --rail"
+grep -qE "^lcore [0-9]+ \(r0, r1\): waited [0-9.]+ s for its CPU" "$dir/stats.log" || fail "stats: no lcore line"
+ctl --json stats --rail r1 | python3 -c '
+import json, sys
+l = json.load(sys.stdin)["lcores"]
+assert len(l) == 1 and "r1" in l[0]["rails"] and l[0]["runq_wait_seconds"] >= 0 and l[0]["core_shared"] == 0, l' ||
+  fail "stats --rail r1: not its lcore (af_packet rails never count the CPU as shared)"
 ctl stats --watch 0.2 --count 2 | grep -q "rate: rx" || fail "stats --watch"
 ctl latency > "$dir/latency.log" || fail "latency"
 grep -qE "min [0-9.]+ +p50 [0-9.]+ +p90 [0-9.]+ +p99 [0-9.]+ +p99.9 [0-9.]+ +p99.99 [0-9.]+ +max" "$dir/latency.log" || fail "latency figures"
@@ -392,6 +398,10 @@ grep -qE '^railgate_build_info\{version="[0-9.]+",git="[^"]+",kernels="[a-z0-9_]
 for m in railgate_rail_mtu_bytes railgate_rail_busy_seconds_total railgate_rail_poll_seconds_total railgate_rail_up \
   railgate_results_resent_total railgate_aborts_total railgate_join_errors_total railgate_neighbours_learned_total; do
   grep -qE "^$m\{rail=\"r0\"\} [0-9]" "$dir/metrics.log" || fail "no $m for r0 in /metrics"
+done
+for m in railgate_lcore_runqueue_wait_seconds_total railgate_lcore_core_shared_total \
+  railgate_lcore_core_shared_seconds_total; do
+  grep -qE "^$m\{lcore=\"[0-9]+\"\} [0-9]" "$dir/metrics.log" || fail "no $m in /metrics"
 done
 # The exposition, linted the way Prometheus does (names, units, types).
 if command -v promtool > /dev/null; then

@@ -6,10 +6,11 @@
 # with the reason; udp and dpdk must stay within 3x of their ratio to the
 # floors measured in the same run (the latency guard); --json and --dump
 # must carry the same samples; udp stays fast beside a busy task on every
-# CPU; bad arguments are refused. (Verbs itself is measured in the rxe suite.)
-#   raillat.sh RAILGATED RAILLAT
+# CPU, and railctl stats counts the lcore's CPU as shared then; bad
+# arguments are refused. (Verbs itself is measured in the rxe suite.)
+#   raillat.sh RAILGATED RAILLAT RAILCTL
 set -u
-railgated=$1 raillat=$2
+railgated=$1 raillat=$2 railctl=$3
 . "$(dirname "$0")/lib.sh"
 require_netns
 ns=rglat$$ dir=$(mktemp -d) prefix=rglat$$
@@ -31,7 +32,13 @@ ip netns exec "$ns" "$raillat" --compare dpdk,floor-ring -n 300 -w 30 --bw-size 
 awk '$1 == "floor-ring" && $4 + 0 < 100 {ok = 1} END {exit !ok}' "$dir/pinned.log" ||
   { cat "$dir/pinned.log"; fail "floor-ring after the EAL: not a cross-CPU ping-pong"; }
 echo "ok: floor-ring after the EAL: $(awk '$1 == "floor-ring" {print $4}' "$dir/pinned.log") us"
-ip netns exec "$ns" "$railgated" --socket off --metrics off -- -l 0-1 --no-huge --no-pci -m 512 --file-prefix "$prefix" \
+ctl() { ip netns exec "$ns" "$railctl" --socket "$dir/gated.sock" "$@"; }
+# The udp rails' lcore: how often it counted its CPU as shared, and how
+# long it waited for it, from railctl's JSON stats.
+lcore_stat() { # KEY
+  ctl --json stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["lcores"][0][sys.argv[1]])' "$1"
+}
+ip netns exec "$ns" "$railgated" --socket "$dir/gated.sock" --metrics off -- -l 0-1 --no-huge --no-pci -m 512 --file-prefix "$prefix" \
   --log-level lib.eal:error --log-level pmd.net.tap:critical > "$dir/railgated.log" 2>&1 &
 gated_pid=$!
 wait_ready "$dir/railgated.log"
@@ -94,9 +101,12 @@ for c in $(seq 0 $(($(nproc) - 1))); do
   timeout 20 taskset -c "$c" sh -c 'while :; do :; done' &
   hogs+=($!)
 done
+shared0=$(lcore_stat core_shared) wait0=$(lcore_stat runq_wait_seconds) || fail "railctl stats: no lcores"
 sleep 0.5
 ip netns exec "$ns" "$raillat" --transport udp --server 198.18.0.1 -n 1000 -w 100 --bw-size 0 > "$dir/busy.log" 2>&1
 rc=$?
+shared1=$(lcore_stat core_shared) wait1=$(lcore_stat runq_wait_seconds) seconds1=$(lcore_stat core_shared_seconds)
+ctl stats | grep '^lcore '
 kill "${hogs[@]}" 2> /dev/null
 wait "${hogs[@]}" 2> /dev/null
 cat "$dir/busy.log"
@@ -105,6 +115,11 @@ typical=$(awk '$1 ~ /^[0-9]+$/ && NF >= 9 {print $5}' "$dir/busy.log")
 awk -v t="$typical" 'BEGIN {exit !(t + 0 > 0 && t + 0 < 500)}' ||
   fail "udp beside a busy task on every CPU: t_typical ${typical:-?} us, not under 500 (yielding: 4 ms ticks)"
 echo "ok: udp beside a busy task on every CPU: t_typical $typical us"
+# railctl stats saw it: the lcore waited for its CPU and counted it shared.
+awk -v s0="$shared0" -v s1="$shared1" -v w0="$wait0" -v w1="$wait1" -v t="$seconds1" \
+  'BEGIN {exit !(s1 > s0 && w1 > w0 && t > 0)}' ||
+  fail "railctl stats beside a busy task: core_shared $shared0 -> $shared1, runq_wait_seconds $wait0 -> $wait1, core_shared_seconds $seconds1"
+echo "ok: railctl stats: core shared $shared0 -> $shared1 times ($seconds1 s), waited $wait0 -> $wait1 s for the CPU"
 
 for bad in "--size 3" "--transport tcp" "--compare udp,rdma" "--transport verbs" "-n 0" "--bogus"; do
   # shellcheck disable=SC2086

@@ -1,0 +1,88 @@
+// Whether an lcore's CPU is shared with a busy task, from the run-queue
+// delay its thread reads (rail_loop.cpp reads /proc/thread-self/schedstat).
+// Pure (a caller's clock in TSC cycles, no DPDK), so that the rule is
+// unit-tested on a manual clock.
+//
+// Another task busy on the loop's core: a yielding loop gets the core back
+// only when that task's slice ends (a 4 ms tick, which every datagram would
+// wait for: raillat's udp round trip went from 5 us to 4 ms beside a busy
+// task on each CPU), a sleeping one as soon as a datagram wakes it (9-16
+// us). On a core of its own sleeping costs more than yielding (9 against 5
+// us), and beside a busy worker bulk traffic gets larger batches from
+// yielding, so an idle loop of udp rails sleeps at once (not after its
+// quiet stretch) only while its core is shared and its traffic is
+// latency-bound.
+//
+// It looks every every_ms while idle. The core is shared when the loop
+// waited for it (the kernel's run-queue delay, which a hypervisor's steal
+// is not part of) at least contended_us and a twentieth of the time since
+// the last look, and more than slice_us on average each time it got the
+// core back (a task that runs briefly there, such as a worker woken by its
+// result, makes many short waits: yielding to it is faster), at
+// contended_looks looks in a row (a process starting there, raillat for
+// one, takes the core for 30-50 ms); it then counts as shared until
+// contended_ms after the last look that saw the busy task (sleeping, the
+// loop still sees it every 20-40 ms). Traffic is latency-bound when the
+// rails received less than small_bytes_per_ms since the last look.
+// doc/performance.md has each variant measured.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "dataplane/net/rail_counters.hpp"
+
+namespace railgate::net {
+
+class shared_core {
+public:
+    static constexpr unsigned contended_us = 500, slice_us = 200, every_ms = 10, contended_looks = 8,
+                              contended_ms = 500;
+    static constexpr std::uint64_t small_bytes_per_ms = 50000;
+
+    // What the loop read at a look: its thread's whole run-queue wait (ns)
+    // and the times it got the CPU back, and its rails' received bytes.
+    struct sample {
+        std::uint64_t waited_ns = 0, runs = 0, rx_bytes = 0;
+    };
+
+    // Counts its episodes in ctr (shared, shared_ns). ms_tsc: TSC cycles a
+    // millisecond; `now` and `first` the loop's start.
+    shared_core(std::uint64_t ms_tsc, std::uint64_t now, const sample& first, lcore_counters& ctr) noexcept
+        : ms_tsc_(ms_tsc), ctr_(ctr), then_(first), at_(now) {}
+
+    // Whether an idle pass at `now` should look (every every_ms).
+    bool due(std::uint64_t now) const noexcept { return now - at_ >= every_ms * ms_tsc_; }
+
+    // A look at `now` (after due()).
+    void look(std::uint64_t now, const sample& s) noexcept {
+        const std::uint64_t waited = s.waited_ns - then_.waited_ns,
+                            runs = std::max<std::uint64_t>(s.runs - then_.runs, 1),
+                            since_ns = (now - at_) * 1000000 / ms_tsc_;
+        const bool busy_task = waited >= std::max<std::uint64_t>(std::uint64_t{contended_us} * 1000, since_ns / 20) &&
+                               waited > std::uint64_t{slice_us} * 1000 * runs;
+        seen_ = busy_task ? seen_ + 1 : 0;
+        if (at_ < until_) bump(ctr_.shared_ns, (std::min(now, until_) - at_) * 1000000 / ms_tsc_);
+        const bool was = now < until_;
+        if (seen_ >= contended_looks || (busy_task && was)) until_ = now + contended_ms * ms_tsc_;
+        if (!was && now < until_) bump(ctr_.shared);
+        small_rate_ = (s.rx_bytes - then_.rx_bytes) * ms_tsc_ / (now - at_) < small_bytes_per_ms;
+        at_ = now;
+        then_ = s;
+    }
+
+    // Whether the core counts as shared at `now`.
+    bool shared(std::uint64_t now) const noexcept { return now < until_; }
+    // Whether an idle loop should sleep at once.
+    bool sleep_at_once(std::uint64_t now) const noexcept { return shared(now) && small_rate_; }
+
+private:
+    std::uint64_t ms_tsc_;
+    lcore_counters& ctr_;
+    sample then_;
+    std::uint64_t at_, until_ = 0;
+    unsigned seen_ = 0;
+    bool small_rate_ = true;
+};
+
+} // namespace railgate::net

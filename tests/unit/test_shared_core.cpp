@@ -1,0 +1,145 @@
+// The busy-task rule of an lcore of udp rails (shared_core.hpp) on a manual
+// clock: what counts as a busy task, how long the core then counts as
+// shared, when the loop sleeps at once, and the episodes it counts.
+#define BOOST_TEST_MODULE shared_core
+#include <boost/test/unit_test.hpp>
+
+#include "dataplane/net/shared_core.hpp"
+
+using namespace railgate::net;
+
+namespace {
+
+constexpr std::uint64_t ms = 1000; // TSC cycles a millisecond on this clock
+
+// An lcore's loop looking every 10 ms: each look adds what the thread
+// waited and the times it got the CPU back since the last one.
+struct loop {
+    lcore_counters ctr;
+    std::uint64_t now = 5 * ms;
+    shared_core::sample s{};
+    shared_core core{ms, now, s, ctr};
+
+    // One look 10 ms on, having waited `waited_us` over `runs` returns to
+    // the CPU and received `rx` bytes.
+    void look(std::uint64_t waited_us, std::uint64_t runs = 1, std::uint64_t rx = 0) {
+        now += shared_core::every_ms * ms;
+        BOOST_REQUIRE(core.due(now));
+        s.waited_ns += waited_us * 1000;
+        s.runs += runs;
+        s.rx_bytes += rx;
+        core.look(now, s);
+    }
+    void looks(unsigned n, std::uint64_t waited_us, std::uint64_t runs = 1, std::uint64_t rx = 0) {
+        for (unsigned i = 0; i < n; ++i) look(waited_us, runs, rx);
+    }
+    std::uint64_t episodes() const { return ctr.shared.load(); }
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(looks_only_every_ten_milliseconds) {
+    loop l;
+    BOOST_TEST(!l.core.due(l.now + 9 * ms));
+    BOOST_TEST(l.core.due(l.now + 10 * ms));
+}
+
+BOOST_AUTO_TEST_CASE(a_busy_task_takes_eight_looks_in_a_row) {
+    loop l;
+    // A busy task's 4 ms slices: 4 ms waited in 10, one return each.
+    l.looks(shared_core::contended_looks - 1, 4000);
+    BOOST_TEST(!l.core.shared(l.now));
+    BOOST_TEST(!l.core.sleep_at_once(l.now));
+    BOOST_TEST(l.episodes() == 0u);
+    l.look(4000);
+    BOOST_TEST(l.core.shared(l.now));
+    BOOST_TEST(l.core.sleep_at_once(l.now));
+    BOOST_TEST(l.episodes() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_process_starting_there_does_not_count) {
+    loop l;
+    // 50 ms of a start (five looks), a quiet look, then five more: never
+    // eight in a row.
+    l.looks(5, 4000);
+    l.look(0);
+    l.looks(5, 4000);
+    BOOST_TEST(!l.core.shared(l.now));
+    BOOST_TEST(l.episodes() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(short_or_brief_waits_are_no_busy_task) {
+    loop l;
+    // Under 0.5 ms a look: a loop that is merely not alone.
+    l.looks(20, 400);
+    BOOST_TEST(!l.core.shared(l.now));
+    // 2 ms in 10 runs, 200 us a time: a task that runs briefly there (a
+    // worker woken by its result), which yielding serves faster.
+    l.looks(20, 2000, 10);
+    BOOST_TEST(!l.core.shared(l.now));
+    // The same 2 ms in 5 runs, 400 us a time: a busy task.
+    l.looks(8, 2000, 5);
+    BOOST_TEST(l.core.shared(l.now));
+}
+
+BOOST_AUTO_TEST_CASE(a_twentieth_of_the_time_since_the_last_look) {
+    loop l;
+    // Looks 100 ms apart (a loop busy in between): 4 ms waited is under a
+    // twentieth (5 ms), 6 ms is not.
+    for (int i = 0; i < 10; ++i) {
+        l.now += 100 * ms;
+        l.s.waited_ns += 4000000;
+        l.s.runs += 1;
+        l.core.look(l.now, l.s);
+    }
+    BOOST_TEST(!l.core.shared(l.now));
+    for (int i = 0; i < 8; ++i) {
+        l.now += 100 * ms;
+        l.s.waited_ns += 6000000;
+        l.s.runs += 1;
+        l.core.look(l.now, l.s);
+    }
+    BOOST_TEST(l.core.shared(l.now));
+}
+
+BOOST_AUTO_TEST_CASE(shared_until_half_a_second_after_the_last_busy_look) {
+    loop l;
+    l.looks(shared_core::contended_looks, 4000);
+    const std::uint64_t last_busy = l.now;
+    // A look that sees the busy task keeps it shared for 500 ms more; a
+    // quiet one does not end it.
+    l.look(0);
+    BOOST_TEST(l.core.shared(l.now));
+    BOOST_TEST(l.core.shared(last_busy + shared_core::contended_ms * ms - 1));
+    BOOST_TEST(!l.core.shared(last_busy + shared_core::contended_ms * ms));
+    l.look(4000); // seen again: renewed from here
+    const std::uint64_t renewed = l.now;
+    BOOST_TEST(l.core.shared(renewed + shared_core::contended_ms * ms - 1));
+    BOOST_TEST(l.episodes() == 1u);
+    // Quiet from here on: shared until renewed + 500 ms, and the time is
+    // counted up to then, not past it.
+    l.looks(60, 0);
+    BOOST_TEST(!l.core.shared(l.now));
+    const std::uint64_t shared_ms = (renewed + shared_core::contended_ms * ms - (last_busy)) / ms;
+    BOOST_TEST(l.ctr.shared_ns.load() == shared_ms * 1000000);
+    // Seen again after it ended: eight more looks, a second episode.
+    l.looks(shared_core::contended_looks - 1, 4000);
+    BOOST_TEST(!l.core.shared(l.now));
+    l.look(4000);
+    BOOST_TEST(l.core.shared(l.now));
+    BOOST_TEST(l.episodes() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(heavy_traffic_yields_even_when_shared) {
+    loop l;
+    l.looks(shared_core::contended_looks, 4000);
+    BOOST_TEST(l.core.sleep_at_once(l.now));
+    // 60 kB a millisecond over the last look: bulk, which batches better
+    // when the loop yields.
+    l.look(4000, 1, 600000);
+    BOOST_TEST(l.core.shared(l.now));
+    BOOST_TEST(!l.core.sleep_at_once(l.now));
+    // 40 kB a millisecond: latency-bound again.
+    l.look(4000, 1, 400000);
+    BOOST_TEST(l.core.sleep_at_once(l.now));
+}
