@@ -98,8 +98,8 @@ const std::map<std::string, const char*> help_cmd = {
     {"stats", "usage: railctl stats [--rail R] [--watch [S]] [--count N]\n"
               "  Per rail: packets, bytes, contributions, aggregations, results, drops by reason, and\n"
               "  the XDP program's verdicts on af_xdp rails. Per lcore: how long it waited for its CPU\n"
-              "  while another task had it, and how often and how long an lcore of udp rails counted\n"
-              "  its CPU as shared with a busy task (it then sleeps when idle). --watch repeats every\n"
+              "  while another task had it, and how often and how long it counted its CPU as shared\n"
+              "  with a busy task (it then sleeps or naps when idle). --watch repeats every\n"
               "  S seconds (1) with rates, --count stops after N rounds.\n"},
     {"latency", "usage: railctl latency [--rail R] [--job J] [--worker] [--tc N] [--reset] [--plot FILE.svg]\n"
                 "  --tc N: how long traffic class N's frames waited in a shaped rail's scheduler.\n"

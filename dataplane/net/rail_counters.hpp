@@ -69,9 +69,9 @@ struct alignas(64) lcore_counters {
     // (the kernel's schedstat, read every 10 ms; a hypervisor's steal is
     // not part of it). A poll-mode lcore on a CPU of its own waits ~0.
     counter runq_wait_ns{0};
-    // A loop of udp rails: times it began to count its CPU as shared with a
-    // busy task (and so sleeps at once when idle, rail_loop.cpp), and how
-    // long it counted so.
+    // A loop that does not spin: times it began to count its CPU as shared
+    // with a busy task (and so sleeps or naps at once when idle,
+    // rail_loop.cpp), and how long it counted so.
     counter shared{0}, shared_ns{0};
 };
 

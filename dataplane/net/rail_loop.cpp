@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -286,6 +288,16 @@ private:
     int ep_ = -1;
 };
 
+// A loop with a DPDK port (or udp rails under --idle yield) beside a busy
+// task: naps of nap_us instead of yields. The timer's end wakes the loop
+// ahead of the busy task (which ran while the loop slept), so a packet
+// waits at most about a nap, not the busy task's 4 ms tick.
+constexpr long nap_us = 50;
+void nap() noexcept {
+    const timespec ts{0, nap_us * 1000};
+    ::clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, nullptr);
+}
+
 // Nothing waits to leave or to be applied on the rail: sleeping is safe.
 bool quiet(const rail_state& r) noexcept {
     return r.ntx == 0 && !r.pending_mtu && !(r.sched && r.sched->queued()) && !r.neigh.waiting;
@@ -318,6 +330,9 @@ int daemon::impl::lcore_main(void* arg) {
     const std::uint64_t ms_tsc = rte_get_tsc_hz() / 1000;
     sleeper zzz(c->wake_fd);
     if (d.cfg.idle == idle_policy::sleep) zzz.watch(mine);
+    // A nap's timer fires within 1 us of its end, not the 50 us a thread's
+    // timers may otherwise be late by.
+    ::prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
     std::uint64_t last_busy = rte_rdtsc();
     // The thread's run-queue wait: published every expire_every, and
     // looked at every 10 ms while idle to see a busy task on its core.
@@ -378,7 +393,8 @@ int daemon::impl::lcore_main(void* arg) {
             runq_at = t0;
             c->ctr.runq_wait_ns.store(runq.now().waited_ns - runq_start, std::memory_order_relaxed);
         }
-        if (!busy && zzz.armed() && shared.due(t0)) shared.look(t0, sample());
+        const bool polite = d.cfg.idle != idle_policy::spin;
+        if (!busy && polite && shared.due(t0)) shared.look(t0, sample());
         if (busy) {
             last_busy = t0;
         } else if (zzz.armed() && (t0 - last_busy > quiet_ms * ms_tsc || shared.sleep_at_once(t0)) &&
@@ -388,7 +404,12 @@ int daemon::impl::lcore_main(void* arg) {
             std::uint64_t next = UINT64_MAX;
             for (const auto& r : mine) next = std::min(next, r->expire_tsc);
             zzz.sleep(next > t0 ? static_cast<int>(std::min<std::uint64_t>((next - t0) / ms_tsc, 10)) : 1);
-        } else if (d.cfg.idle != idle_policy::spin) {
+        } else if (polite && !zzz.armed() && shared.sleep_at_once(t0)) {
+            // A DPDK port has no socket to sleep on: a short nap, whose end
+            // takes the core from the busy task, instead of a yield that
+            // waits for its tick.
+            nap();
+        } else if (polite) {
             sched_yield();
         }
     }

@@ -21,8 +21,12 @@
 // result, makes many short waits: yielding to it is faster), at
 // contended_looks looks in a row (a process starting there, raillat for
 // one, takes the core for 30-50 ms); it then counts as shared until
-// contended_ms after the last look that saw the busy task (sleeping, the
-// loop still sees it every 20-40 ms). Traffic is latency-bound when the
+// contended_ms after the last look that still saw it wait that long, in
+// pieces of any length: a loop that sleeps or naps takes the core back
+// from the busy task many times a look, each after a short wait (a napping
+// loop beside a busy task: ~15% of the time waited, 10-20 us a time; held
+// to the time per wait it lost the busy task every 0.5 s and yielded 4 ms
+// ticks until it saw it again). Traffic is latency-bound when the
 // rails received less than small_bytes_per_ms since the last look.
 // doc/performance.md has each variant measured.
 #pragma once
@@ -59,12 +63,12 @@ public:
         const std::uint64_t waited = s.waited_ns - then_.waited_ns,
                             runs = std::max<std::uint64_t>(s.runs - then_.runs, 1),
                             since_ns = (now - at_) * 1000000 / ms_tsc_;
-        const bool busy_task = waited >= std::max<std::uint64_t>(std::uint64_t{contended_us} * 1000, since_ns / 20) &&
-                               waited > std::uint64_t{slice_us} * 1000 * runs;
+        const bool waited_long = waited >= std::max<std::uint64_t>(std::uint64_t{contended_us} * 1000, since_ns / 20),
+                   busy_task = waited_long && waited > std::uint64_t{slice_us} * 1000 * runs;
         seen_ = busy_task ? seen_ + 1 : 0;
         if (at_ < until_) bump(ctr_.shared_ns, (std::min(now, until_) - at_) * 1000000 / ms_tsc_);
         const bool was = now < until_;
-        if (seen_ >= contended_looks || (busy_task && was)) until_ = now + contended_ms * ms_tsc_;
+        if (seen_ >= contended_looks || (waited_long && was)) until_ = now + contended_ms * ms_tsc_;
         if (!was && now < until_) bump(ctr_.shared);
         small_rate_ = (s.rx_bytes - then_.rx_bytes) * ms_tsc_ / (now - at_) < small_bytes_per_ms;
         at_ = now;

@@ -676,9 +676,10 @@ std::string control_plane::prometheus() {
          "Time the lcore's thread waited on a run queue while another task had its CPU (0 on a CPU of its own).",
          [](const net::lcore_status& l) { return static_cast<double>(l.runq_wait_ns) / 1e9; }},
         {"railgate_lcore_core_shared_total",
-         "Times an lcore of udp rails began to count its CPU as shared with a busy task (it then sleeps when idle).",
+         "Times an lcore that does not spin began to count its CPU as shared with a busy task (it then sleeps or naps "
+         "when idle).",
          [](const net::lcore_status& l) { return static_cast<double>(l.shared); }},
-        {"railgate_lcore_core_shared_seconds_total", "Time an lcore of udp rails counted its CPU as shared.",
+        {"railgate_lcore_core_shared_seconds_total", "Time an lcore that does not spin counted its CPU as shared.",
          [](const net::lcore_status& l) { return static_cast<double>(l.shared_ns) / 1e9; }},
     };
     for (const lcore_field& f : lcore_fields) {

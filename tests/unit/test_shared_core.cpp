@@ -130,6 +130,27 @@ BOOST_AUTO_TEST_CASE(shared_until_half_a_second_after_the_last_busy_look) {
     BOOST_TEST(l.episodes() == 2u);
 }
 
+BOOST_AUTO_TEST_CASE(short_waits_keep_it_shared_once_it_is) {
+    loop l;
+    l.looks(shared_core::contended_looks, 4000);
+    // The loop now naps (or sleeps) and takes the core back many times a
+    // look, each after a short wait: 1.5 ms in 100 runs, 15 us a time.
+    l.looks(100, 1500, 100);
+    BOOST_TEST(l.core.shared(l.now));
+    BOOST_TEST(l.episodes() == 1u);
+    // The busy task gone: waits under 0.5 ms a look end it 500 ms after
+    // the last look that saw it.
+    const std::uint64_t last = l.now;
+    l.looks(49, 300, 100);
+    BOOST_TEST(l.core.shared(l.now));
+    l.look(300, 100);
+    BOOST_TEST(!l.core.shared(l.now));
+    BOOST_TEST(l.now == last + shared_core::contended_ms * ms);
+    // Short waits alone do not make it shared again.
+    l.looks(100, 1500, 100);
+    BOOST_TEST(!l.core.shared(l.now));
+}
+
 BOOST_AUTO_TEST_CASE(heavy_traffic_yields_even_when_shared) {
     loop l;
     l.looks(shared_core::contended_looks, 4000);
