@@ -75,6 +75,20 @@ public:
         then_ = s;
     }
 
+    // A loop that naps beside the busy task (a DPDK port's) takes the core
+    // back at once after each nap, and once its naps grow (rail_loop.cpp)
+    // its waits no longer show the task: the shared state lapsed every
+    // 0.5 s, and the loop yielded 4 ms ticks for the 80 ms it took to see
+    // the task again. So every probe_every_ms while shared it yields once
+    // instead of napping; a yield that took more than slice_us (the busy
+    // task ran) keeps the core shared, one that came straight back does not.
+    static constexpr unsigned probe_every_ms = 200;
+    bool probe_due(std::uint64_t now) const noexcept { return shared(now) && now - probed_at_ >= probe_every_ms * ms_tsc_; }
+    void probed(std::uint64_t now, std::uint64_t yield_tsc) noexcept {
+        probed_at_ = now;
+        if (shared(now) && yield_tsc > std::uint64_t{slice_us} * ms_tsc_ / 1000) until_ = now + contended_ms * ms_tsc_;
+    }
+
     // Whether the core counts as shared at `now`.
     bool shared(std::uint64_t now) const noexcept { return now < until_; }
     // Whether an idle loop should sleep at once.
@@ -84,7 +98,7 @@ private:
     std::uint64_t ms_tsc_;
     lcore_counters& ctr_;
     sample then_;
-    std::uint64_t at_, until_ = 0;
+    std::uint64_t at_, until_ = 0, probed_at_ = 0;
     unsigned seen_ = 0;
     bool small_rate_ = true;
 };

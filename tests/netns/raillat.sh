@@ -94,7 +94,7 @@ cat "$dir/perftest.log"
 grep -q "t_typical\[usec\]" "$dir/perftest.log" || fail "no perftest-style header"
 
 # Beside a busy task on every CPU: railgated's lcore sees its core shared
-# and, when idle, sleeps on its sockets (udp rails) or naps 50 us (DPDK
+# and, when idle, sleeps on its sockets (udp rails) or naps (DPDK
 # ports) instead of yielding, so that a datagram does not wait for the busy
 # task's 4 ms tick (udp rails: t_typical 3995 us yielding, 9-16 us
 # sleeping; af_packet rails: 2006 us against 35-75 us). railctl stats

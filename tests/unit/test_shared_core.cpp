@@ -151,6 +151,33 @@ BOOST_AUTO_TEST_CASE(short_waits_keep_it_shared_once_it_is) {
     BOOST_TEST(!l.core.shared(l.now));
 }
 
+BOOST_AUTO_TEST_CASE(a_napping_loop_probes_with_a_yield) {
+    loop l;
+    BOOST_TEST(!l.core.probe_due(l.now)); // not shared: no probes
+    l.looks(shared_core::contended_looks, 4000);
+    // Napping 1 ms at a time: no waits at all. A yield every 200 ms that
+    // lost the core for a 4 ms tick keeps it shared past 500 ms...
+    unsigned probes = 0;
+    for (int i = 0; i < 100; ++i) {
+        l.look(0);
+        if (l.core.probe_due(l.now)) {
+            l.core.probed(l.now, 4 * ms);
+            ++probes;
+        }
+        BOOST_TEST(!l.core.probe_due(l.now));
+    }
+    BOOST_TEST(probes == 5u); // one every 200 ms of the 1 s
+    BOOST_TEST(l.core.shared(l.now));
+    BOOST_TEST(l.episodes() == 1u);
+    // ...and yields that came straight back (10 us) let it end.
+    for (int i = 0; i < 60; ++i) {
+        l.look(0);
+        if (l.core.probe_due(l.now)) l.core.probed(l.now, ms / 100);
+    }
+    BOOST_TEST(!l.core.shared(l.now));
+    BOOST_TEST(!l.core.probe_due(l.now));
+}
+
 BOOST_AUTO_TEST_CASE(heavy_traffic_yields_even_when_shared) {
     loop l;
     l.looks(shared_core::contended_looks, 4000);
