@@ -350,6 +350,7 @@ int daemon::impl::lcore_main(void* arg) {
     std::uint64_t runq_at = last_busy;
     shared_core shared(ms_tsc, last_busy, sample(), c->ctr);
     unsigned naps = 0; // in a row, since a pass last found work
+    auto all_quiet = [&mine] { return std::all_of(mine.begin(), mine.end(), [](const auto& r) { return quiet(*r); }); };
     while (!d.stop.load(std::memory_order_relaxed)) {
         bool busy = false;
         std::uint64_t t0 = rte_rdtsc(); // one read per rail: its end is the next one's start
@@ -402,8 +403,7 @@ int daemon::impl::lcore_main(void* arg) {
         if (busy) {
             last_busy = t0;
             naps = 0;
-        } else if (zzz.armed() && (t0 - last_busy > quiet_ms * ms_tsc || shared.sleep_at_once(t0)) &&
-                   std::all_of(mine.begin(), mine.end(), [](const auto& r) { return quiet(*r); })) {
+        } else if (zzz.armed() && (t0 - last_busy > quiet_ms * ms_tsc || shared.sleep_at_once(t0)) && all_quiet()) {
             // Until the next lifecycle tick at the latest; a datagram wakes
             // the loop at once, ahead of whatever else has the core.
             std::uint64_t next = UINT64_MAX;
@@ -416,8 +416,10 @@ int daemon::impl::lcore_main(void* arg) {
             if (shared.probe_due(t0)) {
                 sched_yield(); // see probe_every_ms
                 shared.probed(t0, rte_rdtsc() - t0);
-            } else {
+            } else if (all_quiet()) {
                 nap(naps++);
+            } else {
+                nap(0); // frames wait to leave (a shaped rail's queue, ARP): the shortest
             }
         } else if (polite) {
             sched_yield();
