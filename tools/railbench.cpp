@@ -744,6 +744,18 @@ int run_lag(const options& o) {
     int rc = 0;
     std::uint32_t job = o.job;
     for (const row& r : rows) {
+        if (r.p == wire::rail_policy::lag) {
+            // Where the hash puts the flows (each a one-worker job, rank
+            // 0): LAG carries at most flows / (most flows on one member)
+            // links, and a random token can put them all on one.
+            std::vector<unsigned> on(o.rails, 0);
+            for (unsigned f = 0; f < r.flows; ++f)
+                ++on[wire::lag_flow_member(wire::lag_hash::l3l4, job + f, o.token, 0, o.rails)];
+            std::string split;
+            for (unsigned m = 0; m < o.rails; ++m) split += (m ? ":" : "") + std::to_string(on[m]);
+            std::fprintf(notes, "# lag, %u flow%s: %s on the members (l3l4 hash of job id, token and rank)\n", r.flows,
+                         r.flows == 1 ? "" : "s", split.c_str());
+        }
         const double bps = run_flows(o, d, ts, r.p, r.flows, job);
         job += 100;
         if (bps < 0) {
