@@ -491,17 +491,10 @@ int cmd_stats(const std::vector<std::string>& a) {
             }
             // How each lcore shared its CPU: a poll-mode lcore on a CPU of
             // its own waits ~0 s.
-            for (const json& l : r.value("lcores", json::array())) {
-                std::string rails;
-                for (const json& n : l["rails"]) rails += (rails.empty() ? "" : ", ") + n.get<std::string>();
-                std::printf("lcore %u (%s): waited %.3f s for its CPU", l["lcore"].get<unsigned>(), rails.c_str(),
-                            l["runq_wait_seconds"].get<double>());
-                if (const unsigned long long n = l.value("core_shared", 0ull); n == 1)
-                    std::printf(", shared it with a busy task once (%.3f s)", l["core_shared_seconds"].get<double>());
-                else if (n)
-                    std::printf(", shared it with a busy task %llu times (%.3f s)", n, l["core_shared_seconds"].get<double>());
-                std::printf("\n");
-            }
+            for (const json& l : r.value("lcores", json::array()))
+                stats::print_lcore_sharing(stdout, l["lcore"].get<unsigned>(), l["rails"].get<std::vector<std::string>>(),
+                                           l["runq_wait_seconds"].get<double>(), l.value("core_shared", 0ull),
+                                           l.value("core_shared_seconds", 0.0));
         }
         std::fflush(stdout);
         if (watch == 0 || (count && round >= count)) break;

@@ -24,6 +24,7 @@
 #include "dataplane/proto/ipv4.hpp"
 #include "dataplane/reduce/reduce.hpp"
 #include "dataplane/log/log.hpp"
+#include "dataplane/stats/report.hpp"
 
 namespace railgate::net {
 using namespace detail;
@@ -273,6 +274,16 @@ const rail_counters& daemon::counters(std::size_t i) const noexcept {
     return p_->rails[i]->ctr;
 }
 
+namespace {
+// The active rails an lcore serves, by name.
+std::vector<std::string> rails_of(const daemon::impl& p, unsigned lcore) {
+    std::vector<std::string> out;
+    for (const auto& rs : p.rails)
+        if (rs->active && rs->lcore == lcore) out.push_back(rs->cfg.name);
+    return out;
+}
+} // namespace
+
 std::vector<lcore_status> daemon::lcores() const {
     std::lock_guard lock(p_->ctl);
     std::vector<lcore_status> out;
@@ -280,8 +291,7 @@ std::vector<lcore_status> daemon::lcores() const {
     for (const impl::lcore_ctx& c : p_->ctxs) {
         lcore_status s;
         s.lcore = c.lcore;
-        for (const auto& rs : p_->rails)
-            if (rs->active && rs->lcore == c.lcore) s.rails.push_back(rs->cfg.name);
+        s.rails = rails_of(*p_, c.lcore);
         s.runq_wait_ns = c.ctr.runq_wait_ns.load(std::memory_order_relaxed);
         s.shared = c.ctr.shared.load(std::memory_order_relaxed);
         s.shared_ns = c.ctr.shared_ns.load(std::memory_order_relaxed);
@@ -334,13 +344,9 @@ void daemon::print_stats(std::FILE* out) const {
         std::fprintf(out, "\n");
     }
     // How each lcore shared its CPU (kept after stop(): the last figures).
-    for (const impl::lcore_ctx& c : p_->ctxs) {
-        std::fprintf(out, "lcore %u: waited %.3f s for its CPU", c.lcore, static_cast<double>(v(c.ctr.runq_wait_ns)) / 1e9);
-        if (const std::uint64_t n = v(c.ctr.shared))
-            std::fprintf(out, ", shared it with a busy task %s%s (%.3f s)", n == 1 ? "once" : std::to_string(n).c_str(),
-                         n == 1 ? "" : " times", static_cast<double>(v(c.ctr.shared_ns)) / 1e9);
-        std::fprintf(out, "\n");
-    }
+    for (const impl::lcore_ctx& c : p_->ctxs)
+        stats::print_lcore_sharing(out, c.lcore, rails_of(*p_, c.lcore), static_cast<double>(v(c.ctr.runq_wait_ns)) / 1e9, v(c.ctr.shared),
+                                   static_cast<double>(v(c.ctr.shared_ns)) / 1e9);
 }
 
 daemon::impl::lcore_ctx::lcore_ctx(impl* s, unsigned l)

@@ -2,7 +2,10 @@
 // perftest-style figures and an ASCII bar chart of power-of-two buckets.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "dataplane/stats/histogram.hpp"
 
@@ -14,5 +17,12 @@ void print_latency(std::FILE* out, const histogram& h, const char* title);
 
 // ib_write_lat's summary table: header line and one row.
 void print_perftest_summary(std::FILE* out, const histogram& h, unsigned bytes);
+
+// How an lcore shared its CPU, one line, for railctl stats and railgated's
+// exit stats: "lcore 1 (r0, r1): waited 0.191 s for its CPU, shared it
+// with a busy task once (0.764 s)" (no rails: no parenthesis; never
+// shared: the wait only).
+void print_lcore_sharing(std::FILE* out, unsigned lcore, const std::vector<std::string>& rails, double waited_s,
+                         std::uint64_t shared, double shared_s);
 
 } // namespace railgate::stats
