@@ -21,6 +21,7 @@
 #include <rte_pause.h>
 
 #include "dataplane/net/daemon_impl.hpp"
+#include "dataplane/net/shared_weight.hpp"
 #include "dataplane/proto/ipv4.hpp"
 #include "dataplane/reduce/reduce.hpp"
 #include "dataplane/log/log.hpp"
@@ -167,6 +168,11 @@ void daemon::launch() {
     }
     p_->monitor_stop = false;
     p_->monitor = std::thread([this] { p_->monitor_links(); });
+    // Beside a busy task a sleeping lcore weighs as nice -10: say so when
+    // this process may not raise it.
+    if (p_->cfg.idle == idle_policy::sleep && !can_raise_weight())
+        log::info("lcores keep their nice beside a busy task (raising it needs CAP_SYS_NICE): a woken lcore may wait "
+                  "for that task's slice");
 }
 
 bool daemon::host(lcore_guest& g) noexcept {

@@ -21,6 +21,7 @@
 #include "dataplane/net/gateway.hpp"
 #include "dataplane/net/handlers.hpp"
 #include "dataplane/net/shared_core.hpp"
+#include "dataplane/net/shared_weight.hpp"
 #include "dataplane/net/tx.hpp"
 
 namespace railgate::net {
@@ -350,6 +351,7 @@ int daemon::impl::lcore_main(void* arg) {
     std::uint64_t runq_at = last_busy;
     shared_core shared(ms_tsc, last_busy, sample(), c->ctr);
     unsigned naps = 0; // in a row, since a pass last found work
+    shared_weight weight;
     auto all_quiet = [&mine] { return std::all_of(mine.begin(), mine.end(), [](const auto& r) { return quiet(*r); }); };
     while (!d.stop.load(std::memory_order_relaxed)) {
         bool busy = false;
@@ -399,7 +401,10 @@ int daemon::impl::lcore_main(void* arg) {
             c->ctr.runq_wait_ns.store(runq.now().waited_ns - runq_start, std::memory_order_relaxed);
         }
         const bool polite = d.cfg.idle != idle_policy::spin;
-        if (!busy && polite && shared.due(t0)) shared.look(t0, sample());
+        if (!busy && polite && shared.due(t0)) {
+            shared.look(t0, sample());
+            weight.raise(zzz.armed() && shared.sleep_at_once(t0));
+        }
         if (busy) {
             last_busy = t0;
             naps = 0;

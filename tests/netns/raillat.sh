@@ -98,16 +98,21 @@ grep -q "t_typical\[usec\]" "$dir/perftest.log" || fail "no perftest-style heade
 # ports) instead of yielding, so that a datagram does not wait for the busy
 # task's 4 ms tick (udp rails: t_typical 3995 us yielding, 9-16 us
 # sleeping; af_packet rails: 2006 us against 35-75 us). railctl stats
-# counts it. The busy tasks end by themselves.
-beside_busy_tasks() { # WHAT
-  local hogs=() c rc typical shared0 wait0 shared1 wait1 seconds1
+# counts it. On udp rails p99 stays under 1 ms too: the sleeping lcore
+# weighs as nice -10 against the busy task, or a wake-up after a burst of
+# round trips waited for the task's slice (p99 1.4-2.0 ms at nice 0, 36-67
+# us at -10); P99_MAX, when given, is that bound (k times it under the
+# sanitizers, as above: the release build's run is the guard). The busy
+# tasks end by themselves.
+beside_busy_tasks() { # WHAT [P99_MAX]
+  local hogs=() c rc typical p99 shared0 wait0 shared1 wait1 seconds1
   for c in $(seq 0 $(($(nproc) - 1))); do
     timeout 20 taskset -c "$c" sh -c 'while :; do :; done' &
     hogs+=($!)
   done
   shared0=$(lcore_stat core_shared) wait0=$(lcore_stat runq_wait_seconds) || fail "railctl stats: no lcores"
   sleep 0.5
-  ip netns exec "$ns" "$raillat" --transport udp --server 198.18.0.1 -n 1000 -w 100 --bw-size 0 > "$dir/busy.log" 2>&1
+  ip netns exec "$ns" "$raillat" --transport udp --server 198.18.0.1 -n 5000 -w 100 --bw-size 0 > "$dir/busy.log" 2>&1
   rc=$?
   shared1=$(lcore_stat core_shared) wait1=$(lcore_stat runq_wait_seconds) seconds1=$(lcore_stat core_shared_seconds)
   ctl stats | grep '^lcore '
@@ -118,14 +123,19 @@ beside_busy_tasks() { # WHAT
   typical=$(awk '$1 ~ /^[0-9]+$/ && NF >= 9 {print $5}' "$dir/busy.log")
   awk -v t="$typical" 'BEGIN {exit !(t + 0 > 0 && t + 0 < 500)}' ||
     fail "$1 beside a busy task on every CPU: t_typical ${typical:-?} us, not under 500 (yielding: 4 ms ticks)"
-  echo "ok: $1 beside a busy task on every CPU: t_typical $typical us"
+  p99=$(awk '$1 ~ /^[0-9]+$/ && NF >= 9 {print $8}' "$dir/busy.log")
+  if [ -n "${2:-}" ]; then
+    awk -v p="$p99" -v m="$2" 'BEGIN {exit !(p + 0 > 0 && p + 0 < m)}' ||
+      fail "$1 beside a busy task on every CPU: p99 ${p99:-?} us, not under $2 (a woken lcore waited for the task's slice)"
+  fi
+  echo "ok: $1 beside a busy task on every CPU: t_typical $typical us, p99 $p99 us"
   # railctl stats saw it: the lcore waited for its CPU and counted it shared.
   awk -v s0="$shared0" -v s1="$shared1" -v w0="$wait0" -v w1="$wait1" -v t="$seconds1" \
     'BEGIN {exit !(s1 > s0 && w1 > w0 && t > 0)}' ||
     fail "$1: railctl stats beside a busy task: core_shared $shared0 -> $shared1, runq_wait_seconds $wait0 -> $wait1, core_shared_seconds $seconds1"
   echo "ok: $1: railctl stats: core shared $shared0 -> $shared1 times ($seconds1 s), waited $wait0 -> $wait1 s for the CPU"
 }
-beside_busy_tasks "udp rails"
+beside_busy_tasks "udp rails" $((1000 * k))
 
 for bad in "--size 3" "--transport tcp" "--compare udp,rdma" "--transport verbs" "-n 0" "--bogus"; do
   # shellcheck disable=SC2086

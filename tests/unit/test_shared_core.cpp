@@ -1,10 +1,14 @@
 // The busy-task rule of an lcore of udp rails (shared_core.hpp) on a manual
 // clock: what counts as a busy task, how long the core then counts as
-// shared, when the loop sleeps at once, and the episodes it counts.
+// shared, when the loop sleeps at once, and the episodes it counts; and the
+// weight its thread takes then (shared_weight.hpp).
 #define BOOST_TEST_MODULE shared_core
 #include <boost/test/unit_test.hpp>
 
+#include <thread>
+
 #include "dataplane/net/shared_core.hpp"
+#include "dataplane/net/shared_weight.hpp"
 
 using namespace railgate::net;
 
@@ -190,4 +194,53 @@ BOOST_AUTO_TEST_CASE(heavy_traffic_yields_even_when_shared) {
     // 40 kB a millisecond: latency-bound again.
     l.look(4000, 1, 400000);
     BOOST_TEST(l.core.sleep_at_once(l.now));
+}
+
+// The weight a sleeping loop takes while its core is shared
+// (shared_weight.hpp), on a thread of its own: nice -10 when raised (where
+// this process may raise it), the thread's own nice again when lowered and
+// when the weight goes out of scope (the EAL's thread serves the next
+// daemon's loop).
+BOOST_AUTO_TEST_CASE(weight_raised_while_shared_and_put_back) {
+    std::thread([] {
+        int own = 0, now = 0;
+        BOOST_REQUIRE(thread_nice(own));
+        const bool may = can_raise_weight();
+        BOOST_REQUIRE(thread_nice(now));
+        BOOST_TEST(now == own); // the try put it back
+        {
+            shared_weight w;
+            w.raise(true);
+            BOOST_REQUIRE(thread_nice(now));
+            BOOST_TEST(now == (may ? shared_weight::nice_shared : own));
+            w.raise(true); // again: no change
+            BOOST_REQUIRE(thread_nice(now));
+            BOOST_TEST(now == (may ? shared_weight::nice_shared : own));
+            w.raise(false);
+            BOOST_REQUIRE(thread_nice(now));
+            BOOST_TEST(now == own);
+            w.raise(true);
+        }
+        BOOST_REQUIRE(thread_nice(now));
+        BOOST_TEST(now == own);
+    }).join();
+}
+
+// A thread already weighing more than nice -10 keeps its own nice.
+BOOST_AUTO_TEST_CASE(weight_never_lowers_a_heavier_thread) {
+    std::thread([] {
+        if (::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), -15) != 0) {
+            BOOST_TEST_MESSAGE("may not raise this thread's priority: case not applicable");
+            return;
+        }
+        int now = 0;
+        {
+            shared_weight w;
+            w.raise(true);
+            BOOST_REQUIRE(thread_nice(now));
+            BOOST_TEST(now == -15);
+        }
+        BOOST_REQUIRE(thread_nice(now));
+        BOOST_TEST(now == -15);
+    }).join();
 }

@@ -1,0 +1,66 @@
+// An lcore thread's weight beside a busy task (rail_loop.cpp).
+#pragma once
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace railgate::net {
+
+// Beside a busy task the kernel (EEVDF, Linux 6.6 on) lets a woken lcore
+// take the core at once only while the lcore is owed CPU time; one that just
+// ran past its share (a few round trips in a row, back to back) wakes behind
+// the busy task and waits for its slice, up to a 4 ms tick: raillat udp beside
+// a busy task on each CPU had p99 1.4-2.0 ms for it (perf sched: 35 wake-ups
+// a second waited 1-5 ms). So while the core counts as shared and a loop of
+// udp rails sleeps at once (light traffic), its thread weighs as nice -10 (9
+// times a nice-0 task: p99 35-67 us); it is back at its own nice when the
+// core is its own again and when traffic is heavy (it yields then, and a
+// heavy thread that yields is picked straight back). Not for a napping loop
+// (DPDK ports): its p99 beside the busy task stayed at 2 ms, and with the
+// weight its probe's yield came straight back, so the core stopped counting
+// as shared 9-10 times in 10 s (once without). A thread that may not raise
+// its priority (no CAP_SYS_NICE) keeps its nice; the daemon says so at
+// launch (daemon.cpp, can_raise_weight).
+// The calling thread's nice, or false.
+inline bool thread_nice(int& out) noexcept {
+    errno = 0;
+    out = ::getpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()));
+    return errno == 0;
+}
+
+class shared_weight {
+public:
+    static constexpr int nice_shared = -10;
+    shared_weight() noexcept {
+        if (!thread_nice(own_)) own_ = nice_shared; // unknown: leave it
+    }
+    ~shared_weight() { raise(false); } // the EAL's thread serves the next daemon
+    shared_weight(const shared_weight&) = delete;
+    shared_weight& operator=(const shared_weight&) = delete;
+    // nice_shared (up) or the thread's own nice; a no-op when the thread
+    // already weighs as much, or may not.
+    void raise(bool up) noexcept {
+        if (up == up_ || own_ <= nice_shared) return;
+        if (::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), up ? nice_shared : own_) == 0) up_ = up;
+        else own_ = nice_shared; // not allowed: stop trying
+    }
+
+private:
+    int own_ = 0;
+    bool up_ = false;
+};
+
+// Whether this process may raise a thread to nice_shared (tried on the
+// calling thread, which is put back).
+inline bool can_raise_weight() noexcept {
+    int own = 0;
+    if (!thread_nice(own)) return false;
+    if (own <= shared_weight::nice_shared) return true;
+    if (::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), shared_weight::nice_shared) != 0) return false;
+    (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), own);
+    return true;
+}
+
+} // namespace railgate::net
