@@ -100,7 +100,7 @@ for h in fp32 bf16; do
 done
 
 note "latency on the host (tests/netns/raillat.sh)"
-"$here/../tests/netns/raillat.sh" "$build/dataplane/railgated" "$build/tools/raillat" > "$out/lat" 2>&1
+"$here/../tests/netns/raillat.sh" "$build/dataplane/railgated" "$build/tools/raillat" "$build/railctl" > "$out/lat" 2>&1
 for t in udp dpdk; do
   # latency guard: udp 5.83 us = 2.2x floor-udp 2.71 us (bound 6.0x); the
   # ratio as the guard judges it (a floor under 0.1 us counts as 0.1).
@@ -113,6 +113,16 @@ for t in udp dpdk; do
   if [ "$judged" = "${b:-}" ]; then base="$base ${b:-?} us"; else base="$base ${b:-?} us (judged as 0.1)"; fi
   row "$what" "${a:-?} us" "$base" "$(ratio "$a" "$judged")" "raillat --compare $t,floor-${f#floor-}"
   [ "$t" = udp ] && udp_lat=$a
+done
+# Beside a busy task on each CPU (a trainer's compute, a build): raillat.sh's
+# "ok: udp rails beside a busy task on every CPU: t_typical X us, p99 Y us
+# (the kernel's ping-pong beside them: t_typical A us, p99 B us)"; p99
+# against the kernel's p99 in the same run.
+for rails in udp af_packet; do
+  read -r a p fa fp < <(sed -n "s/^ok: $rails rails beside a busy task on every CPU: t_typical \([0-9.]*\) us, p99 \([0-9.]*\) us (the kernel's ping-pong beside them: t_typical \([0-9.]*\) us, p99 \([0-9.]*\) us)/\1 \2 \3 \4/p" "$out/lat")
+  row "4-byte latency beside a busy task on each CPU, kernel UDP worker, railgated on $rails rails: p99 (t_typical ${a:-?} us)" \
+    "${p:-?} us" "UDP ping-pong on loopback beside the same tasks, p99 ${fp:-?} us (t_typical ${fa:-?} us)" "$(ratio "$p" "$fp")" \
+    "tests/netns/raillat.sh (raillat --compare udp,floor-udp -n 5000)"
 done
 
 # The kernel's floor as sockperf measures it (installed by setup.sh bench):
