@@ -351,8 +351,8 @@ void daemon::print_stats(std::FILE* out) const {
     }
     // How each lcore shared its CPU (kept after stop(): the last figures).
     for (const impl::lcore_ctx& c : p_->ctxs)
-        stats::print_lcore_sharing(out, c.lcore, rails_of(*p_, c.lcore), static_cast<double>(v(c.ctr.runq_wait_ns)) / 1e9, v(c.ctr.shared),
-                                   static_cast<double>(v(c.ctr.shared_ns)) / 1e9);
+        stats::print_lcore_sharing(out, c.lcore, rails_of(*p_, c.lcore), static_cast<double>(v(c.ctr.runq_wait_ns)) / 1e9,
+                                   v(c.ctr.shared), static_cast<double>(v(c.ctr.shared_ns)) / 1e9);
 }
 
 daemon::impl::lcore_ctx::lcore_ctx(impl* s, unsigned l)

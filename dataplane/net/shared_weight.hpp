@@ -8,6 +8,13 @@
 
 namespace railgate::net {
 
+// The calling thread's nice, or false.
+inline bool thread_nice(int& out) noexcept {
+    errno = 0;
+    out = ::getpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()));
+    return errno == 0;
+}
+
 // Beside a busy task the kernel (EEVDF, Linux 6.6 on) lets a woken lcore
 // take the core at once only while the lcore is owed CPU time; one that just
 // ran past its share (a few round trips in a row, back to back) wakes behind
@@ -23,13 +30,6 @@ namespace railgate::net {
 // as shared 9-10 times in 10 s (once without). A thread that may not raise
 // its priority (no CAP_SYS_NICE) keeps its nice; the daemon says so at
 // launch (daemon.cpp, can_raise_weight).
-// The calling thread's nice, or false.
-inline bool thread_nice(int& out) noexcept {
-    errno = 0;
-    out = ::getpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()));
-    return errno == 0;
-}
-
 class shared_weight {
 public:
     static constexpr int nice_shared = -10;

