@@ -74,9 +74,17 @@ if grep -q mpi-tcp "$out/peers"; then
   e2e "allreduce 4 MiB, 2 workers, MTU 1500" 2 4194304 rg-1500 mpi-tcp "OpenMPI TCP"
 fi
 
-note "per-chunk round trip under load (railbench --embedded, 3 runs per MTU)"
+note "per-chunk round trip under load (railbench --embedded, 3 runs per MTU), and the machine's own stalls"
 # The notes' "per-chunk round trip, all workers": p99 against p50 of the
 # same run (the goal: at most 3x); the run with the median ratio of three.
+# Beside it, how often this machine takes a CPU away for over 40 us
+# (raillat --stalls, each CPU's rate, averaged): a window in flight stalls
+# whole when either CPU does, and a run of 4 MiB operations lasts tens of
+# milliseconds, so a few such stalls make its p99.
+"$build/tools/raillat" --stalls 3 --json > "$out/stalls" 2>&1 || true
+stalls=$(python3 -c 'import json, sys
+c = json.load(open(sys.argv[1]))["cpus"]
+print("%.0f" % (sum(x["over_40us_per_s"] for x in c) / len(c)))' "$out/stalls" 2> /dev/null)
 for mtu in 9000 1500; do
   for _ in 1 2 3; do
     "$build/tools/railbench" --embedded --workers 2 --count 1048576 -n 10 -w 2 --mtu "$mtu" 2>&1 |
@@ -86,7 +94,8 @@ for mtu in 9000 1500; do
   done | sort -g | sed -n 2p > "$out/tail-$mtu"
   read -r q p99 p50 < "$out/tail-$mtu"
   row "per-chunk round trip under load, 4 MiB, 2 workers, MTU $mtu: p99 (median of 3 runs' p99/p50)" "${p99:-?} us" \
-    "p50 ${p50:-?} us" "${q:-?}" "railbench --embedded --workers 2 --count 1048576 -n 10 -w 2 --mtu $mtu"
+    "p50 ${p50:-?} us (this machine took each CPU away for over 40 us ${stalls:-?} times a second: \`raillat --stalls 3\`)" \
+    "${q:-?}" "railbench --embedded --workers 2 --count 1048576 -n 10 -w 2 --mtu $mtu"
 done
 
 note "DDP training (bench_ddp.sh, about 2 minutes)"

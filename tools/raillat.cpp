@@ -63,6 +63,8 @@ struct options {
     std::uint32_t job = 4242;
     std::uint64_t token = 0; // --token or RAILGATE_TOKEN; random otherwise (a one-worker job)
     bool events = false; // sleep in the transport between results instead of spinning
+    double stalls_s = 0; // --stalls: the machine's own stalls, no transport
+    bool transport_given = false;
 };
 
 [[noreturn]] void die(const std::string& m) {
@@ -97,6 +99,10 @@ void usage(std::FILE* f) {
                  "  --token T             the job's token (default $RAILGATE_TOKEN, else a random one)\n"
                  "  -e, --events          sleep on completion events / sockets between results (perftest's -e);\n"
                  "                        default: busy-poll, as perftest does\n"
+                 "  --stalls SECONDS      no transport: spin a thread on each CPU this process may use and\n"
+                 "                        count the times its CPU was taken from it (interrupts, other\n"
+                 "                        tasks, the hypervisor), as sysjitter does: the floor under any\n"
+                 "                        tail latency measured here\n"
                  "Latencies are half round trips, as ib_write_lat reports them.\n",
                  wire::default_udp_port);
 }
@@ -123,6 +129,7 @@ options parse(int argc, char** argv) {
             std::exit(0);
         } else if (a == "--transport" || a == "--compare") {
             o.compare = a == "--compare";
+            o.transport_given = true;
             o.transports.clear();
             std::string v = val();
             for (std::size_t s = 0; s <= v.size();) {
@@ -159,6 +166,12 @@ options parse(int argc, char** argv) {
             o.json = true;
         } else if (a == "--gid-index") {
             o.gid_index = static_cast<int>(parse_num(a, val(), 255));
+        } else if (a == "--stalls") {
+            const std::string v = val();
+            char* end = nullptr;
+            o.stalls_s = std::strtod(v.c_str(), &end);
+            if (v.empty() || *end || !(o.stalls_s >= 0.01 && o.stalls_s <= 3600))
+                die("--stalls: '" + v + "' is not a number of seconds from 0.01 to 3600");
         } else if (a == "-e" || a == "--events") {
             o.events = true;
         } else if (a == "--job") {
@@ -174,6 +187,11 @@ options parse(int argc, char** argv) {
     if (!o.token)
         if (const char* t = std::getenv("RAILGATE_TOKEN"); t && *t) o.token = parse_num("RAILGATE_TOKEN", t, UINT64_MAX);
     if (!o.token) o.token = client::random_token();
+    if (o.stalls_s > 0) {
+        if (o.transport_given || o.sweep || !o.dump.empty())
+            die("--stalls measures the machine alone: it takes no --transport, --compare, -a or --dump");
+        return o;
+    }
     if (o.bytes == 0 || o.bytes % 4) die("--size must be a positive multiple of 4 (fp32 elements)");
     if (o.bw_bytes % 4) die("--bw-size must be a multiple of 4");
     if (o.iters == 0) die("--iters must be at least 1");
@@ -512,10 +530,86 @@ void print_json(const std::vector<result>& rs, const options& o) {
 
 } // namespace
 
+// --stalls: a thread pinned to each CPU reads the clock as fast as it can
+// for the given time; a gap between two reads over 10 us is a time the CPU
+// was taken from it. What a poll-mode loop on that CPU would lose too.
+struct cpu_stalls {
+    int cpu = -1;
+    bool pinned = false;
+    std::uint64_t over[4] = {}; // gaps over 10, 40, 100 and 1000 us
+    std::uint64_t lost_ns = 0, longest_ns = 0, span_ns = 0;
+};
+constexpr std::uint64_t stall_bounds_ns[4] = {10'000, 40'000, 100'000, 1'000'000};
+
+void spin_and_count(cpu_stalls& c, double seconds, const std::atomic<bool>& go) noexcept {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(c.cpu, &one);
+    c.pinned = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+    while (!go.load(std::memory_order_acquire)) {
+    }
+    const std::uint64_t t0 = sample_ns(), end = t0 + static_cast<std::uint64_t>(seconds * 1e9);
+    std::uint64_t prev = t0;
+    for (;;) {
+        const std::uint64_t t = sample_ns();
+        const std::uint64_t gap = t - prev;
+        prev = t;
+        if (gap > stall_bounds_ns[0]) {
+            c.lost_ns += gap;
+            c.longest_ns = std::max(c.longest_ns, gap);
+            for (unsigned k = 0; k < 4; ++k) c.over[k] += gap > stall_bounds_ns[k];
+        }
+        if (t >= end) break;
+    }
+    c.span_ns = prev - t0;
+}
+
+int run_stalls(const options& o) {
+    sample_ns(); // calibrated before the threads start
+    const cpu_set_t set = start_cpus();
+    std::vector<cpu_stalls> cs;
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set)) cs.push_back(cpu_stalls{.cpu = c});
+    if (cs.empty()) die("--stalls: no CPU to run on");
+    std::atomic<bool> go{false};
+    std::vector<std::thread> ts;
+    for (cpu_stalls& c : cs) ts.emplace_back([&c, &o, &go] { spin_and_count(c, o.stalls_s, go); });
+    go.store(true, std::memory_order_release);
+    for (std::thread& t : ts) t.join();
+    auto per_s = [](const cpu_stalls& c, unsigned k) {
+        return c.span_ns ? static_cast<double>(c.over[k]) * 1e9 / static_cast<double>(c.span_ns) : 0.0;
+    };
+    auto lost_pct = [](const cpu_stalls& c) {
+        return c.span_ns ? 100.0 * static_cast<double>(c.lost_ns) / static_cast<double>(c.span_ns) : 0.0;
+    };
+    if (o.json) {
+        std::printf("{\"seconds\": %.3f, \"cpus\": [", o.stalls_s);
+        for (std::size_t i = 0; i < cs.size(); ++i) {
+            const cpu_stalls& c = cs[i];
+            std::printf("%s{\"cpu\": %d, \"pinned\": %s, \"over_10us_per_s\": %.2f, \"over_40us_per_s\": %.2f, "
+                        "\"over_100us_per_s\": %.2f, \"over_1ms_per_s\": %.2f, \"lost_pct\": %.3f, \"longest_us\": %.1f}",
+                        i ? ", " : "", c.cpu, c.pinned ? "true" : "false", per_s(c, 0), per_s(c, 1), per_s(c, 2),
+                        per_s(c, 3), lost_pct(c), us_of(c.longest_ns));
+        }
+        std::printf("]}\n");
+        return 0;
+    }
+    std::printf("# raillat --stalls %.2f: a thread spun on each CPU reading the clock; each gap over 10 us is a\n"
+                "# time the CPU was taken from it (an interrupt, another task, the hypervisor), per second\n",
+                o.stalls_s);
+    std::printf("%5s %12s %12s %12s %12s %8s %12s\n", "cpu", ">10us/s", ">40us/s", ">100us/s", ">1ms/s", "lost%",
+                "longest(us)");
+    for (const cpu_stalls& c : cs)
+        std::printf("%5d %12.1f %12.1f %12.1f %12.1f %8.2f %12.1f%s\n", c.cpu, per_s(c, 0), per_s(c, 1), per_s(c, 2),
+                    per_s(c, 3), lost_pct(c), us_of(c.longest_ns), c.pinned ? "" : "  (not pinned)");
+    return 0;
+}
+
 int main(int argc, char** argv) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
     start_cpus(); // before an EAL pins this thread
     const options o = parse(argc, argv);
+    if (o.stalls_s > 0) return run_stalls(o);
     std::vector<result> rs;
     std::FILE* dump = nullptr;
     if (!o.dump.empty() && !(dump = std::fopen(o.dump.c_str(), "w"))) die("--dump: cannot write " + o.dump);

@@ -1,0 +1,44 @@
+#!/bin/sh
+# raillat --stalls counts the times a CPU was taken from a spinning thread.
+# Beside a busy task on the same CPU (the scheduler shares the CPU in slices
+# of a millisecond or more) it must count stalls over 1 ms and lose a large
+# share of the time; --json parses; bad values are refused.
+#   stalls.sh RAILLAT
+rl=$1
+tmp=$(mktemp -d)
+spinner=
+trap '[ -n "$spinner" ] && kill "$spinner" 2> /dev/null; rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+cpu=$(taskset -pc $$ | sed 's/.*: //; s/[-,].*//')
+
+taskset -c "$cpu" "$rl" --stalls 0.5 > "$tmp/alone" 2>&1 || fail "--stalls 0.5: $(cat "$tmp/alone")"
+awk -v c="$cpu" '$1 == c && NF >= 7 {ok = 1} END {exit !ok}' "$tmp/alone" || fail "no row for CPU $cpu: $(cat "$tmp/alone")"
+echo "ok: alone on CPU $cpu: $(awk -v c="$cpu" '$1 == c {print $6 "% lost, " $3 " stalls over 40 us a second"}' "$tmp/alone")"
+
+taskset -c "$cpu" sh -c 'while :; do :; done' &
+spinner=$!
+sleep 0.2
+taskset -c "$cpu" "$rl" --stalls 1 --json > "$tmp/busy" 2>&1 || fail "--stalls 1 --json: $(cat "$tmp/busy")"
+kill "$spinner"
+spinner=
+python3 - "$tmp/busy" "$cpu" <<'PY' || fail "beside a busy task: $(cat "$tmp/busy")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+cpus = {c["cpu"]: c for c in j["cpus"]}
+assert list(cpus) == [int(sys.argv[2])], cpus
+c = cpus[int(sys.argv[2])]
+assert c["pinned"], c
+# The busy task takes about half the CPU, in slices of a tick or so.
+assert c["lost_pct"] >= 20, c
+assert c["over_1ms_per_s"] >= 20 and c["longest_us"] >= 1000, c
+assert c["over_10us_per_s"] >= c["over_40us_per_s"] >= c["over_100us_per_s"] >= c["over_1ms_per_s"], c
+print("ok: beside a busy task: %.0f%% lost, %.0f stalls over 1 ms a second, the longest %.0f us"
+      % (c["lost_pct"], c["over_1ms_per_s"], c["longest_us"]))
+PY
+
+for a in "--stalls 0" "--stalls abc" "--stalls" "--stalls 1 --compare udp,dpdk" "--stalls 1 -a"; do
+  "$rl" $a > /dev/null 2>&1
+  rc=$?
+  [ $rc -eq 2 ] || fail "raillat $a -> exit $rc"
+done
+echo "ok: bad --stalls values and mixes are refused (exit 2)"
