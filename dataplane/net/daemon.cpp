@@ -168,9 +168,9 @@ void daemon::launch() {
     }
     p_->monitor_stop = false;
     p_->monitor = std::thread([this] { p_->monitor_links(); });
-    // Beside a busy task a sleeping lcore weighs as nice -10: say so when
-    // this process may not raise it.
-    if (p_->cfg.idle == idle_policy::sleep && !can_raise_weight())
+    // Beside a busy task an lcore that sleeps or naps weighs as nice -10:
+    // say so when this process may not raise it.
+    if (p_->cfg.idle != idle_policy::spin && !can_raise_weight())
         log::info("lcores keep their nice beside a busy task (raising it needs CAP_SYS_NICE): a woken lcore may wait "
                   "for that task's slice");
 }

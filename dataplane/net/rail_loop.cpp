@@ -403,7 +403,7 @@ int daemon::impl::lcore_main(void* arg) {
         const bool polite = d.cfg.idle != idle_policy::spin;
         if (!busy && polite && shared.due(t0)) {
             shared.look(t0, sample());
-            weight.raise(zzz.armed() && shared.sleep_at_once(t0));
+            weight.raise(shared.sleep_at_once(t0));
         }
         if (busy) {
             last_busy = t0;

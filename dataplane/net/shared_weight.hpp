@@ -20,16 +20,19 @@ inline bool thread_nice(int& out) noexcept {
 // ran past its share (a few round trips in a row, back to back) wakes behind
 // the busy task and waits for its slice, up to a 4 ms tick: raillat udp beside
 // a busy task on each CPU had p99 1.4-2.0 ms for it (perf sched: 35 wake-ups
-// a second waited 1-5 ms). So while the core counts as shared and a loop of
-// udp rails sleeps at once (light traffic), its thread weighs as nice -10 (9
-// times a nice-0 task: p99 35-67 us); it is back at its own nice when the
-// core is its own again and when traffic is heavy (it yields then, and a
-// heavy thread that yields is picked straight back). Not for a napping loop
-// (DPDK ports): its p99 beside the busy task stayed at 2 ms, and with the
-// weight its probe's yield came straight back, so the core stopped counting
-// as shared 9-10 times in 10 s (once without). A thread that may not raise
-// its priority (no CAP_SYS_NICE) keeps its nice; the daemon says so at
-// launch (daemon.cpp, can_raise_weight).
+// a second waited 1-5 ms). So while the core counts as shared and the loop
+// sleeps or naps at once (light traffic), its thread weighs as nice -10 (9
+// times a nice-0 task); it is back at its own nice when the core is its own
+// again and when traffic is heavy (it yields then, and a heavy thread that
+// yields is picked straight back). Measured with the client at nice -10 too
+// (a busy-polling client beside a busy task on its own CPU waits for that
+// task's slices itself, which set the p99 of every such run before):
+// udp rails p99 19-20 us against 0.7-1.5 ms at nice 0, af_packet rails
+// (napping) 58-85 us against 0.07-2 ms (0.93-0.97 ms in runs of 100,000).
+// A napping loop's probe (shared_core, probe_every_ms) still sees the busy
+// task at that weight: the core lapsed to its own once in 10 s. A thread
+// that may not raise its priority (no CAP_SYS_NICE) keeps its nice; the
+// daemon says so at launch (daemon.cpp, can_raise_weight).
 class shared_weight {
 public:
     static constexpr int nice_shared = -10;

@@ -98,15 +98,19 @@ grep -q "t_typical\[usec\]" "$dir/perftest.log" || fail "no perftest-style heade
 # ports) instead of yielding, so that a datagram does not wait for the busy
 # task's 4 ms tick (udp rails: t_typical 3995 us yielding, 9-16 us
 # sleeping; af_packet rails: 2006 us against 35-75 us). railctl stats
-# counts it. On udp rails p99 stays under 1 ms too: the sleeping lcore
-# weighs as nice -10 against the busy task, or a wake-up after a burst of
-# round trips waited for the task's slice (p99 1.4-2.0 ms at nice 0, 36-67
-# us at -10); P99_MAX, when given, is that bound (k times it under the
-# sanitizers, as above: the release build's run is the guard). The kernel's
-# own UDP ping-pong runs beside the same tasks in the same raillat run
-# (floor-udp), as the figure to read these by (tools/perf_report.sh's
-# rows). The busy tasks end by themselves.
-beside_busy_tasks() { # WHAT [P99_MAX]
+# counts it. p99 stays low too: the sleeping or napping lcore weighs as
+# nice -10 against the busy task, or a wake-up after a burst of round trips
+# waits for the task's slice (with the client at nice -10: udp rails p99
+# 0.7-1.5 ms at nice 0, 19-20 us at -10; af_packet rails, runs of 100,000,
+# 0.93-0.97 ms against 58-62 us). raillat runs at nice -10 too: busy-polling
+# beside a busy task on its own CPU at nice 0 it waits for that task's
+# slices itself, and those waits made its p99 (2 ms on af_packet rails
+# whatever railgated did). P99_MAX, when given, is the bound (k times it
+# under the sanitizers, as above: the release build's run is the guard);
+# N the ping-pongs (5000). The kernel's own UDP ping-pong runs beside the
+# same tasks in the same raillat run (floor-udp), as the figure to read
+# these by (tools/perf_report.sh's rows). The busy tasks end by themselves.
+beside_busy_tasks() { # WHAT [P99_MAX [N]]
   local hogs=() c rc try typical p99 ftypical fp99 shared0 wait0 shared1 wait1 seconds1
   for c in $(seq 0 $(($(nproc) - 1))); do
     timeout 20 taskset -c "$c" sh -c 'while :; do :; done' &
@@ -115,8 +119,8 @@ beside_busy_tasks() { # WHAT [P99_MAX]
   shared0=$(lcore_stat core_shared) wait0=$(lcore_stat runq_wait_seconds) || fail "railctl stats: no lcores"
   sleep 0.5
   for try in 1 2; do
-    ip netns exec "$ns" "$raillat" --compare udp,floor-udp --server 198.18.0.1 -n 5000 -w 100 --bw-size 0 \
-      > "$dir/busy.log" 2>&1
+    ip netns exec "$ns" nice -n -10 "$raillat" --compare udp,floor-udp --server 198.18.0.1 -n "${3:-5000}" -w 100 \
+      --bw-size 0 > "$dir/busy.log" 2>&1
     rc=$?
     p99=$(awk '$1 == "udp" && NF >= 10 {print $6}' "$dir/busy.log")
     { [ $rc -ne 0 ] || [ -z "${2:-}" ] || awk -v p="$p99" -v m="$2" 'BEGIN {exit !(p + 0 > 0 && p + 0 < m)}'; } && break
@@ -145,7 +149,7 @@ beside_busy_tasks() { # WHAT [P99_MAX]
     fail "$1: railctl stats beside a busy task: core_shared $shared0 -> $shared1, runq_wait_seconds $wait0 -> $wait1, core_shared_seconds $seconds1"
   echo "ok: $1: railctl stats: core shared $shared0 -> $shared1 times ($seconds1 s), waited $wait0 -> $wait1 s for the CPU"
 }
-beside_busy_tasks "udp rails" $((1000 * k))
+beside_busy_tasks "udp rails" $((300 * k))
 
 for bad in "--size 3" "--transport tcp" "--compare udp,rdma" "--transport verbs" "-n 0" "--bogus"; do
   # shellcheck disable=SC2086
@@ -162,6 +166,8 @@ ip netns exec "$ns" "$railgated" --config "$(dirname "$0")/../../config/local-af
   --metrics off -- -l 0-1 --no-huge --no-pci -m 512 --file-prefix "$prefix" --log-level lib.eal:error > "$dir/railgated-af_packet.log" 2>&1 &
 gated_pid=$!
 wait_ready "$dir/railgated-af_packet.log"
-beside_busy_tasks "af_packet rails"
+# Its p99 is judged in the release build only (runs of 5000 at nice 0
+# read 67-1973 us: 20,000 here).
+if [ "$k" = 1 ]; then beside_busy_tasks "af_packet rails" 300 20000; else beside_busy_tasks "af_packet rails"; fi
 stop_gated
 echo PASS
