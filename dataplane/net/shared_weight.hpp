@@ -8,12 +8,18 @@
 
 namespace railgate::net {
 
+// The calling thread, as getpriority and setpriority name it.
+inline id_t this_thread_id() noexcept { return static_cast<id_t>(::gettid()); }
+
 // The calling thread's nice, or false.
 inline bool thread_nice(int& out) noexcept {
     errno = 0;
-    out = ::getpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()));
+    out = ::getpriority(PRIO_PROCESS, this_thread_id());
     return errno == 0;
 }
+
+// Sets the calling thread's nice; false if not allowed.
+inline bool set_thread_nice(int nice) noexcept { return ::setpriority(PRIO_PROCESS, this_thread_id(), nice) == 0; }
 
 // Beside a busy task the kernel (EEVDF, Linux 6.6 on) lets a woken lcore
 // take the core at once only while the lcore is owed CPU time; one that just
@@ -46,7 +52,7 @@ public:
     // already weighs as much, or may not.
     void raise(bool up) noexcept {
         if (up == up_ || own_ <= nice_shared) return;
-        if (::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), up ? nice_shared : own_) == 0) up_ = up;
+        if (set_thread_nice(up ? nice_shared : own_)) up_ = up;
         else own_ = nice_shared; // not allowed: stop trying
     }
 
@@ -61,8 +67,8 @@ inline bool can_raise_weight() noexcept {
     int own = 0;
     if (!thread_nice(own)) return false;
     if (own <= shared_weight::nice_shared) return true;
-    if (::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), shared_weight::nice_shared) != 0) return false;
-    (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), own);
+    if (!set_thread_nice(shared_weight::nice_shared)) return false;
+    (void)set_thread_nice(own);
     return true;
 }
 

@@ -229,7 +229,7 @@ BOOST_AUTO_TEST_CASE(weight_raised_while_shared_and_put_back) {
 // A thread already weighing more than nice -10 keeps its own nice.
 BOOST_AUTO_TEST_CASE(weight_never_lowers_a_heavier_thread) {
     std::thread([] {
-        if (::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), -15) != 0) {
+        if (!set_thread_nice(-15)) {
             BOOST_TEST_MESSAGE("may not raise this thread's priority: case not applicable");
             return;
         }
