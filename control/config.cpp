@@ -323,6 +323,7 @@ void read_daemon(reader& r, appliance& a, std::vector<error>&) {
     r.choice<idle_mode>("idle", {{"auto", idle_mode::automatic}, {"spin", idle_mode::spin}, {"yield", idle_mode::yield},
                                      {"sleep", idle_mode::sleep}},
                         a.idle);
+    r.integer("shared_nice", -20, 0, a.shared_nice);
     if (const toml::node* n = r.get("eal_args"))
         r.fail(n, "eal_args", "moved to the [eal] table (its keys, and args = [...] for other EAL flags)");
     r.reject_unknown();

@@ -5,6 +5,7 @@
 // Schema (see config/*.toml for complete examples):
 //   [daemon]  udp_port, control_socket, socket_mode, socket_owner,
 //             socket_group, metrics, metrics_public, stats_interval, idle,
+//             shared_nice (an idle lcore's weight beside a busy task),
 //             neighbour_reachable (gateway: seconds a next hop's MAC is trusted)
 //   [eal]     lcores, main_lcore, memory_mb, socket_mem, hugepages, huge_dir,
 //             pci, in_memory, telemetry, iova_mode, file_prefix, log_levels,
@@ -141,6 +142,9 @@ struct appliance {
     unsigned stats_interval = 0;
     unsigned neighbour_reachable = 30; // seconds; the gateway then confirms a next hop again
     idle_mode idle = idle_mode::automatic;
+    // The nice an lcore that sleeps or naps takes while a busy task shares
+    // its CPU and traffic is light (net::shared_weight); 0: keep its own.
+    int shared_nice = -10;
     bool metrics_public = false;            // metrics may listen on a non-loopback address
     eal_options eal;
     unsigned max_jobs = 8, default_slots = 64, max_slots = 256, mbufs_per_rail = 8192;

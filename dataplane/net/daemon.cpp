@@ -168,11 +168,12 @@ void daemon::launch() {
     }
     p_->monitor_stop = false;
     p_->monitor = std::thread([this] { p_->monitor_links(); });
-    // Beside a busy task an lcore that sleeps or naps weighs as nice -10:
-    // say so when this process may not raise it.
-    if (p_->cfg.idle != idle_policy::spin && !can_raise_weight())
-        log::info("lcores keep their nice beside a busy task (raising it needs CAP_SYS_NICE): a woken lcore may wait "
-                  "for that task's slice");
+    // Beside a busy task an lcore that sleeps or naps weighs as
+    // shared_nice: say so when this process may not raise it.
+    if (p_->cfg.idle != idle_policy::spin && p_->cfg.shared_nice < 0 && !can_raise_weight(p_->cfg.shared_nice))
+        log::info("lcores keep their nice beside a busy task (raising it to %d needs CAP_SYS_NICE): a woken lcore may "
+                  "wait for that task's slice",
+                  p_->cfg.shared_nice);
 }
 
 bool daemon::host(lcore_guest& g) noexcept {

@@ -131,6 +131,9 @@ struct daemon_config {
     wire::rail_policy policy = wire::rail_policy::rail;
     wire::lag_hash hash = wire::lag_hash::l3l4;
     idle_policy idle = idle_policy::spin;
+    // The nice a sleeping or napping lcore takes beside a busy task while
+    // traffic is light (shared_weight.hpp); 0: its own.
+    int shared_nice = -10;
     // Gateway: how long a next hop's MAC is trusted without word from ARP
     // before it is confirmed again (Linux's base_reachable_time is 30 s).
     unsigned neighbour_reachable_ms = 30000;

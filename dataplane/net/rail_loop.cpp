@@ -351,7 +351,7 @@ int daemon::impl::lcore_main(void* arg) {
     std::uint64_t runq_at = last_busy;
     shared_core shared(ms_tsc, last_busy, sample(), c->ctr);
     unsigned naps = 0; // in a row, since a pass last found work
-    shared_weight weight;
+    shared_weight weight(d.cfg.shared_nice);
     auto all_quiet = [&mine] { return std::all_of(mine.begin(), mine.end(), [](const auto& r) { return quiet(*r); }); };
     while (!d.stop.load(std::memory_order_relaxed)) {
         bool busy = false;

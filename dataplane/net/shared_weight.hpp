@@ -28,7 +28,7 @@ inline bool set_thread_nice(int nice) noexcept { return ::setpriority(PRIO_PROCE
 // a busy task on each CPU had p99 1.4-2.0 ms for it (perf sched: 35 wake-ups
 // a second waited 1-5 ms). So while the core counts as shared and the loop
 // sleeps or naps at once (light traffic), its thread weighs as nice -10 (9
-// times a nice-0 task); it is back at its own nice when the core is its own
+// times a nice-0 task; [daemon] shared_nice, 0 for never); it is back at its own nice when the core is its own
 // again and when traffic is heavy (it yields then, and a heavy thread that
 // yields is picked straight back). Measured with the client at nice -10 too
 // (a busy-polling client beside a busy task on its own CPU waits for that
@@ -41,33 +41,34 @@ inline bool set_thread_nice(int nice) noexcept { return ::setpriority(PRIO_PROCE
 // daemon says so at launch (daemon.cpp, can_raise_weight).
 class shared_weight {
 public:
-    static constexpr int nice_shared = -10;
-    shared_weight() noexcept {
-        if (!thread_nice(own_)) own_ = nice_shared; // unknown: leave it
+    static constexpr int nice_shared = -10; // the default ([daemon] shared_nice)
+    // `nice`: the weight to take (-20..-1); 0 never changes the thread's.
+    explicit shared_weight(int nice = nice_shared) noexcept : to_(nice) {
+        if (to_ >= 0 || !thread_nice(own_)) own_ = to_ = 0; // off, or unknown: leave it
     }
     ~shared_weight() { raise(false); } // the EAL's thread serves the next daemon
     shared_weight(const shared_weight&) = delete;
     shared_weight& operator=(const shared_weight&) = delete;
-    // nice_shared (up) or the thread's own nice; a no-op when the thread
+    // The weight (up) or the thread's own nice; a no-op when the thread
     // already weighs as much, or may not.
     void raise(bool up) noexcept {
-        if (up == up_ || own_ <= nice_shared) return;
-        if (set_thread_nice(up ? nice_shared : own_)) up_ = up;
-        else own_ = nice_shared; // not allowed: stop trying
+        if (up == up_ || own_ <= to_) return;
+        if (set_thread_nice(up ? to_ : own_)) up_ = up;
+        else own_ = to_; // not allowed: stop trying
     }
 
 private:
-    int own_ = 0;
+    int to_, own_ = 0;
     bool up_ = false;
 };
 
-// Whether this process may raise a thread to nice_shared (tried on the
-// calling thread, which is put back).
-inline bool can_raise_weight() noexcept {
+// Whether this process may raise a thread to `nice` (tried on the calling
+// thread, which is put back).
+inline bool can_raise_weight(int nice = shared_weight::nice_shared) noexcept {
     int own = 0;
     if (!thread_nice(own)) return false;
-    if (own <= shared_weight::nice_shared) return true;
-    if (!set_thread_nice(shared_weight::nice_shared)) return false;
+    if (own <= nice) return true;
+    if (!set_thread_nice(nice)) return false;
     (void)set_thread_nice(own);
     return true;
 }

@@ -89,11 +89,11 @@ void usage(std::FILE* f) {
                  "                      to the kernel (default for af_xdp/af_packet/tap rails, whose packets\n"
                  "                      the kernel moves on the same cores), or yield and, after 50 quiet\n"
                  "                      ms (at once while a busy task shares the core and traffic is\n"
-                 "                      light, and weighing then as nice -10 against that task), sleep on\n"
-                 "                      the sockets (lcores of udp rails only; their default).\n"
-                 "                      A yielding lcore naps instead (50 us, growing to 1 ms while idle,\n"
-                 "                      and weighing as nice -10 too) while a busy task shares its core\n"
-                 "                      and traffic is light\n"
+                 "                      light, and weighing then as [daemon] shared_nice, -10 by default,\n"
+                 "                      against that task), sleep on the sockets (lcores of udp rails\n"
+                 "                      only; their default). A yielding lcore naps instead (50 us,\n"
+                 "                      growing to 1 ms while idle, and weighing as shared_nice too)\n"
+                 "                      while a busy task shares its core and traffic is light\n"
                  "  --no-xdp-steer      af_xdp rails take every packet of their interface (the PMD's own\n"
                  "                      XDP program) instead of only railgate's (railgate_xdp.o)\n"
                  "  --fault SPEC        inject faults on every rail, received and sent frames alike:\n"
@@ -167,6 +167,8 @@ void print_config(const config::appliance& a) {
     std::printf("railgated: configuration %s is valid: %zu rail(s), policy %s, control socket %s, metrics %s\n",
                 a.source.c_str(), a.rails.size(), std::string(config::name(a.policy)).c_str(),
                 a.control_socket.c_str(), a.metrics.empty() ? "off" : a.metrics.c_str());
+    std::printf("  lcores beside a busy task: %s\n",
+                a.shared_nice ? ("nice " + std::to_string(a.shared_nice) + " while idle").c_str() : "their own nice");
     std::printf("  jobs: stall %u ms, assembly %u ms, idle %s, %u assembling per address, faults %s\n", a.stall_ms,
                 a.assemble_ms, a.idle_ms ? (std::to_string(a.idle_ms) + " ms").c_str() : "never", a.max_pending_joins,
                 a.fault.c_str());
@@ -416,6 +418,7 @@ int main(int argc, char** argv) {
     if (app.idle == config::idle_mode::spin) cfg.idle = net::idle_policy::spin;
     if (app.idle == config::idle_mode::yield) cfg.idle = net::idle_policy::yield;
     if (app.idle == config::idle_mode::sleep) cfg.idle = net::idle_policy::sleep;
+    cfg.shared_nice = app.shared_nice;
     for (config::rail& r : app.rails) {
         std::string& d = r.devargs;
         net::rail_config rc;

@@ -42,6 +42,17 @@ grep -q "eal: -l 0-1 --no-huge -m 512 --no-pci --no-shconf --no-telemetry" "$dir
 grep -q "the host is ready for (embedded default)" "$dir/check-default.log" || fail "--check: host not ready"
 grep -q "host: ok: rail r0 (udp 198.18.0.1:47000): the kernel's socket on 198.18.0.1, which railgated puts on lo" \
   "$dir/check-default.log" || fail "--check does not report the udp rail's address: $(cat "$dir/check-default.log")"
+# [daemon] shared_nice: the weight an idle lcore takes beside a busy task.
+grep -q "lcores beside a busy task: nice -10 while idle" "$dir/check-default.log" || fail "--check: no shared_nice -10"
+sed 's/^\[daemon\]$/[daemon]\nshared_nice = 0/' "$src/config/embedded.toml" > "$dir/own-nice.toml"
+"$railgated" --config "$dir/own-nice.toml" --check > "$dir/check-own-nice.log" 2>&1 &&
+  grep -q "lcores beside a busy task: their own nice" "$dir/check-own-nice.log" ||
+  fail "--check: shared_nice = 0: $(cat "$dir/check-own-nice.log")"
+sed 's/^\[daemon\]$/[daemon]\nshared_nice = 3/' "$src/config/embedded.toml" > "$dir/bad-nice.toml"
+"$railgated" --config "$dir/bad-nice.toml" --check > "$dir/check-bad-nice.log" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "daemon.shared_nice: 3 out of range -20..0" "$dir/check-bad-nice.log" ||
+  fail "--check: shared_nice = 3 (exit $rc): $(cat "$dir/check-bad-nice.log")"
+echo "ok: --check: shared_nice -10 by default, 0 keeps the lcores' own nice, 3 refused"
 for f in embedded local-af_packet lab-2node dgx-8rail gateway; do
   "$railgated" --config "$src/config/$f.toml" --check > "$dir/check-$f.log" 2>&1; rc=$?
   grep -q "configuration $src/config/$f.toml is valid" "$dir/check-$f.log" || fail "--check $f.toml: $(cat "$dir/check-$f.log")"

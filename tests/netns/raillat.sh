@@ -128,10 +128,21 @@ beside_busy_tasks() { # WHAT [P99_MAX [N]]
     # its 3 ms): the bound must hold in one of two; a regression misses both.
     [ "$try" = 1 ] && { cat "$dir/busy.log"; echo "(p99 ${p99:-?} us, not under $2: once more, the machine may be busy)"; }
   done
+  # The lcore's thread weighs as [daemon] shared_nice (-10) beside the busy
+  # tasks (read at once: with no traffic its core counts as its own again
+  # 0.5 s after it last saw them), and is back at its own nice once they
+  # are gone.
+  lcore_nice() { ps -L -o nice=,comm= -p "$gated_pid" | awk '$2 ~ /^rte-worker/ {print $1; exit}'; }
+  nice_busy=$(lcore_nice)
   shared1=$(lcore_stat core_shared) wait1=$(lcore_stat runq_wait_seconds) seconds1=$(lcore_stat core_shared_seconds)
   ctl stats | grep '^lcore '
   kill "${hogs[@]}" 2> /dev/null
   wait "${hogs[@]}" 2> /dev/null
+  sleep 1.5
+  nice_alone=$(lcore_nice)
+  [ "$nice_busy" = -10 ] && [ "$nice_alone" = 0 ] ||
+    fail "$1: the lcore's nice beside the busy tasks ${nice_busy:-?}, not -10, or alone ${nice_alone:-?}, not 0"
+  echo "ok: $1: the lcore weighed as nice $nice_busy beside the busy tasks, $nice_alone alone"
   cat "$dir/busy.log"
   [ $rc -eq 0 ] || fail "$1: raillat udp beside busy tasks exited $rc"
   read -r typical p99 < <(awk '$1 == "udp" && NF >= 10 {print $4, $6}' "$dir/busy.log")

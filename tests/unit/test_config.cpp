@@ -256,6 +256,19 @@ BOOST_AUTO_TEST_CASE(shaping_and_traffic_classes) {
     BOOST_TEST(!railgate::qos::parse_rate("12 furlongs", bps));
 }
 
+// An idle lcore's weight beside a busy task: nice -10 unless set; 0
+// keeps the thread's own; nothing outside -20..0.
+BOOST_AUTO_TEST_CASE(shared_nice) {
+    BOOST_TEST(parse(rail0).cfg.shared_nice == -10);
+    BOOST_TEST(parse("[daemon]\nshared_nice = -5\n" + rail0).cfg.shared_nice == -5);
+    BOOST_TEST(parse("[daemon]\nshared_nice = 0\n" + rail0).cfg.shared_nice == 0);
+    BOOST_TEST(only_error("[daemon]\nshared_nice = 5\n" + rail0) == "t.toml:2:15: daemon.shared_nice: 5 out of range -20..0");
+    BOOST_TEST(only_error("[daemon]\nshared_nice = -21\n" + rail0) ==
+               "t.toml:2:15: daemon.shared_nice: -21 out of range -20..0");
+    BOOST_TEST(only_error("[daemon]\nshared_nice = \"high\"\n" + rail0) ==
+               "t.toml:2:15: daemon.shared_nice: must be an integer");
+}
+
 BOOST_AUTO_TEST_CASE(gateway_routes) {
     BOOST_TEST(parse(rail0).cfg.neighbour_reachable == 30u);
     BOOST_TEST(parse("[daemon]\nneighbour_reachable = 5\n" + rail0).cfg.neighbour_reachable == 5u);

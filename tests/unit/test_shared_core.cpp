@@ -244,3 +244,31 @@ BOOST_AUTO_TEST_CASE(weight_never_lowers_a_heavier_thread) {
         BOOST_TEST(now == -15);
     }).join();
 }
+
+// [daemon] shared_nice: the weight taken is the one configured; 0 never
+// changes the thread's nice.
+BOOST_AUTO_TEST_CASE(weight_as_configured) {
+    std::thread([] {
+        int own = 0, now = 0;
+        BOOST_REQUIRE(thread_nice(own));
+        {
+            shared_weight off(0);
+            off.raise(true);
+            BOOST_REQUIRE(thread_nice(now));
+            BOOST_TEST(now == own);
+        }
+        if (!can_raise_weight(-5)) {
+            BOOST_TEST_MESSAGE("may not raise this thread's priority: the rest is not applicable");
+            return;
+        }
+        {
+            shared_weight w(-5);
+            w.raise(true);
+            BOOST_REQUIRE(thread_nice(now));
+            BOOST_TEST(now == -5);
+            w.raise(false);
+            BOOST_REQUIRE(thread_nice(now));
+            BOOST_TEST(now == own);
+        }
+    }).join();
+}
