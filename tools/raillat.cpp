@@ -528,8 +528,6 @@ void print_json(const std::vector<result>& rs, const options& o) {
     std::printf("]}\n");
 }
 
-} // namespace
-
 // --stalls: a thread pinned to each CPU reads the clock as fast as it can
 // for the given time; a gap between two reads over 10 us is a time the CPU
 // was taken from it. What a poll-mode loop on that CPU would lose too.
@@ -604,6 +602,8 @@ int run_stalls(const options& o) {
                     per_s(c, 3), lost_pct(c), us_of(c.longest_ns), c.pinned ? "" : "  (not pinned)");
     return 0;
 }
+
+} // namespace
 
 int main(int argc, char** argv) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);

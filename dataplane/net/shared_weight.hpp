@@ -28,11 +28,12 @@ inline bool set_thread_nice(int nice) noexcept { return ::setpriority(PRIO_PROCE
 // a busy task on each CPU had p99 1.4-2.0 ms for it (perf sched: 35 wake-ups
 // a second waited 1-5 ms). So while the core counts as shared and the loop
 // sleeps or naps at once (light traffic), its thread weighs as nice -10 (9
-// times a nice-0 task; [daemon] shared_nice, 0 for never); it is back at its own nice when the core is its own
-// again and when traffic is heavy (it yields then, and a heavy thread that
-// yields is picked straight back). Measured with the client at nice -10 too
-// (a busy-polling client beside a busy task on its own CPU waits for that
-// task's slices itself, which set the p99 of every such run before):
+// times a nice-0 task; [daemon] shared_nice, 0 for never); it is back at
+// its own nice when the core is its own again and when traffic is heavy (it
+// yields then, and a heavy thread that yields is picked straight back).
+// Measured with the client at nice -10 too (a busy-polling client beside a
+// busy task on its own CPU waits for that task's slices itself, which set
+// the p99 of every such run before):
 // udp rails p99 19-20 us against 0.7-1.5 ms at nice 0, af_packet rails
 // (napping) 58-85 us against 0.07-2 ms (0.93-0.97 ms in runs of 100,000).
 // A napping loop's probe (shared_core, probe_every_ms) still sees the busy
