@@ -39,6 +39,10 @@ ctl() { ip netns exec "$ns" "$railctl" --socket "$dir/gated.sock" "$@"; }
 lcore_stat() { # KEY
   ctl --json stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["lcores"][0][sys.argv[1]])' "$1"
 }
+# The lcore thread's nice (ps).
+lcore_nice() { ps -L -o nice=,comm= -p "$gated_pid" | awk '$2 ~ /^rte-worker/ {print $1; exit}'; }
+# Whether a figure was read (above 0) and is under MAX.
+under() { awk -v x="$1" -v m="$2" 'BEGIN {exit !(x + 0 > 0 && x + 0 < m)}'; } # VALUE MAX
 ip netns exec "$ns" "$railgated" --socket "$dir/gated.sock" --metrics off -- -l 0-1 --no-huge --no-pci -m 512 --file-prefix "$prefix" \
   --log-level lib.eal:error --log-level pmd.net.tap:critical > "$dir/railgated.log" 2>&1 &
 gated_pid=$!
@@ -111,7 +115,7 @@ grep -q "t_typical\[usec\]" "$dir/perftest.log" || fail "no perftest-style heade
 # same tasks in the same raillat run (floor-udp), as the figure to read
 # these by (tools/perf_report.sh's rows). The busy tasks end by themselves.
 beside_busy_tasks() { # WHAT [P99_MAX [N]]
-  local hogs=() c rc try typical p99 ftypical fp99 shared0 wait0 shared1 wait1 seconds1
+  local hogs=() c rc try n=${3:-5000} typical p99 ftypical fp99 shared0 wait0 shared1 wait1 seconds1 nice_busy nice_alone
   for c in $(seq 0 $(($(nproc) - 1))); do
     timeout 20 taskset -c "$c" sh -c 'while :; do :; done' &
     hogs+=($!)
@@ -119,11 +123,11 @@ beside_busy_tasks() { # WHAT [P99_MAX [N]]
   shared0=$(lcore_stat core_shared) wait0=$(lcore_stat runq_wait_seconds) || fail "railctl stats: no lcores"
   sleep 0.5
   for try in 1 2; do
-    ip netns exec "$ns" nice -n -10 "$raillat" --compare udp,floor-udp --server 198.18.0.1 -n "${3:-5000}" -w 100 \
+    ip netns exec "$ns" nice -n -10 "$raillat" --compare udp,floor-udp --server 198.18.0.1 -n "$n" -w 100 \
       --bw-size 0 > "$dir/busy.log" 2>&1
     rc=$?
     p99=$(awk '$1 == "udp" && NF >= 10 {print $6}' "$dir/busy.log")
-    { [ $rc -ne 0 ] || [ -z "${2:-}" ] || awk -v p="$p99" -v m="$2" 'BEGIN {exit !(p + 0 > 0 && p + 0 < m)}'; } && break
+    { [ $rc -ne 0 ] || [ -z "${2:-}" ] || under "$p99" "$2"; } && break
     # One run in a busy stretch may miss (ASan's read 1008 us once, under
     # its 3 ms): the bound must hold in one of two; a regression misses both.
     [ "$try" = 1 ] && { cat "$dir/busy.log"; echo "(p99 ${p99:-?} us, not under $2: once more, the machine may be busy)"; }
@@ -132,7 +136,6 @@ beside_busy_tasks() { # WHAT [P99_MAX [N]]
   # tasks (read at once: with no traffic its core counts as its own again
   # 0.5 s after it last saw them), and is back at its own nice once they
   # are gone.
-  lcore_nice() { ps -L -o nice=,comm= -p "$gated_pid" | awk '$2 ~ /^rte-worker/ {print $1; exit}'; }
   nice_busy=$(lcore_nice)
   shared1=$(lcore_stat core_shared) wait1=$(lcore_stat runq_wait_seconds) seconds1=$(lcore_stat core_shared_seconds)
   ctl stats | grep '^lcore '
@@ -147,13 +150,13 @@ beside_busy_tasks() { # WHAT [P99_MAX [N]]
   [ $rc -eq 0 ] || fail "$1: raillat udp beside busy tasks exited $rc"
   read -r typical p99 < <(awk '$1 == "udp" && NF >= 10 {print $4, $6}' "$dir/busy.log")
   read -r ftypical fp99 < <(awk '$1 == "floor-udp" && NF >= 10 {print $4, $6}' "$dir/busy.log")
-  awk -v t="$typical" 'BEGIN {exit !(t + 0 > 0 && t + 0 < 500)}' ||
+  under "$typical" 500 ||
     fail "$1 beside a busy task on every CPU: t_typical ${typical:-?} us, not under 500 (yielding: 4 ms ticks)"
   if [ -n "${2:-}" ]; then
-    awk -v p="$p99" -v m="$2" 'BEGIN {exit !(p + 0 > 0 && p + 0 < m)}' ||
+    under "$p99" "$2" ||
       fail "$1 beside a busy task on every CPU: p99 ${p99:-?} us, not under $2 (a woken lcore waited for the task's slice)"
   fi
-  echo "ok: $1 beside a busy task on every CPU: t_typical $typical us, p99 $p99 us (the kernel's ping-pong beside them: t_typical ${ftypical:-?} us, p99 ${fp99:-?} us)"
+  echo "ok: $1 beside a busy task on every CPU: t_typical $typical us, p99 $p99 us (the kernel's ping-pong beside them: t_typical ${ftypical:-?} us, p99 ${fp99:-?} us; $n ping-pongs)"
   # railctl stats saw it: the lcore waited for its CPU and counted it shared.
   awk -v s0="$shared0" -v s1="$shared1" -v w0="$wait0" -v w1="$wait1" -v t="$seconds1" \
     'BEGIN {exit !(s1 > s0 && w1 > w0 && t > 0)}' ||
