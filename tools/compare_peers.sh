@@ -19,7 +19,8 @@
 #     (openmpi-bin, libopenmpi-dev; skipped otherwise).
 # It prints each one's median busbw (GB/s, nccl-tests' definition, as all of
 # them print it) over the rounds, and railgate's ratios to gloo and to
-# OpenMPI over TCP.
+# OpenMPI over TCP; then the kernel-UDP workers' retransmits (all ranks,
+# sizes and rounds: none where nothing is lost).
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-2}
@@ -82,6 +83,9 @@ for w in 2 4; do
       done
       for p in "${pids[@]}"; do wait "$p" || echo "# a kernel-UDP worker failed: $(tail -n 1 "$out"/udp-*.log | tr '\n' ' ')" >&2; done
       rows railgate-udp "$w" < "$out/udp-0.log" >> "$out/rows"
+      # Each rank's "# retransmits N (...)" over its sizes (the goal: none
+      # where nothing is lost).
+      cat "$out"/udp-*.log | awk -v w="$w" '$2 == "retransmits" {n += $3} END {print w, n + 0}' >> "$out/retx"
     fi
     timeout 600 /usr/bin/python3 "$here/gloo_allreduce.py" --world "$w" --bytes "${sizes// /,}" --iters "$iters" |
       awk '{print "gloo", $2, $3, $6}' >> "$out/rows"
@@ -114,3 +118,6 @@ for w in (2, 4):
         print(f"{w:>7} {b:>9} " + " ".join(f(med.get((k, w, b))) for k, _ in cols) + "   " +
               " ".join(r(a, c) for a, c in ratios))
 PY
+if [ -s "$out/retx" ]; then
+  awk '{n[$1] += $2} END {printf "# rg-udp retransmits, every size and round:"; for (w = 2; w <= 4; w += 2) if (w in n) printf " %d workers %d", w, n[w]; print ""}' "$out/retx"
+fi
