@@ -114,8 +114,18 @@ grep -q "t_typical\[usec\]" "$dir/perftest.log" || fail "no perftest-style heade
 # N the ping-pongs (5000). The kernel's own UDP ping-pong runs beside the
 # same tasks in the same raillat run (floor-udp), as the figure to read
 # these by (tools/perf_report.sh's rows). The busy tasks end by themselves.
+# The p99 bound is judged on a calm machine only: one that takes a CPU
+# away for over 40 us at most calm_stalls times a second (raillat
+# --stalls, measured first; 70-170 idle here). A CI run in a stretch of
+# 340-590 read af_packet rails' p99 at 400-530 us twice in a row, the
+# lcore weighed as it should (the nice check below, which always holds)
+# and the kernel's own ping-pong's p99 twice its calm figure; a build
+# without the weight reads 1-2 ms on a calm one.
+calm_stalls=300
 beside_busy_tasks() { # WHAT [P99_MAX [N]]
-  local hogs=() c rc try n=${3:-5000} typical p99 ftypical fp99 shared0 wait0 shared1 wait1 seconds1 nice_busy nice_alone
+  local hogs=() c rc try n=${3:-5000} typical p99 ftypical fp99 shared0 wait0 shared1 wait1 seconds1 nice_busy nice_alone stalls
+  stalls=$("$raillat" --stalls 2 --json 2> /dev/null | python3 -c 'import json, sys
+print("%.0f" % max(c["over_40us_per_s"] for c in json.load(sys.stdin)["cpus"]))' 2> /dev/null)
   for c in $(seq 0 $(($(nproc) - 1))); do
     timeout 20 taskset -c "$c" sh -c 'while :; do :; done' &
     hogs+=($!)
@@ -152,11 +162,12 @@ beside_busy_tasks() { # WHAT [P99_MAX [N]]
   read -r ftypical fp99 < <(awk '$1 == "floor-udp" && NF >= 10 {print $4, $6}' "$dir/busy.log")
   under "$typical" 500 ||
     fail "$1 beside a busy task on every CPU: t_typical ${typical:-?} us, not under 500 (yielding: 4 ms ticks)"
-  if [ -n "${2:-}" ]; then
-    under "$p99" "$2" ||
+  if [ -n "${2:-}" ] && ! under "$p99" "$2"; then
+    [ -n "$stalls" ] && [ "$stalls" -gt "$calm_stalls" ] ||
       fail "$1 beside a busy task on every CPU: p99 ${p99:-?} us, not under $2 (a woken lcore waited for the task's slice)"
+    echo "note: $1: p99 $p99 us, over $2, not judged: this machine took a CPU away for over 40 us $stalls times a second before the busy tasks (the bound is judged at $calm_stalls or fewer)"
   fi
-  echo "ok: $1 beside a busy task on every CPU: t_typical $typical us, p99 $p99 us (the kernel's ping-pong beside them: t_typical ${ftypical:-?} us, p99 ${fp99:-?} us; $n ping-pongs)"
+  echo "ok: $1 beside a busy task on every CPU: t_typical $typical us, p99 $p99 us (the kernel's ping-pong beside them: t_typical ${ftypical:-?} us, p99 ${fp99:-?} us; $n ping-pongs; stalls over 40 us ${stalls:-?}/s)"
   # railctl stats saw it: the lcore waited for its CPU and counted it shared.
   awk -v s0="$shared0" -v s1="$shared1" -v w0="$wait0" -v w1="$wait1" -v t="$seconds1" \
     'BEGIN {exit !(s1 > s0 && w1 > w0 && t > 0)}' ||
