@@ -113,7 +113,9 @@ grep -q "t_typical\[usec\]" "$dir/perftest.log" || fail "no perftest-style heade
 # under the sanitizers, as above: the release build's run is the guard);
 # N the ping-pongs (5000). The kernel's own UDP ping-pong runs beside the
 # same tasks in the same raillat run (floor-udp), as the figure to read
-# these by (tools/perf_report.sh's rows). The busy tasks end by themselves.
+# these by (tools/perf_report.sh's rows). The busy tasks end by themselves
+# after 60 s if the test dies (CI on a slow stretch: two tries of 20,000
+# took 18 s, past the 20 s they had).
 # The p99 bound is judged on a calm machine only: one that takes a CPU
 # away for over 40 us at most calm_stalls times a second (raillat
 # --stalls, measured first; 70-170 idle here). A CI run in a stretch of
@@ -126,11 +128,14 @@ beside_busy_tasks() { # WHAT [P99_MAX [N]]
   local hogs=() c rc try n=${3:-5000} typical p99 ftypical fp99 shared0 wait0 shared1 wait1 seconds1 nice_busy nice_alone stalls
   stalls=$("$raillat" --stalls 2 --json 2> /dev/null | python3 -c 'import json, sys
 print("%.0f" % max(c["over_40us_per_s"] for c in json.load(sys.stdin)["cpus"]))' 2> /dev/null)
+  # Read before the busy tasks start: the lcore sees them within about
+  # 80 ms, and a railctl call on a busy host can take longer (CI read
+  # core_shared 2 -> 2 once, the count taken after the lcore had seen them).
+  shared0=$(lcore_stat core_shared) wait0=$(lcore_stat runq_wait_seconds) || fail "railctl stats: no lcores"
   for c in $(seq 0 $(($(nproc) - 1))); do
-    timeout 20 taskset -c "$c" sh -c 'while :; do :; done' &
+    timeout 60 taskset -c "$c" sh -c 'while :; do :; done' &
     hogs+=($!)
   done
-  shared0=$(lcore_stat core_shared) wait0=$(lcore_stat runq_wait_seconds) || fail "railctl stats: no lcores"
   sleep 0.5
   for try in 1 2; do
     ip netns exec "$ns" nice -n -10 "$raillat" --compare udp,floor-udp --server 198.18.0.1 -n "$n" -w 100 \
