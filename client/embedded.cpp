@@ -168,11 +168,8 @@ unsigned embedded_fabric::pump() noexcept {
     // thread's stores in flight (a burst's copies into frames) to land: it
     // took 40% of pump()'s samples, called on every recv. A frame the fault
     // injector holds back goes on a later pump, ring empty or not.
-    if (!faulty_) {
-        bool any = false;
-        for (rte_ring* r : down_) any = any || !rte_ring_empty(r);
-        if (!any) return 0;
-    }
+    if (!faulty_ && std::all_of(down_.begin(), down_.end(), [](rte_ring* r) { return rte_ring_empty(r) != 0; }))
+        return 0;
     if (pumping_.test_and_set(std::memory_order_acquire)) return 0;
     unsigned moved = 0;
     for (unsigned r = 0; r < rails_; ++r) {
@@ -184,10 +181,11 @@ unsigned embedded_fabric::pump() noexcept {
         // once, then each frame's first line a few ahead, so that the
         // misses overlap (as railgated's rail loop reads a burst) instead
         // of two in turn per frame (they took a third of pump()'s samples).
+        auto first_line = [&objs](unsigned i) { rte_prefetch0(rte_pktmbuf_mtod(static_cast<rte_mbuf*>(objs[i]), void*)); };
         for (unsigned i = 0; i < n; ++i) rte_prefetch0(objs[i]);
-        for (unsigned i = 0; i < n && i < 4; ++i) rte_prefetch0(rte_pktmbuf_mtod(static_cast<rte_mbuf*>(objs[i]), void*));
+        for (unsigned i = 0; i < n && i < 4; ++i) first_line(i);
         for (unsigned i = 0; i < n; ++i) {
-            if (i + 4 < n) rte_prefetch0(rte_pktmbuf_mtod(static_cast<rte_mbuf*>(objs[i + 4]), void*));
+            if (i + 4 < n) first_line(i + 4);
             auto* m = static_cast<rte_mbuf*>(objs[i]);
             if (offload_) offloaded_wire(m);
             const auto* p = rte_pktmbuf_mtod(m, const std::uint8_t*);
