@@ -26,8 +26,8 @@
 #  8. railgated exits cleanly with every buffer back.
 # Each detection time is printed (the issue's figures).
 # Under the sanitizers (RAILGATE_SANITIZED=1) every process is 2-3x slower:
-# railgated's stall time, the workers' peer timeout and every bound the test
-# judges are scaled by k = 3, so the same faults are found the same way
+# railgated's stall time, the workers' peer and join timeouts and every bound
+# the test judges are scaled by k = 3, so the same faults are found the same way
 # (under TSan, RAILGATE_TSAN=1, the resent chunks of 3b and 3c are shown,
 # not judged).
 #   faults.sh RAILGATED RAILBENCH RAILCTL
@@ -81,7 +81,7 @@ worker() {
   local rank=$1 job=$2
   shift 2
   ip netns exec "$w" ${place:+taskset -c "$place"} "$railbench" --transport udp --server 198.18.0.1 --rank "$rank" --workers 3 --job "$job" \
-    --peer-timeout "$(ms 1000)" "$@" \
+    --peer-timeout "$(ms 1000)" --join-timeout "$(ms 5000)" "$@" \
     > "$log/w-$job-$rank.log" 2>&1 &
   wpid=$!
 }
