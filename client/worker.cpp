@@ -179,22 +179,39 @@ struct worker::state {
         // every chunk resent, and no clean sample would ever raise srtt).
         unsigned backoff = 0;
         // Timers run out only on a rail that delivered nothing for a timeout
-        // (delivered_ns). The timeout then sends one chunk, the oldest, as a
-        // probe (as RFC 6298 sends one segment): a peer rank that is late,
-        // or a railgated that paused (its core taken for a while, SIGSTOP),
+        // (delivered_ns). The timeout first asks railgated with a PING alone
+        // (probe::pinged), nothing sent again: on a busy host a timeout is
+        // most often a railgated whose core was taken for a few ms, or a
+        // late peer rank, with nothing lost. railgated answers a rail's
+        // messages in order, so its PONG comes after the results of every
+        // chunk it had before the PING: results (of chunks sent once) end
+        // the silence with no chunk resent (a quiet timeout); a PONG with
+        // the oldest chunk still out (probe::ponged) says the chunk or its
+        // result is lost, or its slot waits for a late rank. Only then does
+        // one chunk, the oldest, go as the probe (probe::out, as RFC 6298
+        // sends one segment): a late rank or a paused railgated (SIGSTOP)
         // is not answered by resending the window for every doubling of the
-        // timeout. A PING goes with the probe: the probe's result may wait
-        // on another rank's chunk, held back by that rank's own probe. While
-        // neither is answered only the probe is sent again, on its own
-        // backed-off timeout. railgated answers a probe it already holds
-        // with HELD (the slot waits for a late rank; see held_ns);
-        // otherwise, once it answers the PING or the probe, the chunks whose
-        // timers ran out are lost and go together. A result of a chunk sent
-        // once ends it (probe::none).
-        enum class probe : std::uint8_t { none, out, answered } probing = probe::none;
+        // timeout. An unanswered PING goes again on the probe's backed-off
+        // timeout, the chunk waiting (what would answer the chunk answers
+        // the PING), until the peer timeout finds the rail silent. The
+        // probe goes with a PING of its own (its result may wait on another
+        // rank's chunk, held back by that rank's probe); while neither is
+        // answered only the probe is sent again, on its own backed-off
+        // timeout. railgated answers a probe it already holds with HELD
+        // (the slot waits for a late rank; see held_ns); otherwise, once it
+        // answers the PING or the probe, the chunks whose timers ran out are
+        // lost and go together. A result of a chunk sent once ends it
+        // (probe::none).
+        enum class probe : std::uint8_t { none, pinged, ponged, out, answered } probing = probe::none;
         std::uint64_t timeouts_ns = 0; // the last round's time
-        std::uint64_t probe_ns = 0;    // the last probe's
+        std::uint64_t probe_ns = 0;    // the last probe's (or its PING's)
         std::size_t probe_slot = 0;
+        // PINGs carry a number of the rail's in their offset, which the PONG
+        // echoes: only the answer to the timeout's PING (or a later one)
+        // says railgated has read what came before it.
+        std::uint64_t ping_seq = 0, probe_ping = 0;
+        unsigned probe_pings = 0;     // PINGs the silence sent unanswered (their backoff)
+        std::uint64_t quiet_timeouts = 0; // silences a PING alone settled: results came, nothing resent
         // The next round after the probe's answer is the one that ends the
         // probe (see scan_rail: the window's rule of silences).
         bool probe_unended = false;
@@ -397,6 +414,7 @@ std::uint64_t worker::retransmits() const noexcept { return sum_rails(s_->run, &
 std::uint64_t worker::timeout_retransmits() const noexcept { return sum_rails(s_->run, &state::rail_run::timeouts); }
 std::uint64_t worker::tail_probes() const noexcept { return sum_rails(s_->run, &state::rail_run::tail_probes); }
 std::uint64_t worker::helds() const noexcept { return sum_rails(s_->run, &state::rail_run::helds); }
+std::uint64_t worker::quiet_timeouts() const noexcept { return sum_rails(s_->run, &state::rail_run::quiet_timeouts); }
 void worker::keepalive() {
     state& s = *s_;
     if (!s.joined || s.active || s.failed.load(std::memory_order_relaxed)) return;
@@ -836,10 +854,13 @@ bool worker::progress_rail(unsigned r) {
         if (m.h.job_id != o_.job_id || !wire::token_equal(m.h.job_token, o_.job_token)) continue;
         if (m.h.type == wire::msg_type::pong && m.h.gen == s.inst[s.tr[r]]) {
             rr.heard = true;
-            // The PING sent with a timeout's probe is answered: railgated is
-            // there, and the chunks still out are lost; the next pass sends them.
-            if (rr.probing == state::rail_run::probe::out) {
-                rr.probing = state::rail_run::probe::answered;
+            // The timeout's PING is answered with its chunk still out: the
+            // next pass sends the chunk as the probe. The PING sent with a
+            // probe is answered: railgated is there, and the chunks still out
+            // are lost; the next pass sends them.
+            using enum state::rail_run::probe;
+            if ((rr.probing == pinged && m.h.offset >= rr.probe_ping) || rr.probing == out) {
+                rr.probing = rr.probing == pinged ? ponged : answered;
                 rr.last_scan_ns = 0;
                 rr.polls_since_clock = 32;
             }
@@ -887,6 +908,8 @@ bool worker::progress_rail(unsigned r) {
             rr.rtt.record(sample);
             if (sl.retries == 0) {
                 rr.backoff = 0;
+                if (rr.probing == state::rail_run::probe::pinged || rr.probing == state::rail_run::probe::ponged)
+                    ++rr.quiet_timeouts;
                 rr.probing = state::rail_run::probe::none;
                 // railgated's echo: how long this rank's contribution waited
                 // there for the other ranks' (not a queue: taken off), the
@@ -1038,8 +1061,11 @@ void worker::held(unsigned r, const rx_msg& m) {
 
 void worker::send_ping(unsigned r, std::uint64_t now) {
     state& s = *s_;
-    s.run[r].ping_ns = now;
-    const tx_msg p{control_header(o_, wire::msg_type::ping, s.inst[s.tr[r]]), nullptr, 0};
+    state::rail_run& rr = s.run[r];
+    rr.ping_ns = now;
+    wire::header h = control_header(o_, wire::msg_type::ping, s.inst[s.tr[r]]);
+    h.offset = ++rr.ping_seq;
+    const tx_msg p{h, nullptr, 0};
     t_.send(s.tr[r], &p, 1);
 }
 
@@ -1072,27 +1098,50 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     // A chunk's timer runs from when it left, or from the rail's last
     // result or HELD; an unanswered probe's alone runs.
     const std::uint64_t restarted = std::max(rr.delivered_ns, rr.held_ns);
+    using enum state::rail_run::probe;
+    const unsigned doubled = std::max(rr.backoff, rr.holds);
     const auto expired = [&](std::size_t si) {
         const state::slot_state& sl = rr.slots[si];
-        if (!sl.busy || sl.queued || (rr.probing == state::rail_run::probe::out && si != rr.probe_slot)) return false;
-        const unsigned doublings = std::min(std::max({sl.retries, rr.backoff, rr.holds}), 6u);
+        if (!sl.busy || sl.queued || (rr.probing != none && rr.probing != answered && si != rr.probe_slot))
+            return false;
+        const unsigned doublings = std::min(std::max(sl.retries, doubled), 6u);
         return now - std::max(sl.sent_ns, restarted) >= std::min(s.rto_cap_ns, rto << doublings);
     };
     std::size_t oldest = s.pool;
     for (std::size_t si = 0; si < s.pool && !t_.reliable() && !done; ++si)
         if (expired(si) && (oldest == s.pool || rr.slots[si].sent_ns < rr.slots[oldest].sent_ns)) oldest = si;
     // The rail stalls (a late rank, a paused railgated, a window lost
-    // whole): a probe, the oldest chunk, goes alone first.
-    const bool probe = oldest != s.pool && rr.probing == state::rail_run::probe::none;
-    bool timed_out = false;
-    if (probe) {
-        rr.probing = state::rail_run::probe::out;
-        rr.probe_slot = oldest;
+    // whole): a PING alone first, then, once railgated answers it with the
+    // chunk still out, the oldest chunk as the probe (see rail_run::probing).
+    const auto ping_probe = [&] {
         rr.probe_ns = now;
-        rr.probe_unended = true;
-        ++rr.timeouts;
-        resend(r, oldest, now);
         send_ping(r, now);
+        rr.probe_ping = rr.ping_seq;
+    };
+    bool timed_out = false;
+    if (rr.probing == none && oldest != s.pool) {
+        rr.probing = pinged;
+        rr.probe_slot = oldest;
+        rr.probe_pings = 0;
+        ping_probe();
+    } else if (rr.probing == pinged) {
+        if (done || oldest == s.pool) {
+            rr.probing = none; // the chunk came back (a result sent again) or went back to the queue
+        } else if (now - rr.probe_ns >= std::min(s.rto_cap_ns, rto << std::min(std::max(rr.probe_pings + 1, doubled), 6u))) {
+            ++rr.probe_pings;
+            ping_probe();
+        }
+    } else if (rr.probing == ponged) {
+        if (done || oldest == s.pool) {
+            rr.probing = none;
+        } else {
+            rr.probing = out;
+            rr.probe_slot = oldest;
+            rr.probe_unended = true;
+            ++rr.timeouts;
+            resend(r, oldest, now);
+            ping_probe();
+        }
     } else if (oldest != s.pool) {
         for (std::size_t si = 0; si < s.pool; ++si)
             if (expired(si)) {

@@ -211,6 +211,10 @@ public:
     // HELD answers taken: a chunk sent again that railgated already held,
     // its slot waiting for a slower rank (the timeout was not a loss).
     std::uint64_t helds() const noexcept;
+    // Timeouts a PING alone settled: the rail's results came before its
+    // PONG, no chunk sent again (a railgated or peer rank late past the
+    // timeout, nothing lost).
+    std::uint64_t quiet_timeouts() const noexcept;
     // Operations re-run after a recovered failure (allreduce with retries).
     std::uint64_t recoveries() const noexcept;
     // Operations run again for a rank that lost their result (in recoveries).

@@ -10,14 +10,19 @@
 //
 // The rules (client/worker.cpp, worker::scan_rail):
 //  - before a round trip is measured a chunk times out after 20 ms; a
-//    timeout first sends one probe (the oldest chunk) and a PING;
-//  - a PONG without a HELD: the chunks still out are lost, and go again;
+//    timeout first sends a PING alone, again on doubled timeouts while it
+//    goes unanswered; results that come before its PONG end the silence
+//    with nothing resent (a quiet timeout);
+//  - a PONG (to that PING, or a later one) with the oldest chunk still
+//    out: that chunk goes as the probe, with a PING;
+//  - a PONG to the probe's PING without a HELD: the chunks still out are
+//    lost, and go again;
 //  - a HELD for the probe: the timers restart, doubled per HELD in a row,
 //    and nothing else goes;
 //  - each result the rail delivers restarts its timers;
 //  - the window (congestion control) falls to its minimum only after
-//    timeouts in a row across a silence, never for a probe, and never
-//    while the rail answers between them.
+//    timeouts in a row across a silence, never for a probe or a PING,
+//    and never while the rail answers between them.
 #define BOOST_TEST_MODULE worker_clock
 #include <boost/test/unit_test.hpp>
 
@@ -136,6 +141,12 @@ public:
     }
     void held(const datagram& c) { header_answer(c.h, wire::msg_type::held, 1); }
     void pong(const datagram& p) { header_answer(p.h, wire::msg_type::pong, 0); }
+    // A PONG to an earlier PING than p (its number, echoed in the offset, one less).
+    void stale_pong(const datagram& p) {
+        wire::header h = p.h;
+        --h.offset;
+        header_answer(h, wire::msg_type::pong, 0);
+    }
 
 private:
     void header_answer(const wire::header& to, wire::msg_type t, std::uint32_t aux) {
@@ -185,9 +196,11 @@ void answer_all(bench& b, const sent& s) {
 } // namespace
 
 // A window lost whole: 20 ms after it left (no round trip measured yet)
-// one probe goes with a PING, not the window; the PONG says railgated is
-// there, so the other 7 chunks are lost and go again at once.
-BOOST_AUTO_TEST_CASE(a_timeout_probes_first_and_a_pong_sends_the_rest) {
+// a PING goes alone; a PONG to an earlier PING says nothing, its own PONG
+// sends the probe (the oldest chunk) with a PING, not the window; that
+// PING's PONG says railgated is there, so the other 7 chunks are lost and
+// go again at once.
+BOOST_AUTO_TEST_CASE(a_timeout_pings_then_probes_and_a_pong_sends_the_rest) {
     bench b(false);
     sent s = b.start(pool);
     BOOST_REQUIRE_EQUAL(s.contribs.size(), pool);
@@ -200,6 +213,15 @@ BOOST_AUTO_TEST_CASE(a_timeout_probes_first_and_a_pong_sends_the_rest) {
     BOOST_CHECK_EQUAL(s.pings.size(), 0u);
 
     s = b.after(500 * us);
+    BOOST_CHECK_EQUAL(s.contribs.size(), 0u); // the PING, alone
+    BOOST_REQUIRE_EQUAL(s.pings.size(), 1u);
+    const datagram ping = s.pings[0];
+    b.stale_pong(ping);
+    s = b.after(0);
+    BOOST_CHECK_EQUAL(s.contribs.size(), 0u);
+
+    b.pong(ping);
+    s = b.after(0);
     BOOST_REQUIRE_EQUAL(s.contribs.size(), 1u); // the probe: the oldest chunk
     BOOST_CHECK(s.contribs[0].retransmit());
     BOOST_CHECK_EQUAL(s.contribs[0].h.offset, 0u);
@@ -216,37 +238,72 @@ BOOST_AUTO_TEST_CASE(a_timeout_probes_first_and_a_pong_sends_the_rest) {
     answer_all(b, s);
     b.check_result();
     BOOST_CHECK_EQUAL(b.w().helds(), 0u);
+    BOOST_CHECK_EQUAL(b.w().quiet_timeouts(), 0u);
+}
+
+// A railgated late past the timeout (its core taken, paused), nothing
+// lost: the PING goes alone, again after 40 ms unanswered, again after 80;
+// then railgated reads its backlog and answers in order, every result
+// before the PONG. Nothing was sent again: one quiet timeout.
+BOOST_AUTO_TEST_CASE(a_late_railgated_is_pinged_and_nothing_is_resent) {
+    bench b(false);
+    const sent first = b.start(pool);
+    BOOST_REQUIRE_EQUAL(first.contribs.size(), pool);
+    sent s = b.after(20 * ms + 250 * us);
+    BOOST_CHECK_EQUAL(s.contribs.size(), 0u);
+    BOOST_REQUIRE_EQUAL(s.pings.size(), 1u);
+    s = b.after(40 * ms - 500 * us);
+    BOOST_CHECK_EQUAL(s.pings.size(), 0u); // not yet
+    s = b.after(500 * us);
+    BOOST_CHECK_EQUAL(s.contribs.size(), 0u);
+    BOOST_REQUIRE_EQUAL(s.pings.size(), 1u); // the PING again, doubled
+    s = b.after(80 * ms + 250 * us);
+    BOOST_CHECK_EQUAL(s.contribs.size(), 0u);
+    BOOST_REQUIRE_EQUAL(s.pings.size(), 1u); // doubled again
+
+    for (const auto& c : first.contribs) b.result(c);
+    b.pong(s.pings[0]);
+    b.after(0);
+    b.check_result();
+    BOOST_CHECK_EQUAL(b.w().retransmits(), 0u);
+    BOOST_CHECK_EQUAL(b.w().quiet_timeouts(), 1u);
 }
 
 // A slot that waits for a late rank: railgated answers the probe HELD. The
 // timers restart at the HELD and double for each HELD in a row (40 ms,
-// then 80 ms); only the probe goes again, never the window.
+// then 80 ms); the timeout then PINGs again and only the probe goes
+// again, never the window.
 BOOST_AUTO_TEST_CASE(a_held_probe_restarts_the_timers_doubled_and_sends_nothing_else) {
     bench b(false);
     const sent first = b.start(pool);
     BOOST_REQUIRE_EQUAL(first.contribs.size(), pool);
 
-    sent s = b.after(20 * ms + 250 * us);
-    BOOST_REQUIRE_EQUAL(s.contribs.size(), 1u);
-    BOOST_REQUIRE_EQUAL(s.pings.size(), 1u);
-    b.held(s.contribs[0]);
-    b.pong(s.pings[0]); // railgated answers the PING too; it says nothing more
-    s = b.after(0);
-    BOOST_CHECK_EQUAL(s.contribs.size(), 0u);
+    // railgated answers the timeout's PING, then the probe HELD, and the
+    // probe's PING too, which says nothing more.
+    const auto probe_held = [&b](sent s) {
+        BOOST_REQUIRE_EQUAL(s.contribs.size(), 0u);
+        BOOST_REQUIRE_EQUAL(s.pings.size(), 1u);
+        b.pong(s.pings[0]);
+        s = b.after(0);
+        BOOST_REQUIRE_EQUAL(s.contribs.size(), 1u);
+        BOOST_REQUIRE_EQUAL(s.pings.size(), 1u);
+        b.held(s.contribs[0]);
+        b.pong(s.pings[0]);
+        s = b.after(0);
+        BOOST_CHECK_EQUAL(s.contribs.size(), 0u);
+    };
+    probe_held(b.after(20 * ms + 250 * us));
     BOOST_CHECK_EQUAL(b.w().helds(), 1u);
 
-    s = b.after(40 * ms - 250 * us); // the doubled timer, from the HELD
+    sent s = b.after(40 * ms - 250 * us); // the doubled timer, from the HELD
     BOOST_CHECK_EQUAL(s.contribs.size(), 0u);
-    s = b.after(500 * us);
-    BOOST_REQUIRE_EQUAL(s.contribs.size(), 1u); // the probe again, alone
-    BOOST_REQUIRE_EQUAL(s.pings.size(), 1u);
-    b.held(s.contribs[0]);
-    b.pong(s.pings[0]);
-    s = b.after(0);
+    BOOST_CHECK_EQUAL(s.pings.size(), 0u);
+    probe_held(b.after(500 * us));
     BOOST_CHECK_EQUAL(b.w().helds(), 2u);
 
     s = b.after(80 * ms - 250 * us); // doubled again
     BOOST_CHECK_EQUAL(s.contribs.size(), 0u);
+    BOOST_CHECK_EQUAL(s.pings.size(), 0u);
 
     // The late rank comes: every result.
     answer_all(b, first);
@@ -282,8 +339,9 @@ BOOST_AUTO_TEST_CASE(a_rail_that_delivers_restarts_its_timers) {
 }
 
 // Congestion control (the queue mode): a paused railgated, answered after
-// one probe, does not shrink the window (a pause is not congestion); a
-// silent one, after timeouts in a row, brings it to its minimum.
+// one probe, does not shrink the window (a pause is not congestion); nor
+// does a silent one (only PINGs go); one that answers the PINGs but
+// delivers no chunk, after timeouts in a row, brings it to its minimum.
 BOOST_AUTO_TEST_CASE(the_window_falls_only_for_timeouts_in_a_row_across_a_silence) {
     {
         bench b(true);
@@ -291,6 +349,8 @@ BOOST_AUTO_TEST_CASE(the_window_falls_only_for_timeouts_in_a_row_across_a_silenc
         BOOST_REQUIRE_EQUAL(first.contribs.size(), pool);
         const double w0 = b.w().windows().at(0).window;
         sent s = b.after(20 * ms + 250 * us);
+        b.pong(s.pings.at(0));
+        s = b.after(0);
         BOOST_REQUIRE_EQUAL(s.contribs.size(), 1u);
         // railgated comes back: the PONG and every result.
         b.pong(s.pings.at(0));
@@ -299,20 +359,36 @@ BOOST_AUTO_TEST_CASE(the_window_falls_only_for_timeouts_in_a_row_across_a_silenc
         BOOST_CHECK_EQUAL(b.w().windows().at(0).window, w0);
         BOOST_CHECK_EQUAL(b.w().windows().at(0).decreases, 0u);
     }
+    {
+        bench b(true);
+        const sent first = b.start(pool);
+        const double w0 = b.w().windows().at(0).window;
+        for (int round = 0; round < 6; ++round) {
+            const sent s = b.after(((20 * ms) << round) + 10 * us);
+            BOOST_CHECK_EQUAL(s.contribs.size(), 0u);
+        }
+        BOOST_CHECK_EQUAL(b.w().windows().at(0).window, w0);
+        BOOST_CHECK(!b.done());
+    }
     bench b(true);
     const sent first = b.start(pool);
     BOOST_REQUIRE_EQUAL(first.contribs.size(), pool);
     BOOST_REQUIRE_EQUAL(b.w().windows().at(0).window, static_cast<double>(pool));
-    // Silence: nothing is answered. The probe, then rounds of timeouts,
-    // each doubled.
+    // No chunk is answered, every PING is: the probe, then rounds of
+    // timeouts, each doubled.
     std::vector<double> windows;
-    for (int round = 0; round < 6; ++round) {
-        b.after(((20 * ms) << round) + 10 * us);
+    sent s;
+    for (int round = 0; round < 7; ++round) {
+        s = b.after(((20 * ms) << round) + 10 * us);
+        for (int answers = 0; answers < 3 && !s.pings.empty(); ++answers) {
+            for (const auto& p : s.pings) b.pong(p);
+            s = b.after(0);
+        }
         windows.push_back(b.w().windows().at(0).window);
     }
-    BOOST_TEST_MESSAGE("windows after each silent round: " << windows[0] << " " << windows[1] << " " << windows[2]
-                                                          << " " << windows[3] << " " << windows[4]);
-    BOOST_CHECK_GT(windows[0], 1.0); // the probe's round: no cut
+    BOOST_TEST_MESSAGE("windows after each round: " << windows[0] << " " << windows[1] << " " << windows[2] << " "
+                                                   << windows[3] << " " << windows[4] << " " << windows[5]);
+    BOOST_CHECK_GT(windows[0], 1.0); // the PING's and the probe's round: no collapse
     BOOST_CHECK_EQUAL(windows.back(), 1.0);
     BOOST_CHECK(!b.done());
 }
