@@ -73,7 +73,7 @@ build() {
 # the project gets a second compiler's warnings; the release tree stays GCC.
 # A tree built with the sanitizers in $2, configured once.
 sanitized_tree() {
-  [ -f "$1/build.ninja" ] || CC=clang CXX=clang++ meson setup "$1" --buildtype=plain -Doptimization=1 -Ddebug=true \
+  [ -f "$1/build.ninja" ] || CC=clang CXX=clang++ meson setup "$1" --buildtype=plain -Doptimization=1 -Ddebug=true -Dpython=/usr/bin/python3 \
     -Db_sanitize="$2" -Db_lundef=false -Db_ndebug=false -Dfuzz=disabled
 }
 

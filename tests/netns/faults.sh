@@ -11,7 +11,8 @@
 #     2b. a worker killed while railgated's ERRORs to another are lost: that
 #     one still learns which rank died, when it next sends;
 #     3b. railgated and 3c. a worker paused for 0.3 s: the job waits it out,
-#     bit-exact, resending little (a probe per timeout; HELD for a late peer);
+#     bit-exact, resending little (a PING per timeout, then a probe if
+#     railgated answers; HELD for a late peer);
 #  4. a worker restarted into a live job: refused, naming where its rank is
 #     bound, never handed an old result;
 #  5. railgated killed: workers fail within 2 s; killed and restarted:
@@ -27,9 +28,14 @@
 # Each detection time is printed (the issue's figures).
 # Under the sanitizers (RAILGATE_SANITIZED=1) every process is 2-3x slower:
 # railgated's stall time, the workers' peer and join timeouts and every bound
-# the test judges are scaled by k = 3, so the same faults are found the same way
-# (under TSan, RAILGATE_TSAN=1, the resent chunks of 3b and 3c are shown,
-# not judged).
+# the test judges are scaled by k = 3, so the same faults are found the same way.
+# Under TSan (RAILGATE_TSAN=1: 5-10x slower) only the steps where
+# railgated's threads meet run: 1 (the fault injector set and cleared from
+# the control thread while the lcore runs), 5 (railgated killed and
+# restarted), 6 (a link's state from the ethdev's interrupt thread) and 8
+# (the threads' exit); the others are one thread's logic, which the
+# release and ASan runs check (TSan ran them all in 110-200 s of CI's 30
+# minutes).
 #   faults.sh RAILGATED RAILBENCH RAILCTL
 set -u
 railgated=$1 railbench=$2 railctl=$3
@@ -144,15 +150,9 @@ pause_during() { # JOB WHO LABEL
   for r in 0 1 2; do retx=$((retx + $(sed -n 's/^# retransmits \([0-9]*\).*/\1/p' "$log/w-$j-$r.log"))); done
 }
 
-# Whether the ranks of pause_during resent at most BOUND chunks. Under TSan
-# (RAILGATE_TSAN=1, tools/setup.sh's TSan step) its slowed, jittery threads
-# fire the workers' timers without any pause (about a thousand chunks
-# resent a job), so the count is shown there, not judged.
-retx_within() { # BOUND
-  [ "$retx" -le "$1" ] && return 0
-  [ "${RAILGATE_TSAN:-0}" = 1 ] || return 1
-  echo "(TSan: $retx chunks resent, above the bound of $1, not judged)"
-}
+# The steps that run (see above).
+all_steps=1
+[ "${RAILGATE_TSAN:-0}" = 1 ] && all_steps=0
 
 start_gated 1
 
@@ -170,6 +170,7 @@ for r in r0 r1; do ctl fault clear $r > /dev/null || fail "fault clear $r"; done
 ctl fault show | grep -q "drop=" && fail "fault clear left a spec"
 echo "ok: 5% loss, 1% duplicates, 5% reordering, 1% corruption both ways: fp32 and bf16 bit-exact ($inj injected drops, $bad corrupted datagrams caught by checksum, $resent results resent)"
 
+if [ "$all_steps" = 1 ]; then # steps 1b-4
 # --- 1b. 30% of the LEAVE_ACKs lost on both rails: a rank whose ACK was lost
 # sends its LEAVE again, after about a retransmit timeout, and railgated
 # acknowledges it again (it is no member any more). Four jobs with the
@@ -270,7 +271,7 @@ pause_during 14 railgated railgated
 # Per worker and rail: a probe per timeout (6-7 in 0.3 s, k times more
 # under the sanitizers), and the window again at most as railgated catches
 # up (measured: 32 in all); sending the window at every timeout was 1154.
-retx_within $((3 * 2 * (64 + 8 * k))) ||
+[ "$retx" -le $((3 * 2 * (64 + 8 * k))) ] ||
   fail "railgated paused 0.3 s: the workers retransmitted $retx chunks: $(grep -h '^# retransmits\|^# congestion' "$log"/w-14-*.log | tr '\n' ' ')"
 echo "ok: railgated paused 0.3 s: the job finished bit-exact, $retx chunks retransmitted by 3 workers on 2 rails"
 
@@ -285,7 +286,7 @@ held=$(($(rail_stat r0 held) + $(rail_stat r1 held) - held0))
 # Per worker and rail: a probe per timeout (6-7 in 0.3 s, k times more
 # under the sanitizers) and a few chunks as the job catches up; the window
 # (64) at the first timeout and again at every PONG was 600-700.
-retx_within $((3 * 2 * (16 + 8 * k))) ||
+[ "$retx" -le $((3 * 2 * (16 + 8 * k))) ] ||
   fail "rank 1 paused 0.3 s: the workers retransmitted $retx chunks ($held answered HELD): $(grep -h '^# retransmits' "$log"/w-19-*.log | tr '\n' ' ')"
 echo "ok: rank 1 paused 0.3 s: the job finished bit-exact, $retx chunks retransmitted by 3 workers on 2 rails, $held answered HELD"
 
@@ -321,6 +322,7 @@ else
 fi
 job "$next" --count 100003 -n 2 -w 0
 echo "ok: a restarted rank 1 $how, then job $next ran afresh"
+fi # steps 1b-4
 
 # --- 5. railgated killed: noticed within 2 s; restarted: --retry finishes.
 pids=()
@@ -346,6 +348,7 @@ grep -q "Out of bounds values : 0 OK" "$log/w-14-0.log" || fail "railgated resta
 grep -qE "recoveries [1-9]" "$log/w-14-0.log" || fail "railgated restart: no recovery counted"
 echo "ok: railgated killed and restarted mid-job: 3 workers with --retry re-joined and finished bit-exact"
 
+if [ "$all_steps" = 1 ]; then
 # --- 5b. one rank misses an operation's result (railgated's sends to it
 # dropped, one way) while the others move on: the job stalls and ends, and
 # once rank 2 is heard again it re-joins one operation behind the others;
@@ -365,6 +368,7 @@ for r in 0 1; do
   grep -qE "replays [1-9]" "$log/w-18-$r.log" || { tail -n 3 "$log/w-18-$r.log"; fail "replay: rank $r replayed nothing"; }
 done
 echo "ok: rank 2 lost an operation's result (railgated's sends to it dropped $(secs 2.5) s): ranks 0 and 1 replayed that operation for it and all finished bit-exact"
+fi # step 5b
 
 # --- 6. a rail down mid-job: the job restripes and finishes.
 pids=()
@@ -401,6 +405,7 @@ for _ in $(seq $((80 * k))); do [ "$(active_jobs)" = 0 ] && break; sleep 0.1; do
 [ "$(active_jobs)" = 0 ] || fail "silent rail: the job's entry on it stayed past idle_ms"
 echo "ok: rail 1 silent (all its frames dropped): the workers found it down and finished over rail 0; the job's entry there went after $(elapsed "$t0" "$(now)") s (idle_ms $(secs 4) s)"
 
+if [ "$all_steps" = 1 ]; then
 # --- 7. a JOIN refused part-way leaves nothing behind; forged JOINs expire.
 forge() { # RAIL_IP JOB: a JOIN of rank 0 of 2 nobody will complete
   ip netns exec "$w" python3 - "$1" "$2" <<'PY'
@@ -423,6 +428,7 @@ sleep "$(secs 3.2)"
 ip netns exec "$w" "$railbench" --transport udp --server 198.18.0.1 --rank 0 --workers 1 --job 30 --count 1000 -n 1 -w 0 \
   > "$log/w-30b.log" 2>&1 || fail "job 30 after the forged jobs expired"
 echo "ok: a JOIN refused on rail 1 (its table full) left rail 0 clean; the 3 forged, assembling jobs expired after $(secs 3) s"
+fi # step 7
 
 # --- 8. railgated exits cleanly, every buffer back.
 stop_gated
