@@ -179,18 +179,21 @@ struct worker::state {
         // every chunk resent, and no clean sample would ever raise srtt).
         unsigned backoff = 0;
         // Timers run out only on a rail that delivered nothing for a timeout
-        // (delivered_ns). The timeout first asks railgated with a PING alone
-        // (probe::pinged), nothing sent again: on a busy host a timeout is
-        // most often a railgated whose core was taken for a few ms, or a
-        // late peer rank, with nothing lost. railgated answers a rail's
-        // messages in order, so its PONG comes after the results of every
-        // chunk it had before the PING: results (of chunks sent once) end
-        // the silence with no chunk resent (a quiet timeout); a PONG with
-        // the oldest chunk still out (probe::ponged) says the chunk or its
-        // result is lost, or its slot waits for a late rank. Only then does
-        // one chunk, the oldest, go as the probe (probe::out, as RFC 6298
-        // sends one segment): a late rank or a paused railgated (SIGSTOP)
-        // is not answered by resending the window for every doubling of the
+        // (delivered_ns). The timeout first asks railgated with a PING
+        // naming the oldest chunk (probe::pinged), nothing sent again: on a
+        // busy host a timeout is most often a railgated whose core was taken
+        // for a few ms, or a late peer rank, with nothing lost. railgated
+        // answers a rail's messages in order, so its answer comes after the
+        // results of every chunk it had before the PING: results (of chunks
+        // sent once) end the silence with no chunk resent (a quiet
+        // timeout); so does a HELD (the slot holds the chunk, waiting for a
+        // late rank); the kept result, sent again, brings back a result that
+        // was lost (and the others whose timers run out then go together).
+        // A PONG naming the chunk (probe::ponged) says the chunk
+        // is not there: lost (or railgated too old to look). Only then does
+        // the chunk go as the probe (probe::out, as RFC 6298 sends one
+        // segment): a late rank or a paused railgated (SIGSTOP) is not
+        // answered by resending the window for every doubling of the
         // timeout. An unanswered PING goes again on the probe's backed-off
         // timeout, the chunk waiting (what would answer the chunk answers
         // the PING), until the peer timeout finds the rail silent. The
@@ -206,12 +209,8 @@ struct worker::state {
         std::uint64_t timeouts_ns = 0; // the last round's time
         std::uint64_t probe_ns = 0;    // the last probe's (or its PING's)
         std::size_t probe_slot = 0;
-        // PINGs carry a number of the rail's in their offset, which the PONG
-        // echoes: only the answer to the timeout's PING (or a later one)
-        // says railgated has read what came before it.
-        std::uint64_t ping_seq = 0, probe_ping = 0;
         unsigned probe_pings = 0;     // PINGs the silence sent unanswered (their backoff)
-        std::uint64_t quiet_timeouts = 0; // silences a PING alone settled: results came, nothing resent
+        std::uint64_t quiet_timeouts = 0; // silences a PING settled: results or HELD came, nothing resent
         // The next round after the probe's answer is the one that ends the
         // probe (see scan_rail: the window's rule of silences).
         bool probe_unended = false;
@@ -229,8 +228,12 @@ struct worker::state {
         unsigned holds = 0;
         std::uint64_t helds = 0; // HELD answers taken
         // The tail loss probe (worker::tail_probe): when it went, one per
-        // silence (0: none this operation).
+        // silence (0: none this operation); the chunk its PING named (slot,
+        // pool: none) and whether a PONG naming it came (the chunk goes).
         std::uint64_t tlp_ns = 0;
+        std::size_t tlp_slot = 0;
+        std::uint64_t tlp_k = 0;
+        bool tlp_ponged = false;
         std::uint64_t tail_probes = 0;
         // Pacing (worker_options::pace_bps): contributions leave no faster.
         qos::token_bucket<clock> pacer;
@@ -291,10 +294,12 @@ struct worker::state {
     wire::dtype backup_dt = wire::dtype::fp32, prev_dt = wire::dtype::fp32;
     wire::error_code refusal = wire::error_code::none; // the last JOIN refusal's code (detail: its offset)
 
+    // Where rail r's k-th chunk starts in the tensor (elements).
+    std::uint64_t chunk_offset(unsigned r, std::uint64_t k) const noexcept { return (k * rails + r) * chunk_elems; }
     // The contribution of rail r's k-th chunk; marks its slot busy.
     tx_msg contrib(const worker_options& o, unsigned r, std::uint64_t k, std::uint8_t flags,
                    std::uint64_t t) noexcept {
-        const std::uint64_t off = (k * rails + r) * chunk_elems;
+        const std::uint64_t off = chunk_offset(r, k);
         const auto n = static_cast<std::uint32_t>(std::min<std::uint64_t>(chunk_elems, count - off));
         slot_state& sl = run[r].slots[k % pool];
         sl.busy = true;
@@ -327,7 +332,7 @@ struct worker::state {
     // 1, 2 and 4 places measured alike (doc/performance.md).
     static constexpr std::uint64_t prefetch_ahead = 2;
     void prefetch(unsigned r, std::uint64_t k) const noexcept {
-        const std::uint64_t off = (k * rails + r) * chunk_elems;
+        const std::uint64_t off = chunk_offset(r, k);
         if (off >= count) return;
         const std::uint8_t* p = data + off * esize;
         const std::uint64_t bytes = std::min<std::uint64_t>(chunk_elems, count - off) * esize;
@@ -744,6 +749,8 @@ void worker::start(void* data, std::size_t count, wire::dtype dt) {
         rr.done = rr.made = rr.owed = rr.lo = rr.rack_ns = 0;
         rr.probing = state::rail_run::probe::none;
         rr.tlp_ns = 0;
+        rr.tlp_slot = s.pool;
+        rr.tlp_ponged = false;
         rr.delivered_ns = now;
         rr.held_ns = 0;
         rr.holds = 0;
@@ -854,14 +861,25 @@ bool worker::progress_rail(unsigned r) {
         if (m.h.job_id != o_.job_id || !wire::token_equal(m.h.job_token, o_.job_token)) continue;
         if (m.h.type == wire::msg_type::pong && m.h.gen == s.inst[s.tr[r]]) {
             rr.heard = true;
-            // The timeout's PING is answered with its chunk still out: the
-            // next pass sends the chunk as the probe. The PING sent with a
-            // probe is answered: railgated is there, and the chunks still out
-            // are lost; the next pass sends them.
+            // The timeout's PING is answered PONG, its chunk still out (a
+            // PONG naming it: the chunk is not in railgated's slot): the next
+            // pass sends the chunk as the probe. The PING sent with a probe
+            // is answered: railgated is there, and the chunks still out are
+            // lost; the next pass sends them.
+            // A PONG naming the tail probe's chunk: it goes with the next scan.
             using enum state::rail_run::probe;
-            if ((rr.probing == pinged && m.h.offset >= rr.probe_ping) || rr.probing == out) {
+            const auto names = [&](std::size_t slot) {
+                if (slot >= s.pool) return false;
+                const state::slot_state& sl = rr.slots[slot];
+                return m.h.count && m.h.slot == slot && sl.busy && m.h.offset == s.chunk_offset(r, sl.k);
+            };
+            if ((rr.probing == pinged && names(rr.probe_slot)) || rr.probing == out) {
                 rr.probing = rr.probing == pinged ? ponged : answered;
                 rr.last_scan_ns = 0;
+                rr.polls_since_clock = 32;
+            } else if (rr.probing == none && names(rr.tlp_slot)) {
+                rr.tlp_ponged = true;
+                rr.tlp_slot = s.pool;
                 rr.polls_since_clock = 32;
             }
         }
@@ -900,16 +918,24 @@ bool worker::progress_rail(unsigned r) {
         rr.heard = true;
         rr.holds = 0;
         if (rr.probing == state::rail_run::probe::out) rr.probing = state::rail_run::probe::answered;
+        // Sent again by railgated, asked for it (a PING naming the chunk,
+        // or a RETRANSMIT): its round trip includes a timeout (Karn). The
+        // PING's answer was a lost result: railgated is there, and the
+        // chunks whose timers run out are lost too and go together, as
+        // after a probe's answer.
+        const bool resent = m.h.flags & wire::flag_retransmit;
+        const bool pinged =
+            rr.probing == state::rail_run::probe::pinged || rr.probing == state::rail_run::probe::ponged;
+        if (resent && pinged) rr.probing = state::rail_run::probe::answered;
         const std::uint64_t sent = sl.sent_ns;
         const std::uint64_t t = sl.sent_ns ? arrived : 0;
         if (t) {
             rr.delivered_ns = t;
             const std::uint64_t sample = t - sl.sent_ns;
             rr.rtt.record(sample);
-            if (sl.retries == 0) {
+            if (sl.retries == 0 && !resent) {
                 rr.backoff = 0;
-                if (rr.probing == state::rail_run::probe::pinged || rr.probing == state::rail_run::probe::ponged)
-                    ++rr.quiet_timeouts;
+                if (pinged) ++rr.quiet_timeouts;
                 rr.probing = state::rail_run::probe::none;
                 // railgated's echo: how long this rank's contribution waited
                 // there for the other ranks' (not a queue: taken off), the
@@ -1004,15 +1030,27 @@ bool worker::progress_rail(unsigned r) {
 // operation has left, a loss among the last ones has no later result to
 // reveal it and would wait for its timeout. After two smoothed round trips
 // without a result (at least 50 us, and half the transport's timeout
-// floor: kernel UDP's covers a scheduler tick) the newest chunk in flight
-// goes again, once per silence: its result tells RACK the older ones are
-// lost. Not a timeout: no backoff, the window stays.
+// floor: kernel UDP's covers a scheduler tick) a PING names the newest
+// chunk in flight, once per silence; railgated answers it as the chunk's
+// RETRANSMIT (HELD, or its kept result, which tells RACK the older ones
+// are lost), or with a PONG naming it: not there, and the chunk goes again.
+// Not a timeout: no backoff, the window stays.
 void worker::tail_probe(unsigned r, std::uint64_t now) {
     state& s = *s_;
     state::rail_run& rr = s.run[r];
+    const bool ponged = std::exchange(rr.tlp_ponged, false);
     if (!o_.tail_probes || rr.made != rr.n_chunks || rr.done == rr.n_chunks || !rr.srtt_ns || t_.reliable() ||
         rr.probing != state::rail_run::probe::none || rr.holds)
         return;
+    if (ponged) {
+        const std::size_t slot = rr.tlp_k % s.pool;
+        const state::slot_state& sl = rr.slots[slot];
+        if (sl.busy && !sl.queued && sl.k == rr.tlp_k) {
+            ++rr.tail_probes;
+            resend(r, slot, now);
+        }
+        return;
+    }
     const std::uint64_t heard = rr.heard_ns.load(std::memory_order_relaxed);
     if (rr.tlp_ns >= heard) return; // one probe per silence
     const std::uint64_t pto = std::max({2 * rr.srtt_ns, ns(t_.min_rto()) / 2, std::uint64_t{50'000}});
@@ -1024,8 +1062,9 @@ void worker::tail_probe(unsigned r, std::uint64_t now) {
     }
     if (newest == s.pool || now - rr.slots[newest].sent_ns < pto) return;
     rr.tlp_ns = now;
-    ++rr.tail_probes;
-    resend(r, newest, now);
+    rr.tlp_slot = newest;
+    rr.tlp_k = rr.slots[newest].k;
+    send_ping(r, now, newest);
 }
 
 // A chunk sent again (its timeout ran out, or as a tail probe); its round
@@ -1050,21 +1089,31 @@ void worker::held(unsigned r, const rx_msg& m) {
     state::rail_run& rr = s.run[r];
     if (m.h.slot >= s.pool || rr.done == rr.n_chunks) return;
     const state::slot_state& sl = rr.slots[m.h.slot];
-    if (!sl.busy || sl.queued || m.h.gen != sl.gen || m.h.offset != (sl.k * s.rails + r) * s.chunk_elems ||
+    if (!sl.busy || sl.queued || m.h.gen != sl.gen || m.h.offset != s.chunk_offset(r, sl.k) ||
         !m.intact_without_payload())
         return;
     ++rr.helds;
     if (rr.held_ns <= std::max(rr.timeouts_ns, rr.probe_ns)) rr.holds = std::min(rr.holds + 1, 6u);
     rr.held_ns = now_ns();
-    if (rr.probing == state::rail_run::probe::out) rr.probing = state::rail_run::probe::none;
+    using enum state::rail_run::probe;
+    if (rr.probing == pinged || rr.probing == ponged) ++rr.quiet_timeouts; // the PING's answer: nothing resent
+    if (rr.probing != none && rr.probing != answered) rr.probing = none;
 }
 
-void worker::send_ping(unsigned r, std::uint64_t now) {
+// A PING; one naming the chunk in flight in `slot` (< pool) asks railgated
+// whether it holds it (PROTOCOL.md, "Loss").
+void worker::send_ping(unsigned r, std::uint64_t now, std::size_t slot) {
     state& s = *s_;
     state::rail_run& rr = s.run[r];
     rr.ping_ns = now;
     wire::header h = control_header(o_, wire::msg_type::ping, s.inst[s.tr[r]]);
-    h.offset = ++rr.ping_seq;
+    if (slot < s.pool) {
+        const state::slot_state& sl = rr.slots[slot];
+        h.slot = static_cast<std::uint16_t>(slot);
+        h.offset = s.chunk_offset(r, sl.k);
+        h.count = static_cast<std::uint32_t>(std::min<std::uint64_t>(s.chunk_elems, s.count - h.offset));
+        h.aux = sl.gen;
+    }
     const tx_msg p{h, nullptr, 0};
     t_.send(s.tr[r], &p, 1);
 }
@@ -1113,23 +1162,23 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     // The rail stalls (a late rank, a paused railgated, a window lost
     // whole): a PING alone first, then, once railgated answers it with the
     // chunk still out, the oldest chunk as the probe (see rail_run::probing).
-    const auto ping_probe = [&] {
+    const auto ping_probe = [&](std::size_t chunk) {
         rr.probe_ns = now;
-        send_ping(r, now);
-        rr.probe_ping = rr.ping_seq;
+        send_ping(r, now, chunk);
     };
     bool timed_out = false;
     if (rr.probing == none && oldest != s.pool) {
         rr.probing = pinged;
         rr.probe_slot = oldest;
         rr.probe_pings = 0;
-        ping_probe();
+        ping_probe(oldest);
     } else if (rr.probing == pinged) {
         if (done || oldest == s.pool) {
-            rr.probing = none; // the chunk came back (a result sent again) or went back to the queue
-        } else if (now - rr.probe_ns >= std::min(s.rto_cap_ns, rto << std::min(std::max(rr.probe_pings + 1, doubled), 6u))) {
+            rr.probing = none; // the chunk went back to the queue
+        } else if (now - rr.probe_ns >=
+                   std::min(s.rto_cap_ns, rto << std::min(std::max(rr.probe_pings + 1, doubled), 6u))) {
             ++rr.probe_pings;
-            ping_probe();
+            ping_probe(oldest);
         }
     } else if (rr.probing == ponged) {
         if (done || oldest == s.pool) {
@@ -1140,7 +1189,7 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
             rr.probe_unended = true;
             ++rr.timeouts;
             resend(r, oldest, now);
-            ping_probe();
+            ping_probe(s.pool); // a plain PING: its PONG says the others still out are lost
         }
     } else if (oldest != s.pool) {
         for (std::size_t si = 0; si < s.pool; ++si)
@@ -1178,7 +1227,7 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     // timeout the rail is asked four times as often (a rail is declared
     // down only after some 10 unanswered PINGs).
     if (silent >= timeout / 8 && now - rr.ping_ns >= (silent >= timeout / 2 ? timeout / 32 : timeout / 8))
-        send_ping(r, now);
+        send_ping(r, now, s.pool);
     if (done) return false; // it is the others' silence that counts now
     if (timeout && silent >= timeout) {
         // Another rail heard well within the timeout (PONGs come every

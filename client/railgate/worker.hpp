@@ -205,15 +205,19 @@ public:
     // timeout ran out (probes on a silent rail included), and the tail loss
     // probes (the newest chunk, once the operation's last chunks were out
     // two round trips without a result). The rest were found lost by RACK.
+    // Timeouts and tail probes ask railgated first (a PING naming the
+    // chunk): a chunk railgated holds, or whose result it kept, is not
+    // sent again.
     std::uint64_t retransmits() const noexcept;
     std::uint64_t timeout_retransmits() const noexcept;
     std::uint64_t tail_probes() const noexcept;
-    // HELD answers taken: a chunk sent again that railgated already held,
-    // its slot waiting for a slower rank (the timeout was not a loss).
+    // HELD answers taken: a chunk sent again, or a PING naming one, that
+    // railgated already held, its slot waiting for a slower rank (the
+    // timeout was not a loss).
     std::uint64_t helds() const noexcept;
-    // Timeouts a PING alone settled: the rail's results came before its
-    // PONG, no chunk sent again (a railgated or peer rank late past the
-    // timeout, nothing lost).
+    // Timeouts a PING settled, no chunk sent again: the rail's results came
+    // before its answer, or railgated answered it HELD (a railgated or a
+    // peer rank late past the timeout, nothing lost).
     std::uint64_t quiet_timeouts() const noexcept;
     // Operations re-run after a recovered failure (allreduce with retries).
     std::uint64_t recoveries() const noexcept;
@@ -241,7 +245,7 @@ private:
     bool progress_rail(unsigned rail);
     bool scan_rail(unsigned rail, std::uint64_t now);
     void resend(unsigned rail, std::size_t slot, std::uint64_t now); // after its timeout, or a tail probe
-    void send_ping(unsigned rail, std::uint64_t now);                  // railgated, are you there?
+    void send_ping(unsigned rail, std::uint64_t now, std::size_t slot); // railgated, are you there (and my chunk)?
     void held(unsigned rail, const rx_msg& m);                         // railgated holds a chunk sent again
     void tail_probe(unsigned rail, std::uint64_t now);                 // the last chunks lost?
     std::uint64_t scan_now() const noexcept; // the clock scan_rail() judges on

@@ -213,6 +213,27 @@ public:
         t_.end(j);
     }
 
+    // What a PING naming a chunk of member `h.rank` asks (its timeout ran
+    // out; PROTOCOL.md, "Loss"): slot h.slot, generation h.aux, the chunk
+    // at h.offset of h.count elements. action::held when the slot holds the
+    // rank's contribution of it (waiting for other ranks), action::resend
+    // when that generation completed and its result is kept (the result
+    // was lost, or is on its way), action::dropped otherwise: the
+    // contribution is not here, and the rank sends it again. Changes
+    // nothing.
+    outcome query(job& j, const wire::header& h) noexcept {
+        outcome o;
+        o.j = &j;
+        if (h.slot >= j.pool || h.rank >= j.world) return o;
+        slot& s = j.slots[h.slot];
+        o.s = &s;
+        if (h.aux == s.gen && (s.bitmap >> h.rank & 1) && s.offset == h.offset && s.count == h.count)
+            o.act = action::held;
+        else if (h.aux == s.gen - 1 && s.result_valid && s.result_offset == h.offset && s.result_count == h.count)
+            o.act = action::resend;
+        return o;
+    }
+
     // Accepts one contribution from `addr` (0: the caller checked who sent
     // it). On action::completed the slot's result has been reduced in rank
     // order into rank 0's payload (s->result_payload, owned by

@@ -352,10 +352,11 @@ private:
 // headers' to checksum it; a port that computes checksums needs none.
 // `echo`: the RESULT's aux (wire::result_echo), what railgated saw of this
 // rank's contribution, for ranks that take it; the queue depth ahead of the
-// result on this rail's traffic-class queue is added here.
+// result on this rail's traffic-class queue is added here. `flags`:
+// wire::flag_retransmit on a result sent again (the rank asked for it).
 void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned rank, const frame::endpoint& dst,
                  result_sum& payload_sum, rte_mbuf* carrier = nullptr,
-                 std::optional<std::uint32_t> echo = std::nullopt) noexcept {
+                 std::optional<std::uint32_t> echo = std::nullopt, std::uint8_t flags = 0) noexcept {
     auto* payload = static_cast<rte_mbuf*>(s.result_owner);
     const std::uint32_t bytes = s.result_count * static_cast<std::uint32_t>(wire::dtype_size(j.dt));
     const std::size_t hdr_len = frame::udp_frame_overhead + wire::header_bytes;
@@ -369,7 +370,7 @@ void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned
         std::uint8_t* msg = reuse_as_reply(rs, carrier, dst, wire::header_bytes + bytes, &udp_sum, offload);
         if (!msg) {
             rte_pktmbuf_free(carrier);
-            return send_result(rs, j, s, rank, dst, payload_sum, nullptr, echo);
+            return send_result(rs, j, s, rank, dst, payload_sum, nullptr, echo, flags);
         }
         m = carrier;
         p = msg - frame::udp_frame_overhead;
@@ -399,6 +400,7 @@ void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned
     else if (!carrier) udp_sum = frame::write_udp_headers(p, rs.s.self, dst, wire::header_bytes + bytes);
     wire::header h;
     h.type = wire::msg_type::result;
+    h.flags = flags;
     h.dt = j.dt;
     h.job_id = j.id;
     h.job_token = j.token;
@@ -443,12 +445,28 @@ rail_state* lag_home(rail_state& rs, const wire::header& h, std::uint64_t& addr,
 }
 
 void answer(rail_state& home, const agg::job& j, const agg::slot& s, unsigned rank, result_sum& psum,
-            rte_mbuf* carrier = nullptr, std::optional<std::uint32_t> echo = std::nullopt) noexcept {
-    if (!j.lag || !home.bond) return send_result(home, j, s, rank, j.x.members[rank], psum, carrier, echo);
+            rte_mbuf* carrier = nullptr, std::optional<std::uint32_t> echo = std::nullopt,
+            std::uint8_t flags = 0) noexcept {
+    if (!j.lag || !home.bond) return send_result(home, j, s, rank, j.x.members[rank], psum, carrier, echo, flags);
     rail_state* tx = j.x.via[rank] < home.bond->size() ? (*home.bond)[j.x.via[rank]] : nullptr;
     const agg::job* there = tx ? tx->agg.find(j.id) : nullptr;
-    if (!there) return send_result(home, j, s, rank, j.x.members[rank], psum, carrier, echo);
-    send_result(*tx, j, s, rank, there->x.members[rank], psum, carrier, echo);
+    if (!there) return send_result(home, j, s, rank, j.x.members[rank], psum, carrier, echo, flags);
+    send_result(*tx, j, s, rank, there->x.members[rank], psum, carrier, echo, flags);
+}
+
+// A rank's slot holds its contribution, waiting for other ranks': HELD to
+// the address it asked from (as a PONG), so that its timer stops taking a
+// slow peer for a loss. About slot generation `gen`; aux: the ranks the
+// slot still waits for.
+void send_held(rail_state& rs, rte_mbuf* m, const wire::header& asked, std::uint32_t gen, const agg::job& j,
+               const agg::slot& s, const frame::endpoint& from) noexcept {
+    std::uint8_t* msg = reuse_as_reply(rs, m, from, wire::header_bytes);
+    if (!msg) return free_drop(rs, m, drop_reason::no_mbuf);
+    wire::header a = asked;
+    a.count = 0;
+    a.gen = gen;
+    bump(rs.ctr.held);
+    send_header_answer(rs, m, msg, a, wire::msg_type::held, j.world - static_cast<std::uint32_t>(std::popcount(s.bitmap)));
 }
 
 void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<const std::uint8_t> payload,
@@ -486,22 +504,11 @@ void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h, std::spa
             for (std::size_t off = 0; off < payload.size(); off += RTE_CACHE_LINE_SIZE)
                 rte_prefetch1(payload.data() + off);
         return;
-    case agg::action::held: {
-        // To the address it came from, as a PONG: the rank's timer stops
-        // taking a slow peer for a loss. aux: the ranks the slot still
-        // waits for.
-        std::uint8_t* msg = reuse_as_reply(rs, m, from, wire::header_bytes);
-        if (!msg) return free_drop(rs, m, drop_reason::no_mbuf);
-        wire::header a = h;
-        a.count = 0;
-        bump(rs.ctr.held);
-        return send_header_answer(rs, m, msg, a, wire::msg_type::held,
-                                  o.j->world - static_cast<std::uint32_t>(std::popcount(o.s->bitmap)));
-    }
+    case agg::action::held: return send_held(rs, m, h, h.gen, *o.j, *o.s, from);
     case agg::action::resend: {
         bump(rs.ctr.results_resent);
         result_sum psum{*o.j, *o.s};
-        answer(*home, *o.j, *o.s, h.rank, psum);
+        answer(*home, *o.j, *o.s, h.rank, psum, nullptr, std::nullopt, wire::flag_retransmit);
         rte_pktmbuf_free(m);
         return;
     }
@@ -627,6 +634,23 @@ void handle_ping(rail_state& rs, rte_mbuf* m, const wire::header& h, const frame
     // A PING of another incarnation of the job id (its worker missed the
     // end of its job) learns that its job is gone.
     if (h.gen != j->instance) return answer_unknown(rs, m, from, h, drop_reason::unknown_job, h.gen);
+    // A PING naming a chunk (count > 0: a timeout asks before it resends)
+    // is answered as its RETRANSMIT would be, without its data: HELD when
+    // the slot holds it, the kept result when the slot is past it. A chunk
+    // not here gets the PONG, and the rank sends it again. (A LAG job's
+    // slots live on its home member: a plain PONG.)
+    if (h.count && !j->lag) {
+        const agg::outcome o = rs.agg.query(*j, h);
+        if (o.act != agg::action::dropped) bump(rs.ctr.queried);
+        if (o.act == agg::action::held) return send_held(rs, m, h, h.aux, *j, *o.s, from);
+        if (o.act == agg::action::resend) {
+            bump(rs.ctr.results_resent);
+            result_sum psum{*j, *o.s};
+            answer(rs, *j, *o.s, h.rank, psum, nullptr, std::nullopt, wire::flag_retransmit);
+            rte_pktmbuf_free(m);
+            return;
+        }
+    }
     bump(rs.ctr.pongs);
     send_header_answer(rs, m, msg, h, wire::msg_type::pong, 0);
 }

@@ -22,8 +22,9 @@ struct alignas(64) rail_counters {
     counter contributions{0};   // accepted into a slot
     counter aggregations{0};    // slots completed and reduced
     counter results_sent{0};
-    counter results_resent{0};  // answered a retransmitted contribution
-    counter held{0};            // retransmits of a contribution held, answered HELD
+    counter results_resent{0};  // answered a retransmitted contribution (or a PING naming its chunk)
+    counter held{0};            // retransmits of a contribution held (or PINGs naming it), answered HELD
+    counter queried{0};         // PINGs naming a chunk railgated has, answered HELD or with the kept result
     counter ecn_marked{0};      // frames marked CE joining a standing TC queue (rail_config::ecn_mark_items)
     counter joins{0}, join_errors{0}, leaves{0}, aborts{0};
     counter leaves_again{0};    // LEAVEs of a rank that had left, acknowledged again (its LEAVE_ACK was lost)

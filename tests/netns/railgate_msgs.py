@@ -33,13 +33,14 @@ def counts_match(to, frm, c):
     checks = [
         ("JOINs in == joins + join errors", to[JOIN], c["joins"] + c["join_errors"]),
         ("CONTRIBs in == contributions + duplicates + retransmits answered with the kept result or HELD",
-         to[CONTRIB], c["contributions"] + d.get("duplicate", 0) + c["results_resent"] + c["held"]),
+         to[CONTRIB], c["contributions"] + d.get("duplicate", 0) + c["results_resent"] + c["held"] - c["queried"]),
         ("HELDs out == held", frm[HELD], c["held"]),
         ("RESULTs out == results sent", frm[RESULT], c["results_sent"]),
         ("LEAVEs in == leaves + leaves acknowledged again + unknown", to[LEAVE],
          c["leaves"] + c.get("leaves_again", 0) + d.get("leave_unknown", 0)),
         ("RTT_REPORTs in == rtt reports", to[RTT_REPORT], c["rtt_reports"]),
-        ("PINGs in == PONGs out == pongs", (to[PING], frm[PONG]), (c["pongs"], c["pongs"])),
+        ("PINGs in == PONGs out + PINGs naming a chunk answered otherwise == pongs + queried",
+         (to[PING], frm[PONG]), (c["pongs"] + c["queried"], c["pongs"])),
         ("JOIN_ACKs out == joins", frm[JOIN_ACK], c["joins"]),
         ("LEAVE_ACKs out == leaves + leaves acknowledged again", frm[LEAVE_ACK], c["leaves"] + c.get("leaves_again", 0)),
     ]

@@ -51,11 +51,12 @@ inline std::size_t join_ack(const wire::header& join, std::uint16_t port, std::u
 }
 
 // A header-only answer (HELD, PONG) to `to`, written to `out`
-// (header_bytes): its type, no flags, no count, `aux`.
+// (header_bytes), as railgated's: its type, no flags, `aux`; no count but
+// a PONG's (it echoes the chunk a PING names).
 inline void header_answer(wire::header to, wire::msg_type type, std::uint32_t aux, std::uint8_t* out) {
     to.type = type;
     to.flags = 0;
-    to.count = 0;
+    if (type != wire::msg_type::pong) to.count = 0;
     to.aux = aux;
     wire::encode_header(to, out);
 }

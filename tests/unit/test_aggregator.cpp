@@ -202,6 +202,44 @@ BOOST_AUTO_TEST_CASE(retransmit_of_held_contribution_is_held) {
     BOOST_TEST(static_cast<const float*>(c.s->result_payload)[0] == 7.0f);
 }
 
+// A PING naming a chunk (a worker's timeout asks before it resends):
+// held while the slot holds the rank's contribution, resend once the
+// generation completed (its result kept), dropped (not here: the rank
+// sends it) for a rank that has not contributed, another chunk or
+// generation, a slot out of range. Nothing changes.
+BOOST_AUTO_TEST_CASE(a_ping_naming_a_chunk_is_answered_as_its_retransmit) {
+    released().clear();
+    aggregator a(small());
+    join_all(a, 2, 1000);
+    const auto ask = [&](std::uint16_t rank, std::uint16_t slot, std::uint64_t off, std::uint16_t count,
+                         std::uint32_t gen) {
+        wire::header p = hdr(wire::msg_type::ping, rank, 2);
+        p.slot = slot;
+        p.offset = off;
+        p.count = count;
+        p.aux = gen;
+        return static_cast<int>(a.query(*a.find(1), p).act);
+    };
+    constexpr int held = static_cast<int>(agg::action::held), resend = static_cast<int>(agg::action::resend),
+                  missing = static_cast<int>(agg::action::dropped);
+    float x[2][16] = {};
+    BOOST_TEST(ask(0, 1, 16, 16, 0) == missing);
+    a.contribute(contrib(0, 1, 16, 16, 0, 2), x[0], x[0], k());
+    BOOST_TEST(ask(0, 1, 16, 16, 0) == held);
+    BOOST_TEST(ask(1, 1, 16, 16, 0) == missing); // rank 1's is not here
+    BOOST_TEST(ask(0, 1, 32, 16, 0) == missing); // another chunk
+    BOOST_TEST(ask(0, 1, 16, 8, 0) == missing);
+    BOOST_TEST(ask(0, 1, 16, 16, 1) == missing); // another generation
+    BOOST_TEST(ask(0, 9, 16, 16, 0) == missing); // no such slot
+    BOOST_TEST(a.find(1)->slots[1].bitmap == 1u);
+    BOOST_TEST(static_cast<int>(a.contribute(contrib(1, 1, 16, 16, 0, 2), x[1], x[1], k()).act) ==
+               static_cast<int>(agg::action::completed));
+    BOOST_TEST(ask(0, 1, 16, 16, 0) == resend);
+    BOOST_TEST(ask(1, 1, 16, 16, 0) == resend);
+    BOOST_TEST(ask(1, 1, 16, 16, 1) == missing); // the next generation: not begun
+    BOOST_TEST(ask(1, 1, 16, 8, 0) == missing);
+}
+
 BOOST_AUTO_TEST_CASE(retransmit_of_completed_generation_resends_result) {
     released().clear();
     aggregator a(small());

@@ -10,11 +10,12 @@
 //
 // The rules (client/worker.cpp, worker::scan_rail):
 //  - before a round trip is measured a chunk times out after 20 ms; a
-//    timeout first sends a PING alone, again on doubled timeouts while it
-//    goes unanswered; results that come before its PONG end the silence
-//    with nothing resent (a quiet timeout);
-//  - a PONG (to that PING, or a later one) with the oldest chunk still
-//    out: that chunk goes as the probe, with a PING;
+//    timeout first sends a PING naming the oldest chunk, again on doubled
+//    timeouts while it goes unanswered; results that come before its
+//    answer, or a HELD for it, end the silence with nothing resent (a
+//    quiet timeout); so does the kept result sent again (no sample);
+//  - a PONG naming that chunk (railgated does not have it): the chunk goes
+//    as the probe, with a plain PING;
 //  - a PONG to the probe's PING without a HELD: the chunks still out are
 //    lost, and go again;
 //  - a HELD for the probe: the timers restart, doubled per HELD in a row,
@@ -130,22 +131,31 @@ public:
 
     // Answers: a contribution's RESULT (its own data: one rank), a HELD for
     // it, a PONG for a PING.
-    void result(const datagram& c) {
+    void result(const datagram& c, std::uint8_t flags = 0) {
         std::vector<std::uint8_t> out = c.bytes;
         wire::header r = c.h;
         r.type = wire::msg_type::result;
-        r.flags = 0;
+        r.flags = flags;
         r.aux = 0; // no wait, no queue, no mark echoed
         wire::encode_header(r, out.data());
         send(out.data(), out.size());
     }
     void held(const datagram& c) { header_answer(c.h, wire::msg_type::held, 1); }
     void pong(const datagram& p) { header_answer(p.h, wire::msg_type::pong, 0); }
-    // A PONG to an earlier PING than p (its number, echoed in the offset, one less).
-    void stale_pong(const datagram& p) {
+    // A PONG to a PING that named no chunk (a keepalive's).
+    void plain_pong(const datagram& p) {
         wire::header h = p.h;
-        --h.offset;
+        h.slot = 0;
+        h.count = 0;
+        h.offset = 0;
         header_answer(h, wire::msg_type::pong, 0);
+    }
+    // railgated's HELD for the chunk a PING names (its slot holds it).
+    void held_for(const datagram& p) {
+        wire::header h = p.h;
+        h.gen = p.h.aux;
+        h.count = 0;
+        header_answer(h, wire::msg_type::held, 1);
     }
 
 private:
@@ -196,10 +206,10 @@ void answer_all(bench& b, const sent& s) {
 } // namespace
 
 // A window lost whole: 20 ms after it left (no round trip measured yet)
-// a PING goes alone; a PONG to an earlier PING says nothing, its own PONG
-// sends the probe (the oldest chunk) with a PING, not the window; that
-// PING's PONG says railgated is there, so the other 7 chunks are lost and
-// go again at once.
+// a PING goes alone, naming the oldest chunk; a PONG naming no chunk says
+// nothing, the PONG naming it (railgated does not have it) sends it as the
+// probe with a PING, not the window; that PING's PONG says railgated is
+// there, so the other 7 chunks are lost and go again at once.
 BOOST_AUTO_TEST_CASE(a_timeout_pings_then_probes_and_a_pong_sends_the_rest) {
     bench b(false);
     sent s = b.start(pool);
@@ -216,7 +226,11 @@ BOOST_AUTO_TEST_CASE(a_timeout_pings_then_probes_and_a_pong_sends_the_rest) {
     BOOST_CHECK_EQUAL(s.contribs.size(), 0u); // the PING, alone
     BOOST_REQUIRE_EQUAL(s.pings.size(), 1u);
     const datagram ping = s.pings[0];
-    b.stale_pong(ping);
+    BOOST_CHECK_EQUAL(ping.h.count, chunk_bytes / 4); // naming chunk 0: slot 0, generation 0
+    BOOST_CHECK_EQUAL(ping.h.offset, 0u);
+    BOOST_CHECK_EQUAL(ping.h.slot, 0u);
+    BOOST_CHECK_EQUAL(ping.h.aux, 0u);
+    b.plain_pong(ping);
     s = b.after(0);
     BOOST_CHECK_EQUAL(s.contribs.size(), 0u);
 
@@ -269,6 +283,99 @@ BOOST_AUTO_TEST_CASE(a_late_railgated_is_pinged_and_nothing_is_resent) {
     BOOST_CHECK_EQUAL(b.w().quiet_timeouts(), 1u);
 }
 
+// A slot that waits for a late rank: railgated answers the timeout's PING
+// HELD (it holds the chunk). Nothing is sent again; the timers restart at
+// the HELD, doubled (40 ms), and the next timeout asks again.
+BOOST_AUTO_TEST_CASE(a_ping_answered_held_resends_nothing) {
+    bench b(false);
+    const sent first = b.start(pool);
+    BOOST_REQUIRE_EQUAL(first.contribs.size(), pool);
+    sent s = b.after(20 * ms + 250 * us);
+    BOOST_REQUIRE_EQUAL(s.pings.size(), 1u);
+    b.held_for(s.pings[0]);
+    s = b.after(0);
+    BOOST_CHECK_EQUAL(s.contribs.size(), 0u);
+    BOOST_CHECK_EQUAL(b.w().helds(), 1u);
+    s = b.after(40 * ms - 250 * us);
+    BOOST_CHECK_EQUAL(s.pings.size(), 0u);
+    s = b.after(500 * us);
+    BOOST_CHECK_EQUAL(s.contribs.size(), 0u);
+    BOOST_REQUIRE_EQUAL(s.pings.size(), 1u); // asked again
+    b.held_for(s.pings[0]);
+    answer_all(b, first); // the late rank comes
+    b.check_result();
+    BOOST_CHECK_EQUAL(b.w().retransmits(), 0u);
+    BOOST_CHECK_EQUAL(b.w().helds(), 2u);
+    BOOST_CHECK_EQUAL(b.w().quiet_timeouts(), 2u);
+}
+
+// Both chunks' results were lost: railgated answers the timeout's PING,
+// naming the oldest chunk, with its kept result sent again (flagged): no
+// resend for it, and no sample (Karn): the other chunk's timer, restarted
+// by that result, is the 20 ms of a rail without one. Then it is lost
+// (the PING was answered: railgated is there) and goes at once.
+BOOST_AUTO_TEST_CASE(a_ping_brings_a_lost_result_back_without_a_resend) {
+    bench b(false);
+    const sent first = b.start(2);
+    BOOST_REQUIRE_EQUAL(first.contribs.size(), 2u);
+    sent s = b.after(20 * ms + 250 * us);
+    BOOST_REQUIRE_EQUAL(s.pings.size(), 1u);
+    BOOST_CHECK_EQUAL(s.pings[0].h.offset, 0u);
+    b.result(first.contribs[0], wire::flag_retransmit);
+    b.after(0);
+    s = b.after(20 * ms - 250 * us);
+    BOOST_CHECK_EQUAL(s.contribs.size(), 0u); // 20 ms from that result: not yet
+    s = b.after(500 * us);
+    BOOST_CHECK_EQUAL(s.pings.size(), 0u);
+    BOOST_REQUIRE_EQUAL(s.contribs.size(), 1u);
+    BOOST_CHECK_EQUAL(s.contribs[0].h.offset, chunk_bytes / 4u); // the second chunk
+    BOOST_CHECK(s.contribs[0].retransmit());
+    answer_all(b, s);
+    b.check_result();
+    BOOST_CHECK_EQUAL(b.w().retransmits(), 1u);
+    BOOST_CHECK_EQUAL(b.w().quiet_timeouts(), 0u);
+}
+
+// The tail loss probe: every chunk has left and all but the last came
+// back within a millisecond; 2.5 ms later (half the 5 ms timeout floor of
+// kernel UDP, above two round trips) a PING names the last chunk, nothing
+// resent. Answered HELD (its slot waits for a late rank): nothing goes.
+// Answered with a PONG naming it (railgated does not have it): it goes.
+BOOST_AUTO_TEST_CASE(a_tail_probe_asks_before_it_resends) {
+    for (const bool held : {true, false}) {
+        bench b(false);
+        const sent first = b.start(pool);
+        BOOST_REQUIRE_EQUAL(first.contribs.size(), pool);
+        for (unsigned i = 0; i + 1 < pool; ++i) b.result(first.contribs[i]);
+        sent s = b.after(1 * ms);
+        BOOST_CHECK_EQUAL(s.pings.size(), 0u);
+        s = b.after(2500 * us + 250 * us);
+        BOOST_CHECK_EQUAL(s.contribs.size(), 0u);
+        BOOST_REQUIRE_EQUAL(s.pings.size(), 1u);
+        BOOST_CHECK_EQUAL(s.pings[0].h.offset, (pool - 1u) * chunk_bytes / 4u);
+        if (held) {
+            b.held_for(s.pings[0]);
+            s = b.after(0);
+            BOOST_CHECK_EQUAL(s.contribs.size(), 0u);
+            BOOST_CHECK_EQUAL(b.w().helds(), 1u);
+            BOOST_CHECK_EQUAL(b.w().tail_probes(), 0u);
+            b.result(first.contribs[pool - 1]); // the late rank comes
+            b.after(0);
+        } else {
+            b.pong(s.pings[0]);
+            s = b.after(0);
+            BOOST_REQUIRE_EQUAL(s.contribs.size(), 1u);
+            BOOST_CHECK(s.contribs[0].retransmit());
+            BOOST_CHECK_EQUAL(s.contribs[0].h.offset, (pool - 1u) * chunk_bytes / 4u);
+            BOOST_CHECK_EQUAL(b.w().tail_probes(), 1u);
+            answer_all(b, s);
+        }
+        b.check_result();
+        BOOST_CHECK_EQUAL(b.w().retransmits(), held ? 0u : 1u);
+        BOOST_CHECK_EQUAL(b.w().timeout_retransmits(), 0u);
+    }
+}
+
 // A slot that waits for a late rank: railgated answers the probe HELD. The
 // timers restart at the HELD and double for each HELD in a row (40 ms,
 // then 80 ms); the timeout then PINGs again and only the probe goes
@@ -278,8 +385,9 @@ BOOST_AUTO_TEST_CASE(a_held_probe_restarts_the_timers_doubled_and_sends_nothing_
     const sent first = b.start(pool);
     BOOST_REQUIRE_EQUAL(first.contribs.size(), pool);
 
-    // railgated answers the timeout's PING, then the probe HELD, and the
-    // probe's PING too, which says nothing more.
+    // railgated answers the timeout's PING (it does not look: an older
+    // railgated), then the probe HELD, and the probe's PING too, which
+    // says nothing more.
     const auto probe_held = [&b](sent s) {
         BOOST_REQUIRE_EQUAL(s.contribs.size(), 0u);
         BOOST_REQUIRE_EQUAL(s.pings.size(), 1u);
