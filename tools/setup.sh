@@ -62,9 +62,9 @@ build() {
 # (control), of librailgate (c-api) and of capture's ring (capture), and
 # railgated itself on udp rails (udp-rails-kernel-socket: jobs, railctl's
 # live changes and the exit, when the lcores' loops end and the rails are
-# freed), railgated through the fault test's kills, stops, restarts, lost
-# results and rails going down (RAILGATE_TSAN=1: there it shows, not judges,
-# how many chunks the workers resend), and the embedded default with its
+# freed), railgated through the fault test's steps where its threads meet
+# (RAILGATE_TSAN=1: the fault injector set from the control thread, a
+# kill and restart, a link going down, the exit), and the embedded default with its
 # DPDK workers, also under faults (frames cross threads there through DPDK,
 # which railgate's TSan build annotates: dataplane/net/burst.hpp).
 # Optimised (-O1) so that the netns traffic keeps its timing. Built with
@@ -88,6 +88,10 @@ run_suites() { # DIR [MESON_TEST_ARGS...]
   meson test -C "$dir" "$@" --print-errorlogs --num-processes 1 --no-suite unit --no-suite fuzz
 }
 
+# CI's time, phase by phase: "setup: PHASE took N s (M s in all)".
+phase_t0=0
+phase() { echo "setup: $1 took $((SECONDS - phase_t0)) s ($SECONDS s in all)"; phase_t0=$SECONDS; }
+
 sanitize() {
   local dir=build-sanitize tsan=build-tsan targets
   sanitized_tree $dir address,undefined
@@ -99,14 +103,18 @@ for t in json.load(sys.stdin):
         print(" ".join(os.path.relpath(f, sys.argv[1]) for f in t["filename"]))' "$dir")
   # shellcheck disable=SC2086
   ninja -C $dir $targets
+  phase "ASan+UBSan build"
   run_suites $dir --setup sanitize --no-rebuild
+  phase "ASan+UBSan tests"
   sanitized_tree $tsan thread
   ninja -C $tsan tests/unit/test_placement tests/unit/test_control tests/unit/test_c_api tests/unit/test_capture \
     tests/vdev/test_rail_loop tests/vdev/test_udp_port dataplane/railgated railctl tools/railbench
+  phase "TSan build"
   RAILGATE_TSAN=1 meson test -C $tsan --setup sanitize --no-rebuild --print-errorlogs --num-processes 1 placement control \
     c-api capture rail-loop-net_ring udp-port-loopback udp-rails-kernel-socket faults-loss-kill-stop-restart-rail-down \
     dpdk-workers-af_xdp-af_packet-tap \
     railbench-embedded-fp32 railbench-embedded-lcore-workers railbench-embedded-mtu9000-pool3 railbench-window-under-loss
+  phase "TSan tests"
 }
 
 mode=${1:-demo}
@@ -119,8 +127,11 @@ case "$mode" in
     ;;
   test)
     install_deps test
+    phase "packages"
     build
+    phase "release build"
     run_suites build
+    phase "release tests"
     sanitize
     ;;
   sanitize)
