@@ -147,6 +147,7 @@ struct worker::state {
         std::uint64_t sent_ns = 0;
         unsigned retries = 0;      // retransmits of the chunk in flight (backoff; Karn)
         bool queued = false;       // waiting in `pending` (not sent: no timeout runs)
+        bool held = false;         // railgated answered HELD for it (since it was last sent)
     };
     // One rail's pipeline: everything progress_rail touches, so that rails
     // can run on threads of their own (worker_options::engine).
@@ -307,6 +308,7 @@ struct worker::state {
         sl.sent_ns = t;
         sl.retries = flags & wire::flag_retransmit ? sl.retries + 1 : 0;
         sl.queued = !(flags & wire::flag_retransmit); // new chunks go through `pending`
+        sl.held = false;
         tx_msg m;
         m.h.type = wire::msg_type::contrib;
         m.h.dt = dt;
@@ -1093,6 +1095,7 @@ void worker::held(unsigned r, const rx_msg& m) {
         !m.intact_without_payload())
         return;
     ++rr.helds;
+    rr.slots[m.h.slot].held = true;
     if (rr.held_ns <= std::max(rr.timeouts_ns, rr.probe_ns)) rr.holds = std::min(rr.holds + 1, 6u);
     rr.held_ns = now_ns();
     using enum state::rail_run::probe;
@@ -1159,22 +1162,34 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     std::size_t oldest = s.pool;
     for (std::size_t si = 0; si < s.pool && !t_.reliable() && !done; ++si)
         if (expired(si) && (oldest == s.pool || rr.slots[si].sent_ns < rr.slots[oldest].sent_ns)) oldest = si;
+    // The chunk a silence asks about: the oldest whose timer ran out that
+    // railgated has not answered HELD. Asking again only about one it holds
+    // (its slot waiting for another rank's chunk) would leave a lost chunk
+    // of this rank behind it unasked, which the other rank's slot may wait
+    // for in turn: each rank's oldest held, for ever (CI, a0e541c: two
+    // embedded workers under 5% loss, 2 runs of 80 here).
+    std::size_t ask = s.pool;
+    for (std::size_t si = 0; si < s.pool && !t_.reliable() && !done; ++si)
+        if (expired(si) && !rr.slots[si].held && (ask == s.pool || rr.slots[si].sent_ns < rr.slots[ask].sent_ns))
+            ask = si;
+    if (ask == s.pool) ask = oldest;
     // The rail stalls (a late rank, a paused railgated, a window lost
-    // whole): a PING alone first, then, once railgated answers it with the
-    // chunk still out, the oldest chunk as the probe (see rail_run::probing).
+    // whole): a PING naming the oldest chunk first, then, once railgated
+    // answers that it does not have the chunk, the chunk as the probe (see
+    // rail_run::probing).
     const auto ping_probe = [&](std::size_t chunk) {
         rr.probe_ns = now;
         send_ping(r, now, chunk);
     };
     bool timed_out = false;
-    if (rr.probing == none && oldest != s.pool) {
+    if (rr.probing == none && ask != s.pool) {
         rr.probing = pinged;
-        rr.probe_slot = oldest;
+        rr.probe_slot = ask;
         rr.probe_pings = 0;
-        ping_probe(oldest);
+        ping_probe(ask);
     } else if (rr.probing == pinged) {
         if (done || oldest == s.pool) {
-            rr.probing = none; // the chunk went back to the queue
+            rr.probing = none; // its timer restarted (a result, a HELD), or it went back to the queue
         } else if (now - rr.probe_ns >=
                    std::min(s.rto_cap_ns, rto << std::min(std::max(rr.probe_pings + 1, doubled), 6u))) {
             ++rr.probe_pings;

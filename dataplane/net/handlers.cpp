@@ -466,7 +466,18 @@ void send_held(rail_state& rs, rte_mbuf* m, const wire::header& asked, std::uint
     a.count = 0;
     a.gen = gen;
     bump(rs.ctr.held);
-    send_header_answer(rs, m, msg, a, wire::msg_type::held, j.world - static_cast<std::uint32_t>(std::popcount(s.bitmap)));
+    const auto waiting = j.world - static_cast<std::uint32_t>(std::popcount(s.bitmap));
+    send_header_answer(rs, m, msg, a, wire::msg_type::held, waiting);
+}
+
+// Slot s's kept result, sent again to `rank`, flagged (it asked for it: a
+// RETRANSMIT, or a PING naming the chunk, came in m on rail rs); m is freed.
+void resend_kept(rail_state& rs, rail_state& home, const agg::job& j, const agg::slot& s, unsigned rank,
+                 rte_mbuf* m) noexcept {
+    bump(rs.ctr.results_resent);
+    result_sum psum{j, s};
+    answer(home, j, s, rank, psum, nullptr, std::nullopt, wire::flag_retransmit);
+    rte_pktmbuf_free(m);
 }
 
 void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<const std::uint8_t> payload,
@@ -505,13 +516,7 @@ void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h, std::spa
                 rte_prefetch1(payload.data() + off);
         return;
     case agg::action::held: return send_held(rs, m, h, h.gen, *o.j, *o.s, from);
-    case agg::action::resend: {
-        bump(rs.ctr.results_resent);
-        result_sum psum{*o.j, *o.s};
-        answer(*home, *o.j, *o.s, h.rank, psum, nullptr, std::nullopt, wire::flag_retransmit);
-        rte_pktmbuf_free(m);
-        return;
-    }
+    case agg::action::resend: return resend_kept(rs, *home, *o.j, *o.s, h.rank, m);
     case agg::action::completed: {
         bump(rs.ctr.contributions);
         bump(home->ctr.aggregations);
@@ -643,13 +648,7 @@ void handle_ping(rail_state& rs, rte_mbuf* m, const wire::header& h, const frame
         const agg::outcome o = rs.agg.query(*j, h);
         if (o.act != agg::action::dropped) bump(rs.ctr.queried);
         if (o.act == agg::action::held) return send_held(rs, m, h, h.aux, *j, *o.s, from);
-        if (o.act == agg::action::resend) {
-            bump(rs.ctr.results_resent);
-            result_sum psum{*j, *o.s};
-            answer(rs, *j, *o.s, h.rank, psum, nullptr, std::nullopt, wire::flag_retransmit);
-            rte_pktmbuf_free(m);
-            return;
-        }
+        if (o.act == agg::action::resend) return resend_kept(rs, rs, *j, *o.s, h.rank, m);
     }
     bump(rs.ctr.pongs);
     send_header_answer(rs, m, msg, h, wire::msg_type::pong, 0);

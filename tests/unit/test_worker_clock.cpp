@@ -309,6 +309,32 @@ BOOST_AUTO_TEST_CASE(a_ping_answered_held_resends_nothing) {
     BOOST_CHECK_EQUAL(b.w().quiet_timeouts(), 2u);
 }
 
+// Two chunks out, both timed out: the first is held (its slot waits for
+// the other rank), the second lost. The next timeout asks about the second,
+// not the held one again: asked only about its oldest, each of two ranks
+// could wait for ever on a chunk the other lost behind its own held one.
+BOOST_AUTO_TEST_CASE(the_next_timeout_asks_about_a_chunk_not_held) {
+    bench b(false);
+    const sent first = b.start(2);
+    BOOST_REQUIRE_EQUAL(first.contribs.size(), 2u);
+    sent s = b.after(20 * ms + 250 * us);
+    BOOST_REQUIRE_EQUAL(s.pings.size(), 1u);
+    BOOST_CHECK_EQUAL(s.pings[0].h.offset, 0u);
+    b.held_for(s.pings[0]);
+    b.after(0);
+    s = b.after(40 * ms + 250 * us); // doubled, from the HELD
+    BOOST_REQUIRE_EQUAL(s.pings.size(), 1u);
+    BOOST_CHECK_EQUAL(s.pings[0].h.offset, chunk_bytes / 4u); // the second chunk
+    b.pong(s.pings[0]);
+    s = b.after(0);
+    BOOST_REQUIRE_EQUAL(s.contribs.size(), 1u);
+    BOOST_CHECK_EQUAL(s.contribs[0].h.offset, chunk_bytes / 4u);
+    b.result(first.contribs[0]);
+    answer_all(b, s);
+    b.check_result();
+    BOOST_CHECK_EQUAL(b.w().retransmits(), 1u);
+}
+
 // Both chunks' results were lost: railgated answers the timeout's PING,
 // naming the oldest chunk, with its kept result sent again (flagged): no
 // resend for it, and no sample (Karn): the other chunk's timer, restarted
