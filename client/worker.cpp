@@ -207,6 +207,8 @@ struct worker::state {
         // lost and go together. A result of a chunk sent once ends it
         // (probe::none).
         enum class probe : std::uint8_t { none, pinged, ponged, out, answered } probing = probe::none;
+        // A timeout's PING is out (or answered PONG), no chunk resent yet.
+        bool asking() const noexcept { return probing == probe::pinged || probing == probe::ponged; }
         std::uint64_t timeouts_ns = 0; // the last round's time
         std::uint64_t probe_ns = 0;    // the last probe's (or its PING's)
         std::size_t probe_slot = 0;
@@ -926,8 +928,7 @@ bool worker::progress_rail(unsigned r) {
         // chunks whose timers run out are lost too and go together, as
         // after a probe's answer.
         const bool resent = m.h.flags & wire::flag_retransmit;
-        const bool pinged =
-            rr.probing == state::rail_run::probe::pinged || rr.probing == state::rail_run::probe::ponged;
+        const bool pinged = rr.asking();
         if (resent && pinged) rr.probing = state::rail_run::probe::answered;
         const std::uint64_t sent = sl.sent_ns;
         const std::uint64_t t = sl.sent_ns ? arrived : 0;
@@ -1099,7 +1100,7 @@ void worker::held(unsigned r, const rx_msg& m) {
     if (rr.held_ns <= std::max(rr.timeouts_ns, rr.probe_ns)) rr.holds = std::min(rr.holds + 1, 6u);
     rr.held_ns = now_ns();
     using enum state::rail_run::probe;
-    if (rr.probing == pinged || rr.probing == ponged) ++rr.quiet_timeouts; // the PING's answer: nothing resent
+    if (rr.asking()) ++rr.quiet_timeouts; // the PING's answer: nothing resent
     if (rr.probing != none && rr.probing != answered) rr.probing = none;
 }
 
