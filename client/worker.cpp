@@ -374,6 +374,9 @@ worker::~worker() = default;
 const std::string& worker::error() const noexcept { return s_->err; }
 failure worker::failed_with() const noexcept { return s_->why; }
 const wire::join_ack_body& worker::job_info() const noexcept { return s_->ack; }
+std::uint32_t worker::instance(unsigned rail) const noexcept {
+    return rail < s_->inst.size() ? s_->inst[rail] : 0;
+}
 std::uint32_t worker::chunk_elems() const noexcept { return s_->chunk_elems; }
 std::span<const unsigned> worker::stripe_rails() const noexcept { return s_->tr; }
 stats::histogram& worker::chunk_rtt() noexcept {

@@ -190,6 +190,9 @@ public:
     std::string recover();
 
     const wire::join_ack_body& job_info() const noexcept;
+    // The job's incarnation on transport rail r: the gen its control
+    // messages (PING, LEAVE, ERROR) carry. 0 before the rail's JOIN_ACK.
+    std::uint32_t instance(unsigned rail) const noexcept;
     std::uint32_t chunk_elems() const noexcept;
     // The transport rails the job stripes over, in stripe order.
     std::span<const unsigned> stripe_rails() const noexcept;

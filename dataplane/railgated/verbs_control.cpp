@@ -57,6 +57,7 @@ json verbs_counters_json(const verbs::plane& p, const std::string& only) {
                          {"joins", v(c.joins)},
                          {"join_errors", v(c.join_errors)},
                          {"leaves", v(c.leaves)},
+                         {"leaves_again", v(c.leaves_again)},
                          {"aborts", v(c.aborts)},
                          {"stalls", v(c.stalls)},
                          {"expirations", v(c.expirations)},

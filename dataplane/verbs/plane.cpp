@@ -63,6 +63,14 @@ struct conn {
     int job = -1;              // index in the rail's job table
     std::uint16_t rank = 0;
     bool have_region = false;  // the worker's REGION (where results go)
+    // The job this connection left (its LEAVE): a LEAVE repeated for it is
+    // acknowledged again, as on the UDP rails.
+    struct left_job {
+        bool any = false;
+        std::uint32_t id = 0, gen = 0;
+        std::uint64_t token = 0;
+        std::uint16_t rank = 0;
+    } left;
     wire::region_body peer{};
     send_ledger sends{sq_depth};
     std::deque<pending_send> backlog;
@@ -143,6 +151,7 @@ struct plane::rail_state {
     void on_join(conn& c, const wire::header& h, std::span<const std::uint8_t> body);
     void on_region(conn& c, const wire::header& h, std::span<const std::uint8_t> body);
     void on_leave(conn& c, const wire::header& h);
+    void ack_leave(conn& c, const wire::header& h);
     void on_ping(conn& c, const wire::header& h);
     void on_chunk(conn& c, std::uint32_t imm, std::uint32_t len, std::uint64_t now);
     void complete_slot(vjob& x, unsigned slot);
@@ -624,6 +633,14 @@ void plane::rail_state::on_control(conn& c, const std::uint8_t* msg, std::size_t
                    h.gen);
         return ctr.drop(drop_reason::unknown_job);
     }
+    if (c.job < 0 && h.type == wire::msg_type::leave && c.left.any && c.left.id == h.job_id &&
+        c.left.rank == h.rank && c.left.gen == h.gen && wire::token_equal(c.left.token, h.job_token)) {
+        // Leaving is idempotent: the worker asked again before the
+        // LEAVE_ACK reached it (a reliable connection loses nothing, but a
+        // busy host can hold the answer past the worker's wait).
+        bump(ctr.leaves_again);
+        return ack_leave(c, h);
+    }
     if (c.job < 0 || job_at(c.job).id != h.job_id || c.rank != h.rank)
         return ctr.drop(h.type == wire::msg_type::region ? drop_reason::rank_not_joined : drop_reason::leave_unknown);
     vjob& x = job_at(c.job);
@@ -795,8 +812,13 @@ void plane::rail_state::on_region(conn& c, const wire::header& h, std::span<cons
 }
 
 void plane::rail_state::on_leave(conn& c, const wire::header& h) {
+    c.left = {true, h.job_id, h.gen, h.job_token, h.rank};
     detach(c);
     bump(ctr.leaves);
+    ack_leave(c, h);
+}
+
+void plane::rail_state::ack_leave(conn& c, const wire::header& h) {
     wire::header a = h;
     a.type = wire::msg_type::leave_ack;
     a.flags = 0;

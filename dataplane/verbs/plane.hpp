@@ -70,7 +70,8 @@ struct rail_counters {
     std::atomic<std::uint64_t> connects{0}, disconnects{0}, rejected{0}, joins{0}, join_errors{0}, leaves{0},
         aborts{0}, contributions{0}, results{0}, qp_errors{0}, rtt_reports{0}, backlogged{0},
         engine_reductions{0}, // slots reduced across the NUMA arena (large chunks)
-        stalls{0}, expirations{0}, takeovers{0}, pongs{0}; // job lifecycle, as on DPDK rails
+        stalls{0}, expirations{0}, takeovers{0}, pongs{0}, // job lifecycle, as on DPDK rails
+        leaves_again{0}; // LEAVEs repeated by a rank that had left, acknowledged again
     std::atomic<std::uint64_t> drops[drop_reason_count]{};
     void drop(drop_reason r) noexcept { drops[static_cast<unsigned>(r)].fetch_add(1, std::memory_order_relaxed); }
 };

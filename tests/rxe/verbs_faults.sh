@@ -33,6 +33,8 @@ import json, sys
 d = json.load(open(sys.argv[1]))["rails"][0]["drops"]
 for reason in ("slot_range", "bad_generation", "verbs_length"):
     assert d.get(reason, 0) == 1, (reason, d)
+r = json.load(open(sys.argv[1]))["rails"][0]
+assert r["leaves"] == 1 and r["leaves_again"] == 1 and "leave_unknown" not in d, r
 PY
 
 # Rank 2 dies (SIGKILL) in the middle of a long run.

@@ -2,9 +2,11 @@
 // railgated's verbs rail, writes chunks whose immediate names a slot out of
 // range, a wrong generation and a length that is not whole elements (each
 // must be counted and dropped), then checks that a real allreduce still
-// completes with the right result on the same QP.
+// completes with the right result on the same QP. Then it leaves twice:
+// both LEAVEs are acknowledged.
 //
 //   verbs_probe SERVER_IP PORT
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -58,8 +60,31 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "verbs_probe: wrong result after the bad writes\n");
             return 1;
         }
-        w.leave();
-        std::printf("verbs_probe: 3 bad writes posted, the allreduce after them is exact\n");
+        // LEAVE twice, as a worker whose wait ran out before the LEAVE_ACK
+        // came: each is acknowledged (leaves 1, leaves_again 1), neither
+        // counted a drop.
+        wire::header h;
+        h.type = wire::msg_type::leave;
+        h.job_id = o.job_id;
+        h.job_token = o.job_token;
+        h.world_size = static_cast<std::uint16_t>(o.world);
+        h.gen = w.instance(0);
+        unsigned acks = 0;
+        for (int k = 0; k < 2; ++k) {
+            const client::tx_msg leave{h, nullptr, 0};
+            t.send(0, &leave, 1);
+            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+            while (acks == static_cast<unsigned>(k) && std::chrono::steady_clock::now() < until) {
+                client::rx_msg m[4];
+                const unsigned n = t.recv(0, m, 4);
+                for (unsigned j = 0; j < n; ++j) acks += m[j].h.type == wire::msg_type::leave_ack;
+            }
+        }
+        if (acks != 2) {
+            std::fprintf(stderr, "verbs_probe: %u LEAVE_ACKs to 2 LEAVEs\n", acks);
+            return 1;
+        }
+        std::printf("verbs_probe: 3 bad writes posted, the allreduce after them is exact, a repeated LEAVE acked\n");
         return 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "verbs_probe: %s\n", e.what());
