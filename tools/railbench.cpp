@@ -184,7 +184,8 @@ void usage(std::FILE* f) {
                  "                          or net_af_packet0,iface=eth1@10.0.0.10 (repeat per rail, rail 0 first)\n"
                  "LAG versus rail (embedded):\n"
                  "      --rail-rate RATE    shape every rail to RATE (1Gbit, 250Mbit: a link speed)\n"
-                 "      --policy rail|lag   railgated's policy\n"
+                 "      --policy rail|lag   railgated's policy: of the W-worker job, or with --flows or\n"
+                 "                          --rail-rate of every flow\n"
                  "      --flows N           N one-worker jobs at once (N flows) instead of one W-worker job;\n"
                  "                          prints their total throughput against one link\n"
                  "      --lag-table         rail with 1 flow, lag with 1 flow, lag with --flows (default 4)\n"
@@ -881,7 +882,7 @@ int run_isolation(const options& o) {
 
 int run_embedded(const options& o) {
     if (o.isolation) return run_isolation(o);
-    if (o.rail_rate || !o.policy.empty() || o.flows || o.lag_table) return run_lag(o);
+    if (o.rail_rate || o.flows || o.lag_table) return run_lag(o);
     net::eal eal(net::embedded_eal_args("railbench"));
     client::embedded_fabric fabric(o.rails, o.workers, o.mtu, o.fabric_offload);
     fabric.set_fault(o.fault);
@@ -893,6 +894,10 @@ int run_embedded(const options& o) {
     net::daemon d(dc);
     d.print_placement(notes);
     d.launch();
+    if (!o.policy.empty())
+        if (std::string e = d.set_policy(o.policy == "lag" ? wire::rail_policy::lag : wire::rail_policy::rail);
+            !e.empty())
+            die(e);
     std::vector<std::unique_ptr<client::transport>> ts;
     std::vector<std::unique_ptr<client::worker>> owners;
     std::vector<client::worker*> ws;
@@ -908,9 +913,9 @@ int run_embedded(const options& o) {
         ranks.push_back(w);
     }
     const auto& ack = ws[0]->job_info();
-    std::fprintf(notes, "# railbench: embedded railgated, %u rails, %u workers, dtype %s, mtu %u, chunk %u B, pool %u, "
+    std::fprintf(notes, "# railbench: embedded railgated, %u rails%s, %u workers, dtype %s, mtu %u, chunk %u B, pool %u, "
                 "transport dpdk (net_ring), checksums %s, kernels %s\n",
-                ack.n_rails, o.workers, std::string(wire::dtype_name(o.dt)).c_str(), o.mtu, ack.chunk_bytes,
+                ack.n_rails, ack.policy == wire::rail_policy::lag ? " (LAG)" : "", o.workers, std::string(wire::dtype_name(o.dt)).c_str(), o.mtu, ack.chunk_bytes,
                 ack.pool_size, o.fabric_offload ? "offloaded" : "software", std::string(reduce::best().name).c_str());
     stats::histogram lat, own;
     const std::uint64_t wrong = run_table(o, ws, ranks, lat, own, &d);

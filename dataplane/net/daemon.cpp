@@ -322,6 +322,9 @@ void daemon::print_stats(std::FILE* out) const {
                      v(c.join_errors), v(c.leaves), v(c.aborts), v(c.arp_replies), v(c.icmp_replies),
                      c.total_drops());
         if (v(c.ecn_marked)) std::fprintf(out, "  ecn: %" PRIu64 " frames marked CE\n", v(c.ecn_marked));
+        if (v(c.queried) || v(c.held))
+            std::fprintf(out, "  loss: %" PRIu64 " PINGs naming a chunk answered from its slot, %" PRIu64 " HELD\n",
+                         v(c.queried), v(c.held));
         if (v(c.leaves_again))
             std::fprintf(out, "  leaves: %" PRIu64 " acknowledged again (their LEAVE_ACK lost)\n", v(c.leaves_again));
         if (v(c.udp_coalesced))

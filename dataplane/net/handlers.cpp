@@ -642,13 +642,20 @@ void handle_ping(rail_state& rs, rte_mbuf* m, const wire::header& h, const frame
     // A PING naming a chunk (count > 0: a timeout asks before it resends)
     // is answered as its RETRANSMIT would be, without its data: HELD when
     // the slot holds it, the kept result when the slot is past it. A chunk
-    // not here gets the PONG, and the rank sends it again. (A LAG job's
-    // slots live on its home member: a plain PONG.)
-    if (h.count && !j->lag) {
-        const agg::outcome o = rs.agg.query(*j, h);
-        if (o.act != agg::action::dropped) bump(rs.ctr.queried);
-        if (o.act == agg::action::held) return send_held(rs, m, h, h.aux, *j, *o.s, from);
-        if (o.act == agg::action::resend) return resend_kept(rs, rs, *j, *o.s, h.rank, m);
+    // not here gets the PONG, and the rank sends it again. A LAG job's
+    // slots live on its home member, which is asked (its answer goes out
+    // here, or on the member the rank's results use).
+    if (h.count) {
+        std::uint64_t addr = peer_key(from);
+        drop_reason why = drop_reason::none;
+        rail_state* home = j->lag ? lag_home(rs, h, addr, why) : &rs;
+        agg::job* hj = home == &rs ? j : home ? home->agg.find(h.job_id) : nullptr;
+        if (hj) {
+            const agg::outcome o = home->agg.query(*hj, h);
+            if (o.act != agg::action::dropped) bump(rs.ctr.queried);
+            if (o.act == agg::action::held) return send_held(rs, m, h, h.aux, *hj, *o.s, from);
+            if (o.act == agg::action::resend) return resend_kept(rs, *home, *hj, *o.s, h.rank, m);
+        }
     }
     bump(rs.ctr.pongs);
     send_header_answer(rs, m, msg, h, wire::msg_type::pong, 0);
