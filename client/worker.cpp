@@ -1163,19 +1163,22 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
         const unsigned doublings = std::min(std::max(sl.retries, doubled), 6u);
         return now - std::max(sl.sent_ns, restarted) >= std::min(s.rto_cap_ns, rto << doublings);
     };
-    std::size_t oldest = s.pool;
-    for (std::size_t si = 0; si < s.pool && !t_.reliable() && !done; ++si)
-        if (expired(si) && (oldest == s.pool || rr.slots[si].sent_ns < rr.slots[oldest].sent_ns)) oldest = si;
-    // The chunk a silence asks about: the oldest whose timer ran out that
-    // railgated has not answered HELD. Asking again only about one it holds
-    // (its slot waiting for another rank's chunk) would leave a lost chunk
-    // of this rank behind it unasked, which the other rank's slot may wait
-    // for in turn: each rank's oldest held, for ever (CI, a0e541c: two
+    // The oldest chunk whose timer ran out (while a probe is out, only its
+    // chunk's runs), and the chunk a silence asks about: the oldest of
+    // those railgated has not answered HELD. Asking again only about one it
+    // holds (its slot waiting for another rank's chunk) would leave a lost
+    // chunk of this rank behind it unasked, which the other rank's slot may
+    // wait for in turn: each rank's oldest held, for ever (CI, a0e541c: two
     // embedded workers under 5% loss, 2 runs of 80 here).
-    std::size_t ask = s.pool;
+    std::size_t oldest = s.pool, ask = s.pool;
+    const auto before = [&](std::size_t si, std::size_t than) {
+        return than == s.pool || rr.slots[si].sent_ns < rr.slots[than].sent_ns;
+    };
     for (std::size_t si = 0; si < s.pool && !t_.reliable() && !done; ++si)
-        if (expired(si) && !rr.slots[si].held && (ask == s.pool || rr.slots[si].sent_ns < rr.slots[ask].sent_ns))
-            ask = si;
+        if (expired(si)) {
+            if (before(si, oldest)) oldest = si;
+            if (!rr.slots[si].held && before(si, ask)) ask = si;
+        }
     if (ask == s.pool) ask = oldest;
     // The rail stalls (a late rank, a paused railgated, a window lost
     // whole): a PING naming the oldest chunk first, then, once railgated

@@ -213,6 +213,12 @@ public:
         t_.end(j);
     }
 
+    // Whether slot s keeps the result of generation `gen` (its previous
+    // one) for the chunk h names: a rank that lost it gets it again.
+    static bool keeps_result(const slot& s, std::uint32_t gen, const wire::header& h) noexcept {
+        return gen == s.gen - 1 && s.result_valid && h.offset == s.result_offset && h.count == s.result_count;
+    }
+
     // What a PING naming a chunk of member `h.rank` asks (its timeout ran
     // out; PROTOCOL.md, "Loss"): slot h.slot, generation h.aux, the chunk
     // at h.offset of h.count elements. action::held when the slot holds the
@@ -229,7 +235,7 @@ public:
         o.s = &s;
         if (h.aux == s.gen && (s.bitmap >> h.rank & 1) && s.offset == h.offset && s.count == h.count)
             o.act = action::held;
-        else if (h.aux == s.gen - 1 && s.result_valid && s.result_offset == h.offset && s.result_count == h.count)
+        else if (keeps_result(s, h.aux, h))
             o.act = action::resend;
         return o;
     }
@@ -278,7 +284,7 @@ public:
             // The previous generation, sent again: the rank missed the
             // result. A copy that was not sent again (a duplicate on the
             // wire) gets nothing: the result is on its way.
-            if (h.gen == s.gen - 1 && s.result_valid && h.offset == s.result_offset && h.count == s.result_count) {
+            if (keeps_result(s, h.gen, h)) {
                 if (!(h.flags & wire::flag_retransmit)) return drop(o, drop_reason::duplicate);
                 o.act = action::resend;
                 return o;

@@ -203,6 +203,17 @@ void answer_all(bench& b, const sent& s) {
     b.after(0);
 }
 
+// Two chunks out and nothing back: the first timeout (20 ms, no round trip
+// measured yet) sends one PING, naming the oldest. Returns what started.
+sent two_out_first_ping(bench& b, sent& ping) {
+    const sent first = b.start(2);
+    BOOST_REQUIRE_EQUAL(first.contribs.size(), 2u);
+    ping = b.after(20 * ms + 250 * us);
+    BOOST_REQUIRE_EQUAL(ping.pings.size(), 1u);
+    BOOST_CHECK_EQUAL(ping.pings[0].h.offset, 0u);
+    return first;
+}
+
 } // namespace
 
 // A window lost whole: 20 ms after it left (no round trip measured yet)
@@ -315,11 +326,8 @@ BOOST_AUTO_TEST_CASE(a_ping_answered_held_resends_nothing) {
 // could wait for ever on a chunk the other lost behind its own held one.
 BOOST_AUTO_TEST_CASE(the_next_timeout_asks_about_a_chunk_not_held) {
     bench b(false);
-    const sent first = b.start(2);
-    BOOST_REQUIRE_EQUAL(first.contribs.size(), 2u);
-    sent s = b.after(20 * ms + 250 * us);
-    BOOST_REQUIRE_EQUAL(s.pings.size(), 1u);
-    BOOST_CHECK_EQUAL(s.pings[0].h.offset, 0u);
+    sent s;
+    const sent first = two_out_first_ping(b, s);
     b.held_for(s.pings[0]);
     b.after(0);
     s = b.after(40 * ms + 250 * us); // doubled, from the HELD
@@ -342,11 +350,8 @@ BOOST_AUTO_TEST_CASE(the_next_timeout_asks_about_a_chunk_not_held) {
 // (the PING was answered: railgated is there) and goes at once.
 BOOST_AUTO_TEST_CASE(a_ping_brings_a_lost_result_back_without_a_resend) {
     bench b(false);
-    const sent first = b.start(2);
-    BOOST_REQUIRE_EQUAL(first.contribs.size(), 2u);
-    sent s = b.after(20 * ms + 250 * us);
-    BOOST_REQUIRE_EQUAL(s.pings.size(), 1u);
-    BOOST_CHECK_EQUAL(s.pings[0].h.offset, 0u);
+    sent s;
+    const sent first = two_out_first_ping(b, s);
     b.result(first.contribs[0], wire::flag_retransmit);
     b.after(0);
     s = b.after(20 * ms - 250 * us);
