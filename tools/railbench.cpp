@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -459,6 +461,24 @@ std::uint64_t last_level_cache_bytes() {
     return v ? v : std::uint64_t{32} << 20;
 }
 
+// Runs f, the work between operations (making the inputs and the reference,
+// checking a result). With ranks in other processes, a rank that starts
+// the next operation first makes railgated wait for this one; work longer
+// than the job's stall time (big counts, the sanitizers' slowdown) would
+// look like a dead rank. So big work runs on a thread while this one
+// tells railgated the ranks are alive (worker::keepalive, as the C API's
+// progress thread does between operations).
+template <class F>
+void between_ops(std::span<client::worker* const> ws, bool others, std::uint64_t bytes, F&& f) {
+    const unsigned stall = ws.empty() ? 0 : ws[0]->job_info().stall_ms;
+    if (!others || !stall || bytes < (std::uint64_t{1} << 20)) return f();
+    const auto every = std::chrono::milliseconds(std::max(10u, stall / 4));
+    std::future<void> done = std::async(std::launch::async, std::forward<F>(f));
+    while (done.wait_for(every) != std::future_status::ready)
+        for (client::worker* w : ws) w->keepalive();
+    done.get();
+}
+
 // Runs the table for `ranks` local workers (all W in embedded mode, one in
 // udp mode). Returns the number of wrong elements (or errors).
 std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, const std::vector<unsigned>& ranks,
@@ -507,13 +527,16 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
     std::vector<row> rows;
     for (std::uint64_t count : counts) {
         // Every rank's input, to build the rank-order reference locally.
-        std::vector<const void*> ptrs;
-        for (unsigned r = 0; r < o.workers; ++r) {
-            in[r].resize(count * es);
-            bench::fill_input(in[r].data(), count, o.dt, r, o.seed + count);
-            ptrs.push_back(in[r].data());
-        }
-        bench::reference_sum(ref.data(), ptrs, count, o.dt);
+        const bool others = ranks.size() < o.workers;
+        between_ops(ws, others, count * es * o.workers, [&] {
+            std::vector<const void*> ptrs;
+            for (unsigned r = 0; r < o.workers; ++r) {
+                in[r].resize(count * es);
+                bench::fill_input(in[r].data(), count, o.dt, r, o.seed + count);
+                ptrs.push_back(in[r].data());
+            }
+            bench::reference_sum(ref.data(), ptrs, count, o.dt);
+        });
         double total_s = 0;
         std::uint64_t wrong = 0;
         auto allreduce = [&](const std::vector<void*>& b, std::uint64_t n) {
@@ -534,7 +557,10 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
             one.push_back(scratch.data() + l * es);
         }
         for (unsigned it = 0; it < o.warmup + o.iters; ++it) {
-            for (std::size_t l = 0; l < ranks.size(); ++l) bench::restore_input(buf[l].data(), in[ranks[l]].data(), count * es);
+            between_ops(ws, others, count * es * ranks.size(), [&] {
+                for (std::size_t l = 0; l < ranks.size(); ++l)
+                    bench::restore_input(buf[l].data(), in[ranks[l]].data(), count * es);
+            });
             // With ranks in other processes, a barrier first (a one-element
             // allreduce, untimed), as tools/gloo_allreduce.py has: a rank
             // still checking the last result is not timed against the rest.
@@ -546,7 +572,7 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
                     }
                 return false;
             };
-            if (ranks.size() < o.workers) {
+            if (others) {
                 allreduce(one, 1);
                 if (failed()) return UINT64_MAX;
             }
@@ -560,7 +586,10 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
             const auto t1 = std::chrono::steady_clock::now();
             if (failed()) return UINT64_MAX;
             if (it >= o.warmup) total_s += std::chrono::duration<double>(t1 - t0).count();
-            for (std::size_t l = 0; l < ranks.size(); ++l) wrong += bench::count_wrong(buf[l].data(), ref.data(), count, o.dt);
+            between_ops(ws, others, count * es * ranks.size(), [&] {
+                for (std::size_t l = 0; l < ranks.size(); ++l)
+                    wrong += bench::count_wrong(buf[l].data(), ref.data(), count, o.dt);
+            });
         }
         for (auto* w : ws) {
             lat.merge(w->chunk_rtt());

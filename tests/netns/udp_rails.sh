@@ -18,6 +18,10 @@
 #  3. Two namespaces: the rails' addresses on railgated's veth ends (the
 #     kernel's), 2 workers in the other namespace at MTU 9000, bit-exact,
 #     results sent as UDP GSO runs and received coalesced (UDP GRO).
+#     The stall time is short (150 ms; 450 under the sanitizers), shorter
+#     than a rank takes to make 2 x 64 MiB of inputs and check a result:
+#     the ranks are alive between operations (railbench's keepalive
+#     PINGs), and the job completes rather than ending as a dead rank's.
 #   udp_rails.sh RAILGATED RAILBENCH RAILCTL
 set -u
 railgated=$1 railbench=$2 railctl=$3
@@ -140,7 +144,9 @@ for r in 0 1; do
   ip -n "$d" link set "rgd$r" mtu 9000
   ip -n "$w" link set "rgw$r" mtu 9000
 done
-ip netns exec "$d" "$railgated" --socket "$log/gated.sock" \
+stall=150
+[ "${RAILGATE_SANITIZED:-0}" = 1 ] && stall=450
+ip netns exec "$d" "$railgated" --socket "$log/gated.sock" --stall-ms "$stall" \
   --rail udp --ip 198.18.0.1 --mtu 9000 --rail udp --ip 198.18.1.1 --mtu 9000 \
   -- $test_eal_flags > "$log/gated-3.log" 2>&1 &
 gated_pid=$!
