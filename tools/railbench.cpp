@@ -488,8 +488,12 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
     std::uint64_t max_count = 0;
     for (auto c : counts) max_count = std::max(max_count, c);
     std::vector<std::vector<std::uint8_t>> in(o.workers), buf(ranks.size());
-    std::vector<std::uint8_t> ref(max_count * es);
-    for (auto& b : buf) b.resize(max_count * es);
+    std::vector<std::uint8_t> ref;
+    const bool others = ranks.size() < o.workers;
+    between_ops(ws, others, max_count * es * (ranks.size() + 1), [&] {
+        ref.resize(max_count * es);
+        for (auto& b : buf) b.resize(max_count * es);
+    });
     // With `host` (embedded), railgated's lcore drives the odd workers and
     // this thread the even ones: the two cores share the workers' copies.
     std::vector<client::worker*> mine, hosted;
@@ -527,7 +531,6 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
     std::vector<row> rows;
     for (std::uint64_t count : counts) {
         // Every rank's input, to build the rank-order reference locally.
-        const bool others = ranks.size() < o.workers;
         between_ops(ws, others, count * es * o.workers, [&] {
             std::vector<const void*> ptrs;
             for (unsigned r = 0; r < o.workers; ++r) {
