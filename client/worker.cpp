@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <future>
 #include <thread>
 #include <utility>
 
@@ -1486,6 +1487,17 @@ void complete(std::span<worker* const> ws) {
             else std::this_thread::yield();
         }
     }
+}
+
+void alive_while(std::span<worker* const> ws, const std::function<void()>& work) {
+    unsigned stall = 0;
+    for (const worker* w : ws) stall = stall ? std::min<unsigned>(stall, w->job_info().stall_ms) : w->job_info().stall_ms;
+    if (!stall) return work(); // not joined, or a railgated without a stall time
+    const auto every = std::chrono::milliseconds(std::max(10u, stall / 4));
+    std::future<void> done = std::async(std::launch::async, work);
+    while (done.wait_for(every) != std::future_status::ready)
+        for (worker* w : ws) w->keepalive();
+    done.get();
 }
 
 } // namespace railgate::client

@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <future>
 #include <memory>
 #include <optional>
 #include <span>
@@ -461,22 +460,16 @@ std::uint64_t last_level_cache_bytes() {
     return v ? v : std::uint64_t{32} << 20;
 }
 
-// Runs f, the work between operations (making the inputs and the reference,
-// checking a result). With ranks in other processes, a rank that starts
-// the next operation first makes railgated wait for this one; work longer
-// than the job's stall time (big counts, the sanitizers' slowdown) would
-// look like a dead rank. So big work runs on a thread while this one
-// tells railgated the ranks are alive (worker::keepalive, as the C API's
-// progress thread does between operations).
+// Runs f, the work between operations (allocating the buffers, making the
+// inputs and the reference, checking a result). With ranks in other
+// processes, a rank that starts the next operation first makes railgated
+// wait for this one: work longer than the job's stall time (big counts, the
+// sanitizers' slowdown) would look like a dead rank, so big work runs under
+// client::alive_while. Small work runs here: no thread per iteration.
 template <class F>
 void between_ops(std::span<client::worker* const> ws, bool others, std::uint64_t bytes, F&& f) {
-    const unsigned stall = ws.empty() ? 0 : ws[0]->job_info().stall_ms;
-    if (!others || !stall || bytes < (std::uint64_t{1} << 20)) return f();
-    const auto every = std::chrono::milliseconds(std::max(10u, stall / 4));
-    std::future<void> done = std::async(std::launch::async, std::forward<F>(f));
-    while (done.wait_for(every) != std::future_status::ready)
-        for (client::worker* w : ws) w->keepalive();
-    done.get();
+    if (!others || bytes < (std::uint64_t{1} << 20)) return f();
+    client::alive_while(ws, f);
 }
 
 // Runs the table for `ranks` local workers (all W in embedded mode, one in

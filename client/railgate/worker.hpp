@@ -34,6 +34,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -163,7 +164,8 @@ public:
     // Between operations: tells railgated this rank is alive (a PING on
     // every rail it stripes over), so that a rank computing for longer than
     // the stall time while the others already contribute is slow, not dead.
-    // Call it about every stall_ms / 4 (job_info().stall_ms) while idle.
+    // Call it about every stall_ms / 4 (job_info().stall_ms) while idle, or
+    // run the work under alive_while() (below), which does.
     void keepalive();
     // Tells railgated to abort the job (the other workers get an ERROR with
     // `why`, and with code rail_down/rank_failed the rails or rank in `detail`).
@@ -270,5 +272,13 @@ private:
 // that workers sharing cores with each other or with railgated do not hold
 // a core for a whole scheduler tick while the others wait.
 void complete(std::span<worker* const> ws);
+
+// Runs work() on a thread while this one keeps the joined workers `ws`
+// alive (keepalive() about every stall_ms / 4): how a caller does long work
+// between operations (computing, a checkpoint, making the next inputs)
+// without railgated taking its rank for dead when another rank starts the
+// next operation first. work() must not use the workers; what it throws is
+// rethrown here.
+void alive_while(std::span<worker* const> ws, const std::function<void()>& work);
 
 } // namespace railgate::client

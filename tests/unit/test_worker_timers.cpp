@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -64,6 +65,7 @@ public:
         armed_ = true;
     }
     unsigned helds() const { return helds_; }
+    unsigned pings() const { return pings_; }
 
 private:
     struct waiting {
@@ -98,7 +100,10 @@ private:
             return send(out.data(), test::join_ack(h, port_, pool, chunk_bytes, out.data()));
         case wire::msg_type::contrib: return contribution(h, msg, n);
         case wire::msg_type::leave: r.type = wire::msg_type::leave_ack; break;
-        case wire::msg_type::ping: r.type = wire::msg_type::pong; break;
+        case wire::msg_type::ping:
+            ++pings_;
+            r.type = wire::msg_type::pong;
+            break;
         default: return; // RTT reports
         }
         wire::encode_header(r, out.data());
@@ -143,7 +148,7 @@ private:
     clk::time_point first_{}, last_{};
     std::atomic<bool> stop_{false}, armed_{false}, held_{false};
     std::atomic<std::int64_t> hold_ns_{0}, drain_ns_{0};
-    std::atomic<unsigned> helds_{0};
+    std::atomic<unsigned> helds_{0}, pings_{0};
     std::thread th_;
 };
 
@@ -211,4 +216,24 @@ BOOST_AUTO_TEST_CASE(a_rail_that_delivers_slowly_is_not_lossy) {
     const std::uint64_t resent = j.run(2 * pool);
     BOOST_TEST_MESSAGE("a result per 4 ms: " << resent << " chunks sent again");
     BOOST_TEST(resent <= 3u);
+}
+
+// Long work between operations under alive_while: the worker PINGs
+// railgated about every stall_ms / 4 (the stand-in's JOIN_ACK says
+// 1000 ms: at 250 and 500 ms of 600), so a rank that another has gone
+// ahead of is not taken for dead; what the work throws comes back to
+// the caller, and the worker goes on.
+BOOST_AUTO_TEST_CASE(alive_while_pings_between_operations) {
+    job j;
+    j.run(pool);
+    client::worker* ws[] = {&j.w};
+    const unsigned before = j.s.pings();
+    client::alive_while(ws, [] { std::this_thread::sleep_for(600ms); });
+    std::this_thread::sleep_for(50ms); // the last PING reaches the stand-in's thread
+    const unsigned pinged = j.s.pings() - before;
+    BOOST_TEST_MESSAGE("600 ms of work: " << pinged << " PINGs");
+    BOOST_TEST(pinged >= 1u);
+    BOOST_TEST(pinged <= 4u);
+    BOOST_CHECK_THROW(client::alive_while(ws, [] { throw std::runtime_error("work failed"); }), std::runtime_error);
+    BOOST_TEST(j.run(pool) == 0u);
 }
