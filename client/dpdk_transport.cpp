@@ -16,7 +16,7 @@
 namespace railgate::client {
 namespace {
 
-constexpr unsigned batch = 64;
+constexpr unsigned burst_max = 64;
 
 class dpdk_transport final : public transport {
 public:
@@ -86,8 +86,8 @@ public:
             send_arp(r);
             return 0;
         }
-        n = std::min(n, batch);
-        rte_mbuf* out[2 * batch]; // room for the switch's duplicates
+        n = std::min(n, burst_max);
+        rte_mbuf* out[2 * burst_max]; // room for the switch's duplicates
         unsigned built = 0;
         // The next messages' payloads into the cache while this one is
         // copied: a small chunk (MTU 1500: 22 lines) read from memory, where
@@ -133,7 +133,7 @@ public:
             out[built] = mb;
         }
         unsigned leaving = built;
-        if (tx_hook_) tx_hook_(ri, out, leaving, 2 * batch); // a lost frame was sent, as far as the worker knows
+        if (tx_hook_) tx_hook_(ri, out, leaving, 2 * burst_max); // a lost frame was sent, as far as the worker knows
         const std::uint16_t sent = net::port_tx(r.port, 0, out, static_cast<std::uint16_t>(leaving));
         if (sent < leaving) rte_pktmbuf_free_bulk(out + sent, leaving - sent);
         return sent < leaving && !tx_hook_ ? sent : built;
@@ -152,7 +152,7 @@ public:
         net::handing_over(r.held, r.nheld); // results' payloads are shared: see burst.hpp
         rte_pktmbuf_free_bulk(r.held, r.nheld);
         r.nheld = 0;
-        max = std::min(max, batch);
+        max = std::min(max, burst_max);
         const std::uint16_t got = net::port_rx(r.port, 0, r.held, static_cast<std::uint16_t>(max));
         unsigned n = 0;
         unsigned keep = 0;
@@ -175,7 +175,7 @@ private:
         frame::endpoint self, server;
         bool resolved = false;
         bool rx_csum = false, tx_csum = false; // the port verifies / computes UDP checksums
-        rte_mbuf* held[batch];
+        rte_mbuf* held[burst_max];
         unsigned nheld = 0;
     };
 

@@ -37,7 +37,7 @@ bool someone_listens(const std::string& path) {
     return yes;
 }
 
-struct client {
+struct session {
     int fd = -1;
     long uid = -1, pid = -1; // SO_PEERCRED
     std::string in, out;
@@ -113,22 +113,22 @@ server::~server() {
 }
 
 void server::run() {
-    std::vector<client> clients;
+    std::vector<session> clients;
     // Invalid UTF-8 in a response (an error quoting a truncated name) is
     // replaced, never thrown: nothing a client sends stops this thread.
-    auto respond = [](client& c, const json& j) {
+    auto respond = [](session& c, const json& j) {
         c.out += j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
     };
     for (;;) {
         std::vector<pollfd> fds{{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
         // A client whose responses pile up is not read until it reads them.
-        for (const client& c : clients)
+        for (const session& c : clients)
             fds.push_back({c.fd,
                            static_cast<short>((c.out.size() > opt_.max_output / 2 ? 0 : POLLIN) | (c.out.empty() ? 0 : POLLOUT)),
                            0});
         poll(fds.data(), fds.size(), 200);
         if (fds[0].revents) {
-            for (client& c : clients) c.close_fds();
+            for (session& c : clients) c.close_fds();
             return;
         }
         if (tick_) {
@@ -141,7 +141,7 @@ void server::run() {
         if (fds[1].revents & POLLIN) {
             const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
             if (fd >= 0) {
-                client c;
+                session c;
                 c.fd = fd;
                 ucred cred{};
                 socklen_t len = sizeof cred;
@@ -157,7 +157,7 @@ void server::run() {
             }
         }
         for (std::size_t i = 2; i < fds.size(); ++i) {
-            client& c = clients[i - 2];
+            session& c = clients[i - 2];
             if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) && !c.closing) {
                 char buf[4096];
                 alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * 4)];
@@ -176,7 +176,7 @@ void server::run() {
                     for (std::size_t j = 0; j < k; ++j) {
                         int got;
                         std::memcpy(&got, CMSG_DATA(h) + j * sizeof(int), sizeof got);
-                        if (c.fds.size() < client::max_fds) c.fds.push_back(got);
+                        if (c.fds.size() < session::max_fds) c.fds.push_back(got);
                         else close(got);
                     }
                 }

@@ -71,10 +71,13 @@ build() {
 # clang: it compiles the sanitized tree in half GCC's time here (256 s
 # against 523 s for build-sanitize), its UBSan checks more (enum loads), and
 # the project gets a second compiler's warnings; the release tree stays GCC.
+# Unity builds (a target's sources compiled a few at a time as one): the
+# ASan+UBSan tree builds in 222 s against 270 here; the release tree, the
+# product, stays one object per source.
 # A tree built with the sanitizers in $2, configured once.
 sanitized_tree() {
   [ -f "$1/build.ninja" ] || CC=clang CXX=clang++ meson setup "$1" --buildtype=plain -Doptimization=1 -Ddebug=true -Dpython=/usr/bin/python3 \
-    -Db_sanitize="$2" -Db_lundef=false -Db_ndebug=false -Dfuzz=disabled
+    -Db_sanitize="$2" -Db_lundef=false -Db_ndebug=false -Dfuzz=disabled -Dunity=on
 }
 
 # A tree's tests: the unit tests and the fuzzers (each bounded in time, one
