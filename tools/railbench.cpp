@@ -460,8 +460,8 @@ std::uint64_t last_level_cache_bytes() {
     return v ? v : std::uint64_t{32} << 20;
 }
 
-// Runs f, the work between operations (allocating the buffers, making the
-// inputs and the reference, checking a result). With ranks in other
+// Runs f, the long work between operations (allocating the buffers, making
+// the inputs and the reference, checking a result). With ranks in other
 // processes, a rank that starts the next operation first makes railgated
 // wait for this one: work longer than the job's stall time (big counts, the
 // sanitizers' slowdown) would look like a dead rank, so big work runs under
@@ -553,10 +553,9 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
             one.push_back(scratch.data() + l * es);
         }
         for (unsigned it = 0; it < o.warmup + o.iters; ++it) {
-            between_ops(ws, others, count * es * ranks.size(), [&] {
-                for (std::size_t l = 0; l < ranks.size(); ++l)
-                    bench::restore_input(buf[l].data(), in[ranks[l]].data(), count * es);
-            });
+            // Here, not under between_ops: a copy, short, and the timed
+            // operation reads the buffer from this thread's caches.
+            for (std::size_t l = 0; l < ranks.size(); ++l) bench::restore_input(buf[l].data(), in[ranks[l]].data(), count * es);
             // With ranks in other processes, a barrier first (a one-element
             // allreduce, untimed), as tools/gloo_allreduce.py has: a rank
             // still checking the last result is not timed against the rest.
