@@ -1490,9 +1490,12 @@ void complete(std::span<worker* const> ws) {
 }
 
 void alive_while(std::span<worker* const> ws, const std::function<void()>& work) {
+    // The shortest stall time of the workers' jobs (0: not joined, or a
+    // railgated without one).
     unsigned stall = 0;
-    for (const worker* w : ws) stall = stall ? std::min<unsigned>(stall, w->job_info().stall_ms) : w->job_info().stall_ms;
-    if (!stall) return work(); // not joined, or a railgated without a stall time
+    for (const worker* w : ws)
+        if (const unsigned st = w->job_info().stall_ms; st && (!stall || st < stall)) stall = st;
+    if (!stall) return work();
     const auto every = std::chrono::milliseconds(std::max(10u, stall / 4));
     std::future<void> done = std::async(std::launch::async, work);
     while (done.wait_for(every) != std::future_status::ready)
