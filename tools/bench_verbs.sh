@@ -57,7 +57,8 @@ start() { # NAME CONFIG ARGS...: starts railgated, sets $rg
 }
 # perftest: server, wait until it listens, client. Under TCG perftest's
 # clock calibration sometimes fails ("Correlation coefficient r^2 < 0.9:
-# Can't produce a report"): such a run is made again, up to three times.
+# Can't produce a report", or a row of "inf" with no word why): such a run
+# is made again, up to three times.
 perftest() { # TOOL ARGS...
   local s try out
   for try in 1 2 3; do
@@ -66,8 +67,9 @@ perftest() { # TOOL ARGS...
     for _ in $(seq 100); do ss -ltn | grep -q ":18515 " && break; sleep 0.1; done
     out=$(timeout 300 "$@" 127.0.0.1 2>&1)
     wait $s
-    echo "$out" | grep -q "Can't produce a report" || break
+    echo "$out" | grep -qE "Can't produce a report|[[:space:]]inf[[:space:]]" || break
     echo "(perftest could not calibrate its clock, run $try; again)" >&2
+    echo "$out" | grep -vE "^ *[-*]|^ *$" | head -n 8 >&2
   done
   echo "$out"
 }

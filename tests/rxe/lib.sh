@@ -5,7 +5,7 @@
 # from here): random, as a training job's rendezvous makes it.
 export RAILGATE_TOKEN=${RAILGATE_TOKEN:-$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')}
 ip link set lo up
-ip addr add 198.18.1.1/24 dev dummy0
+ip addr replace 198.18.1.1/24 dev dummy0
 start_railgated() {
   "$1/dataplane/railgated" --config "$2" --socket "$3" > "$4" 2>&1 &
   RG_PID=$!
