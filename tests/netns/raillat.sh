@@ -135,22 +135,34 @@ grep -q "t_typical\[usec\]" "$dir/perftest.log" || fail "no perftest-style heade
 # and the kernel's own ping-pong's p99 twice its calm figure; a build
 # without the weight reads 1-2 ms on a calm one.
 calm_stalls=300
-beside_busy_tasks() { # WHAT [P99_MAX [N]]
-  local hogs=() c rc try n=${3:-5000} typical p99 ftypical fp99 shared0 wait0 shared1 wait1 seconds1 nice_busy nice_alone
-  # Read before the busy tasks start: the lcore sees them within about
-  # 80 ms, and a railctl call on a busy host can take longer (CI read
-  # core_shared 2 -> 2 once, the count taken after the lcore had seen them).
-  shared0=$(lcore_stat core_shared) wait0=$(lcore_stat runq_wait_seconds) || fail "railctl stats: no lcores"
+# A busy task on every CPU (hogs_start), and raillat's udp ping-pong beside
+# them: N round trips, the table in FILE, the udp row's p99 on stdout.
+hogs=()
+hogs_start() {
+  local c
   for c in $(seq 0 $(($(nproc) - 1))); do
     timeout 60 taskset -c "$c" sh -c 'while :; do :; done' &
     hogs+=($!)
   done
   sleep 0.5
+}
+hogs_stop() { kill "${hogs[@]}" 2> /dev/null; wait "${hogs[@]}" 2> /dev/null; hogs=(); }
+busy_ping() { # N FILE
+  ip netns exec "$ns" nice -n -10 "$raillat" --compare udp,floor-udp --server 198.18.0.1 -n "$1" -w 100 \
+    --bw-size 0 > "$2" 2>&1
+}
+p99_of() { awk '$1 == "udp" && NF >= 10 {print $6}' "$1"; } # FILE
+beside_busy_tasks() { # WHAT [P99_MAX [N [WEIGHTLESS]]]
+  local rc try n=${3:-5000} typical p99 ftypical fp99 shared0 wait0 shared1 wait1 seconds1 nice_busy nice_alone p99_off
+  # Read before the busy tasks start: the lcore sees them within about
+  # 80 ms, and a railctl call on a busy host can take longer (CI read
+  # core_shared 2 -> 2 once, the count taken after the lcore had seen them).
+  shared0=$(lcore_stat core_shared) wait0=$(lcore_stat runq_wait_seconds) || fail "railctl stats: no lcores"
+  hogs_start
   for try in 1 2; do
-    ip netns exec "$ns" nice -n -10 "$raillat" --compare udp,floor-udp --server 198.18.0.1 -n "$n" -w 100 \
-      --bw-size 0 > "$dir/busy.log" 2>&1
+    busy_ping "$n" "$dir/busy.log"
     rc=$?
-    p99=$(awk '$1 == "udp" && NF >= 10 {print $6}' "$dir/busy.log")
+    p99=$(p99_of "$dir/busy.log")
     { [ $rc -ne 0 ] || [ -z "${2:-}" ] || under "$p99" "$2"; } && break
     # One run in a busy stretch may miss (ASan's read 1008 us once, under
     # its 3 ms): the bound must hold in one of two; a regression misses both.
@@ -163,8 +175,7 @@ beside_busy_tasks() { # WHAT [P99_MAX [N]]
   nice_busy=$(lcore_nice)
   shared1=$(lcore_stat core_shared) wait1=$(lcore_stat runq_wait_seconds) seconds1=$(lcore_stat core_shared_seconds)
   ctl stats | grep '^lcore '
-  kill "${hogs[@]}" 2> /dev/null
-  wait "${hogs[@]}" 2> /dev/null
+  hogs_stop
   sleep 1.5
   nice_alone=$(lcore_nice)
   [ "$nice_busy" = -10 ] && [ "$nice_alone" = 0 ] ||
@@ -176,17 +187,33 @@ beside_busy_tasks() { # WHAT [P99_MAX [N]]
   read -r ftypical fp99 < <(awk '$1 == "floor-udp" && NF >= 10 {print $4, $6}' "$dir/busy.log")
   under "$typical" 500 ||
     fail "$1 beside a busy task on every CPU: t_typical ${typical:-?} us, not under 500 (yielding: 4 ms ticks)"
-  if [ -n "${2:-}" ] && ! under "$p99" "$2"; then
-    [ -n "$stalls" ] && [ "$stalls" -gt "$calm_stalls" ] ||
-      fail "$1 beside a busy task on every CPU: p99 ${p99:-?} us, not under $2 (a woken lcore waited for the task's slice)"
-    echo "note: $1: p99 $p99 us, over $2, not judged: this machine took a CPU away for over 40 us $stalls times a second (the bound is judged at $calm_stalls or fewer)"
-  fi
-  echo "ok: $1 beside a busy task on every CPU: t_typical $typical us, p99 $p99 us (the kernel's ping-pong beside them: t_typical ${ftypical:-?} us, p99 ${fp99:-?} us; $n ping-pongs; stalls over 40 us ${stalls:-?}/s)"
   # railctl stats saw it: the lcore waited for its CPU and counted it shared.
   awk -v s0="$shared0" -v s1="$shared1" -v w0="$wait0" -v w1="$wait1" -v t="$seconds1" \
     'BEGIN {exit !(s1 > s0 && w1 > w0 && t > 0)}' ||
     fail "$1: railctl stats beside a busy task: core_shared $shared0 -> $shared1, runq_wait_seconds $wait0 -> $wait1, core_shared_seconds $seconds1"
   echo "ok: $1: railctl stats: core shared $shared0 -> $shared1 times ($seconds1 s), waited $wait0 -> $wait1 s for the CPU"
+  if [ -n "${2:-}" ] && ! under "$p99" "$2"; then
+    if [ -n "$stalls" ] && [ "$stalls" -gt "$calm_stalls" ]; then
+      echo "note: $1: p99 $p99 us, over $2, not judged: this machine took a CPU away for over 40 us $stalls times a second (the bound is judged at $calm_stalls or fewer)"
+    elif [ -n "${4:-}" ]; then
+      # A busy minute the stall count missed, or a regression: the same
+      # measurement on railgated without the weight (WEIGHTLESS starts it)
+      # tells them apart. The weight must at least halve the p99.
+      stop_gated
+      "$4"
+      hogs_start
+      busy_ping "$n" "$dir/weightless.log"
+      hogs_stop
+      cat "$dir/weightless.log"
+      p99_off=$(p99_of "$dir/weightless.log")
+      awk -v on="$p99" -v off="$p99_off" 'BEGIN {exit !(on + 0 > 0 && 2 * on <= off + 0)}' ||
+        fail "$1 beside a busy task on every CPU: p99 ${p99:-?} us, not under $2, and not half of ${p99_off:-?} us, the lcore's without its weight in the same minute (a woken lcore waited for the task's slice)"
+      echo "note: $1: p99 $p99 us, over $2 in a busy minute the stall count missed ($stalls/s): under half the lcore's without its weight in the same minute, $p99_off us"
+    else
+      fail "$1 beside a busy task on every CPU: p99 ${p99:-?} us, not under $2 (a woken lcore waited for the task's slice)"
+    fi
+  fi
+  echo "ok: $1 beside a busy task on every CPU: t_typical $typical us, p99 $p99 us (the kernel's ping-pong beside them: t_typical ${ftypical:-?} us, p99 ${fp99:-?} us; $n ping-pongs; stalls over 40 us ${stalls:-?}/s)"
 }
 beside_busy_tasks "udp rails" $((300 * k))
 
@@ -205,12 +232,28 @@ measure_stalls
 
 # The same on DPDK af_packet rails over veth pairs (config/local-af_packet.toml,
 # whose lcore yields when idle: it has no socket to sleep on).
-ip netns exec "$ns" "$railgated" --config "$(dirname "$0")/../../config/local-af_packet.toml" --socket "$dir/gated.sock" \
-  --metrics off -- -l 0-1 --no-huge --no-pci -m 512 --file-prefix "$prefix" --log-level lib.eal:error > "$dir/railgated-af_packet.log" 2>&1 &
-gated_pid=$!
-wait_ready "$dir/railgated-af_packet.log"
+start_af_packet() { # CONFIG LOG
+  ip netns exec "$ns" "$railgated" --config "$1" --socket "$dir/gated.sock" --metrics off -- -l 0-1 --no-huge --no-pci \
+    -m 512 --file-prefix "$prefix" --log-level lib.eal:error > "$2" 2>&1 &
+  gated_pid=$!
+  wait_ready "$2"
+}
+af_packet_toml=$(dirname "$0")/../../config/local-af_packet.toml
+start_af_packet "$af_packet_toml" "$dir/railgated-af_packet.log"
+# The same rails with the lcore's weight off ([daemon] shared_nice = 0):
+# the baseline a p99 over the bound is judged by.
+sed 's/^\[daemon\]$/[daemon]\nshared_nice = 0/' "$af_packet_toml" > "$dir/weightless.toml"
+weightless_af_packet() { start_af_packet "$dir/weightless.toml" "$dir/railgated-weightless.log"; }
 # Its p99 is judged in the release build only (runs of 5000 at nice 0
-# read 67-1973 us: 20,000 here).
-if [ "$k" = 1 ]; then beside_busy_tasks "af_packet rails" 300 20000; else beside_busy_tasks "af_packet rails"; fi
+# read 67-1973 us: 20,000 here). Over the bound on a calm machine, it
+# must be under half the p99 of the lcore without its weight, measured
+# right after: in 4 of some 20 clean-clone CI runs here, a minute the
+# stall count called calm read 411-725 us with the weight (the kernel's
+# own ping-pong beside them at its calm p99, 25 us).
+if [ "$k" = 1 ]; then
+  beside_busy_tasks "af_packet rails" 300 20000 weightless_af_packet
+else
+  beside_busy_tasks "af_packet rails"
+fi
 stop_gated
 echo PASS
