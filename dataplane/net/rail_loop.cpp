@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <utility>
 
 #include <rte_cycles.h>
@@ -207,14 +208,14 @@ namespace {
 // While a busy task shares the core, it sleeps at once (shared_core.hpp).
 constexpr unsigned quiet_ms = 50;
 
-// How long this thread has waited on a run queue for a core, in ns, and
-// how many times it got one (the second and third fields of
+// How long this thread has run and waited on a run queue for a core, in
+// ns, and how many times it got one (the fields of
 // /proc/thread-self/schedstat; 0 where the kernel does not keep them).
 // Opened on the thread it measures.
 class runq_delay {
 public:
     struct sample {
-        std::uint64_t waited_ns = 0, runs = 0;
+        std::uint64_t ran_ns = 0, waited_ns = 0, runs = 0;
     };
     runq_delay() : fd_(::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC)) {}
     ~runq_delay() {
@@ -227,16 +228,76 @@ public:
         const ssize_t n = fd_ >= 0 ? ::pread(fd_, b, sizeof b - 1, 0) : -1;
         if (n <= 0) return {};
         b[n] = 0;
-        char* p = std::strchr(b, ' ');
-        if (!p) return {};
+        char* p = nullptr;
         sample s;
-        s.waited_ns = std::strtoull(p + 1, &p, 10);
+        s.ran_ns = std::strtoull(b, &p, 10);
+        if (p == b) return {};
+        s.waited_ns = std::strtoull(p, &p, 10);
         s.runs = std::strtoull(p, nullptr, 10);
         return s;
     }
 
 private:
     int fd_;
+};
+
+// The time other tasks took on the one CPU this thread is pinned to, for
+// shared_core's probe: the CPU's busy time in /proc/stat less this
+// thread's own. Unavailable (ok() false) on a thread that may run on more
+// than one CPU, or without /proc/stat. Opened on the thread it measures.
+class cpu_others {
+public:
+    explicit cpu_others(std::uint64_t ms_tsc) : ms_tsc_(ms_tsc), tick_ns_(1000000000 / std::max(::sysconf(_SC_CLK_TCK), 1L)) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        if (::sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) != 1) return;
+        for (unsigned c = 0; c < CPU_SETSIZE; ++c)
+            if (CPU_ISSET(c, &set)) cpu_ = c;
+        // Its line and those before it: "cpu" and each CPU's, up to ~240
+        // bytes apiece.
+        buf_.resize((cpu_ + 2) * 256 + 256);
+        fd_ = ::open("/proc/stat", O_RDONLY | O_CLOEXEC);
+        std::uint64_t t;
+        if (fd_ >= 0 && !ticks(t)) {
+            ::close(fd_);
+            fd_ = -1;
+        }
+    }
+    ~cpu_others() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    cpu_others(const cpu_others&) = delete;
+    cpu_others& operator=(const cpu_others&) = delete;
+    bool ok() const noexcept { return fd_ >= 0; }
+    // Whether other tasks took the CPU (shared_core::others_busy) since the
+    // last call at `now`, this thread having run `own_ns` in all; false on
+    // a first call or one after a gap of over two probes (no base).
+    bool busy(std::uint64_t now, std::uint64_t own_ns) noexcept {
+        std::uint64_t t = 0;
+        if (!ticks(t)) return false;
+        const bool based = at_ != 0 && now - at_ <= 2 * shared_core::probe_every_ms * ms_tsc_ && t >= ticks_;
+        const std::uint64_t cpu_ns = (t - ticks_) * tick_ns_, own = own_ns - own_ns_,
+                            since_ns = (now - at_) * 1000000 / ms_tsc_;
+        at_ = now;
+        ticks_ = t;
+        own_ns_ = own_ns;
+        return based && shared_core::others_busy(cpu_ns > own ? cpu_ns - own : 0, since_ns);
+    }
+
+private:
+    bool ticks(std::uint64_t& out) noexcept {
+        const ssize_t n = ::pread(fd_, buf_.data(), buf_.size(), 0);
+        if (n <= 0) return false;
+        std::string_view text(buf_.data(), static_cast<std::size_t>(n));
+        text = text.substr(0, text.rfind('\n') + 1); // whole lines only
+        return cpu_busy_ticks(text, cpu_, out);
+    }
+
+    std::uint64_t ms_tsc_, tick_ns_;
+    unsigned cpu_ = 0;
+    int fd_ = -1;
+    std::vector<char> buf_;
+    std::uint64_t at_ = 0, ticks_ = 0, own_ns_ = 0;
 };
 
 class sleeper {
@@ -352,6 +413,7 @@ int daemon::impl::lcore_main(void* arg) {
     shared_core shared(ms_tsc, last_busy, sample(), c->ctr);
     unsigned naps = 0; // in a row, since a pass last found work
     shared_weight weight(d.cfg.shared_nice);
+    cpu_others others(ms_tsc);
     auto all_quiet = [&mine] { return std::all_of(mine.begin(), mine.end(), [](const auto& r) { return quiet(*r); }); };
     while (!d.stop.load(std::memory_order_relaxed)) {
         bool busy = false;
@@ -409,6 +471,7 @@ int daemon::impl::lcore_main(void* arg) {
             last_busy = t0;
             naps = 0;
         } else if (zzz.armed() && (t0 - last_busy > quiet_ms * ms_tsc || shared.sleep_at_once(t0)) && all_quiet()) {
+            if (shared.probe_due(t0)) shared.probed(t0, others.ok() && others.busy(t0, runq.now().ran_ns));
             // Until the next lifecycle tick at the latest; a datagram wakes
             // the loop at once, ahead of whatever else has the core.
             std::uint64_t next = UINT64_MAX;
@@ -418,9 +481,10 @@ int daemon::impl::lcore_main(void* arg) {
             // A DPDK port has no socket to sleep on: a short nap, whose end
             // takes the core from the busy task, instead of a yield that
             // waits for its tick.
-            if (shared.probe_due(t0)) {
-                sched_yield(); // see probe_every_ms
-                shared.probed(t0, rte_rdtsc() - t0);
+            if (shared.probe_due(t0) && others.ok()) shared.probed(t0, others.busy(t0, runq.now().ran_ns));
+            if (shared.probe_due(t0)) { // no CPU time to read: see probe_every_ms
+                sched_yield();
+                shared.probed(t0, shared.yield_lost(rte_rdtsc() - t0));
             } else if (all_quiet()) {
                 nap(naps++);
             } else {

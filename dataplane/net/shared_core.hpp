@@ -32,7 +32,11 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
+#include <cstdio>
+#include <string_view>
+#include <system_error>
 
 #include "dataplane/net/rail_counters.hpp"
 
@@ -75,19 +79,33 @@ public:
         then_ = s;
     }
 
-    // A loop that naps beside the busy task (a DPDK port's) takes the core
-    // back at once after each nap, and once its naps grow (rail_loop.cpp)
-    // its waits no longer show the task: the shared state lapsed every
-    // 0.5 s, and the loop yielded 4 ms ticks for the 80 ms it took to see
-    // the task again. So every probe_every_ms while shared it yields once
-    // instead of napping; a yield that took more than slice_us (the busy
-    // task ran) keeps the core shared, one that came straight back does not.
-    static constexpr unsigned probe_every_ms = 200;
+    // While the core is shared the loop weighs more than the busy task
+    // (shared_weight.hpp) and takes the core back after each nap or sleep
+    // at once: its waits no longer show the task (a sleeping loop beside
+    // one on each CPU: 0.0 ms waited in 100 ms at nice 0 and at -10), and
+    // the shared state lapsed 0.5 s after it was seen, even with the task
+    // still there and a ping-pong running (CI read the lcore at nice 0
+    // 0.8 s into one). So every probe_every_ms while shared the loop looks
+    // at its CPU's time (cpu_busy_ticks): the core stays shared while other
+    // tasks took at least others_share_pct of it since the last probe.
+    // Where it cannot read that (an lcore on several CPUs, no /proc/stat),
+    // a napping loop yields once instead, and a yield that took more than
+    // slice_us (the busy task ran) counts as seen; a sleeping one lets it
+    // lapse.
+    static constexpr unsigned probe_every_ms = 200, others_share_pct = 50;
     bool probe_due(std::uint64_t now) const noexcept { return shared(now) && now - probed_at_ >= probe_every_ms * ms_tsc_; }
-    void probed(std::uint64_t now, std::uint64_t yield_tsc) noexcept {
+    // The probe at `now` saw another task take the core (busy_task) or not.
+    void probed(std::uint64_t now, bool busy_task) noexcept {
         probed_at_ = now;
-        if (shared(now) && yield_tsc > std::uint64_t{slice_us} * ms_tsc_ / 1000) until_ = now + contended_ms * ms_tsc_;
+        if (shared(now) && busy_task) until_ = now + contended_ms * ms_tsc_;
     }
+    // Whether other tasks took the core: `others_ns` of the `since_ns` since
+    // the last probe.
+    static bool others_busy(std::uint64_t others_ns, std::uint64_t since_ns) noexcept {
+        return since_ns > 0 && others_ns * 100 >= since_ns * others_share_pct;
+    }
+    // Whether a probing yield that took `yield_tsc` lost the core.
+    bool yield_lost(std::uint64_t yield_tsc) const noexcept { return yield_tsc > std::uint64_t{slice_us} * ms_tsc_ / 1000; }
 
     // Whether the core counts as shared at `now`.
     bool shared(std::uint64_t now) const noexcept { return now < until_; }
@@ -102,5 +120,34 @@ private:
     unsigned seen_ = 0;
     bool small_rate_ = true;
 };
+
+// The time CPU `cpu` spent running tasks (user, nice and system; not
+// idle, iowait, irq, softirq or steal: an interrupt, the softirq of the
+// lcore's own traffic among them, takes no turn on the run queue), in
+// USER_HZ ticks, from the text of /proc/stat; false if it has no line for
+// that CPU.
+inline bool cpu_busy_ticks(std::string_view stat, unsigned cpu, std::uint64_t& out) noexcept {
+    char name[16];
+    const int k = std::snprintf(name, sizeof name, "cpu%u ", cpu);
+    if (k <= 0 || static_cast<std::size_t>(k) >= sizeof name) return false;
+    for (std::size_t at = 0; at < stat.size();) {
+        const std::size_t eol = std::min(stat.find('\n', at), stat.size());
+        const std::string_view line = stat.substr(at, eol - at);
+        at = eol + 1;
+        if (!line.starts_with(name)) continue;
+        std::uint64_t field[4] = {};
+        std::size_t i = 0, p = static_cast<std::size_t>(k);
+        for (; i < 4 && p < line.size(); ++i) {
+            while (p < line.size() && line[p] == ' ') ++p;
+            const auto r = std::from_chars(line.data() + p, line.data() + line.size(), field[i]);
+            if (r.ec != std::errc{}) return false;
+            p = static_cast<std::size_t>(r.ptr - line.data());
+        }
+        if (i < 4) return false; // user nice system idle, at the least
+        out = field[0] + field[1] + field[2];
+        return true;
+    }
+    return false;
+}
 
 } // namespace railgate::net

@@ -36,8 +36,9 @@ inline bool set_thread_nice(int nice) noexcept { return ::setpriority(PRIO_PROCE
 // the p99 of every such run before):
 // udp rails p99 19-20 us against 0.7-1.5 ms at nice 0, af_packet rails
 // (napping) 58-85 us against 0.07-2 ms (0.93-0.97 ms in runs of 100,000).
-// A napping loop's probe (shared_core, probe_every_ms) still sees the busy
-// task at that weight: the core lapsed to its own once in 10 s. A thread
+// At that weight the loop's own waits no longer show the busy task: its
+// probe (shared_core, probe_every_ms) reads the CPU's time instead, and
+// the core stays shared while the task is there. A thread
 // that may not raise its priority (no CAP_SYS_NICE) keeps its nice; the
 // daemon says so at launch (daemon.cpp, can_raise_weight).
 class shared_weight {

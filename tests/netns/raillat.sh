@@ -153,10 +153,20 @@ busy_ping() { # N FILE
 }
 p99_of() { awk '$1 == "udp" && NF >= 10 {print $6}' "$1"; } # FILE
 beside_busy_tasks() { # WHAT [P99_MAX [N [WEIGHTLESS]]]
-  local rc try n=${3:-5000} typical p99 ftypical fp99 shared0 wait0 shared1 wait1 seconds1 nice_busy nice_alone p99_off
+  local rc try t n=${3:-5000} typical p99 ftypical fp99 shared0 wait0 seconds0 shared1 wait1 seconds1 carried=0
+  local nice_busy nice_alone p99_off
   # Read before the busy tasks start: the lcore sees them within about
   # 80 ms, and a railctl call on a busy host can take longer (CI read
   # core_shared 2 -> 2 once, the count taken after the lcore had seen them).
+  # And read with the core its own where it comes back: a busy-polling
+  # raillat beside the lcore a moment ago is a busy task too, for up to
+  # 0.5 s after it has gone (the lcore weighs as shared_nice while its core
+  # counts as shared and its traffic is light, none here). Another task
+  # busy there (a busy host: 3 s seen) leaves it shared: then the episode
+  # must last through the busy tasks instead of being a new one.
+  for t in $(seq 30); do [ "$(lcore_nice)" = 0 ] && break; sleep 0.1; done
+  seconds0=$(lcore_stat core_shared_seconds)
+  [ "$(lcore_nice)" = 0 ] || { echo "note: $1: the lcore's core still counts as shared 3 s after the last raillat run"; carried=1; }
   shared0=$(lcore_stat core_shared) wait0=$(lcore_stat runq_wait_seconds) || fail "railctl stats: no lcores"
   hogs_start
   for try in 1 2; do
@@ -169,9 +179,9 @@ beside_busy_tasks() { # WHAT [P99_MAX [N [WEIGHTLESS]]]
     [ "$try" = 1 ] && { cat "$dir/busy.log"; echo "(p99 ${p99:-?} us, not under $2: once more, the machine may be busy)"; }
   done
   # The lcore's thread weighs as [daemon] shared_nice (-10) beside the busy
-  # tasks (read at once: with no traffic its core counts as its own again
-  # 0.5 s after it last saw them), and is back at its own nice once they
-  # are gone.
+  # tasks, whose CPU time keeps its core counted as shared with or without
+  # traffic (shared_core's probe: before it, CI read nice 0 here 0.8 s
+  # after they started), and is back at its own nice once they are gone.
   nice_busy=$(lcore_nice)
   shared1=$(lcore_stat core_shared) wait1=$(lcore_stat runq_wait_seconds) seconds1=$(lcore_stat core_shared_seconds)
   ctl stats | grep '^lcore '
@@ -187,10 +197,12 @@ beside_busy_tasks() { # WHAT [P99_MAX [N [WEIGHTLESS]]]
   read -r ftypical fp99 < <(awk '$1 == "floor-udp" && NF >= 10 {print $4, $6}' "$dir/busy.log")
   under "$typical" 500 ||
     fail "$1 beside a busy task on every CPU: t_typical ${typical:-?} us, not under 500 (yielding: 4 ms ticks)"
-  # railctl stats saw it: the lcore waited for its CPU and counted it shared.
-  awk -v s0="$shared0" -v s1="$shared1" -v w0="$wait0" -v w1="$wait1" -v t="$seconds1" \
-    'BEGIN {exit !(s1 > s0 && w1 > w0 && t > 0)}' ||
-    fail "$1: railctl stats beside a busy task: core_shared $shared0 -> $shared1, runq_wait_seconds $wait0 -> $wait1, core_shared_seconds $seconds1"
+  # railctl stats saw it: the lcore waited for its CPU and counted it
+  # shared (a new episode, or the one going on through the busy tasks: the
+  # 0.5 s they ran before raillat at least).
+  awk -v s0="$shared0" -v s1="$shared1" -v w0="$wait0" -v w1="$wait1" -v t0="$seconds0" -v t="$seconds1" -v c="$carried" \
+    'BEGIN {exit !(w1 > w0 && t > 0 && (c ? t - t0 >= 0.5 : s1 > s0))}' ||
+    fail "$1: railctl stats beside a busy task: core_shared $shared0 -> $shared1, runq_wait_seconds $wait0 -> $wait1, core_shared_seconds $seconds0 -> $seconds1"
   echo "ok: $1: railctl stats: core shared $shared0 -> $shared1 times ($seconds1 s), waited $wait0 -> $wait1 s for the CPU"
   if [ -n "${2:-}" ] && ! under "$p99" "$2"; then
     if [ -n "$stalls" ] && [ "$stalls" -gt "$calm_stalls" ]; then

@@ -15,6 +15,7 @@ using namespace railgate::net;
 namespace {
 
 constexpr std::uint64_t ms = 1000; // TSC cycles a millisecond on this clock
+constexpr std::uint64_t ms_ns = 1000000; // a millisecond in ns
 
 // An lcore's loop looking every 10 ms: each look adds what the thread
 // waited and the times it got the CPU back since the last one.
@@ -155,17 +156,19 @@ BOOST_AUTO_TEST_CASE(short_waits_keep_it_shared_once_it_is) {
     BOOST_TEST(!l.core.shared(l.now));
 }
 
-BOOST_AUTO_TEST_CASE(a_napping_loop_probes_with_a_yield) {
+// Napping or sleeping beside the busy task at its weight, the loop's
+// waits no longer show the task: every 200 ms a probe says whether another
+// task took the core (its CPU's time, or a yield that lost the core).
+BOOST_AUTO_TEST_CASE(probes_keep_the_core_shared_while_they_see_the_task) {
     loop l;
     BOOST_TEST(!l.core.probe_due(l.now)); // not shared: no probes
     l.looks(shared_core::contended_looks, 4000);
-    // Napping 1 ms at a time: no waits at all. A yield every 200 ms that
-    // lost the core for a 4 ms tick keeps it shared past 500 ms...
+    // No waits at all: probes that saw the task keep it shared past 500 ms...
     unsigned probes = 0;
     for (int i = 0; i < 100; ++i) {
         l.look(0);
         if (l.core.probe_due(l.now)) {
-            l.core.probed(l.now, 4 * ms);
+            l.core.probed(l.now, true);
             ++probes;
         }
         BOOST_TEST(!l.core.probe_due(l.now));
@@ -173,13 +176,52 @@ BOOST_AUTO_TEST_CASE(a_napping_loop_probes_with_a_yield) {
     BOOST_TEST(probes == 5u); // one every 200 ms of the 1 s
     BOOST_TEST(l.core.shared(l.now));
     BOOST_TEST(l.episodes() == 1u);
-    // ...and yields that came straight back (10 us) let it end.
+    // ...and probes that did not let it end.
     for (int i = 0; i < 60; ++i) {
         l.look(0);
-        if (l.core.probe_due(l.now)) l.core.probed(l.now, ms / 100);
+        if (l.core.probe_due(l.now)) l.core.probed(l.now, false);
     }
     BOOST_TEST(!l.core.shared(l.now));
     BOOST_TEST(!l.core.probe_due(l.now));
+    // A probe while not shared does not make it shared.
+    l.core.probed(l.now, true);
+    BOOST_TEST(!l.core.shared(l.now));
+}
+
+BOOST_AUTO_TEST_CASE(a_probe_reads_other_tasks_time_or_a_yield) {
+    // Others took half the time since the last probe or more: the task.
+    BOOST_TEST(shared_core::others_busy(100 * ms_ns, 200 * ms_ns));
+    BOOST_TEST(shared_core::others_busy(190 * ms_ns, 200 * ms_ns));
+    BOOST_TEST(!shared_core::others_busy(90 * ms_ns, 200 * ms_ns)); // a worker woken now and then
+    BOOST_TEST(!shared_core::others_busy(0, 200 * ms_ns));
+    BOOST_TEST(!shared_core::others_busy(5, 0)); // no time passed: no verdict
+    // A yield that lost the core for a 4 ms tick, or came straight back.
+    loop l;
+    BOOST_TEST(l.core.yield_lost(4 * ms));
+    BOOST_TEST(!l.core.yield_lost(ms / 100));
+}
+
+// /proc/stat's line of one CPU: user nice system idle iowait irq softirq
+// steal guest guest_nice, in ticks; tasks ran user + nice + system.
+BOOST_AUTO_TEST_CASE(cpu_busy_ticks_reads_one_cpus_line) {
+    const std::string_view stat = "cpu  6066747 132 2237856 3208720 8197 0 153967 0 0 0\n"
+                                  "cpu0 2960692 29 1130483 1670093 1951 0 72422 0 0 0\n"
+                                  "cpu1 3106054 103 1107372 1538627 6245 5 81544 77 0 0\n"
+                                  "cpu10 1 2 3 4 5 6 7 8 9 10\n"
+                                  "intr 123 0 0\n";
+    std::uint64_t t = 0;
+    BOOST_TEST(cpu_busy_ticks(stat, 0, t));
+    BOOST_TEST(t == 2960692u + 29 + 1130483);
+    BOOST_TEST(cpu_busy_ticks(stat, 1, t));
+    BOOST_TEST(t == 3106054u + 103 + 1107372);
+    BOOST_TEST(cpu_busy_ticks(stat, 10, t)); // not cpu1's line
+    BOOST_TEST(t == 1u + 2 + 3);
+    BOOST_TEST(!cpu_busy_ticks(stat, 2, t)); // no such CPU
+    // Cut short (a buffer too small), or not numbers: false.
+    BOOST_TEST(!cpu_busy_ticks("cpu0 1 2 3\n", 0, t));
+    BOOST_TEST(!cpu_busy_ticks("cpu0 1 x 3 4 5 6 7\n", 0, t));
+    BOOST_TEST(!cpu_busy_ticks("", 0, t));
+    BOOST_TEST(!cpu_busy_ticks("cpu0", 0, t));
 }
 
 BOOST_AUTO_TEST_CASE(heavy_traffic_yields_even_when_shared) {
