@@ -414,6 +414,7 @@ int daemon::impl::lcore_main(void* arg) {
     unsigned naps = 0; // in a row, since a pass last found work
     shared_weight weight(d.cfg.shared_nice);
     cpu_others others(ms_tsc);
+    if (others.ok()) shared.keep_by_probes();
     auto all_quiet = [&mine] { return std::all_of(mine.begin(), mine.end(), [](const auto& r) { return quiet(*r); }); };
     while (!d.stop.load(std::memory_order_relaxed)) {
         bool busy = false;

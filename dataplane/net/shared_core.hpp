@@ -22,7 +22,8 @@
 // contended_looks looks in a row (a process starting there, raillat for
 // one, takes the core for 30-50 ms); it then counts as shared until
 // contended_ms after the last look that still saw it wait that long, in
-// pieces of any length: a loop that sleeps or naps takes the core back
+// pieces of any length (or, where the loop reads its CPU's time, while its
+// probes see other tasks take the core: probe_every_ms): a loop that sleeps or naps takes the core back
 // from the busy task many times a look, each after a short wait (a napping
 // loop beside a busy task: ~15% of the time waited, 10-20 us a time; held
 // to the time per wait it lost the busy task every 0.5 s and yielded 4 ms
@@ -72,7 +73,7 @@ public:
         seen_ = busy_task ? seen_ + 1 : 0;
         if (at_ < until_) bump(ctr_.shared_ns, (std::min(now, until_) - at_) * 1000000 / ms_tsc_);
         const bool was = now < until_;
-        if (seen_ >= contended_looks || (waited_long && was)) until_ = now + contended_ms * ms_tsc_;
+        if (seen_ >= contended_looks || (waited_long && was && !probes_keep_)) until_ = now + contended_ms * ms_tsc_;
         if (!was && now < until_) bump(ctr_.shared);
         small_rate_ = (s.rx_bytes - then_.rx_bytes) * ms_tsc_ / (now - at_) < small_bytes_per_ms;
         at_ = now;
@@ -87,12 +88,17 @@ public:
     // still there and a ping-pong running (CI read the lcore at nice 0
     // 0.8 s into one). So every probe_every_ms while shared the loop looks
     // at its CPU's time (cpu_busy_ticks): the core stays shared while other
-    // tasks took at least others_share_pct of it since the last probe.
+    // tasks took at least others_share_pct of it since the last probe, and
+    // then only so (keep_by_probes): the short waits that kept it shared
+    // before also came from a process started there every 100 ms (a shell
+    // loop running `sleep 0.1`: shared for as long as it ran) and from a
+    // busy host taking the vCPU as the lcore woke.
     // Where it cannot read that (an lcore on several CPUs, no /proc/stat),
-    // a napping loop yields once instead, and a yield that took more than
-    // slice_us (the busy task ran) counts as seen; a sleeping one lets it
-    // lapse.
-    static constexpr unsigned probe_every_ms = 200, others_share_pct = 50;
+    // the waits keep it shared as before, and a napping loop yields once
+    // instead, a yield that took more than slice_us (the busy task ran)
+    // counting as seen.
+    static constexpr unsigned probe_every_ms = 200, others_share_pct = 25;
+    void keep_by_probes() noexcept { probes_keep_ = true; }
     bool probe_due(std::uint64_t now) const noexcept { return shared(now) && now - probed_at_ >= probe_every_ms * ms_tsc_; }
     // The probe at `now` saw another task take the core (busy_task) or not.
     void probed(std::uint64_t now, bool busy_task) noexcept {
@@ -118,7 +124,7 @@ private:
     sample then_;
     std::uint64_t at_, until_ = 0, probed_at_ = 0;
     unsigned seen_ = 0;
-    bool small_rate_ = true;
+    bool small_rate_ = true, probes_keep_ = false;
 };
 
 // The time CPU `cpu` spent running tasks (user, nice and system; not

@@ -188,11 +188,36 @@ BOOST_AUTO_TEST_CASE(probes_keep_the_core_shared_while_they_see_the_task) {
     BOOST_TEST(!l.core.shared(l.now));
 }
 
+// Where the loop reads its CPU's time, only its probes keep the core
+// shared: short waits (a process started there every 100 ms, a busy host)
+// no longer do.
+BOOST_AUTO_TEST_CASE(reading_cpu_time_only_probes_keep_it_shared) {
+    loop l;
+    l.core.keep_by_probes();
+    l.looks(shared_core::contended_looks, 4000); // entered by its waits, as before
+    BOOST_TEST(l.core.shared(l.now));
+    // 1 ms waited in each 10 ms look, in 10 short pieces: no longer kept...
+    for (int i = 0; i < 60; ++i) {
+        l.look(1000, 10);
+        if (l.core.probe_due(l.now)) l.core.probed(l.now, false);
+    }
+    BOOST_TEST(!l.core.shared(l.now));
+    BOOST_TEST(l.episodes() == 1u);
+    // ...while probes that see the task keep it, waits or none.
+    l.looks(shared_core::contended_looks, 4000);
+    for (int i = 0; i < 100; ++i) {
+        l.look(0);
+        if (l.core.probe_due(l.now)) l.core.probed(l.now, true);
+    }
+    BOOST_TEST(l.core.shared(l.now));
+    BOOST_TEST(l.episodes() == 2u);
+}
+
 BOOST_AUTO_TEST_CASE(a_probe_reads_other_tasks_time_or_a_yield) {
-    // Others took half the time since the last probe or more: the task.
-    BOOST_TEST(shared_core::others_busy(100 * ms_ns, 200 * ms_ns));
+    // Others took a quarter of the time since the last probe or more.
+    BOOST_TEST(shared_core::others_busy(50 * ms_ns, 200 * ms_ns));
     BOOST_TEST(shared_core::others_busy(190 * ms_ns, 200 * ms_ns));
-    BOOST_TEST(!shared_core::others_busy(90 * ms_ns, 200 * ms_ns)); // a worker woken now and then
+    BOOST_TEST(!shared_core::others_busy(40 * ms_ns, 200 * ms_ns)); // a shell loop's forks, a worker woken now and then
     BOOST_TEST(!shared_core::others_busy(0, 200 * ms_ns));
     BOOST_TEST(!shared_core::others_busy(5, 0)); // no time passed: no verdict
     // A yield that lost the core for a 4 ms tick, or came straight back.
