@@ -206,9 +206,9 @@ beside_busy_tasks() { # WHAT [P99_MAX [N [WEIGHTLESS]]]
   read -r shared1 wait1 seconds1 < <(lcore_stats core_shared runq_wait_seconds core_shared_seconds)
   ctl stats | grep '^lcore '
   hogs_stop
-  # Back within 3 s: 0.5 s after the last look that saw the tasks, where a
-  # busy host's own waits (a vCPU taken away as the lcore wakes) can keep
-  # it a second longer (1.4 s seen on a napping lcore).
+  # Back within 3 s: 0.5 s after the last probe that saw the tasks (0.5-0.6
+  # s here; before the probes alone kept it shared, a busy host's waits
+  # kept a napping lcore's core shared 1.4 s).
   for t in $(seq 30); do
     sleep 0.1
     nice_alone=$(lcore_nice)
