@@ -482,8 +482,9 @@ int daemon::impl::lcore_main(void* arg) {
             // A DPDK port has no socket to sleep on: a short nap, whose end
             // takes the core from the busy task, instead of a yield that
             // waits for its tick.
-            if (shared.probe_due(t0) && others.ok()) shared.probed(t0, others.busy(t0, runq.now().ran_ns));
-            if (shared.probe_due(t0)) { // no CPU time to read: see probe_every_ms
+            const bool probe = shared.probe_due(t0);
+            if (probe && others.ok()) shared.probed(t0, others.busy(t0, runq.now().ran_ns));
+            if (probe && !others.ok()) { // no CPU time to read: see probe_every_ms
                 sched_yield();
                 shared.probed(t0, shared.yield_lost(rte_rdtsc() - t0));
             } else if (all_quiet()) {

@@ -23,12 +23,13 @@
 // one, takes the core for 30-50 ms); it then counts as shared until
 // contended_ms after the last look that still saw it wait that long, in
 // pieces of any length (or, where the loop reads its CPU's time, while its
-// probes see other tasks take the core: probe_every_ms): a loop that sleeps or naps takes the core back
-// from the busy task many times a look, each after a short wait (a napping
-// loop beside a busy task: ~15% of the time waited, 10-20 us a time; held
-// to the time per wait it lost the busy task every 0.5 s and yielded 4 ms
-// ticks until it saw it again). Traffic is latency-bound when the
-// rails received less than small_bytes_per_ms since the last look.
+// probes see other tasks take the core: probe_every_ms): a loop that
+// sleeps or naps takes the core back from the busy task many times a look,
+// each after a short wait (a napping loop beside a busy task: ~15% of the
+// time waited, 10-20 us a time; held to the time per wait it lost the busy
+// task every 0.5 s and yielded 4 ms ticks until it saw it again). Traffic
+// is latency-bound when the rails received less than small_bytes_per_ms
+// since the last look.
 // doc/performance.md has each variant measured.
 #pragma once
 
