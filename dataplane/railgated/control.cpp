@@ -230,19 +230,8 @@ json control_plane::handle(const control::request& r) {
         if (!(e = control::check_keys(a, {})).empty()) return fail(e);
         json rails = json::array();
         for (const net::rail_status& s : d_.status()) rails.push_back(rail_json(s));
-        const auto up = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-        return ok({{"daemon",
-                    {{"version", version()},
-                     {"git", git_describe()},
-                     {"pid", getpid()},
-                     {"uptime_s", up},
-                     {"config", cfg_.source},
-                     {"kernels", std::string(reduce::best().name)},
-                     {"policy", policy_name(d_.policy())},
-                     {"hash", std::string(config::name(hash_))},
-                     {"job_chunk_bytes", d_.job_chunk_bytes()},
-                     {"control_socket", cfg_.control_socket},
-                     {"metrics", cfg_.metrics}}},
+        return ok({{"daemon", daemon_json(cfg_, started_, std::string(policy_name(d_.policy())),
+                                          std::string(config::name(hash_)), d_.job_chunk_bytes())},
                    {"rails", rails},
                    {"verbs_rails", verbs_ ? verbs_rails_json(*verbs_) : json::array()}});
     }

@@ -72,6 +72,21 @@ json verbs_counters_json(const verbs::plane& p, const std::string& only) {
     return rails;
 }
 
+json daemon_json(const config::appliance& cfg, std::chrono::steady_clock::time_point started,
+                 const std::string& policy, const std::string& hash, unsigned job_chunk_bytes) {
+    return {{"version", version()},
+            {"git", git_describe()},
+            {"pid", getpid()},
+            {"uptime_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()},
+            {"config", cfg.source},
+            {"kernels", std::string(reduce::best().name)},
+            {"policy", policy},
+            {"hash", hash},
+            {"job_chunk_bytes", job_chunk_bytes},
+            {"control_socket", cfg.control_socket},
+            {"metrics", cfg.metrics}};
+}
+
 std::string build_info_prometheus() {
     return "# HELP railgate_build_info railgated's version and what it was built with (always 1).\n"
            "# TYPE railgate_build_info gauge\n"
@@ -114,20 +129,8 @@ json verbs_only_handle(const verbs::plane& p, const config::appliance& cfg,
     std::string e;
     if (r.command == "status") {
         if (!(e = control::check_keys(r.args, {})).empty()) return control::fail(e);
-        const auto up = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
         const auto st = p.status();
-        return control::ok({{"daemon",
-                             {{"version", version()},
-                     {"git", git_describe()},
-                              {"pid", getpid()},
-                              {"uptime_s", up},
-                              {"config", cfg.source},
-                              {"kernels", std::string(reduce::best().name)},
-                              {"policy", "rail"},
-                              {"hash", "l3l4"},
-                              {"job_chunk_bytes", st.empty() ? 0u : st[0].chunk_bytes},
-                              {"control_socket", cfg.control_socket},
-                              {"metrics", cfg.metrics}}},
+        return control::ok({{"daemon", daemon_json(cfg, started, "rail", "l3l4", st.empty() ? 0u : st[0].chunk_bytes)},
                             {"rails", json::array()},
                             {"verbs_rails", verbs_rails_json(p)}});
     }

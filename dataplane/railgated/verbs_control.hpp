@@ -16,6 +16,12 @@ control::json verbs_rails_json(const verbs::plane& p);
 // Counters of every verbs rail, or of the one named `only`.
 control::json verbs_counters_json(const verbs::plane& p, const std::string& only = "");
 
+// status's "daemon" object, whatever rails railgated serves: what it is,
+// how it was started, and the rail policy, LAG hash and job chunk size
+// given.
+control::json daemon_json(const config::appliance& cfg, std::chrono::steady_clock::time_point started,
+                          const std::string& policy, const std::string& hash, unsigned job_chunk_bytes);
+
 // railgate_build_info (its HELP, TYPE and sample): every endpoint's first
 // series, whatever rails railgated serves.
 std::string build_info_prometheus();
