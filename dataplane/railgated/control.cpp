@@ -131,37 +131,23 @@ json control_plane::tc_json(std::size_t i) const {
 json control_plane::counters_json(std::size_t i) const {
     const net::rail_counters& c = d_.counters(i);
     auto v = [](const net::counter& x) { return x.load(std::memory_order_relaxed); };
-    json drops = json::object();
-    for (unsigned r = 0; r < drop_reason_count; ++r)
-        if (const std::uint64_t n = v(c.drops[r])) drops[std::string(drop_reason_name(static_cast<drop_reason>(r)))] = n;
     json j = {{"rail", d_.rail(i).name},
               {"rx_packets", v(c.rx_packets)},
               {"rx_bytes", v(c.rx_bytes)},
               {"tx_packets", v(c.tx_packets)},
               {"tx_bytes", v(c.tx_bytes)},
-              {"contributions", v(c.contributions)},
               {"aggregations", v(c.aggregations)},
               {"results_sent", v(c.results_sent)},
               {"results_resent", v(c.results_resent)},
               {"held", v(c.held)},
               {"queried", v(c.queried)},
               {"ecn_marked", v(c.ecn_marked)},
-              {"joins", v(c.joins)},
-              {"join_errors", v(c.join_errors)},
-              {"leaves", v(c.leaves)},
-              {"leaves_again", v(c.leaves_again)},
-              {"aborts", v(c.aborts)},
-              {"stalls", v(c.stalls)},
-              {"expirations", v(c.expirations)},
-              {"takeovers", v(c.takeovers)},
               {"ends_retold", v(c.ends_retold)},
-              {"pongs", v(c.pongs)},
               {"fault_duplicated", v(c.fault_dups)},
               {"fault_reordered", v(c.fault_reorders)},
               {"fault_corrupted", v(c.fault_corrupts)},
               {"arp_replies", v(c.arp_replies)},
               {"icmp_replies", v(c.icmp_replies)},
-              {"rtt_reports", v(c.rtt_reports)},
               {"udp_coalesced", v(c.udp_coalesced)},
               {"udp_copied", v(c.udp_copied)},
               {"fwd_packets", v(c.fwd_packets)},
@@ -173,9 +159,8 @@ json control_plane::counters_json(std::size_t i) const {
               {"capture_overruns", v(c.capture_overruns)},
               {"busy_percent", v(c.poll_cycles) ? 100.0 * static_cast<double>(v(c.busy_cycles)) /
                                                       static_cast<double>(v(c.poll_cycles))
-                                                : 0.0},
-              {"drops_total", c.total_drops()},
-              {"drops", drops}};
+                                                : 0.0}};
+    shared_counters_json(c, j);
     if (const auto x = d_.xdp_counters(i)) {
         json xj = json::object();
         for (unsigned r = 0; r < RG_XDP_REASONS; ++r) xj[std::string(xdp::reason_name(r))] = (*x)[r];

@@ -39,35 +39,17 @@ json verbs_counters_json(const verbs::plane& p, const std::string& only) {
         if (!only.empty() && st[i].name != only) continue;
         const verbs::rail_counters& c = p.counters(i);
         auto v = [](const std::atomic<std::uint64_t>& x) { return x.load(std::memory_order_relaxed); };
-        json drops = json::object();
-        std::uint64_t total = 0;
-        for (unsigned r = 0; r < drop_reason_count; ++r)
-            if (const std::uint64_t n = v(c.drops[r])) {
-                drops[std::string(drop_reason_name(static_cast<drop_reason>(r)))] = n;
-                total += n;
-            }
-        rails.push_back({{"rail", st[i].name},
-                         {"transport", "verbs"},
-                         {"connects", v(c.connects)},
-                         {"disconnects", v(c.disconnects)},
-                         {"rejected", v(c.rejected)},
-                         {"contributions", v(c.contributions)},
-                         {"aggregations", v(c.results)},
-                         {"engine_reductions", v(c.engine_reductions)},
-                         {"joins", v(c.joins)},
-                         {"join_errors", v(c.join_errors)},
-                         {"leaves", v(c.leaves)},
-                         {"leaves_again", v(c.leaves_again)},
-                         {"aborts", v(c.aborts)},
-                         {"stalls", v(c.stalls)},
-                         {"expirations", v(c.expirations)},
-                         {"takeovers", v(c.takeovers)},
-                         {"pongs", v(c.pongs)},
-                         {"qp_errors", v(c.qp_errors)},
-                         {"rtt_reports", v(c.rtt_reports)},
-                         {"backlogged", v(c.backlogged)},
-                         {"drops_total", total},
-                         {"drops", drops}});
+        json j = {{"rail", st[i].name},
+                  {"transport", "verbs"},
+                  {"connects", v(c.connects)},
+                  {"disconnects", v(c.disconnects)},
+                  {"rejected", v(c.rejected)},
+                  {"aggregations", v(c.results)},
+                  {"engine_reductions", v(c.engine_reductions)},
+                  {"qp_errors", v(c.qp_errors)},
+                  {"backlogged", v(c.backlogged)}};
+        shared_counters_json(c, j);
+        rails.push_back(j);
     }
     return rails;
 }

@@ -1,16 +1,44 @@
 // The control socket's view of verbs rails: their status and counters in
 // the JSON shapes railctl prints, and the whole command set of a railgated
-// that runs verbs rails only (no EAL, no DPDK daemon).
+// that runs verbs rails only (no EAL, no DPDK daemon). Also what that view
+// shares with the DPDK rails' (control.cpp): status's daemon object and the
+// counters both kinds of rail keep.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <string>
+#include <utility>
 
 #include "control/config.hpp"
 #include "control/protocol.hpp"
 #include "dataplane/verbs/plane.hpp"
 
 namespace railgate {
+
+// A rail's counters that DPDK and verbs rails share, into `j`: the job
+// lifecycle's (the same names on both) and the drops by reason, with their
+// total. `Counters` is net::rail_counters or verbs::rail_counters.
+template <class Counters>
+void shared_counters_json(const Counters& c, control::json& j) {
+    auto v = [](const std::atomic<std::uint64_t>& x) { return x.load(std::memory_order_relaxed); };
+    const std::pair<const char*, const std::atomic<std::uint64_t>*> fields[] = {
+        {"contributions", &c.contributions}, {"joins", &c.joins}, {"join_errors", &c.join_errors},
+        {"leaves", &c.leaves}, {"leaves_again", &c.leaves_again}, {"aborts", &c.aborts}, {"stalls", &c.stalls},
+        {"expirations", &c.expirations}, {"takeovers", &c.takeovers}, {"pongs", &c.pongs},
+        {"rtt_reports", &c.rtt_reports}};
+    for (const auto& [name, x] : fields) j[name] = v(*x);
+    control::json drops = control::json::object();
+    std::uint64_t total = 0;
+    for (unsigned r = 0; r < drop_reason_count; ++r)
+        if (const std::uint64_t n = v(c.drops[r])) {
+            drops[std::string(drop_reason_name(static_cast<drop_reason>(r)))] = n;
+            total += n;
+        }
+    j["drops_total"] = total;
+    j["drops"] = drops;
+}
 
 control::json verbs_rails_json(const verbs::plane& p);
 // Counters of every verbs rail, or of the one named `only`.
