@@ -162,8 +162,12 @@ job() { # TAG
   grep -q "Out of bounds values : 0 OK" "$log/ab-$1-0.log" || fail "job ($1): wrong values"
   awk '$2 == 4194304 { print $7 }' "$log/ab-$1-0.log"
 }
+# Under the sanitizers the ratio is not judged (below): one round checks
+# the results and the file (three took 34 s of ASan's 39 here).
+rounds=3
+[ "${RAILGATE_SANITIZED:-0}" = 1 ] && rounds=1
 off=() on=()
-for round in 1 2 3; do
+for round in $(seq $rounds); do
   off+=("$(job off$round)")
   start_capture "$log/ab$round.err" r0,r1 --rx --tx -w "$log/ab$round.pcapng"
   on+=("$(job on$round)")
