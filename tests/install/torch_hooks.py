@@ -116,8 +116,11 @@ def main():
     p.add_argument("--server", required=True)
     p.add_argument("--world", type=int, default=2)
     a = p.parse_args()
+    import torch
     import torch.multiprocessing as mp
-    ctx = mp.get_context("spawn")
+    # Forked where there is no CUDA device (the ranks inherit the imported
+    # torch: seconds sooner), spawned where there is, as CUDA needs.
+    ctx = mp.get_context("spawn" if torch.cuda.is_available() else "fork")
     failures = ctx.SimpleQueue()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
