@@ -219,7 +219,8 @@ def main():
     import torch.multiprocessing as mp
     # Forked, a rank starts 2.5-3 s sooner here (no import of torch of its
     # own); nothing in this process has run a torch operation (no thread
-    # pool to inherit). CUDA cannot be used in a forked child.
+    # pool to inherit). Once this process has asked CUDA for its devices,
+    # a forked child cannot use CUDA: spawned there.
     ctx = mp.get_context("spawn" if torch.cuda.is_available() else "fork")
     results = ctx.SimpleQueue()
     port = free_port()
