@@ -333,20 +333,57 @@ cpu_set_t start_cpus() {
     }();
     return set;
 }
-// Run at the start of a floor's peer thread.
-void unpin() {
-    const cpu_set_t s = start_cpus();
-    if (CPU_COUNT(&s) > 0) pthread_setaffinity_np(pthread_self(), sizeof s, &s);
-}
+// A floor's two busy-polling threads, each on a CPU of its own: the
+// calling thread on the CPU it runs on, its peer on another of the start
+// set, where it has two. Left to the scheduler, both can share one CPU for
+// a whole run, taking turns by its slices: beside a busy task on each CPU
+// (tests/netns/raillat.sh), this machine's kernel (6.18) kept them
+// together on one CPU for the whole 25 s run in 5 of 14 runs: floor-udp's
+// p99 6.0 ms, against 6-25 us in the others. The calling thread's affinity
+// is put back at the end. With one CPU, the peer runs where the start set
+// lets it.
+class floor_cpus {
+public:
+    floor_cpus() noexcept {
+        const cpu_set_t s = start_cpus();
+        peer_ = s;
+        const int here = sched_getcpu();
+        int other = -1;
+        for (int c = 0; c < CPU_SETSIZE && other < 0; ++c)
+            if (CPU_ISSET(c, &s) && c != here) other = c;
+        if (here < 0 || other < 0 || pthread_getaffinity_np(pthread_self(), sizeof old_, &old_) != 0) return;
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(here, &one);
+        held_ = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+        if (!held_) return;
+        CPU_ZERO(&peer_);
+        CPU_SET(other, &peer_);
+    }
+    ~floor_cpus() {
+        if (held_) pthread_setaffinity_np(pthread_self(), sizeof old_, &old_);
+    }
+    floor_cpus(const floor_cpus&) = delete;
+    floor_cpus& operator=(const floor_cpus&) = delete;
+    // Run at the start of the peer thread.
+    void place_peer() const noexcept {
+        if (CPU_COUNT(&peer_) > 0) pthread_setaffinity_np(pthread_self(), sizeof peer_, &peer_);
+    }
+
+private:
+    cpu_set_t old_{}, peer_{};
+    bool held_ = false;
+};
 
 void measure_floor(const std::string& name, const options& o, result& r, std::vector<double>& raw) {
     sample_ns(); // calibrated before the first sample
+    const floor_cpus cpus;
     const tsc_cpu stay;
     const unsigned total = o.warmup + o.iters;
     if (name == "floor-ring") {
         alignas(64) std::atomic<std::uint32_t> ball{0};
         std::thread peer([&] {
-            unpin();
+            cpus.place_peer();
             for (std::uint32_t want = 1; want < 2 * total; want += 2) {
                 while (ball.load(std::memory_order_acquire) != want) {
                 }
@@ -380,7 +417,7 @@ void measure_floor(const std::string& name, const options& o, result& r, std::ve
             throw std::runtime_error(std::string("floor-udp: connect: ") + std::strerror(errno));
         std::vector<char> msg(std::max<std::uint64_t>(o.bytes, 1) + wire::header_bytes);
         std::thread peer([&] {
-            unpin();
+            cpus.place_peer();
             std::vector<char> b(msg.size());
             for (unsigned i = 0; i < total; ++i) {
                 while (recv(echo, b.data(), b.size(), MSG_DONTWAIT) < 0) {
