@@ -1,19 +1,27 @@
 // The Prometheus endpoint: HTTP/1.0 on a loopback address, GET /metrics
 // answered with the text exposition `render` returns; anything else 404.
-// One connection at a time, each limited to 8 KiB of request and 2 s.
+// One connection at a time, each limited to 8 KiB of request, the time to
+// send it, and the time to take the answer: a client that stops reading
+// holds the endpoint no longer than that, and never holds up railgated's exit.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <thread>
 
 namespace railgate::control {
 
+struct metrics_limits {
+    std::chrono::milliseconds request{2000}; // from the connection to the request's blank line
+    std::chrono::milliseconds answer{3000};  // from then until the whole answer is handed to the kernel
+};
+
 class metrics_server {
 public:
     // `endpoint` is HOST:PORT with a loopback HOST (as the config checks).
-    // Throws std::runtime_error when it cannot listen.
-    metrics_server(const std::string& endpoint, std::function<std::string()> render);
+    // Throws std::runtime_error when it is not that or cannot listen.
+    metrics_server(const std::string& endpoint, std::function<std::string()> render, metrics_limits limits = {});
     ~metrics_server();
     metrics_server(const metrics_server&) = delete;
     metrics_server& operator=(const metrics_server&) = delete;
@@ -21,7 +29,9 @@ public:
 private:
     void run();
     void serve(int fd);
+    bool ready(int fd, short events, std::chrono::steady_clock::time_point deadline) const;
     std::function<std::string()> render_;
+    metrics_limits limits_;
     int listen_fd_ = -1;
     int wake_[2] = {-1, -1};
     std::thread thread_;

@@ -1,10 +1,13 @@
 // The control plane's pure parts and its socket server, in-process: request
 // validation, typed arguments, histograms over JSON, the server's handling
 // of garbage, oversized and unfinished requests and its permissions, the
+// Prometheus endpoint's answers and its clients that stop reading, the
 // sysfs GID reader on a fixture tree, and the SVG plot.
 #define BOOST_TEST_MODULE control
 #include <boost/test/unit_test.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -17,6 +20,7 @@
 
 #include "control/client.hpp"
 #include "control/gids.hpp"
+#include "control/metrics.hpp"
 #include "control/plot.hpp"
 #include "control/protocol.hpp"
 #include "control/server.hpp"
@@ -84,6 +88,46 @@ std::string unanswered(const std::string& path, const std::string& bytes) {
     while ((n = read(fd, b, sizeof b)) > 0) got.append(b, static_cast<std::size_t>(n));
     close(fd);
     return got.substr(0, got.find('\n'));
+}
+
+// A TCP port on 127.0.0.1 that nothing listens on (the kernel's choice).
+std::uint16_t free_port() {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    BOOST_TEST_REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    BOOST_TEST_REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+// Connects to 127.0.0.1:port and sends `request`; rcvbuf > 0 shrinks the
+// receive buffer first (a client that will not read).
+int http_send(std::uint16_t port, const std::string& request, int rcvbuf = 0) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (rcvbuf) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    BOOST_TEST_REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    BOOST_TEST_REQUIRE(send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size()));
+    return fd;
+}
+
+// The whole answer to `request` ("" if the server closes without one).
+std::string http_get(std::uint16_t port, const std::string& request) {
+    const int fd = http_send(port, request);
+    timeval tv{10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    std::string got;
+    char b[65536];
+    ssize_t n;
+    while ((n = read(fd, b, sizeof b)) > 0) got.append(b, static_cast<std::size_t>(n));
+    close(fd);
+    return got;
 }
 
 } // namespace
@@ -194,6 +238,52 @@ BOOST_AUTO_TEST_CASE(server_cuts_off_oversized_and_unfinished_requests) {
     BOOST_TEST(s.calls == 0);
     control::client c(s.path); // still serving
     BOOST_TEST(c.call("status")["ok"] == true);
+}
+
+BOOST_AUTO_TEST_CASE(metrics_answers_get_and_refuses_the_rest) {
+    const std::uint16_t port = free_port();
+    const std::string endpoint = "127.0.0.1:" + std::to_string(port);
+    control::metrics_server m(endpoint, [] { return std::string("railgate_up 1\n"); });
+    const std::string ok = http_get(port, "GET /metrics HTTP/1.0\r\nAccept: */*\r\n\r\n");
+    BOOST_TEST(ok.rfind("HTTP/1.0 200 OK\r\n", 0) == 0);
+    BOOST_TEST(ok.find("Content-Length: 14\r\n") != std::string::npos);
+    BOOST_TEST(ok.ends_with("\r\n\r\nrailgate_up 1\n"));
+    BOOST_TEST(http_get(port, "GET / HTTP/1.0\r\n\r\n").rfind("HTTP/1.0 404 Not Found\r\n", 0) == 0);
+    BOOST_TEST(http_get(port, std::string(9000, 'x')).empty()); // no blank line in 8 KiB: closed, unanswered
+    BOOST_TEST(http_get(port, "GET /metrics\n\n").rfind("HTTP/1.0 200 OK\r\n", 0) == 0); // still serving
+    auto render = [] { return std::string(); };
+    for (const char* bad : {"127.0.0.1:70000", "127.0.0.1:", "127.0.0.1", "127.0.0.1:9x", "nohost:9477", ":9477"})
+        BOOST_CHECK_THROW(control::metrics_server(bad, render), std::runtime_error);
+    BOOST_CHECK_THROW(control::metrics_server(endpoint, render), std::runtime_error); // taken
+}
+
+// A scraper that sends its request and then stops reading (its receive
+// window closed) holds the endpoint for the answer's deadline, not for as
+// long as it keeps its connection open, and does not hold up the
+// destructor (railgated's exit): the answer here is larger than the two
+// sockets' buffers together, so the server's sends cannot all complete.
+BOOST_AUTO_TEST_CASE(metrics_cuts_off_a_client_that_stops_reading) {
+    const std::uint16_t port = free_port();
+    const std::string body(16 << 20, 'x');
+    control::metrics_limits limits;
+    limits.request = std::chrono::milliseconds(500);
+    limits.answer = std::chrono::milliseconds(1500);
+    auto m = std::make_unique<control::metrics_server>("127.0.0.1:" + std::to_string(port), [&] { return body; }, limits);
+    const int stuck = http_send(port, "GET /metrics HTTP/1.0\r\n\r\n", 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100)); // its answer is being sent
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string got = http_get(port, "GET /metrics HTTP/1.0\r\n\r\n");
+    BOOST_TEST(got.size() > body.size());
+    BOOST_TEST(got.ends_with(body));
+    BOOST_TEST((std::chrono::steady_clock::now() - t0 < std::chrono::seconds(8)));
+    // Another that stops reading, then the server goes away mid-answer.
+    const int stuck2 = http_send(port, "GET /metrics HTTP/1.0\r\n\r\n", 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const auto t1 = std::chrono::steady_clock::now();
+    m.reset();
+    BOOST_TEST((std::chrono::steady_clock::now() - t1 < std::chrono::milliseconds(1000)));
+    close(stuck);
+    close(stuck2);
 }
 
 BOOST_AUTO_TEST_CASE(socket_rules) {
