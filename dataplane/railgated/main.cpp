@@ -50,8 +50,9 @@ using namespace railgate;
 
 namespace {
 
+// The signal that asked railgated to stop (0: none yet).
 volatile std::sig_atomic_t stop_requested = 0;
-extern "C" void on_signal(int) { stop_requested = 1; }
+extern "C" void on_signal(int sig) { stop_requested = sig; }
 
 void usage(std::FILE* f) {
     std::fprintf(f,
@@ -490,8 +491,10 @@ int main(int argc, char** argv) {
             d->print_placement(stdout);
         }
         if (vp) vp->print_placement(stdout);
-        std::signal(SIGINT, on_signal);
-        std::signal(SIGTERM, on_signal);
+        // SIGHUP too (a closed terminal, or a reload asked of a daemon that
+        // has none): a clean stop, as its default action stops it, but with
+        // the XDP programs, taps and addresses removed and the buffers checked.
+        for (const int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_signal);
         std::signal(SIGPIPE, SIG_IGN);
         if (d) d->launch();
         if (vp) vp->launch();
@@ -538,7 +541,7 @@ int main(int argc, char** argv) {
             usleep(100000);
             if (app.stats_interval && ++ticks % (app.stats_interval * 10) == 0) print_stats();
         }
-        log::notice("stopping");
+        log::notice("stopping (SIG%s)", sigabbrev_np(stop_requested));
         sd_notify(0, "STOPPING=1");
         metrics.reset();
         ctl.reset();

@@ -48,11 +48,12 @@ wait_ready() { # LOGFILE
   fail "railgated not ready ($1)"
 }
 
-# SIGINT, then railgated must exit cleanly within 5 s.
-stop_gated() {
-  kill -INT "$gated_pid"
+# SIGINT (or the signal given), then railgated must exit cleanly within 5 s.
+stop_gated() { # [SIGNAL]
+  local sig=${1:-INT}
+  kill -"$sig" "$gated_pid"
   for _ in $(seq 50); do kill -0 "$gated_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$gated_pid" 2>/dev/null && fail "railgated ignored SIGINT"
+  kill -0 "$gated_pid" 2>/dev/null && fail "railgated ignored SIG$sig"
   wait "$gated_pid"; local rc=$?
   gated_pid=
   [ $rc -eq 0 ] || fail "railgated exit status $rc"

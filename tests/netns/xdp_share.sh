@@ -5,7 +5,7 @@
 # dtype, bit-exact), a kernel TCP stream (iperf3) to the same address runs
 # and ping is answered. The XDP counters must show each kind. After railgated
 # exits no XDP program is left; after a SIGKILL the next railgated clears the
-# stale program and works.
+# stale program and works, and SIGHUP stops it as cleanly as SIGINT.
 #   xdp_share.sh RAILGATED RAILBENCH
 set -u
 railgated=$1 railbench=$2
@@ -104,7 +104,11 @@ xdp_attached || fail "expected a stale program after SIGKILL"
 start_gated gated-3.log
 grep -q "removed a stale railgate XDP program from rgx0" "$log/gated-3.log" || fail "stale program not reported"
 run_workers "$job" fp32 4097 || fail "railbench after restart"
-stop_gated
-xdp_attached && fail "XDP program left on rgx0 after restart and exit"
 echo "ok: restart after SIGKILL clears the stale program"
+# 3. SIGHUP (a closed terminal, a reload railgated does not have) stops it
+#    as cleanly as SIGINT: before, its default action left the program behind.
+stop_gated HUP
+grep -q "railgated: stopping (SIGHUP)" "$log/gated-3.log" || fail "no 'stopping (SIGHUP)' in the log"
+xdp_attached && fail "XDP program left on rgx0 after SIGHUP"
+echo "ok: SIGHUP stops railgated cleanly, no XDP program left"
 echo "PASS"
