@@ -144,11 +144,18 @@ struct worker::state {
     struct slot_state {
         std::uint32_t gen = 0;     // persists across operations of the job
         bool busy = false;
+        // The last chunk of this slot that RACK sent again, until railgated
+        // tells that its first copy had arrived (a second result for it),
+        // and its gen's low 16 bits (a slot's gens name its chunks; a result
+        // 65536 chunks stale would only be counted spurious). In padding:
+        // the slot stays 32 bytes.
+        bool rack_untold = false;
         std::uint64_t k = 0;       // rail-local chunk in flight
         std::uint64_t sent_ns = 0;
         unsigned retries = 0;      // retransmits of the chunk in flight (backoff; Karn)
         bool queued = false;       // waiting in `pending` (not sent: no timeout runs)
         bool held = false;         // railgated answered HELD for it (since it was last sent)
+        std::uint16_t rack_gen = 0;
     };
     // One rail's pipeline: everything progress_rail touches, so that rails
     // can run on threads of their own (worker_options::engine).
@@ -159,6 +166,21 @@ struct worker::state {
         std::uint64_t owed = 0;    // chunks below `made` not made yet: their slot was busy (congestion control)
         std::uint64_t lo = 0;      // no chunk below it is in flight
         std::uint64_t rack_ns = 0; // the latest send time of a chunk whose result came back out of order
+        // RACK's reordering window, adapted (RFC 8985 6.2, with railgated's
+        // second result for a chunk RACK sent again as the DSACK): reo_mult
+        // times the base window, at most the round trip, grown by one at
+        // most once a round trip for each resend found spurious, back to 1
+        // after 16 losses found with none between. It lasts the job (a path
+        // that reorders goes on). Only where a loss RACK finds halves the
+        // window (congestion control's delay mode): there a reordering taken
+        // for a loss costs the window, elsewhere one chunk sent twice, while
+        // a wider window makes a real loss wait longer (the queue mode, 5%
+        // loss, duplication and reordering each way: 0.5-1.7x, median about
+        // 0.9x, over 10 pairs). HELD for a resend does not count: it says
+        // another rank's copy is missing, not that this path reorders.
+        unsigned reo_mult = 1, reo_persist = 0;
+        std::uint64_t reo_grown_ns = 0;
+        std::uint64_t spurious = 0; // RACK resends railgated showed spurious
         std::vector<tx_msg> pending;
         std::vector<rx_msg> rx = std::vector<rx_msg>(rx_batch);
         std::string err;
@@ -300,6 +322,22 @@ struct worker::state {
 
     // Where rail r's k-th chunk starts in the tensor (elements).
     std::uint64_t chunk_offset(unsigned r, std::uint64_t k) const noexcept { return (k * rails + r) * chunk_elems; }
+    // railgated showed that the first copy of the chunk RACK sent again in
+    // slot `sl` (named by its gen) had arrived: a second result for it. The resend was spurious: where RACK's losses cut the window, the
+    // rail's reordering window grows, at most once a round trip, to 4 times
+    // its base (which reaches the round trip: the window's cap).
+    [[gnu::cold, gnu::noinline]] static void rack_told(rail_run& rr, slot_state& sl, std::uint32_t gen) noexcept {
+        if (!sl.rack_untold || static_cast<std::uint16_t>(gen) != sl.rack_gen) return;
+        sl.rack_untold = false;
+        ++rr.spurious;
+        if (!rr.cc || !rr.cw.params().loss) return;
+        rr.reo_persist = 16;
+        const std::uint64_t now = now_ns();
+        if (rr.reo_mult < 4 && now - rr.reo_grown_ns >= rr.srtt_ns) {
+            ++rr.reo_mult;
+            rr.reo_grown_ns = now;
+        }
+    }
     // The contribution of rail r's k-th chunk; marks its slot busy.
     tx_msg contrib(const worker_options& o, unsigned r, std::uint64_t k, std::uint8_t flags,
                    std::uint64_t t) noexcept {
@@ -336,6 +374,7 @@ struct worker::state {
     // and 1.5x at 64 MiB where the copy waits on memory, the same elsewhere;
     // 1, 2 and 4 places measured alike (doc/performance.md).
     static constexpr std::uint64_t prefetch_ahead = 2;
+    static_assert(sizeof(slot_state) == 32, "a slot's state is half a cache line");
     void prefetch(unsigned r, std::uint64_t k) const noexcept {
         const std::uint64_t off = chunk_offset(r, k);
         if (off >= count) return;
@@ -428,6 +467,7 @@ std::uint64_t worker::timeout_retransmits() const noexcept { return sum_rails(s_
 std::uint64_t worker::tail_probes() const noexcept { return sum_rails(s_->run, &state::rail_run::tail_probes); }
 std::uint64_t worker::helds() const noexcept { return sum_rails(s_->run, &state::rail_run::helds); }
 std::uint64_t worker::quiet_timeouts() const noexcept { return sum_rails(s_->run, &state::rail_run::quiet_timeouts); }
+std::uint64_t worker::spurious_retransmits() const noexcept { return sum_rails(s_->run, &state::rail_run::spurious); }
 void worker::keepalive() {
     state& s = *s_;
     if (!s.joined || s.active || s.failed.load(std::memory_order_relaxed)) return;
@@ -913,11 +953,14 @@ bool worker::progress_rail(unsigned r) {
         state::slot_state& sl = rr.slots[m.h.slot];
         const std::uint64_t i_global = sl.k * s.rails + r;
         const std::uint64_t off = i_global * s.chunk_elems;
-        // Stale or duplicate results (after a retransmit) are ignored.
+        // Stale or duplicate results (after a retransmit) are ignored; a
+        // second result for a chunk RACK sent again says it was not lost.
         if (!sl.busy || m.h.gen != sl.gen || m.h.offset != off || m.h.dt != s.dt ||
             m.bytes() != std::size_t{m.h.count} * s.esize ||
-            m.h.count != std::min<std::uint64_t>(s.chunk_elems, s.count - off))
+            m.h.count != std::min<std::uint64_t>(s.chunk_elems, s.count - off)) {
+            state::rack_told(rr, rr.slots[m.h.slot], m.h.gen);
             continue;
+        }
         // A corrupted result is as good as lost: the chunk stays in flight
         // (RACK or its timeout bring it again) and what was copied is
         // overwritten then; railgated keeps the result until it comes.
@@ -1008,18 +1051,28 @@ bool worker::progress_rail(unsigned r) {
     // rail's chunks in the order it completes them).
     if (ooo && !t_.reliable()) {
         const std::uint64_t now = now_ns();
-        const std::uint64_t reo = std::max<std::uint64_t>(rr.srtt_ns / 4, 20'000);
+        // A quarter of the round trip (at least 20 us), times the rail's
+        // multiplier, at most the round trip (RFC 8985): wider, a real loss
+        // would wait for the tail probe or the timeout (on a lossy path that
+        // also reorders, 5% of each, a window of up to 250 us halved busbw).
+        const std::uint64_t base = std::max<std::uint64_t>(rr.srtt_ns / 4, 20'000);
+        const std::uint64_t reo = std::min(base * rr.reo_mult, std::max(base, rr.srtt_ns));
         bool lost = false;
         for (std::size_t si = 0; si < s.pool; ++si) {
             state::slot_state& sl = rr.slots[si];
             if (!sl.busy || sl.queued || sl.sent_ns + reo >= rr.rack_ns) continue;
             const tx_msg c = s.contrib(o_, r, sl.k, wire::flag_retransmit, now);
+            sl.rack_untold = true;
+            sl.rack_gen = static_cast<std::uint16_t>(c.h.gen);
             ++rr.retransmits;
             rr.pacer.consume(wire_bytes(c));
             t_.send(s.tr[r], &c, 1);
             lost = true;
         }
-        if (lost && rr.cc) rr.cw.on_loss(now);
+        if (lost) {
+            if (rr.reo_persist && --rr.reo_persist == 0) rr.reo_mult = 1;
+            if (rr.cc) rr.cw.on_loss(now);
+        }
     }
     if (!rr.pending.empty()) send_pending(r);
     if (rr.done == rr.n_chunks) {

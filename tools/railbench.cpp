@@ -609,22 +609,23 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
     return total_wrong;
 }
 
-// "# retransmits N (A after a timeout, T tail probes), Q quiet timeouts"
-// over the workers, no newline: the line scripts parse (faults.sh,
-// bench_loss.sh, bench_cc.sh, tests/e2e/tail_probes.sh); the caller
-// appends its own counts.
+// "# retransmits N (A after a timeout, T tail probes), Q quiet timeouts
+// (...), S spurious (...)" over the workers, no newline: the line scripts
+// parse (faults.sh, bench_loss.sh, bench_cc.sh, tests/e2e/tail_probes.sh,
+// reorder_bound.sh); the caller appends its own counts.
 void print_retransmits(FILE* notes, std::span<client::worker* const> ws) {
-    std::uint64_t retx = 0, after_timeout = 0, tail = 0, quiet = 0;
+    std::uint64_t retx = 0, after_timeout = 0, tail = 0, quiet = 0, spurious = 0;
     for (const auto* w : ws) {
         retx += w->retransmits();
         after_timeout += w->timeout_retransmits();
         tail += w->tail_probes();
         quiet += w->quiet_timeouts();
+        spurious += w->spurious_retransmits();
     }
     std::fprintf(notes,
                  "# retransmits %" PRIu64 " (%" PRIu64 " after a timeout, %" PRIu64 " tail probes), %" PRIu64
-                 " quiet timeouts (a PING settled them)",
-                 retx, after_timeout, tail, quiet);
+                 " quiet timeouts (a PING settled them), %" PRIu64 " spurious (RACK's, railgated had the first copy)",
+                 retx, after_timeout, tail, quiet, spurious);
 }
 
 // Each rail's congestion window after the run, over the workers: the

@@ -224,6 +224,12 @@ public:
     // before its answer, or railgated answered it HELD (a railgated or a
     // peer rank late past the timeout, nothing lost).
     std::uint64_t quiet_timeouts() const noexcept;
+    // Chunks RACK sent again that were not lost: railgated answered their
+    // first copy and the second (a second result): the path reorders. In
+    // congestion control's delay mode, where a loss RACK finds halves the
+    // window, each widens the rail's reordering window (up to the round
+    // trip, at most once a round trip).
+    std::uint64_t spurious_retransmits() const noexcept;
     // Operations re-run after a recovered failure (allreduce with retries).
     std::uint64_t recoveries() const noexcept;
     // Operations run again for a rank that lost their result (in recoveries).

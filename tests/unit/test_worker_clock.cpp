@@ -23,7 +23,10 @@
 //  - each result the rail delivers restarts its timers;
 //  - the window (congestion control) falls to its minimum only after
 //    timeouts in a row across a silence, never for a probe or a PING,
-//    and never while the rail answers between them.
+//    and never while the rail answers between them;
+//  - in the delay mode RACK's reordering window grows for each of its
+//    resends railgated shows spurious (a second result: it had the first
+//    copy), never for one that was needed; elsewhere they are only counted.
 #define BOOST_TEST_MODULE worker_clock
 #include <boost/test/unit_test.hpp>
 
@@ -74,7 +77,9 @@ struct sent {
 // railgated, as this test scripts it, and one worker joined to it.
 class bench {
 public:
-    explicit bench(bool cc) {
+    // cc: congestion control, in the queue mode (the default), or with
+    // `delay` in the delay mode (a loss RACK finds halves the window).
+    explicit bench(bool cc, bool delay = false) {
         fd_ = test::bind_loopback(port_);
         t_ = client::make_udp_transport(0x7f000001, port_);
         client::worker_options o;
@@ -82,6 +87,7 @@ public:
         o.job_token = 0x7e57;
         o.max_count = 1 << 16;
         o.congestion_control = cc;
+        if (delay) client::set_cc_mode(o, client::cc_mode::delay);
         o.peer_timeout = std::chrono::milliseconds(60000); // silence is the cases' to judge
         w_ = std::make_unique<client::worker>(*t_, o);
         // The JOIN is answered from a thread: join() waits for it.
@@ -112,6 +118,7 @@ public:
         x_.assign(chunks * chunk_bytes / 4, 0.0f);
         for (std::size_t i = 0; i < x_.size(); ++i) x_[i] = static_cast<float>(i);
         w_->start(x_.data(), x_.size(), wire::dtype::fp32);
+        done_ = false;
         return look();
     }
     // `ns` later: enough passes of the worker for its timers to be looked
@@ -214,7 +221,79 @@ sent two_out_first_ping(bench& b, sent& ping) {
     return first;
 }
 
+// One operation whose results come `gap` after their chunks left, but the
+// first window's last chunk's only after the result of the first chunk
+// sent `gap` later: reordered past RACK's window unless it has grown.
+// `first_copy`: railgated had that chunk's first copy (its result comes,
+// and then, for a resend, the kept result again, as railgated answers a
+// RETRANSMIT of a completed slot); otherwise the first copy was lost and
+// only a resend is answered. Returns the chunks sent again.
+std::uint64_t reordered_op(bench& b, std::uint64_t gap, bool first_copy) {
+    const std::uint64_t before = b.w().retransmits();
+    const sent first = b.start(4 * pool);
+    const std::size_t n = first.contribs.size(); // the window
+    BOOST_REQUIRE_GE(n, 2u);
+    BOOST_REQUIRE(b.after(gap).contribs.empty());
+    for (std::size_t i = 0; i + 1 < n; ++i) b.result(first.contribs[i]);
+    const sent second = b.after(0); // `gap` after the first window
+    BOOST_REQUIRE(!second.contribs.empty());
+    BOOST_REQUIRE(b.after(gap).contribs.empty());
+    b.result(second.contribs[0]);
+    sent s = b.after(0); // the first window's last chunk sent again, or not
+    if (first_copy || s.retransmits() == 0) b.result(first.contribs[n - 1]);
+    std::vector<datagram> out(second.contribs.begin() + 1, second.contribs.end());
+    for (int step = 0; step < 200 && !b.done(); ++step) {
+        for (const auto& c : s.contribs) out.push_back(c);
+        for (const auto& c : out) b.result(c, c.retransmit() ? wire::flag_retransmit : 0);
+        out.clear();
+        s = b.after(gap);
+    }
+    b.check_result();
+    return b.w().retransmits() - before;
+}
+
 } // namespace
+
+// RACK on a path that reorders (RFC 8985 6.2, railgated's second result
+// as the DSACK), in the delay mode, where its losses halve the window: a
+// result 30 us late overtaken by a later one is taken for a loss (the
+// reordering window is a quarter round trip, at least 20 us) and its chunk
+// sent again; railgated had its first copy, so its result comes and then
+// the kept result again: the resend was spurious, and the rail's window
+// doubles, up to the round trip (30 us). The same reordering then sends
+// nothing again, and the congestion window is not cut for it.
+BOOST_AUTO_TEST_CASE(a_spurious_rack_resend_widens_the_reordering_window) {
+    bench b(true, true);
+    BOOST_CHECK_EQUAL(reordered_op(b, 30 * us, true), 1u);
+    BOOST_CHECK_EQUAL(b.w().spurious_retransmits(), 1u);
+    const std::uint64_t cuts = b.w().windows().at(0).decreases;
+    BOOST_CHECK_EQUAL(reordered_op(b, 30 * us, true), 0u);
+    BOOST_CHECK_EQUAL(b.w().spurious_retransmits(), 1u);
+    BOOST_CHECK_EQUAL(b.w().windows().at(0).decreases, cuts);
+}
+
+// A RACK resend that was needed (the first copy lost: only the resend is
+// answered) is not spurious: the window stays, and the next loss of the
+// same kind is found as fast.
+BOOST_AUTO_TEST_CASE(a_needed_rack_resend_leaves_the_reordering_window) {
+    bench b(true, true);
+    BOOST_CHECK_EQUAL(reordered_op(b, 30 * us, false), 1u);
+    BOOST_CHECK_EQUAL(reordered_op(b, 30 * us, false), 1u);
+    BOOST_CHECK_EQUAL(b.w().spurious_retransmits(), 0u);
+}
+
+// Where a loss RACK finds costs no window (the queue mode, the default;
+// or no congestion control) a spurious resend costs a chunk sent twice,
+// and a wider window would make a real loss wait longer: the spurious
+// resend is counted, and the window stays.
+BOOST_AUTO_TEST_CASE(where_losses_cut_no_window_a_spurious_resend_is_only_counted) {
+    for (const bool cc : {true, false}) {
+        bench b(cc);
+        BOOST_CHECK_EQUAL(reordered_op(b, 30 * us, true), 1u);
+        BOOST_CHECK_EQUAL(reordered_op(b, 30 * us, true), 1u);
+        BOOST_CHECK_EQUAL(b.w().spurious_retransmits(), 2u);
+    }
+}
 
 // A window lost whole: 20 ms after it left (no round trip measured yet)
 // a PING goes alone, naming the oldest chunk; a PONG naming no chunk says
