@@ -323,9 +323,10 @@ struct worker::state {
     // Where rail r's k-th chunk starts in the tensor (elements).
     std::uint64_t chunk_offset(unsigned r, std::uint64_t k) const noexcept { return (k * rails + r) * chunk_elems; }
     // railgated showed that the first copy of the chunk RACK sent again in
-    // slot `sl` (named by its gen) had arrived: a second result for it. The resend was spurious: where RACK's losses cut the window, the
-    // rail's reordering window grows, at most once a round trip, to 4 times
-    // its base (which reaches the round trip: the window's cap).
+    // slot `sl` (named by its gen) had arrived: a second result for it. The
+    // resend was spurious: where RACK's losses cut the window, the rail's
+    // reordering window grows, at most once a round trip, to 4 times its
+    // base (which reaches the round trip: the window's cap).
     [[gnu::cold, gnu::noinline]] static void rack_told(rail_run& rr, slot_state& sl, std::uint32_t gen) noexcept {
         if (!sl.rack_untold || static_cast<std::uint16_t>(gen) != sl.rack_gen) return;
         sl.rack_untold = false;
