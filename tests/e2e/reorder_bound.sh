@@ -11,7 +11,8 @@
 # for it). In congestion control's delay mode, where RACK's losses halve
 # the window, each one found widens the rail's reordering window (up to its
 # round trip): RACK's resends, median of 3 seeds, 120-161 against 258-263
-# with a fixed window (3 runs each); bound 220.
+# with a fixed window (3 runs each; 138-154 in clean-clone CI runs, 193
+# under ASan); bound 240.
 #   reorder_bound.sh RAILBENCH
 set -u
 rb=$1
@@ -48,6 +49,6 @@ if [ "${RAILGATE_SANITIZED:-0}" != 1 ]; then
   # shellcheck disable=SC2086
   [ "$(median $waits)" -le 8 ] || fail "reordered frames waited: median $(median $waits) timeouts and tail probes a seed"
   # shellcheck disable=SC2086
-  [ "$(median $racks)" -le 220 ] || fail "delay mode: RACK took reordering for loss: median $(median $racks) resends a seed"
+  [ "$(median $racks)" -le 240 ] || fail "delay mode: RACK took reordering for loss: median $(median $racks) resends a seed"
 fi
 echo PASS
