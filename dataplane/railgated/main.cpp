@@ -17,7 +17,6 @@
 #include <systemd/sd-daemon.h>
 
 #include <cctype>
-#include <csignal>
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
@@ -43,16 +42,13 @@
 #include "dataplane/net/veth.hpp"
 #include "dataplane/railgated/control.hpp"
 #include "dataplane/railgated/host_check.hpp"
+#include "dataplane/railgated/stop_signal.hpp"
 #include "dataplane/railgated/verbs_control.hpp"
 #include "dataplane/verbs/plane.hpp"
 
 using namespace railgate;
 
 namespace {
-
-// The signal that asked railgated to stop (0: none yet).
-volatile std::sig_atomic_t stop_requested = 0;
-extern "C" void on_signal(int sig) { stop_requested = sig; }
 
 void usage(std::FILE* f) {
     std::fprintf(f,
@@ -465,6 +461,9 @@ int main(int argc, char** argv) {
     for (const config::route& r : app.routes) cfg.routes.push_back({r.prefix, r.len, r.rail, r.via});
     if (idle_set) cfg.idle = idle;
 
+    // From here railgated changes the host: a stop signal, even one during
+    // the start-up, takes the clean stop (stop_signal.hpp).
+    stop::install();
     try {
         // The TBB engine: an arena per NUMA node for heavy per-rail work.
         const engine::engine eng(engine::topology::load());
@@ -491,11 +490,6 @@ int main(int argc, char** argv) {
             d->print_placement(stdout);
         }
         if (vp) vp->print_placement(stdout);
-        // SIGHUP too (a closed terminal, or a reload asked of a daemon that
-        // has none): a clean stop, as its default action stops it, but with
-        // the XDP programs, taps and addresses removed and the buffers checked.
-        for (const int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_signal);
-        std::signal(SIGPIPE, SIG_IGN);
         if (d) d->launch();
         if (vp) vp->launch();
         std::unique_ptr<control_plane> cp;
@@ -527,21 +521,24 @@ int main(int argc, char** argv) {
             log::info("metrics on http://%s/metrics", app.metrics.c_str());
         }
         std::fflush(stdout);
-        log::notice("ready: %zu rail(s) from %s", cfg.rails.size() + vcfg.rails.size(), app.source.c_str());
-        // systemd (Type=notify): started. Nothing happens without $NOTIFY_SOCKET.
-        sd_notifyf(0, "READY=1\nSTATUS=serving %zu rail(s) from %s\nMAINPID=%ld", cfg.rails.size() + vcfg.rails.size(),
-                   app.source.c_str(), static_cast<long>(getpid()));
+        const bool stop_in_startup = stop::requested() != 0; // then not ready: stopping
+        if (!stop_in_startup) {
+            log::notice("ready: %zu rail(s) from %s", cfg.rails.size() + vcfg.rails.size(), app.source.c_str());
+            // systemd (Type=notify): started. Nothing happens without $NOTIFY_SOCKET.
+            sd_notifyf(0, "READY=1\nSTATUS=serving %zu rail(s) from %s\nMAINPID=%ld",
+                       cfg.rails.size() + vcfg.rails.size(), app.source.c_str(), static_cast<long>(getpid()));
+        }
         auto print_stats = [&] {
             if (d) d->print_stats(stdout);
             if (vp) vp->print_stats(stdout);
             std::fflush(stdout);
         };
         unsigned ticks = 0;
-        while (!stop_requested) {
+        while (!stop::requested()) {
             usleep(100000);
             if (app.stats_interval && ++ticks % (app.stats_interval * 10) == 0) print_stats();
         }
-        log::notice("stopping (SIG%s)", sigabbrev_np(stop_requested));
+        log::notice("stopping (SIG%s%s)", sigabbrev_np(stop::requested()), stop_in_startup ? " during the start-up" : "");
         sd_notify(0, "STOPPING=1");
         metrics.reset();
         ctl.reset();

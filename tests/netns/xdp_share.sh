@@ -5,7 +5,8 @@
 # dtype, bit-exact), a kernel TCP stream (iperf3) to the same address runs
 # and ping is answered. The XDP counters must show each kind. After railgated
 # exits no XDP program is left; after a SIGKILL the next railgated clears the
-# stale program and works, and SIGHUP stops it as cleanly as SIGINT.
+# stale program and works, and SIGHUP stops it as cleanly as SIGINT, as
+# does a SIGTERM during the start-up.
 #   xdp_share.sh RAILGATED RAILBENCH
 set -u
 railgated=$1 railbench=$2
@@ -111,4 +112,17 @@ stop_gated HUP
 grep -q "railgated: stopping (SIGHUP)" "$log/gated-3.log" || fail "no 'stopping (SIGHUP)' in the log"
 xdp_attached && fail "XDP program left on rgx0 after SIGHUP"
 echo "ok: SIGHUP stops railgated cleanly, no XDP program left"
+# 4. SIGTERM in the start-up (systemd's stop of a unit still starting), sent
+#    once its first log line is out, before the EAL and the port are up:
+#    the start-up finishes, then the clean stop. Before, the signal's
+#    default action came before railgated's handlers and left the program.
+ip netns exec "$d" "$railgated" --socket "$log/railgated.sock" --rail net_af_xdp0,iface=rgx0 --ip 198.18.0.1 \
+  -- $test_eal_flags > "$log/gated-4.log" 2>&1 &
+gated_pid=$!
+for _ in $(seq 500); do grep -q "railgated: engine:" "$log/gated-4.log" && break; sleep 0.01; done
+grep -q "railgated: ready" "$log/gated-4.log" && echo "note: railgated was ready before the signal"
+stop_gated TERM
+grep -qE "railgated: stopping \(SIGTERM( during the start-up)?\)" "$log/gated-4.log" || fail "no 'stopping (SIGTERM...)' in the log"
+xdp_attached && fail "XDP program left on rgx0 after a SIGTERM in the start-up"
+echo "ok: SIGTERM in the start-up: a clean stop, no XDP program left"
 echo "PASS"
