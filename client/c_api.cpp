@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "client/railgate/connect.hpp"
@@ -210,15 +212,23 @@ struct rg_comm {
             st = RG_ERR_SYSTEM;
             o.err = e.what();
         }
-        std::uint64_t retransmits = 0, recoveries = 0;
+        rg_stats now{};
         for (const member& mb : members) {
             if (!mb.w) continue;
-            retransmits += mb.w->retransmits();
-            recoveries += mb.w->recoveries();
+            now.retransmits += mb.w->retransmits();
+            now.recoveries += mb.w->recoveries();
+            now.timeout_retransmits += mb.w->timeout_retransmits();
+            now.tail_probes += mb.w->tail_probes();
+            now.spurious_retransmits += mb.w->spurious_retransmits();
+            for (const client::worker::window_info& wi : mb.w->windows()) {
+                now.window_decreases += wi.decreases;
+                now.ecn_marks += wi.marks;
+            }
         }
         std::lock_guard lk(m);
-        stats.retransmits = retransmits;
-        stats.recoveries = recoveries;
+        now.allreduces = stats.allreduces;
+        now.bytes = stats.bytes;
+        stats = now;
         if (st == RG_OK) {
             ++stats.allreduces;
             stats.bytes += o.count * wire::dtype_size(o.dt);
@@ -334,11 +344,17 @@ RG_EXPORT void rg_config_init(rg_config* c) {
     c->peer_timeout_ms = default_peer_timeout_ms();
 }
 
+#define RG_STRING_(x) #x
+#define RG_STRING(x) RG_STRING_(x)
+constexpr char version_text[] = RG_STRING(RAILGATE_VERSION_MAJOR) "." RG_STRING(RAILGATE_VERSION_MINOR) "." RG_STRING(
+    RAILGATE_VERSION_PATCH);
+static_assert(std::string_view(version_text) == RAILGATE_PROJECT_VERSION, "railgate.h's version is not meson's");
+
 RG_EXPORT const char* rg_version(int* major, int* minor, int* patch) {
     if (major) *major = RAILGATE_VERSION_MAJOR;
     if (minor) *minor = RAILGATE_VERSION_MINOR;
     if (patch) *patch = RAILGATE_VERSION_PATCH;
-    return "0.1.0";
+    return version_text;
 }
 
 RG_EXPORT uint64_t rg_random_token(void) {
@@ -631,10 +647,39 @@ RG_EXPORT rg_status rg_allreduce(rg_comm* comm, const void* send, void* recv, si
     return run_op(comm, make_op(send, recv, count, dtype));
 }
 
-RG_EXPORT rg_status rg_get_stats(const rg_comm* comm, rg_stats* out) {
+// rg_get_stats: the fields that fit in out->struct_size (0.2's first five
+// at least), struct_size set to what was filled.
+extern "C" __attribute__((visibility("default"))) rg_status railgate_get_stats_v0_2(const rg_comm* comm,
+                                                                                     rg_stats* out) {
+    constexpr std::size_t least = offsetof(rg_stats, timeout_retransmits);
+    if (!comm) return usage(nullptr, "comm is NULL");
+    auto* c = const_cast<rg_comm*>(comm);
+    if (!out) return usage(c, "rg_get_stats: out is NULL");
+    if (out->struct_size < least)
+        return usage(c, "rg_get_stats: out->struct_size " + std::to_string(out->struct_size) + " is below " +
+                            std::to_string(least) + " (set it to sizeof(rg_stats), RG_STATS_INIT does)");
+    rg_stats s;
+    {
+        std::lock_guard lk(c->m);
+        s = c->stats; // as of the last finished allreduce
+    }
+    s.struct_size = std::min(out->struct_size, sizeof(rg_stats));
+    std::memcpy(out, &s, s.struct_size);
+    return RG_OK;
+}
+__asm__(".symver railgate_get_stats_v0_2, rg_get_stats@@RAILGATE_0.2");
+
+// librailgate 0.1's rg_get_stats, for programs built against it: its
+// rg_stats was the four counters, with no struct_size.
+struct rg_stats_v0_1 {
+    std::uint64_t allreduces, bytes, retransmits, recoveries;
+};
+extern "C" __attribute__((visibility("default"))) rg_status railgate_get_stats_v0_1(const rg_comm* comm,
+                                                                                     rg_stats_v0_1* out) {
     if (!comm || !out) return RG_ERR_USAGE;
     auto* c = const_cast<rg_comm*>(comm);
     std::lock_guard lk(c->m);
-    *out = c->stats;   // as of the last finished allreduce
+    *out = {c->stats.allreduces, c->stats.bytes, c->stats.retransmits, c->stats.recoveries};
     return RG_OK;
 }
+__asm__(".symver railgate_get_stats_v0_1, rg_get_stats@RAILGATE_0");

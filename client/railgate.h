@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 #define RAILGATE_VERSION_MAJOR 0
-#define RAILGATE_VERSION_MINOR 1
+#define RAILGATE_VERSION_MINOR 2
 #define RAILGATE_VERSION_PATCH 0
 
 typedef struct rg_comm rg_comm;
@@ -178,13 +178,34 @@ const char *rg_request_error(const rg_request *req);
 /* Frees a request; one still running is left to finish on its own. */
 void rg_request_free(rg_request *req);
 
-/* Counters since rg_create: retransmitted chunks and recovered operations. */
+/* Counters since rg_create, as of the last finished allreduce, summed over
+ * the communicator's jobs (one per dtype used) and rails. Set struct_size
+ * first (RG_STATS_INIT does): the library fills the fields that fit in it
+ * and sets struct_size to what it filled, so that a program and a library
+ * built from different versions of this header agree. Fields are only ever
+ * added at the end.
+ *
+ *     rg_stats s = RG_STATS_INIT;
+ *     if (rg_get_stats(comm, &s) == RG_OK) printf("%llu retransmits\n", (unsigned long long)s.retransmits);
+ *
+ * (librailgate 0.1's rg_stats had no struct_size; programs built against it
+ * keep its rg_get_stats, symbol version RAILGATE_0.) */
 typedef struct rg_stats {
-    uint64_t allreduces;
-    uint64_t bytes;
-    uint64_t retransmits;
-    uint64_t recoveries;
+    size_t struct_size;
+    uint64_t allreduces;           /* finished, RG_OK */
+    uint64_t bytes;                /* their payload, count x the dtype's size */
+    uint64_t retransmits;          /* chunks sent again, for any reason */
+    uint64_t recoveries;           /* allreduces run again after a recovered failure (config.retries) */
+    /* Since 0.2: */
+    uint64_t timeout_retransmits;  /* of retransmits: after a timeout ran out (a silent rail's probes too) */
+    uint64_t tail_probes;          /* of retransmits: an allreduce's last chunk, sent again as a probe */
+    uint64_t spurious_retransmits; /* of retransmits: not lost (railgated answered both copies): reordering */
+    uint64_t window_decreases;     /* congestion control's cuts of a rail's window (loss, delay, ECN) */
+    uint64_t ecn_marks;            /* results that came, or whose chunks came, marked ECN CE */
 } rg_stats;
+#define RG_STATS_INIT { sizeof(rg_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+/* RG_OK, or RG_ERR_USAGE when comm or out is NULL or out->struct_size is
+ * smaller than 0.2's first five fields. */
 rg_status rg_get_stats(const rg_comm *comm, rg_stats *out);
 
 #ifdef __cplusplus

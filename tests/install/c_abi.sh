@@ -34,6 +34,10 @@ echo '#include <railgate.h>' | g++ -x c++ -std=c++17 -fsyntax-only -Wall -Wextra
 # Only the C ABI is exported.
 other=$(nm -D --defined-only "$lib" | awk '$3 != "" && $3 !~ /^rg_/ && $3 !~ /^RAILGATE_/ {print $3}')
 [ -z "$other" ] || fail "librailgate exports more than rg_*: $(echo "$other" | head -n 5)"
+# Programs built against 0.1 keep its rg_get_stats (rg_stats without
+# struct_size) at RAILGATE_0; new ones get 0.2's by default.
+syms=$(objdump -T "$lib" | awk '$NF == "rg_get_stats" {print $(NF-1)}' | sort | tr '\n' ' ')
+[ "$syms" = "(RAILGATE_0) RAILGATE_0.2 " ] || fail "rg_get_stats's versions: '$syms', expected (RAILGATE_0) RAILGATE_0.2"
 
 cc -std=c11 -Wall -Wextra -Werror -pedantic "$src/tests/install/rg_abi_check.c" $flags -o "$log/rg_abi_check" ||
   fail "the C program does not build against the installed files"

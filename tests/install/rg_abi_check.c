@@ -186,8 +186,10 @@ static int run(const char *server, unsigned rank, unsigned world, unsigned job) 
         }
     }
     if (rg_allreduce_compressed(comm, f, COUNT, RG_INT32, 1.0f) != RG_ERR_USAGE) return fail("compressed int32", comm);
-    rg_stats s;
-    if (rg_get_stats(comm, &s) != RG_OK || s.allreduces != 6) return fail("rg_get_stats", comm);
+    rg_stats s = RG_STATS_INIT;
+    if (rg_get_stats(comm, &s) != RG_OK || s.struct_size != sizeof s || s.allreduces != 6 ||
+        s.spurious_retransmits > s.retransmits)
+        return fail("rg_get_stats", comm);
     rg_destroy(comm);
     free(f); free(fo); free(b); free(bo); free(h); free(n);
     printf("ok: rank %u of %u: fp32 (blocking, in place), bf16 (async, out of place), fp16, int32: "

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <chrono>
@@ -44,6 +45,8 @@ public:
     }
     std::uint16_t port() const { return port_; }
     void silence(bool s) { silent_ = s; }
+    // The next n contributions are lost (not answered).
+    void drop_contribs(unsigned n) { drop_ = n; }
     unsigned pings() const { return pings_; }
     // The IPv4 TOS byte of the last contribution.
     unsigned contrib_tos() const { return contrib_tos_; }
@@ -80,6 +83,10 @@ private:
                 ::sendto(fd_, out.data(), len, 0, reinterpret_cast<sockaddr*>(&from), fl);
                 continue;
             case wire::msg_type::contrib:
+                if (drop_ > 0) {
+                    --drop_;
+                    continue;
+                }
                 contrib_tos_ = tos;
                 r.type = wire::msg_type::result;
                 std::memcpy(out.data() + wire::header_bytes, buf.data() + wire::header_bytes,
@@ -100,7 +107,7 @@ private:
     int fd_ = -1;
     std::uint16_t port_ = 0;
     std::atomic<bool> stop_{false}, silent_{false};
-    std::atomic<unsigned> pings_{0}, contrib_tos_{0};
+    std::atomic<unsigned> pings_{0}, contrib_tos_{0}, drop_{0};
     std::thread th_;
 };
 
@@ -127,6 +134,14 @@ rg_comm* make(const fake_server& s, std::uint32_t job, std::uint32_t timeout_ms 
     BOOST_REQUIRE_MESSAGE(rg_join(comm) == RG_OK, rg_last_error(comm));
     return comm;
 }
+
+// librailgate 0.1's rg_get_stats (symbol version RAILGATE_0), as a program
+// built against 0.1's header calls it: four counters, no struct_size.
+struct rg_stats_0_1 {
+    std::uint64_t allreduces, bytes, retransmits, recoveries;
+};
+extern "C" rg_status rg_get_stats_0_1(const rg_comm* comm, rg_stats_0_1* out);
+__asm__(".symver rg_get_stats_0_1, rg_get_stats@RAILGATE_0");
 
 } // namespace
 
@@ -158,7 +173,7 @@ BOOST_AUTO_TEST_CASE(concurrent_submitters) {
         });
     for (auto& t : ts) t.join();
     BOOST_TEST(failures.load() == 0);
-    rg_stats st{};
+    rg_stats st = RG_STATS_INIT;
     BOOST_TEST(rg_get_stats(comm, &st) == RG_OK);
     BOOST_TEST(st.allreduces == 80u);
     rg_destroy(comm);
@@ -302,4 +317,72 @@ BOOST_AUTO_TEST_CASE(congestion_control_is_asked_for_in_the_config) {
     BOOST_TEST(rg_create(&c, &comm) == RG_ERR_USAGE);
     BOOST_TEST(std::string(rg_last_error(nullptr)).find("congestion_control 7") != std::string::npos,
                rg_last_error(nullptr));
+}
+
+// rg_stats: the counters of a lost contribution's recovery, the struct_size
+// handshake with an older or newer header, and 0.1's rg_get_stats.
+BOOST_AUTO_TEST_CASE(stats_count_and_fit_the_callers_struct) {
+    fake_server s;
+    rg_comm* comm = make(s, 70);
+    std::vector<float> buf(4096, 1.5f);
+    BOOST_TEST(rg_allreduce(comm, buf.data(), buf.data(), buf.size(), RG_FP32) == RG_OK);
+    s.drop_contribs(1);
+    BOOST_TEST(rg_allreduce(comm, buf.data(), buf.data(), buf.size(), RG_FP32) == RG_OK, rg_last_error(comm));
+    BOOST_TEST(buf[4095] == 1.5f);
+
+    rg_stats st = RG_STATS_INIT;
+    BOOST_TEST_REQUIRE(rg_get_stats(comm, &st) == RG_OK);
+    BOOST_TEST(st.struct_size == sizeof(rg_stats));
+    BOOST_TEST(st.allreduces == 2u);
+    BOOST_TEST(st.bytes == 2 * buf.size() * sizeof(float));
+    BOOST_TEST(st.retransmits >= 1u); // the lost chunk, by a timeout or a tail probe
+    BOOST_TEST(st.timeout_retransmits + st.tail_probes >= 1u);
+    BOOST_TEST(st.timeout_retransmits + st.tail_probes <= st.retransmits);
+    BOOST_TEST(st.spurious_retransmits == 0u); // lost, not reordered
+    BOOST_TEST(st.recoveries == 0u);
+
+    // A program built against an older header: only its fields are written.
+    struct older {
+        rg_stats head; // the first five fields used, the rest a guard
+    } o;
+    std::memset(&o, 0xab, sizeof o);
+    o.head.struct_size = offsetof(rg_stats, timeout_retransmits);
+    BOOST_TEST_REQUIRE(rg_get_stats(comm, &o.head) == RG_OK);
+    BOOST_TEST(o.head.struct_size == offsetof(rg_stats, timeout_retransmits));
+    BOOST_TEST(o.head.allreduces == 2u);
+    BOOST_TEST(o.head.retransmits == st.retransmits);
+    BOOST_TEST(o.head.timeout_retransmits == 0xababababababababull);
+    BOOST_TEST(o.head.ecn_marks == 0xababababababababull);
+    // A newer header's larger struct: this library's fields, and it says so.
+    struct newer {
+        rg_stats now;
+        std::uint64_t later = 0xcd;
+    } n;
+    n.now.struct_size = sizeof n;
+    BOOST_TEST_REQUIRE(rg_get_stats(comm, &n.now) == RG_OK);
+    BOOST_TEST(n.now.struct_size == sizeof(rg_stats));
+    BOOST_TEST(n.now.retransmits == st.retransmits);
+    BOOST_TEST(n.later == 0xcdu);
+    // Too small for 0.2's first fields (a struct zeroed instead of set with
+    // RG_STATS_INIT, or this one): refused, with the reason.
+    rg_stats bad = RG_STATS_INIT;
+    bad.struct_size = sizeof(std::uint64_t);
+    BOOST_TEST(rg_get_stats(comm, &bad) == RG_ERR_USAGE);
+    BOOST_TEST(std::string(rg_last_error(comm)).find("struct_size 8 is below 40") != std::string::npos,
+               rg_last_error(comm));
+    BOOST_TEST(rg_get_stats(comm, nullptr) == RG_ERR_USAGE);
+    BOOST_TEST(rg_get_stats(nullptr, &st) == RG_ERR_USAGE);
+
+    // 0.1's symbol: the four counters, nothing after them.
+    struct {
+        rg_stats_0_1 s;
+        std::uint64_t guard = 0xef;
+    } v;
+    BOOST_TEST_REQUIRE(rg_get_stats_0_1(comm, &v.s) == RG_OK);
+    BOOST_TEST(v.s.allreduces == 2u);
+    BOOST_TEST(v.s.bytes == st.bytes);
+    BOOST_TEST(v.s.retransmits == st.retransmits);
+    BOOST_TEST(v.s.recoveries == 0u);
+    BOOST_TEST(v.guard == 0xefu);
+    rg_destroy(comm);
 }

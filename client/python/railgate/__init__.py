@@ -65,7 +65,9 @@ class _Config(ctypes.Structure):
 
 
 class _Stats(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_uint64) for n in ("allreduces", "bytes", "retransmits", "recoveries")]
+    _fields_ = [("struct_size", ctypes.c_size_t)] + [
+        (n, ctypes.c_uint64) for n in ("allreduces", "bytes", "retransmits", "recoveries", "timeout_retransmits",
+                                       "tail_probes", "spurious_retransmits", "window_decreases", "ecn_marks")]
 
 
 def _load():
@@ -228,9 +230,12 @@ class Comm:
         self._check(_lib.rg_abort(self._h, why.encode()))
 
     def stats(self):
-        s = _Stats()
+        """The communicator's counters (rg_stats) as a dict; those an older
+        librailgate does not fill are left out."""
+        s = _Stats(struct_size=ctypes.sizeof(_Stats))
         self._check(_lib.rg_get_stats(self._h, ctypes.byref(s)))
-        return {n: getattr(s, n) for n, _ in _Stats._fields_}
+        return {n: getattr(s, n) for n, t in _Stats._fields_[1:]
+                if getattr(_Stats, n).offset + ctypes.sizeof(t) <= s.struct_size}
 
     def close(self):
         """Leaves the job and frees the communicator."""
