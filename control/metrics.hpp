@@ -1,20 +1,25 @@
 // The Prometheus endpoint: HTTP/1.0 on a loopback address, GET /metrics
 // answered with the text exposition `render` returns; anything else 404.
-// One connection at a time, each limited to 8 KiB of request, the time to
-// send it, and the time to take the answer: a client that stops reading
-// holds the endpoint no longer than that, and never holds up railgated's exit.
+// Connections are served side by side on one thread, each limited to 8 KiB
+// of request, the time to send it, and the time to take the answer: a
+// client that sends nothing or stops reading delays no other scrape, is cut
+// off at its deadline, and never holds up railgated's exit. Past `clients`
+// connections, a new one pushes out the oldest that has not yet sent its
+// request (a scraper sends it at once).
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace railgate::control {
 
 struct metrics_limits {
     std::chrono::milliseconds request{2000}; // from the connection to the request's blank line
     std::chrono::milliseconds answer{3000};  // from then until the whole answer is handed to the kernel
+    unsigned clients = 16;                   // connections served at once
 };
 
 class metrics_server {
@@ -27,9 +32,11 @@ public:
     metrics_server& operator=(const metrics_server&) = delete;
 
 private:
+    struct client;
     void run();
-    void serve(int fd);
-    bool ready(int fd, short events, std::chrono::steady_clock::time_point deadline) const;
+    void accept_all(std::vector<client>& cs);
+    bool step(client& c); // false: done with it (answered, cut off, or gone)
+    std::string answer(const std::string& request) const;
     std::function<std::string()> render_;
     metrics_limits limits_;
     int listen_fd_ = -1;

@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -17,6 +18,7 @@
 #include <fstream>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "control/client.hpp"
 #include "control/gids.hpp"
@@ -284,6 +286,38 @@ BOOST_AUTO_TEST_CASE(metrics_cuts_off_a_client_that_stops_reading) {
     BOOST_TEST((std::chrono::steady_clock::now() - t1 < std::chrono::milliseconds(1000)));
     close(stuck);
     close(stuck2);
+}
+
+// Clients that connect and send nothing (a slow or hostile one, more of
+// them than the endpoint serves at once) delay no scrape: connections are
+// served side by side, and past the limit a new one pushes out the oldest
+// that has sent no request. With one connection at a time, the first
+// silent one would hold the endpoint for the whole 60 s request limit.
+BOOST_AUTO_TEST_CASE(metrics_serves_scrapes_beside_silent_clients) {
+    const std::uint16_t port = free_port();
+    control::metrics_limits limits;
+    limits.request = std::chrono::seconds(60);
+    limits.clients = 4;
+    control::metrics_server m("127.0.0.1:" + std::to_string(port), [] { return std::string("railgate_up 1\n"); },
+                              limits);
+    std::vector<int> silent;
+    for (int k = 0; k < 6; ++k) silent.push_back(http_send(port, ""));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100)); // accepted: the first two pushed out
+    for (int k = 0; k < 3; ++k) {
+        const std::string got = http_get(port, "GET /metrics HTTP/1.0\r\n\r\n");
+        BOOST_TEST(got.ends_with("\r\n\r\nrailgate_up 1\n"), "scrape " << k << ": '" << got << "'");
+    }
+    // The oldest silent clients were closed, unanswered (each scrape pushed
+    // out one more); the newest is still held (60 s), until the server stops.
+    for (int k = 0; k < 2; ++k) {
+        char b;
+        timeval tv{5, 0};
+        setsockopt(silent[k], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        BOOST_TEST(read(silent[k], &b, 1) == 0, "silent client " << k << " not pushed out");
+    }
+    pollfd p{silent.back(), POLLIN, 0};
+    BOOST_TEST(poll(&p, 1, 0) == 0);
+    for (const int fd : silent) close(fd);
 }
 
 BOOST_AUTO_TEST_CASE(socket_rules) {
