@@ -648,9 +648,10 @@ RG_EXPORT rg_status rg_allreduce(rg_comm* comm, const void* send, void* recv, si
 }
 
 // rg_get_stats: the fields that fit in out->struct_size (0.2's first five
-// at least), struct_size set to what was filled.
-extern "C" __attribute__((visibility("default"))) rg_status railgate_get_stats_v0_2(const rg_comm* comm,
-                                                                                     rg_stats* out) {
+// at least), struct_size set to what was filled. The two versions' bodies
+// have names of their own (not rg_*: the version script keeps them local)
+// and are exported only as rg_get_stats at their versions.
+RG_EXPORT rg_status railgate_get_stats_v0_2(const rg_comm* comm, rg_stats* out) {
     constexpr std::size_t least = offsetof(rg_stats, timeout_retransmits);
     if (!comm) return usage(nullptr, "comm is NULL");
     auto* c = const_cast<rg_comm*>(comm);
@@ -674,8 +675,7 @@ __asm__(".symver railgate_get_stats_v0_2, rg_get_stats@@RAILGATE_0.2");
 struct rg_stats_v0_1 {
     std::uint64_t allreduces, bytes, retransmits, recoveries;
 };
-extern "C" __attribute__((visibility("default"))) rg_status railgate_get_stats_v0_1(const rg_comm* comm,
-                                                                                     rg_stats_v0_1* out) {
+RG_EXPORT rg_status railgate_get_stats_v0_1(const rg_comm* comm, rg_stats_v0_1* out) {
     if (!comm || !out) return RG_ERR_USAGE;
     auto* c = const_cast<rg_comm*>(comm);
     std::lock_guard lk(c->m);
