@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds railgate_VERSION_ARCH.deb from `meson install`: a release tree
 # configured for Debian's paths (/usr, /etc), installed into a staging root,
-# with the package's Depends from dpkg-shlibdeps, /etc/railgate/railgated.toml
-# as a conffile, and maintainer scripts that create the railgate group and
-# tell systemd about the unit (nothing is enabled or started: the operator
-# edits the config, runs railgated --check, then systemctl enable --now).
+# with the package's Depends from dpkg-shlibdeps, librailgate's symbols file
+# (for packages built against it), /etc/railgate/railgated.toml as a
+# conffile, and maintainer scripts that create the railgate group and tell
+# systemd about the unit (nothing is enabled or started: the operator edits
+# the config, runs railgated --check, then systemctl enable --now).
 #   tools/make-deb.sh [OUT_DIR [BUILD_DIR]]
 # OUT_DIR defaults to the current directory; BUILD_DIR (default build-deb) is
 # configured once and rebuilt incrementally.
@@ -65,6 +66,19 @@ Description: multi-rail gradient aggregation data plane for AI training clusters
  gateway. railctl controls it; railbench and raillat measure it; librailgate
  and its Python binding connect training jobs.
 CTL
+# librailgate's symbols file: a package built against it then depends on the
+# version that brought the symbols it uses (dpkg-shlibdeps). Each symbol
+# version node is a release: RAILGATE_0 is 0.1.0, RAILGATE_X.Y is X.Y.0.
+lib=$(find "$stage/usr/lib" -name 'librailgate.so.0' | head -n 1)
+[ -n "$lib" ] || { echo "make-deb: librailgate.so.0 not installed" >&2; exit 1; }
+{
+  echo "librailgate.so.0 railgate #MINVER#"
+  objdump -T "$lib" | awk '$NF ~ /^(rg_|RAILGATE_)/ {
+      v = $(NF - 1); gsub(/[()]/, "", v)
+      r = v == "RAILGATE_0" ? "0.1.0" : substr(v, 10) ".0"
+      print " " $NF "@" v " " r }' | sort
+} > "$stage/DEBIAN/symbols"
+grep -q ' rg_create@RAILGATE_0 ' "$stage/DEBIAN/symbols" || { echo "make-deb: no versioned symbols in $lib" >&2; exit 1; }
 # Files under /etc are the operator's: kept, and asked about, on upgrade.
 (cd "$stage" && find etc -type f | sed 's|^|/|') > "$stage/DEBIAN/conffiles"
 cat > "$stage/DEBIAN/postinst" <<'SH'

@@ -6,7 +6,8 @@
 # dpkg -i installs it into a scratch root (dpkg --root: the host's own
 # package database is not touched), and the installed railgated --check and
 # railctl --version run from there. Then the package's metadata: its
-# Depends from dpkg-shlibdeps, /etc/railgate/railgated.toml a conffile kept
+# Depends from dpkg-shlibdeps, librailgate's symbols file (what a package
+# built against it depends on), /etc/railgate/railgated.toml a conffile kept
 # on remove and gone on purge.
 #   deb.sh BUILD_DIR SOURCE_DIR
 set -u
@@ -23,6 +24,29 @@ info=$(dpkg-deb --info "$deb")
 echo "$info" | grep -q "^ Package: railgate$" || fail "control: $info"
 echo "$info" | grep -E "^ Depends: " | grep -qE "librte-eal[0-9]+ " && echo "$info" | grep -E "^ Depends: " | grep -q "libibverbs1 " || fail "Depends lacks DPDK or verbs: $(echo "$info" | grep Depends)"
 ok "$(basename "$deb"): $(du -k "$deb" | cut -f1) KiB, $(echo "$info" | grep -o 'Depends: .*' | tr ',' '\n' | wc -l) dependencies"
+
+# librailgate's symbols file: a package built against the library depends
+# on the release that brought what it calls. A program calling 0.2's
+# rg_get_stats needs railgate (>= 0.2.0); one calling only 0.1's functions,
+# (>= 0.1.0). dpkg-shlibdeps reads the file from the unpacked package, as in
+# a package build tree (debian/PACKAGE/DEBIAN/symbols).
+pkg=$log/shlibs/debian/railgate
+mkdir -p "$(dirname "$pkg")"
+dpkg-deb -R "$deb" "$pkg" || fail "dpkg-deb -R"
+grep -q "^ rg_get_stats@RAILGATE_0.2 0.2.0$" "$pkg/DEBIAN/symbols" && grep -q "^ rg_get_stats@RAILGATE_0 0.1.0$" "$pkg/DEBIAN/symbols" ||
+  fail "DEBIAN/symbols: $(cat "$pkg/DEBIAN/symbols")"
+printf 'Source: x\n\nPackage: x\nArchitecture: any\n' > "$log/shlibs/debian/control"
+libdir=$(dirname "$(find "$pkg/usr/lib" -name librailgate.so.0 | head -n 1)")
+needs() { # NAME C-BODY -> the railgate dependency dpkg-shlibdeps gives a program of that body
+  printf '#include <railgate.h>\nint main(void) { %s }\n' "$2" > "$log/shlibs/$1.c"
+  cc -I"$pkg/usr/include" "$log/shlibs/$1.c" "$libdir/librailgate.so.0" -o "$log/shlibs/$1" || fail "cc $1"
+  (cd "$log/shlibs" && dpkg-shlibdeps -O -l"$libdir" "$1" 2> /dev/null) | grep -o 'railgate ([^)]*)'
+}
+v02=$(needs stats 'rg_stats s = RG_STATS_INIT; return rg_get_stats(0, &s);')
+v01=$(needs config 'rg_config c; rg_config_init(&c); return 0;')
+[ "$v02" = "railgate (>= 0.2.0)" ] && [ "$v01" = "railgate (>= 0.1.0)" ] ||
+  fail "dpkg-shlibdeps against the package's symbols: '$v02' for rg_get_stats, '$v01' for rg_config_init"
+ok "librailgate's symbols file: a program calling rg_get_stats needs $v02, one calling rg_config_init $v01"
 
 mkdir -p "$r/var/lib/dpkg/info" "$r/var/lib/dpkg/updates" "$r/var/lib/dpkg/triggers"
 touch "$r/var/lib/dpkg/status"
