@@ -507,7 +507,7 @@ std::string worker::join() {
 
 // JOINs rail `first` (which tells the rails), then every other rail the job
 // stripes over, all at once.
-std::string worker::join_on(unsigned first, std::uint32_t excluded) {
+std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned adoptions) {
     state& s = *s_;
     s.nonce = random_token();
     s.joined = false;
@@ -590,11 +590,17 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded) {
                             last_refusal = text;
                             continue;
                         }
-                        if (code == wire::error_code::rails_mismatch && (m.h.offset | excluded) != excluded &&
-                            m.h.offset <= UINT32_MAX) {
-                            // The job stripes around rails this worker has
-                            // not seen go down: it goes along.
-                            s.excluded = excluded | static_cast<std::uint32_t>(m.h.offset);
+                        if (code == wire::error_code::rails_mismatch && m.h.offset != excluded &&
+                            m.h.offset <= UINT32_MAX && adoptions < 2) {
+                            // The job's rails are the job's, and this worker
+                            // goes along: around rails it has not seen go
+                            // down, and over one it has (when railgated
+                            // restarts, a rank may see one rail's queue pair
+                            // fail before it sees railgated gone, and the
+                            // other ranks' new job has every rail). A rail
+                            // really down then fails the job for every rank,
+                            // naming it, and every rank's next job leaves it out.
+                            s.excluded = static_cast<std::uint32_t>(m.h.offset);
                             return "\x01";
                         }
                         s.why = failure::refused;
@@ -623,7 +629,7 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded) {
         return "";
     };
     std::string e = await({first});
-    if (e == "\x01") return join_on(first, s.excluded); // once more, around the job's rails
+    if (e == "\x01") return join_on(first, s.excluded, adoptions + 1); // once more, on the job's rails
     if (!e.empty()) return e;
     s.excluded = s.ack.excluded_rails;
     if (t_.n_rails() < s.ack.n_rails)

@@ -266,7 +266,8 @@ private:
     void run(void* data, std::size_t count, wire::dtype dt);
     bool can_replay() const noexcept;
     std::string replay();
-    std::string join_on(unsigned first, std::uint32_t excluded);
+    // adoptions: how many times this JOIN took the job's excluded rails.
+    std::string join_on(unsigned first, std::uint32_t excluded, unsigned adoptions = 0);
     transport& t_;
     worker_options o_;
     std::unique_ptr<state> s_;
