@@ -965,7 +965,7 @@ bool worker::progress_rail(unsigned r) {
         if (!sl.busy || m.h.gen != sl.gen || m.h.offset != off || m.h.dt != s.dt ||
             m.bytes() != std::size_t{m.h.count} * s.esize ||
             m.h.count != std::min<std::uint64_t>(s.chunk_elems, s.count - off)) {
-            state::rack_told(rr, rr.slots[m.h.slot], m.h.gen);
+            state::rack_told(rr, sl, m.h.gen);
             continue;
         }
         // A corrupted result is as good as lost: the chunk stays in flight
