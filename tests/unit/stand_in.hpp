@@ -10,6 +10,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstdint>
+#include <cstring>
+#include <string_view>
 
 #include "dataplane/proto/parse.hpp"
 
@@ -48,6 +50,16 @@ inline std::size_t join_ack(const wire::header& join, std::uint16_t port, std::u
     b.rails[0].chunk_bytes = chunk_bytes;
     wire::encode_header(r, out);
     return wire::header_bytes + wire::encode_join_ack_body(b, out + wire::header_bytes);
+}
+
+// railgated's refusal of `join` (whose JOIN body carried `nonce`): an
+// ERROR with `code`, `detail` in its offset and `text` after the header,
+// written to `out`; returns its length.
+inline std::size_t refusal(const wire::header& join, std::uint64_t nonce, wire::error_code code,
+                           std::uint64_t detail, std::string_view text, std::uint8_t* out) {
+    wire::encode_header(wire::error_header(join, code, detail, static_cast<std::uint32_t>(nonce)), out);
+    std::memcpy(out + wire::header_bytes, text.data(), text.size());
+    return wire::header_bytes + text.size();
 }
 
 // A header-only answer (HELD, PONG) to `to`, written to `out`

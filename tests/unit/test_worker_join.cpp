@@ -1,0 +1,138 @@
+// The worker's JOIN against a railgated that refuses it for its excluded
+// rails (rails_mismatch, the job's set in the ERROR's offset), on loopback.
+// When railgated restarts under a job, one rank may see a rail's queue pair
+// fail before it sees railgated gone and rejoin around that rail, while the
+// other ranks' new job has every rail (CI caught it in rxe-verbs-faults):
+// the worker must take the job's set whether it excludes more rails or
+// fewer, and must not go back and forth for ever.
+#include <boost/test/unit_test.hpp>
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "client/railgate/udp_transport.hpp"
+#include "client/railgate/worker.hpp"
+#include "dataplane/proto/parse.hpp"
+#include "stand_in.hpp"
+
+using namespace railgate;
+using clk = std::chrono::steady_clock;
+
+namespace {
+
+// Answers the k-th JOIN (the k-th nonce: a JOIN sent again is answered
+// alike) with rails_mismatch naming refuse[k] as the job's excluded rails,
+// and a JOIN past the script with a one-rail JOIN_ACK. Records each JOIN's
+// excluded rails.
+class join_server {
+public:
+    explicit join_server(std::vector<std::uint32_t> refuse) : refuse_(std::move(refuse)) {
+        fd_ = test::bind_loopback(port_);
+        th_ = std::thread([this] { loop(); });
+    }
+    ~join_server() {
+        stop_ = true;
+        th_.join();
+        ::close(fd_);
+    }
+    std::uint16_t port() const { return port_; }
+    std::vector<std::uint32_t> excluded() const {
+        std::lock_guard g(mu_);
+        return excluded_;
+    }
+
+private:
+    void loop() {
+        std::vector<std::uint8_t> in(65536), out(2048);
+        std::vector<std::uint64_t> nonces;
+        while (!stop_) {
+            pollfd p{fd_, POLLIN, 0};
+            if (::poll(&p, 1, 5) <= 0) continue;
+            sockaddr_in peer{};
+            socklen_t fl = sizeof peer;
+            const ssize_t n = ::recvfrom(fd_, in.data(), in.size(), 0, reinterpret_cast<sockaddr*>(&peer), &fl);
+            if (n < static_cast<ssize_t>(wire::header_bytes)) continue;
+            const wire::header h = wire::decode_header(in.data());
+            std::size_t len = wire::header_bytes;
+            if (h.type == wire::msg_type::join &&
+                n >= static_cast<ssize_t>(wire::header_bytes + wire::join_body_bytes)) {
+                const wire::join_body b = wire::decode_join_body(in.data() + wire::header_bytes);
+                std::size_t k = 0;
+                while (k < nonces.size() && nonces[k] != b.nonce) ++k;
+                if (k == nonces.size()) {
+                    nonces.push_back(b.nonce);
+                    std::lock_guard g(mu_);
+                    excluded_.push_back(b.excluded_rails);
+                }
+                len = k < refuse_.size()
+                          ? test::refusal(h, b.nonce, wire::error_code::rails_mismatch, refuse_[k],
+                                          "the job's rails differ", out.data())
+                          : test::join_ack(h, port_, 16, 1024, out.data());
+            } else if (h.type == wire::msg_type::leave) {
+                test::header_answer(h, wire::msg_type::leave_ack, 0, out.data());
+            } else {
+                continue;
+            }
+            ::sendto(fd_, out.data(), len, 0, reinterpret_cast<const sockaddr*>(&peer), sizeof peer);
+        }
+    }
+
+    std::vector<std::uint32_t> refuse_;
+    int fd_ = -1;
+    std::uint16_t port_ = 0;
+    mutable std::mutex mu_;
+    std::vector<std::uint32_t> excluded_;
+    std::atomic<bool> stop_{false};
+    std::thread th_;
+};
+
+client::worker_options options() {
+    client::worker_options o;
+    o.job_id = 6;
+    o.job_token = 0x701e;
+    o.max_count = 1 << 16;
+    return o;
+}
+
+} // namespace
+
+// The job first excludes rail 1 (more than the worker), then none (fewer
+// than the worker now does): the worker takes each set, and the third
+// JOIN is acked. Before b162f37 it took only a larger set, and failed
+// for good at the second refusal.
+BOOST_AUTO_TEST_CASE(a_refused_join_takes_the_jobs_rails_either_way) {
+    join_server s({0x2, 0x0});
+    auto t = client::make_udp_transport(INADDR_LOOPBACK, s.port());
+    client::worker w{*t, options()};
+    BOOST_TEST(w.join() == "");
+    BOOST_TEST(s.excluded() == (std::vector<std::uint32_t>{0x0, 0x2, 0x0}), boost::test_tools::per_element());
+    w.leave();
+}
+
+// A railgated whose answer keeps changing: after two adoptions the third
+// refusal ends the join, at once (not at the join timeout), as a refusal.
+BOOST_AUTO_TEST_CASE(a_join_goes_along_with_the_job_twice_then_fails) {
+    join_server s({0x2, 0x0, 0x2, 0x0});
+    auto t = client::make_udp_transport(INADDR_LOOPBACK, s.port());
+    client::worker_options o = options();
+    client::worker w{*t, o};
+    const auto t0 = clk::now();
+    const std::string e = w.join();
+    BOOST_TEST_MESSAGE("join: " << e);
+    BOOST_TEST(e.find("refused the join") != std::string::npos);
+    BOOST_TEST(e.find("the job's rails differ") != std::string::npos);
+    BOOST_TEST(client::failure_name(w.failed_with()) == client::failure_name(client::failure::refused));
+    BOOST_TEST(!client::worker::recoverable(w.failed_with()));
+    BOOST_TEST(s.excluded() == (std::vector<std::uint32_t>{0x0, 0x2, 0x0}), boost::test_tools::per_element());
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(clk::now() - t0);
+    BOOST_TEST(took.count() < o.join_timeout.count() / 2);
+}
