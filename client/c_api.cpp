@@ -220,10 +220,8 @@ struct rg_comm {
             now.timeout_retransmits += mb.w->timeout_retransmits();
             now.tail_probes += mb.w->tail_probes();
             now.spurious_retransmits += mb.w->spurious_retransmits();
-            for (const client::worker::window_info& wi : mb.w->windows()) {
-                now.window_decreases += wi.decreases;
-                now.ecn_marks += wi.marks;
-            }
+            now.window_decreases += mb.w->window_decreases();
+            now.ecn_marks += mb.w->ecn_marks();
         }
         std::lock_guard lk(m);
         now.allreduces = stats.allreduces;

@@ -469,6 +469,18 @@ std::uint64_t worker::tail_probes() const noexcept { return sum_rails(s_->run, &
 std::uint64_t worker::helds() const noexcept { return sum_rails(s_->run, &state::rail_run::helds); }
 std::uint64_t worker::quiet_timeouts() const noexcept { return sum_rails(s_->run, &state::rail_run::quiet_timeouts); }
 std::uint64_t worker::spurious_retransmits() const noexcept { return sum_rails(s_->run, &state::rail_run::spurious); }
+std::uint64_t worker::window_decreases() const noexcept {
+    std::uint64_t n = 0;
+    for (const auto& rr : s_->run)
+        if (rr.cc) n += rr.cw.decreases();
+    return n;
+}
+std::uint64_t worker::ecn_marks() const noexcept {
+    std::uint64_t n = 0;
+    for (const auto& rr : s_->run)
+        if (rr.cc) n += rr.cw.marks();
+    return n;
+}
 void worker::keepalive() {
     state& s = *s_;
     if (!s.joined || s.active || s.failed.load(std::memory_order_relaxed)) return;

@@ -246,6 +246,10 @@ public:
         std::uint64_t deep = 0;   // results railgated queued behind more than the depth target
     };
     std::vector<window_info> windows() const;
+    // windows()' decreases and marks summed over the rails, without the
+    // vector (librailgate reads them after every operation).
+    std::uint64_t window_decreases() const noexcept;
+    std::uint64_t ecn_marks() const noexcept;
 
     struct state;
 

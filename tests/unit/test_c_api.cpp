@@ -47,6 +47,9 @@ public:
     void silence(bool s) { silent_ = s; }
     // The next n contributions are lost (not answered).
     void drop_contribs(unsigned n) { drop_ = n; }
+    // Results from now on echo their contribution as marked ECN CE (a
+    // congested port's, as railgated's echo says it).
+    void mark_results(bool on) { mark_ = on; }
     unsigned pings() const { return pings_; }
     // The IPv4 TOS byte of the last contribution.
     unsigned contrib_tos() const { return contrib_tos_; }
@@ -89,6 +92,7 @@ private:
                 }
                 contrib_tos_ = tos;
                 r.type = wire::msg_type::result;
+                r.aux = mark_ ? wire::result_echo(0, true) : 0;
                 std::memcpy(out.data() + wire::header_bytes, buf.data() + wire::header_bytes,
                             static_cast<std::size_t>(n) - wire::header_bytes);
                 len = static_cast<std::size_t>(n);
@@ -106,7 +110,7 @@ private:
     }
     int fd_ = -1;
     std::uint16_t port_ = 0;
-    std::atomic<bool> stop_{false}, silent_{false};
+    std::atomic<bool> stop_{false}, silent_{false}, mark_{false};
     std::atomic<unsigned> pings_{0}, contrib_tos_{0}, drop_{0};
     std::thread th_;
 };
@@ -320,7 +324,8 @@ BOOST_AUTO_TEST_CASE(congestion_control_is_asked_for_in_the_config) {
 }
 
 // rg_stats: the counters of a lost contribution's recovery, the struct_size
-// handshake with an older or newer header, and 0.1's rg_get_stats.
+// handshake with an older or newer header, 0.1's rg_get_stats, and the
+// congestion counters.
 BOOST_AUTO_TEST_CASE(stats_count_and_fit_the_callers_struct) {
     fake_server s;
     rg_comm* comm = make(s, 70);
@@ -340,6 +345,10 @@ BOOST_AUTO_TEST_CASE(stats_count_and_fit_the_callers_struct) {
     BOOST_TEST(st.timeout_retransmits + st.tail_probes <= st.retransmits);
     BOOST_TEST(st.spurious_retransmits == 0u); // lost, not reordered
     BOOST_TEST(st.recoveries == 0u);
+    BOOST_TEST(st.ecn_marks == 0u);
+    BOOST_TEST(st.window_decreases == 0u);
+    BOOST_TEST(st.ecn_marks == 0u);
+    BOOST_TEST(st.window_decreases == 0u);
 
     // A program built against an older header: only its fields are written.
     struct older {
@@ -384,5 +393,14 @@ BOOST_AUTO_TEST_CASE(stats_count_and_fit_the_callers_struct) {
     BOOST_TEST(v.s.retransmits == st.retransmits);
     BOOST_TEST(v.s.recoveries == 0u);
     BOOST_TEST(v.guard == 0xefu);
+
+    // Results that echo their contribution as marked CE (a congested
+    // port): each counted, and the window shrinks.
+    s.mark_results(true);
+    for (int k = 0; k < 3; ++k) BOOST_TEST(rg_allreduce(comm, buf.data(), buf.data(), buf.size(), RG_FP32) == RG_OK);
+    rg_stats marked = RG_STATS_INIT;
+    BOOST_TEST_REQUIRE(rg_get_stats(comm, &marked) == RG_OK);
+    BOOST_TEST(marked.ecn_marks >= 3 * buf.size() * sizeof(float) / 1024, marked.ecn_marks); // every chunk's result
+    BOOST_TEST(marked.window_decreases >= 1u);
     rg_destroy(comm);
 }
