@@ -493,8 +493,9 @@ int cmd_stats(const std::vector<std::string>& a) {
             // its own waits ~0 s.
             for (const json& l : r.value("lcores", json::array()))
                 stats::print_lcore_sharing(stdout, l["lcore"].get<unsigned>(), l["rails"].get<std::vector<std::string>>(),
-                                           l["runq_wait_seconds"].get<double>(), l.value("core_shared", 0ull),
-                                           l.value("core_shared_seconds", 0.0));
+                                           {l["runq_wait_seconds"].get<double>(), l.value("core_shared", 0ull),
+                                            l.value("core_shared_seconds", 0.0), l.value("absences", 0ull),
+                                            l.value("absent_seconds", 0.0)});
         }
         std::fflush(stdout);
         if (watch == 0 || (count && round >= count)) break;

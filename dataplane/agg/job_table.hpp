@@ -429,6 +429,28 @@ public:
         return best;
     }
 
+    // railgated was away for `ticks`, up to `now`: the thread that serves
+    // this table did not run (the host took its CPU, the process was
+    // stopped, a device call hung), and what the ranks sent meanwhile is
+    // still in its receive queues. The clocks the lifecycle judges (a
+    // job's creation and assembly, each rank's last word, each slot's
+    // first contribution) move on by it, never past `now`, so that no rank
+    // is judged silent, stalled or idle for railgated's own absence; a
+    // rank silent before it is still found, that much later.
+    void absent(std::uint64_t ticks, std::uint64_t now) noexcept {
+        const auto later = [ticks, now](std::uint64_t& t) {
+            if (t && t < now) t = std::min(t + ticks, now);
+        };
+        for (unsigned i = 0; i < max_jobs_; ++i) {
+            job_t& j = jobs_[i];
+            if (j.st != job_state::active) continue;
+            later(j.created);
+            later(j.assembled);
+            for (unsigned r = 0; r < j.world; ++r) later(j.heard[r]);
+            for (unsigned si = 0; si < j.pool; ++si) later(j.slots[si].started);
+        }
+    }
+
     // The jobs that must end now, one call of on_end(job, event) each; the
     // callback ends them (tells the members, releases, end()).
     template <class OnEnd>

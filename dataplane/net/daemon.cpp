@@ -302,6 +302,8 @@ std::vector<lcore_status> daemon::lcores() const {
         s.runq_wait_ns = c.ctr.runq_wait_ns.load(std::memory_order_relaxed);
         s.shared = c.ctr.shared.load(std::memory_order_relaxed);
         s.shared_ns = c.ctr.shared_ns.load(std::memory_order_relaxed);
+        s.absences = c.ctr.absences.load(std::memory_order_relaxed);
+        s.absent_ns = c.ctr.absent_ns.load(std::memory_order_relaxed);
         out.push_back(std::move(s));
     }
     return out;
@@ -355,8 +357,10 @@ void daemon::print_stats(std::FILE* out) const {
     }
     // How each lcore shared its CPU (kept after stop(): the last figures).
     for (const impl::lcore_ctx& c : p_->ctxs)
-        stats::print_lcore_sharing(out, c.lcore, rails_of(*p_, c.lcore), static_cast<double>(v(c.ctr.runq_wait_ns)) / 1e9,
-                                   v(c.ctr.shared), static_cast<double>(v(c.ctr.shared_ns)) / 1e9);
+        stats::print_lcore_sharing(out, c.lcore, rails_of(*p_, c.lcore),
+                                   {static_cast<double>(v(c.ctr.runq_wait_ns)) / 1e9, v(c.ctr.shared),
+                                    static_cast<double>(v(c.ctr.shared_ns)) / 1e9, v(c.ctr.absences),
+                                    static_cast<double>(v(c.ctr.absent_ns)) / 1e9});
 }
 
 daemon::impl::lcore_ctx::lcore_ctx(impl* s, unsigned l)

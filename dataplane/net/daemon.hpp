@@ -161,6 +161,7 @@ struct lcore_status {
     std::vector<std::string> rails; // the active rails it serves, by name
     std::uint64_t runq_wait_ns = 0; // lcore_counters
     std::uint64_t shared = 0, shared_ns = 0;
+    std::uint64_t absences = 0, absent_ns = 0;
 };
 
 struct lcore_guest {

@@ -74,6 +74,11 @@ struct alignas(64) lcore_counters {
     // with a busy task (and so sleeps or naps at once when idle,
     // rail_loop.cpp), and how long it counted so.
     counter shared{0}, shared_ns{0};
+    // Times the loop did not run for 100 ms or more (its longest sleep is
+    // 10 ms: the host took its CPU, the process was stopped, a device call
+    // hung), and for how long in all. The jobs' clocks skip that time
+    // (job_table::absent): the ranks' messages waited in the queues.
+    counter absences{0}, absent_ns{0};
 };
 
 } // namespace railgate::net

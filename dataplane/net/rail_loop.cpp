@@ -416,12 +416,31 @@ int daemon::impl::lcore_main(void* arg) {
     cpu_others others(ms_tsc);
     if (others.ok()) shared.keep_by_probes();
     auto all_quiet = [&mine] { return std::all_of(mine.begin(), mine.end(), [](const auto& r) { return quiet(*r); }); };
+    // The loop's last read of the clock. A gap of 100 ms or more since (its
+    // longest sleep is 10 ms) is time the loop did not run: what the ranks
+    // sent meanwhile waits in the queues, so the jobs' clocks skip it, and
+    // nobody is judged stalled for railgated's own absence. Looked at
+    // before each rail's lifecycle tick too: the thread may lose its CPU
+    // inside a pass.
+    const std::uint64_t away_tsc = 100 * ms_tsc;
+    const double ns_per_tsc = 1e9 / static_cast<double>(rte_get_tsc_hz());
+    std::uint64_t seen = rte_rdtsc();
+    auto look = [&](std::uint64_t now) {
+        if (now - seen >= away_tsc) [[unlikely]] {
+            for (auto& r : mine) r->agg.jobs_table().absent(now - seen, now);
+            bump(c->ctr.absences);
+            bump(c->ctr.absent_ns, static_cast<std::uint64_t>(static_cast<double>(now - seen) * ns_per_tsc));
+        }
+        seen = now;
+    };
     while (!d.stop.load(std::memory_order_relaxed)) {
         bool busy = false;
         std::uint64_t t0 = rte_rdtsc(); // one read per rail: its end is the next one's start
+        look(t0);
         for (auto& r : mine) {
             const bool found = poll_rail(*r);
             const std::uint64_t t1 = rte_rdtsc();
+            look(t1);
             bump(r->ctr.poll_cycles, t1 - t0);
             if (found) bump(r->ctr.busy_cycles, t1 - t0);
             t0 = t1;

@@ -469,7 +469,9 @@ json control_plane::handle(const control::request& r) {
                               {"rails", l.rails},
                               {"runq_wait_seconds", static_cast<double>(l.runq_wait_ns) / 1e9},
                               {"core_shared", l.shared},
-                              {"core_shared_seconds", static_cast<double>(l.shared_ns) / 1e9}});
+                              {"core_shared_seconds", static_cast<double>(l.shared_ns) / 1e9},
+                              {"absences", l.absences},
+                              {"absent_seconds", static_cast<double>(l.absent_ns) / 1e9}});
         }
         return ok({{"rails", rails}, {"lcores", lcores}});
     }
@@ -659,6 +661,12 @@ std::string control_plane::prometheus() {
          [](const net::lcore_status& l) { return static_cast<double>(l.shared); }},
         {"railgate_lcore_core_shared_seconds_total", "Time an lcore that does not spin counted its CPU as shared.",
          [](const net::lcore_status& l) { return static_cast<double>(l.shared_ns) / 1e9; }},
+        {"railgate_lcore_absences_total",
+         "Times an lcore's loop did not run for 100 ms or more (the host took its CPU, the process was stopped); the "
+         "jobs' stall and idle clocks skip that time.",
+         [](const net::lcore_status& l) { return static_cast<double>(l.absences); }},
+        {"railgate_lcore_absent_seconds_total", "Time an lcore's loop did not run, in absences of 100 ms or more.",
+         [](const net::lcore_status& l) { return static_cast<double>(l.absent_ns) / 1e9; }},
     };
     for (const lcore_field& f : lcore_fields) {
         metric(f.name, "counter", f.help);

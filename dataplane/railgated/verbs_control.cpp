@@ -47,7 +47,8 @@ json verbs_counters_json(const verbs::plane& p, const std::string& only) {
                   {"aggregations", v(c.results)},
                   {"engine_reductions", v(c.engine_reductions)},
                   {"qp_errors", v(c.qp_errors)},
-                  {"backlogged", v(c.backlogged)}};
+                  {"backlogged", v(c.backlogged)},
+                  {"absences", v(c.absences)}};
         shared_counters_json(c, j);
         rails.push_back(j);
     }

@@ -44,15 +44,19 @@ void print_perftest_summary(std::FILE* out, const histogram& h, unsigned bytes) 
                  us(h.stddev()), us(static_cast<double>(h.percentile(99))), us(static_cast<double>(h.percentile(99.9))));
 }
 
-void print_lcore_sharing(std::FILE* out, unsigned lcore, const std::vector<std::string>& rails, double waited_s,
-                         std::uint64_t shared, double shared_s) {
+void print_lcore_sharing(std::FILE* out, unsigned lcore, const std::vector<std::string>& rails,
+                         const lcore_sharing& s) {
     std::string names;
     for (const std::string& r : rails) names += (names.empty() ? "" : ", ") + r;
     std::fprintf(out, "lcore %u%s%s%s: waited %.3f s for its CPU", lcore, names.empty() ? "" : " (", names.c_str(),
-                 names.empty() ? "" : ")", waited_s);
-    if (shared == 1) std::fprintf(out, ", shared it with a busy task once (%.3f s)", shared_s);
-    else if (shared)
-        std::fprintf(out, ", shared it with a busy task %llu times (%.3f s)", static_cast<unsigned long long>(shared), shared_s);
+                 names.empty() ? "" : ")", s.waited_s);
+    if (s.shared == 1) std::fprintf(out, ", shared it with a busy task once (%.3f s)", s.shared_s);
+    else if (s.shared)
+        std::fprintf(out, ", shared it with a busy task %llu times (%.3f s)", static_cast<unsigned long long>(s.shared),
+                     s.shared_s);
+    if (s.absences == 1) std::fprintf(out, ", away once (%.3f s)", s.absent_s);
+    else if (s.absences)
+        std::fprintf(out, ", away %llu times (%.3f s)", static_cast<unsigned long long>(s.absences), s.absent_s);
     std::fprintf(out, "\n");
 }
 

@@ -113,6 +113,7 @@ struct plane::rail_state {
     unsigned pass = 0;
     std::uint64_t next_conn_id = 1;
     std::uint64_t next_expire_ns = now_ns();
+    std::uint64_t looked_ns = next_expire_ns; // expire()'s last read of the clock
 
     // Members above are declared in creation order: the connections (their
     // QPs, CQs and MRs) go first, then the jobs' MRs, the PD, the channels.
@@ -891,6 +892,15 @@ void plane::rail_state::maybe_free(vjob& x) {
 void plane::rail_state::expire() {
     // Every 10 ms (the coarse clock: a tick late at most).
     const std::uint64_t t = now_ns();
+    // Looked at every 256 passes and after each sleep (100 ms at most): a
+    // gap of 250 ms or more is time the thread did not run, and what the
+    // ranks sent meanwhile waits in the queues. The jobs' clocks skip it,
+    // so that nobody is judged stalled for railgated's own absence.
+    if (t - looked_ns >= 250'000'000) [[unlikely]] {
+        jobs.absent(t - looked_ns, t);
+        bump(ctr.absences);
+    }
+    looked_ns = t;
     if (t < next_expire_ns) return;
     next_expire_ns = t + 10'000'000;
     jobs.expire(t, [&](vjob& x, const agg::end_event& e) {

@@ -71,7 +71,8 @@ struct rail_counters {
         aborts{0}, contributions{0}, results{0}, qp_errors{0}, rtt_reports{0}, backlogged{0},
         engine_reductions{0}, // slots reduced across the NUMA arena (large chunks)
         stalls{0}, expirations{0}, takeovers{0}, pongs{0}, // job lifecycle, as on DPDK rails
-        leaves_again{0}; // LEAVEs repeated by a rank that had left, acknowledged again
+        leaves_again{0}, // LEAVEs repeated by a rank that had left, acknowledged again
+        absences{0};     // times the rail's thread did not run for 250 ms or more (the jobs' clocks skip it)
     std::atomic<std::uint64_t> drops[drop_reason_count]{};
     void drop(drop_reason r) noexcept { drops[static_cast<unsigned>(r)].fetch_add(1, std::memory_order_relaxed); }
 };

@@ -133,17 +133,19 @@ survivors_fail() { # T0 ERE PID...
 }
 big=(--count 4000000 -n 400 -w 0)
 # A job of 3 ranks, off railgated's polling core, during which WHO
-# (railgated, or a rank) is paused 0.3 s (SIGSTOP); every rank must finish
-# bit-exact. Sets $retx: the chunks the ranks sent again.
-pause_during() { # JOB WHO LABEL
-  local j=$1 who=$2 label=$3 pids=() r victim
+# (railgated, or a rank) is paused SECONDS (default 0.3; SIGSTOP), the
+# workers given ARGS too; every rank must finish bit-exact. Sets $retx:
+# the chunks the ranks sent again.
+pause_during() { # JOB WHO LABEL [SECONDS [ARGS...]]
+  local j=$1 who=$2 label=$3 pause=${4:-0.3} pids=() r victim
+  shift 4 2> /dev/null || shift $#
   place=$(cpus_off_lcores "$gated_pid")
-  for r in 0 1 2; do worker "$r" "$j" --count 4000000 -n 10 -w 0; pids+=($wpid); done
+  for r in 0 1 2; do worker "$r" "$j" --count 4000000 -n 10 -w 0 "$@"; pids+=($wpid); done
   place=
   wait_running "$j"
   if [ "$who" = railgated ]; then victim=$gated_pid; else victim=${pids[$who]}; fi
   kill -STOP "$victim"
-  sleep 0.3
+  sleep "$pause"
   kill -CONT "$victim"
   for r in 0 1 2; do wait "${pids[$r]}" || fail "$label paused: rank $r failed: $(tail -n 2 "$log/w-$j-$r.log")"; done
   grep -q "Out of bounds values : 0 OK" "$log/w-$j-0.log" || fail "$label paused: wrong values"
@@ -293,6 +295,21 @@ held=$(($(rail_stat r0 held) + $(rail_stat r1 held) - held0))
 [ "$retx" -le $((3 * 2 * 2 * k)) ] ||
   fail "rank 1 paused 0.3 s: the workers retransmitted $retx chunks ($held answered HELD): $(grep -h '^# retransmits' "$log"/w-19-*.log | tr '\n' ' ')"
 echo "ok: rank 1 paused 0.3 s: the job finished bit-exact, $retx chunks retransmitted by 3 workers on 2 rails, $held answered HELD"
+
+# --- 3d. railgated paused for 1.5 times its stall time, the workers'
+# peer timeout longer still (they wait for it): what they sent meanwhile
+# waits in railgated's receive queues, and railgated, back, must not take
+# its own absence for a rank's silence. Before 2026-11-30 it ended the job
+# at once, naming an innocent rank ("rank 1 sent nothing to slot 0 ... for
+# 2998 ms while the other ranks did"). Its lcore counts the absence.
+stalls0=$(($(rail_stat r0 stalls) + $(rail_stat r1 stalls)))
+pause_during 24 railgated "railgated (past its stall time)" "$(secs 1.5)" --peer-timeout "$(ms 10000)" -n 40
+stalls=$(($(rail_stat r0 stalls) + $(rail_stat r1 stalls) - stalls0))
+[ "$stalls" = 0 ] || fail "railgated paused past its stall time: it ended $stalls job(s) as stalled"
+away=$(ctl --json stats | python3 -c 'import json,sys; print(sum(l.get("absences", 0) for l in json.load(sys.stdin)["lcores"]))')
+[ "$away" -ge 1 ] || fail "railgated paused $(secs 1.5) s: its lcore counted no absence"
+ctl stats | grep -q "away" || fail "railctl stats does not show the lcore's absences"
+echo "ok: railgated paused $(secs 1.5) s (its stall time $(ms 1000) ms): the job finished bit-exact, no rank blamed, $retx chunks retransmitted, $away absence(s) counted"
 
 # --- 4. a worker restarted into its live job: refused, never an old result.
 pids=()

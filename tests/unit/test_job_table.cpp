@@ -121,6 +121,51 @@ BOOST_AUTO_TEST_CASE(a_missing_rank_still_sending_is_slow_not_stalled) {
     BOOST_TEST(ev[0].missing == 0b100u);
 }
 
+// railgated away for 3 s (its thread stopped) while a slot waits for rank
+// 1, whose messages sit in railgated's receive queue: nobody is blamed for
+// the absence. Rank 1's queued PING, read on the way back, keeps it alive;
+// a rank really silent is still found, a stall time after its last word
+// in railgated's own running time.
+BOOST_AUTO_TEST_CASE(railgateds_own_absence_blames_no_rank) {
+    table t(4, 8);
+    t.set_lifecycle(life());
+    job& j = join_all(t, 3, 0);
+    table::mark(j, j.slots[0], 0, 100);
+    table::mark(j, j.slots[0], 2, 100);
+    table::heard(j, 1, 400);
+    // Away from 500 to 3500: the loop's first look back.
+    t.absent(3000, 3500);
+    BOOST_TEST(expire(t, 3500).empty());
+    BOOST_TEST(j.heard[1] == 3400u);
+    BOOST_TEST(j.slots[0].started == 3100u);
+    // Rank 1's queued PING, then silence: stalled a stall time on.
+    table::heard(j, 1, 3501);
+    BOOST_TEST(expire(t, 4500).empty());
+    const auto ev = expire(t, 4501);
+    BOOST_REQUIRE(ev.size() == 1u);
+    BOOST_TEST(ev[0].missing == 0b010u);
+    BOOST_TEST(ev[0].waited == 1401u); // from the slot's first contribution, less the absence
+
+    // Without the credit the same absence ended the job at once, naming rank 1.
+    table u(4, 8);
+    u.set_lifecycle(life());
+    job& k = join_all(u, 3, 0);
+    table::mark(k, k.slots[0], 0, 100);
+    table::mark(k, k.slots[0], 2, 100);
+    table::heard(k, 1, 400);
+    BOOST_TEST(expire(u, 3500).size() == 1u);
+
+    // The clocks never move past now (a message stamped inside the absence).
+    table v(4, 8);
+    v.set_lifecycle(life());
+    job& m = join_all(v, 2, 10);
+    table::heard(m, 0, 3400);
+    v.absent(3000, 3500);
+    BOOST_TEST(m.heard[0] == 3500u);
+    BOOST_TEST(m.heard[1] == 3010u); // joined at 10: on by the absence
+    BOOST_TEST(m.assembled == 3010u);
+}
+
 BOOST_AUTO_TEST_CASE(completed_slots_never_stall_and_the_oldest_waiting_slot_is_named) {
     table t(4, 8);
     t.set_lifecycle(life());
