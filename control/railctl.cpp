@@ -54,7 +54,7 @@ const char* const help_main =
     "  route list | add PREFIX R [via IP] | del PREFIX   the gateway's routes\n"
     "  stats [--rail R] [--watch [S]] [--count N]   packets, bytes, aggregations, drops by reason; each lcore's wait for its CPU\n"
     "  latency [--rail R] [--job J] [--worker] [--tc N] [--reset] [--plot FILE.svg]   latency histograms\n"
-    "  fault show [R] | set R SPEC | clear R   the rails' fault injector (tests, labs)\n"
+    "  fault show [R] | set R SPEC | clear R | freeze R MS   the rails' fault injector (tests, labs)\n"
     "  capture R[,R..]|all [--rx] [--tx] [--drops] [--count N] [--seconds S] [--snaplen B] [--job J] -w FILE.pcapng\n"
     "  nccl-env                            NCCL environment matching the rails\n"
     "  --socket PATH   control socket (default $RAILGATE_SOCKET or /run/railgate/railgated.sock)\n"
@@ -109,13 +109,18 @@ const std::map<std::string, const char*> help_cmd = {
                 "  --job: one of the rail's recent jobs. --reset: clear after reading.\n"
                 "  --plot: an SVG with the histogram and the CDF.\n"},
     {"fault", "usage: railctl fault show [R]\n       railctl fault set R SPEC\n       railctl fault clear R\n"
+              "       railctl fault freeze R MS\n"
               "  The rail's fault injector, for tests and labs: SPEC is drop=P,dup=P,reorder=P,corrupt=P,seed=S\n"
               "  (P a fraction 0..1; any subset), optionally rank=N (only rank N's messages),\n"
               "  type=T (only messages of type T: join, join_ack, contrib, result, error, leave,\n"
               "  leave_ack, rtt_report, region, ping, pong, held) and\n"
               "  dir=rx|tx (only what railgated receives or sends). It acts on the rail's received and\n"
               "  sent frames alike unless dir says;\n"
-              "  what it dropped is counted as drop reason fault_injected.\n"},
+              "  what it dropped is counted as drop reason fault_injected.\n"
+              "  freeze: the lcore serving R stops going round its loop for MS ms (1..60000), as a\n"
+              "  hung device call would stop it, then goes on: its rails' frames wait in their\n"
+              "  queues, railgated logs the loop as stuck after 5 s (or half systemd's WatchdogSec)\n"
+              "  and stops telling the watchdog it is alive, and the jobs' clocks skip the time.\n"},
     {"capture", "usage: railctl capture R[,R...]|all [--rx] [--tx] [--drops] [--count N] [--seconds S]\n"
                 "                       [--snaplen B] [--job J] -w FILE.pcapng\n"
                 "  Mirrors DPDK rails' packets to a pcapng file (-w - writes to stdout: pipe it into\n"
@@ -357,8 +362,14 @@ int cmd_fault(const std::vector<std::string>& a) {
         r = call("fault.set", {{"rail", a[1]}, {"spec", a[2]}});
     } else if (a[0] == "clear" && a.size() == 2) {
         r = call("fault.set", {{"rail", a[1]}, {"spec", "off"}});
+    } else if (a[0] == "freeze" && a.size() == 3) {
+        r = call("fault.freeze", {{"rail", a[1]}, {"ms", std::stoull(num_arg("MS", a[2]))}});
+        if (json_out) return print_json(r), 0;
+        std::printf("rail %s: lcore %u frozen for %llu ms\n", r["rail"].get<std::string>().c_str(),
+                    r["lcore"].get<unsigned>(), r["ms"].get<unsigned long long>());
+        return 0;
     } else {
-        usage("fault show [R] | set R SPEC | clear R");
+        usage("fault show [R] | set R SPEC | clear R | freeze R MS");
     }
     if (json_out) return print_json(r), 0;
     for (const json& x : r["rails"])

@@ -252,6 +252,29 @@ std::string daemon::set_fault(std::size_t rail, const fault::spec& f) {
     return {};
 }
 
+std::string daemon::freeze(std::size_t rail, std::uint32_t ms) {
+    std::lock_guard lock(p_->ctl);
+    if (rail >= p_->rails.size() || !p_->rails[rail]->active) return "no rail " + std::to_string(rail);
+    if (ms == 0 || ms > max_freeze_ms) return "a freeze lasts 1.." + std::to_string(max_freeze_ms) + " ms";
+    lcore_command c;
+    c.k = lcore_command::kind::freeze;
+    c.rail = static_cast<int>(rail);
+    c.freeze_ms = ms;
+    return p_->on_lcores(c, static_cast<int>(rail));
+}
+
+std::vector<lcore_pass> daemon::passes() const {
+    std::vector<lcore_pass> out;
+    if (!p_->launched) return out;
+    const std::uint64_t now = rte_rdtsc();
+    const double ns_per_tsc = 1e9 / static_cast<double>(rte_get_tsc_hz());
+    for (const impl::lcore_ctx& c : p_->ctxs) {
+        const std::uint64_t b = c.beat.load(std::memory_order_relaxed);
+        out.push_back({c.lcore, now > b ? static_cast<std::uint64_t>(static_cast<double>(now - b) * ns_per_tsc) : 0});
+    }
+    return out;
+}
+
 std::string daemon::set_capture(std::size_t rail, capture_ring* ring, const capture_filter& f) {
     std::lock_guard lock(p_->ctl);
     if (rail >= p_->rails.size() || !p_->rails[rail]->active) return "no rail " + std::to_string(rail);
@@ -364,7 +387,7 @@ void daemon::print_stats(std::FILE* out) const {
 }
 
 daemon::impl::lcore_ctx::lcore_ctx(impl* s, unsigned l)
-    : self(s), lcore(l), wake_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+    : self(s), lcore(l), beat(rte_rdtsc()), wake_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
 daemon::impl::lcore_ctx::~lcore_ctx() {
     if (wake_fd >= 0) ::close(wake_fd);
 }

@@ -164,6 +164,12 @@ struct lcore_status {
     std::uint64_t absences = 0, absent_ns = 0;
 };
 
+// How long ago a running lcore last went round its loop (daemon::passes).
+struct lcore_pass {
+    unsigned lcore = 0;
+    std::uint64_t since_ns = 0;
+};
+
 struct lcore_guest {
     bool (*step)(void* ctx) noexcept = nullptr; // one step; true: done
     void* ctx = nullptr;
@@ -244,6 +250,17 @@ public:
     // The rail's fault injector (railctl fault set/clear): applied by its
     // lcore between bursts, on receive and transmit. "" or the error.
     std::string set_fault(std::size_t rail, const fault::spec& f);
+    // The lcore serving `rail` stops going round its loop for `ms` (1 ..
+    // max_freeze_ms), as a hung device call would stop it, then goes on
+    // (railctl fault freeze; tests and labs: how workers, railgated's own
+    // liveness check and a supervisor take it). Returns once the lcore has
+    // taken it, before the freeze ends; "" or the error.
+    static constexpr std::uint32_t max_freeze_ms = 60000;
+    std::string freeze(std::size_t rail, std::uint32_t ms);
+    // How long ago each running lcore last went round its loop (it does
+    // every 10 ms at most, idle or busy). Lock-free: for the thread that
+    // launches and stops the daemon.
+    std::vector<lcore_pass> passes() const;
     // Capture: the rail's lcore mirrors what `f` selects into `ring` (the
     // caller's; null stops). Once it returns, the lcore has switched: after
     // set_capture(rail, nullptr) it no longer touches the old ring.

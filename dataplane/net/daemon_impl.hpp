@@ -34,7 +34,8 @@ struct lcore_command {
         routes,    // the gateway's table from now on
         fault,     // the fault injector's spec (all zero: off)
         rails_down, // end every job striped over a rail that went down
-        capture     // mirror packets into a capture ring (null: stop)
+        capture,    // mirror packets into a capture ring (null: stop)
+        freeze      // stop going round the loop for freeze_ms (railctl fault freeze)
     } k = kind::snapshot;
     int rail = -1;                      // rail index; -1: every rail of the lcore
     // snapshot
@@ -62,6 +63,8 @@ struct lcore_command {
     // capture
     capture_ring* ring = nullptr;
     capture_filter filter;
+    // freeze
+    std::uint32_t freeze_ms = 0;
     std::string err;                    // filled by the lcore
 };
 
@@ -117,6 +120,9 @@ struct daemon::impl {
         // what follows (close() frees the rails' ports).
         bool launched = false;
         std::atomic<bool> ended{false};
+        // The TSC of the loop's last lifecycle tick (every 10 ms, idle or
+        // busy): daemon::passes(), what railgated's liveness check reads.
+        std::atomic<std::uint64_t> beat;
         // Wakes a loop that sleeps on its udp rails' sockets (an eventfd).
         int wake_fd = -1;
         lcore_counters ctr;

@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 #include <rte_cycles.h>
@@ -112,7 +114,8 @@ void run_command(rail_state& rs, lcore_command& c) {
         return;
     }
     case lcore_command::kind::attach:
-    case lcore_command::kind::detach: return; // handled by the loop, which owns the rail list
+    case lcore_command::kind::detach:
+    case lcore_command::kind::freeze: return; // handled by the loop, which owns the rail list and its passes
     case lcore_command::kind::shaping: {
         tx_scheduler::options o = scheduler_options(rs.s);
         o.rail_rate_bps = c.rate_bps;
@@ -453,7 +456,10 @@ int daemon::impl::lcore_main(void* arg) {
             }
         }
         if (lcore_command* cmd = c->cmd.load(std::memory_order_acquire)) {
-            if (cmd->k == lcore_command::kind::attach) {
+            const std::uint32_t freeze_ms = cmd->k == lcore_command::kind::freeze ? cmd->freeze_ms : 0;
+            if (freeze_ms) {
+                // Taken after the answer (below), without touching cmd again.
+            } else if (cmd->k == lcore_command::kind::attach) {
                 mine.push_back(d.make_rail_state(static_cast<std::size_t>(cmd->rail), c->lcore));
             } else if (cmd->k == lcore_command::kind::detach) {
                 for (auto it = mine.begin(); it != mine.end(); ++it)
@@ -470,6 +476,11 @@ int daemon::impl::lcore_main(void* arg) {
             rebond();
             if (d.cfg.idle == idle_policy::sleep) zzz.watch(mine);
             c->cmd.store(nullptr, std::memory_order_release);
+            // railctl fault freeze: no pass until it ends (or railgated stops).
+            const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(freeze_ms);
+            for (auto t = std::chrono::steady_clock::now(); t < until && !d.stop.load(std::memory_order_relaxed);
+                 t = std::chrono::steady_clock::now())
+                std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(until - t, std::chrono::milliseconds(10)));
         }
         if (lcore_guest* g = c->guest.load(std::memory_order_acquire)) [[unlikely]] {
             if (!busy && g->step(g->ctx)) {
@@ -480,6 +491,7 @@ int daemon::impl::lcore_main(void* arg) {
         }
         if (t0 - runq_at >= expire_every) [[unlikely]] {
             runq_at = t0;
+            c->beat.store(t0, std::memory_order_relaxed);
             c->ctr.runq_wait_ns.store(runq.now().waited_ns - runq_start, std::memory_order_relaxed);
         }
         const bool polite = d.cfg.idle != idle_policy::spin;

@@ -410,6 +410,22 @@ json control_plane::handle(const control::request& r) {
         }
         return ok({{"rails", rails}});
     }
+    if (r.command == "fault.freeze") {
+        if (!(e = control::check_keys(a, {"rail", "ms"})).empty()) return fail(e);
+        int idx = -1;
+        if (!(e = find_rail(a, idx, true)).empty()) return fail(e);
+        std::optional<std::uint64_t> ms;
+        if (!(e = control::get_uint(a, "ms", net::daemon::max_freeze_ms, ms)).empty()) return fail(e);
+        if (!ms || *ms == 0) return fail("argument 'ms' missing (1.." + std::to_string(net::daemon::max_freeze_ms) + ")");
+        const auto i = static_cast<std::size_t>(idx);
+        if (!(e = d_.freeze(i, static_cast<std::uint32_t>(*ms))).empty()) return fail(e);
+        unsigned lcore = 0;
+        for (const net::rail_status& s : d_.status())
+            if (s.index == i) lcore = s.lcore;
+        log_change(r, "fault.freeze rail " + d_.rail(i).name + " (lcore " + std::to_string(lcore) + ") for " +
+                          std::to_string(*ms) + " ms");
+        return ok({{"rail", d_.rail(i).name}, {"lcore", lcore}, {"ms", *ms}});
+    }
     if (r.command == "route.list") {
         if (!(e = control::check_keys(a, {})).empty()) return fail(e);
         json routes = json::array();
@@ -513,7 +529,7 @@ json control_plane::handle(const control::request& r) {
     }
     return fail("unknown command '" + r.command +
                 "' (status, rail.list, rail.show, rail.set, rail.add, rail.remove, policy.show, policy.set, tc.list, "
-                "tc.set, route.list, route.add, route.del, fault.show, fault.set, stats, latency, capture.start, capture.status, capture.stop)");
+                "tc.set, route.list, route.add, route.del, fault.show, fault.set, fault.freeze, stats, latency, capture.start, capture.status, capture.stop)");
 }
 
 std::string control_plane::prometheus() {

@@ -42,6 +42,7 @@
 #include "dataplane/net/veth.hpp"
 #include "dataplane/railgated/control.hpp"
 #include "dataplane/railgated/host_check.hpp"
+#include "dataplane/railgated/liveness.hpp"
 #include "dataplane/railgated/stop_signal.hpp"
 #include "dataplane/railgated/verbs_control.hpp"
 #include "dataplane/verbs/plane.hpp"
@@ -533,8 +534,33 @@ int main(int argc, char** argv) {
             if (vp) vp->print_stats(stdout);
             std::fflush(stdout);
         };
+        // Every loop's passes, every 100 ms: one that stopped going round is
+        // logged, and systemd's watchdog (WatchdogSec=) is told railgated is
+        // alive only while none has.
+        std::uint64_t watchdog_usec = 0;
+        if (sd_watchdog_enabled(0, &watchdog_usec) <= 0) watchdog_usec = 0;
+        live::liveness liveness{std::chrono::microseconds(watchdog_usec)};
+        if (watchdog_usec)
+            log::info("systemd's watchdog: told every %.1f s while every lcore and verbs rail goes round its loop "
+                      "(stuck after %.1f s)",
+                      static_cast<double>(watchdog_usec) / 2e6, static_cast<double>(liveness.stuck_after().count()) / 1e3);
+        std::vector<live::loop> loops;
+        auto look_at_loops = [&] {
+            loops.clear();
+            if (d)
+                for (const net::lcore_pass& p : d->passes())
+                    loops.push_back({"lcore " + std::to_string(p.lcore), std::chrono::nanoseconds(p.since_ns)});
+            if (vp)
+                for (const verbs::rail_pass& p : vp->passes())
+                    loops.push_back({"verbs rail " + p.rail, std::chrono::nanoseconds(p.since_ns)});
+            const live::liveness::verdict v = liveness.step(std::chrono::steady_clock::now(), loops);
+            for (const std::string& s : v.stuck) log::error("%s", s.c_str());
+            for (const std::string& s : v.back) log::warning("%s", s.c_str());
+            if (v.ping) sd_notify(0, "WATCHDOG=1");
+        };
         unsigned ticks = 0;
         while (!stop::requested()) {
+            look_at_loops();
             usleep(100000);
             if (app.stats_interval && ++ticks % (app.stats_interval * 10) == 0) print_stats();
         }

@@ -114,6 +114,7 @@ struct plane::rail_state {
     std::uint64_t next_conn_id = 1;
     std::uint64_t next_expire_ns = now_ns();
     std::uint64_t looked_ns = next_expire_ns; // expire()'s last read of the clock
+    std::atomic<std::uint64_t> beat_ns{looked_ns}; // the same, for plane::passes()
 
     // Members above are declared in creation order: the connections (their
     // QPs, CQs and MRs) go first, then the jobs' MRs, the PD, the channels.
@@ -248,11 +249,13 @@ plane::plane(const plane_config& cfg) {
 plane::~plane() { stop(); }
 
 void plane::launch() {
-    for (auto& rs : rails_)
+    for (auto& rs : rails_) {
+        rs->beat_ns.store(stats::coarse_now_ns(), std::memory_order_relaxed); // passes() from now on
         threads_.emplace_back([this, r = rs.get()] {
             r->placement = bind_this_thread(r->cfg.cpu, r->numa);
             r->run(stop_);
         });
+    }
 }
 
 void plane::stop() {
@@ -262,6 +265,17 @@ void plane::stop() {
 }
 
 std::size_t plane::rail_count() const noexcept { return rails_.size(); }
+
+std::vector<rail_pass> plane::passes() const {
+    std::vector<rail_pass> out;
+    if (threads_.empty()) return out;
+    const std::uint64_t now = stats::coarse_now_ns();
+    for (const auto& rs : rails_) {
+        const std::uint64_t b = rs->beat_ns.load(std::memory_order_relaxed);
+        out.push_back({rs->cfg.name, now > b ? now - b : 0});
+    }
+    return out;
+}
 const rail_counters& plane::counters(std::size_t i) const noexcept { return rails_[i]->ctr; }
 
 std::vector<rail_status> plane::status() const {
@@ -323,6 +337,8 @@ void plane::print_stats(std::FILE* f) const {
 // ---------------------------------------------------------------- the loop
 
 void plane::rail_state::run(const std::atomic<bool>& stop) {
+    // The clock from the thread's start, not the plane's construction.
+    looked_ns = now_ns();
     unsigned idle = 0;
     while (!stop.load(std::memory_order_relaxed)) {
         bool work = false;
@@ -901,6 +917,7 @@ void plane::rail_state::expire() {
         bump(ctr.absences);
     }
     looked_ns = t;
+    beat_ns.store(t, std::memory_order_relaxed);
     if (t < next_expire_ns) return;
     next_expire_ns = t + 10'000'000;
     jobs.expire(t, [&](vjob& x, const agg::end_event& e) {

@@ -91,6 +91,13 @@ struct rail_status {
     unsigned connections = 0, jobs = 0;
 };
 
+// How long ago a rail's thread last looked at its jobs' clocks: every 256
+// passes, and after each sleep of at most 100 ms (plane::passes).
+struct rail_pass {
+    std::string rail;
+    std::uint64_t since_ns = 0;
+};
+
 class plane {
 public:
     // Binds and listens on every rail; throws with a message naming the
@@ -104,6 +111,9 @@ public:
     void stop();
 
     std::size_t rail_count() const noexcept;
+    // Each running rail thread's rail_pass. For the thread that launches
+    // and stops the plane.
+    std::vector<rail_pass> passes() const;
     const rail_counters& counters(std::size_t rail) const noexcept;
     std::vector<rail_status> status() const;
     void print_placement(std::FILE* f) const;

@@ -11,7 +11,10 @@
 #   - Type=notify for real: railgated on its embedded default in a network
 #     namespace, with $NOTIFY_SOCKET a datagram socket this test reads,
 #     says READY=1 and later STOPPING=1; with $JOURNAL_STREAM naming its
-#     stderr it logs journald's <N> priorities instead of timestamps.
+#     stderr it logs journald's <N> priorities instead of timestamps;
+#   - the watchdog: with $WATCHDOG_USEC at 2 s it says WATCHDOG=1 every
+#     second, and not while an lcore is frozen past a second (railctl
+#     fault freeze r0 2500), logging the loop stuck and then back.
 #   service.sh BUILD_DIR SOURCE_DIR
 set -u
 build=$1 src=$2
@@ -60,8 +63,8 @@ ok "$n installed configs valid (--check: exit 0 or 1 by what this host has)"
 unit=$top/lib/systemd/system/railgated.service
 [ -s "$unit" ] || fail "railgated.service not installed"
 [ -s "$top/lib/sysusers.d/railgate.conf" ] || fail "sysusers.d/railgate.conf not installed"
-grep -q "^Type=notify$" "$unit" && grep -q "^RuntimeDirectory=railgate" "$unit" && grep -q "^Group=railgate$" "$unit" &&
-  grep -q "^CapabilityBoundingSet=CAP_NET_ADMIN" "$unit" || fail "the unit lacks Type=notify, RuntimeDirectory, Group or capabilities"
+grep -q "^Type=notify$" "$unit" && grep -q "^WatchdogSec=" "$unit" && grep -q "^RuntimeDirectory=railgate" "$unit" && grep -q "^Group=railgate$" "$unit" &&
+  grep -q "^CapabilityBoundingSet=CAP_NET_ADMIN" "$unit" || fail "the unit lacks Type=notify, WatchdogSec, RuntimeDirectory, Group or capabilities"
 grep -q "^ExecStart=$prefix/bin/railgated --config $sysconf/railgate/railgated.toml$" "$unit" || fail "ExecStart: $(grep ExecStart "$unit")"
 if command -v systemd-analyze > /dev/null && unshare -m true 2> /dev/null; then
   out=$(unshare -m sh -c 'mount --bind "$1" "$2" && systemd-analyze verify "$3"' sh "$top" "$prefix" "$prefix/lib/systemd/system/railgated.service" 2>&1); rc=$?
@@ -76,7 +79,7 @@ require_netns
 ip netns add "$ns" || fail "netns"
 ip netns exec "$ns" ip link set lo up
 python3 - "$log/notify.sock" > "$log/notify.txt" 2>&1 <<'PY' &
-import socket, sys
+import socket, sys, time
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(sys.argv[1])
 s.settimeout(30)
@@ -84,14 +87,14 @@ seen = []
 while not any(m.startswith("STOPPING=1") for m in seen):
     m = s.recv(4096).decode()
     seen.append(m)
-    print(m.replace("\n", " | "), flush=True)
+    print(f"{time.monotonic():.3f} " + m.replace("\n", " | "), flush=True)
 PY
 listener=$!
 for _ in $(seq 50); do [ -S "$log/notify.sock" ] && break; sleep 0.1; done
 touch "$log/railgated.log"
 exec 5> "$log/railgated.log"
 js=$(stat -c '%d:%i' "$log/railgated.log")
-NOTIFY_SOCKET=$log/notify.sock JOURNAL_STREAM=$js ip netns exec "$ns" "$top/bin/railgated" --socket "$log/rg.sock" \
+NOTIFY_SOCKET=$log/notify.sock JOURNAL_STREAM=$js WATCHDOG_USEC=2000000 ip netns exec "$ns" "$top/bin/railgated" --socket "$log/rg.sock" \
   --metrics off --log-level info 2>&5 >&5 &
 gated_pid=$!
 exec 5>&-
@@ -99,6 +102,13 @@ for _ in $(seq 150); do grep -q "READY=1" "$log/notify.txt" && break; sleep 0.1;
 grep -q "READY=1" "$log/notify.txt" || fail "no READY=1 on \$NOTIFY_SOCKET: $(cat "$log/notify.txt")"
 grep -q "STATUS=serving 2 rail(s) from (embedded default)" "$log/notify.txt" || fail "no STATUS: $(cat "$log/notify.txt")"
 "$top/bin/railctl" --socket "$log/rg.sock" status > /dev/null || fail "railctl against the notified railgated"
+# The watchdog: told every second; an lcore frozen 2.5 s (stuck after 1 s,
+# half the interval) holds it back, then it is told again.
+sleep 1.5
+"$top/bin/railctl" --socket "$log/rg.sock" fault freeze r0 2500 > "$log/freeze.txt" || fail "railctl fault freeze: $(cat "$log/freeze.txt")"
+grep -q "^rail r0: lcore [0-9]* frozen for 2500 ms$" "$log/freeze.txt" || fail "fault freeze said: $(cat "$log/freeze.txt")"
+sleep 4.5
+"$top/bin/railctl" --socket "$log/rg.sock" stats | grep -q "away once" || fail "railctl stats shows no absence after the freeze"
 kill -TERM "$gated_pid"
 wait "$gated_pid" || fail "railgated exited $? on SIGTERM"
 gated_pid=
@@ -106,5 +116,19 @@ wait "$listener" || fail "no STOPPING=1: $(cat "$log/notify.txt")"
 grep -q "^<5>railgated: ready: 2 rail(s)" "$log/railgated.log" || fail "no journald <5> ready line: $(head -n 20 "$log/railgated.log")"
 grep -q "^<5>railgated: stopping" "$log/railgated.log" || fail "no <5> stopping line"
 grep -qE "^[0-9]{4}-[0-9]{2}-[0-9]{2}T.*railgated:" "$log/railgated.log" && fail "timestamps under the journal"
+grep -q "^<3>railgated: lcore [0-9]* has not gone round its loop for 1\.[0-9] s: systemd's watchdog is no longer told" "$log/railgated.log" ||
+  fail "no error line for the frozen lcore: $(grep -v '^ ' "$log/railgated.log" | tail -n 5)"
+grep -q "^<4>railgated: lcore [0-9]* goes round its loop again (it stopped for 2\.[0-9] s or more)" "$log/railgated.log" ||
+  fail "no warning line for the lcore back: $(grep -v '^ ' "$log/railgated.log" | tail -n 5)"
+# The pings' gaps: about a second, but one of 1.5 s or more (the freeze).
+python3 - "$log/notify.txt" <<'PY' || fail "WATCHDOG=1 pings: $(cat "$log/notify.txt")"
+import sys
+t = [float(l.split()[0]) for l in open(sys.argv[1]) if " WATCHDOG=1" in l]
+gaps = [b - a for a, b in zip(t, t[1:])]
+print("ok: WATCHDOG=1 %d times, gaps %s s" % (len(t), " ".join("%.2f" % g for g in gaps)))
+assert len(t) >= 5, "too few pings"
+assert any(g >= 1.5 for g in gaps), "no gap for the freeze"
+assert gaps[-1] < 1.5, "no ping after the freeze"
+PY
 ok "Type=notify: READY=1 with STATUS, then STOPPING=1; journald priorities on every log line: $(grep -c '^<[0-9]>' "$log/railgated.log") lines"
 echo PASS
