@@ -422,9 +422,9 @@ int daemon::impl::lcore_main(void* arg) {
     // The loop's last read of the clock. A gap of 100 ms or more since (its
     // longest sleep is 10 ms) is time the loop did not run: what the ranks
     // sent meanwhile waits in the queues, so the jobs' clocks skip it, and
-    // nobody is judged stalled for railgated's own absence. Looked at
-    // before each rail's lifecycle tick too: the thread may lose its CPU
-    // inside a pass.
+    // nobody is judged stalled for railgated's own absence. Looked at at
+    // each pass's start, and before each rail's lifecycle tick: the thread
+    // may lose its CPU inside a pass.
     const std::uint64_t away_tsc = 100 * ms_tsc;
     const double ns_per_tsc = 1e9 / static_cast<double>(rte_get_tsc_hz());
     std::uint64_t seen = rte_rdtsc();
@@ -443,13 +443,13 @@ int daemon::impl::lcore_main(void* arg) {
         for (auto& r : mine) {
             const bool found = poll_rail(*r);
             const std::uint64_t t1 = rte_rdtsc();
-            look(t1);
             bump(r->ctr.poll_cycles, t1 - t0);
             if (found) bump(r->ctr.busy_cycles, t1 - t0);
             t0 = t1;
             busy |= found;
             if (r->pending_mtu) maybe_apply_pending_mtu(*r);
             if (t1 >= r->expire_tsc) [[unlikely]] {
+                look(t1);
                 r->expire_tsc = t1 + expire_every;
                 expire_jobs(*r, t1);
                 flush(*r);
