@@ -108,6 +108,11 @@ sleep 1.5
 "$top/bin/railctl" --socket "$log/rg.sock" fault freeze r0 2500 > "$log/freeze.txt" || fail "railctl fault freeze: $(cat "$log/freeze.txt")"
 grep -q "^rail r0: lcore [0-9]* frozen for 2500 ms$" "$log/freeze.txt" || fail "fault freeze said: $(cat "$log/freeze.txt")"
 sleep 4.5
+# Bad freezes: refused with the reason, nothing frozen.
+for bad in "r0 0:a freeze lasts 1..60000 ms" "r0 60001:out of range 0..60000" "r9 10:r9" "r0 1s:not a number"; do
+  out=$("$top/bin/railctl" --socket "$log/rg.sock" fault freeze ${bad%%:*} 2>&1) && fail "fault freeze ${bad%%:*} accepted: $out"
+  case $out in *"${bad#*:}"*) ;; *) fail "fault freeze ${bad%%:*}: $out" ;; esac
+done
 "$top/bin/railctl" --socket "$log/rg.sock" stats | grep -q "away once" || fail "railctl stats shows no absence after the freeze"
 kill -TERM "$gated_pid"
 wait "$gated_pid" || fail "railgated exited $? on SIGTERM"

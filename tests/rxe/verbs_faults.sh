@@ -9,6 +9,8 @@
 #    stalls and the others are told which rank, the job is gone;
 #  - railgated stopped under raillat (timers on the coarse clock): named
 #    silent after the peer timeout;
+#  - railgated stopped 1.5 times its stall time under workers whose peer
+#    timeout waits it out: no rank blamed for its absence, bit-exact;
 #  - railgated killed and restarted mid-job: workers with --retry reconnect,
 #    re-join and finish bit-exact.
 #   verbs_faults.sh RXE_VM BUILD_DIR
@@ -120,6 +122,40 @@ grep -q "railgated stopped answering on every rail for" "$WORK/lat.log" ||
   { echo "FAIL: raillat did not name railgated silent"; cat "$WORK/lat.log"; exit 1; }
 echo "railgated stopped under raillat: named silent after $t s (guest, TCG)"
 awk -v t="$t" 'BEGIN { exit !(t >= 0.9 && t <= 4.0) }' || { echo "FAIL: took $t s"; exit 1; }
+
+# railgated stopped for 1.5 times its stall time (1 s) under 3 workers
+# whose peer timeout waits it out: what they wrote meanwhile waits in its
+# completion queues, and railgated, back, must not take its own absence
+# for a rank's silence (each rail's thread counts it, absences); the job
+# finishes bit-exact.
+before=$("$BUILD/railctl" --socket "$WORK/ctl.sock" --json stats | python3 -c '
+import json, sys
+rails = json.load(sys.stdin)["rails"]
+print(sum(r.get("stalls", 0) for r in rails), sum(r.get("absences", 0) for r in rails))')
+for r in 0 1 2; do
+  timeout 200 "$BUILD/tools/railbench" --transport verbs --server 198.18.0.1 --rank $r --workers 3 --job 9 \
+    --count 100003 -n 300 -w 0 --peer-timeout 20000 > "$WORK/p$r.log" 2>&1 &
+  pid[$r]=$!
+done
+for _ in $(seq 100); do
+  grep -q "size" "$WORK/p0.log" && grep -q "size" "$WORK/p1.log" && grep -q "size" "$WORK/p2.log" && break
+  sleep 0.3
+done
+sleep 1
+kill -STOP $RG_PID
+sleep 1.5
+kill -CONT $RG_PID
+for r in 0 1 2; do
+  wait ${pid[$r]} || { echo "FAIL: rank $r failed after railgated's pause"; tail -n 3 "$WORK"/p*.log; exit 1; }
+done
+grep -q "Out of bounds values : 0 OK" "$WORK/p0.log" || { echo "FAIL: wrong values after the pause"; exit 1; }
+"$BUILD/railctl" --socket "$WORK/ctl.sock" --json stats | python3 -c '
+import json, sys
+rails = json.load(sys.stdin)["rails"]
+stalls = sum(r.get("stalls", 0) for r in rails) - int(sys.argv[1])
+away = sum(r.get("absences", 0) for r in rails) - int(sys.argv[2])
+print("railgated stopped 1.5 s (stall time 1 s) under 3 verbs workers: bit-exact, %d jobs ended as stalled, %d absences counted" % (stalls, away))
+assert stalls == 0 and away >= 1' $before || { echo "FAIL: railgated blamed a rank for its own pause, or counted no absence"; exit 1; }
 
 # railgated killed and restarted mid-job: --retry reconnects and finishes.
 for r in 0 1 2; do
