@@ -39,19 +39,27 @@ r = json.load(open(sys.argv[1]))["rails"][0]
 assert r["leaves"] == 1 and r["leaves_again"] == 1 and "leave_unknown" not in d, r
 PY
 
+# ranks TAG JOB ARGS...: 3 railbench ranks of job JOB on the verbs rails in
+# the background (logs $WORK/TAG0..2.log, pids in pid[]), given ARGS;
+# returns once every rank has joined and started (railbench prints the
+# table header after its JOIN), and a second of running.
+ranks() {
+  local tag=$1 job=$2 r
+  shift 2
+  for r in 0 1 2; do
+    timeout 200 "$BUILD/tools/railbench" --transport verbs --server 198.18.0.1 --rank $r --workers 3 --job "$job" \
+      "$@" > "$WORK/$tag$r.log" 2>&1 &
+    pid[$r]=$!
+  done
+  for _ in $(seq 100); do
+    grep -q "size" "$WORK/${tag}0.log" && grep -q "size" "$WORK/${tag}1.log" && grep -q "size" "$WORK/${tag}2.log" && break
+    sleep 0.3
+  done
+  sleep 1
+}
+
 # Rank 2 dies (SIGKILL) in the middle of a long run.
-for r in 0 1 2; do
-  timeout 120 "$BUILD/tools/railbench" --transport verbs --server 198.18.0.1 --rank $r --workers 3 --job 5 \
-    --count 100003 -n 1000 -w 0 > "$WORK/k$r.log" 2>&1 &
-  pid[$r]=$!
-done
-# Every rank has joined and started (railbench prints the table header
-# after its JOIN), then a second of running.
-for _ in $(seq 100); do
-  grep -q "size" "$WORK/k0.log" && grep -q "size" "$WORK/k1.log" && grep -q "size" "$WORK/k2.log" && break
-  sleep 0.3
-done
-sleep 1
+ranks k 5 --count 100003 -n 1000 -w 0
 kill -0 ${pid[2]} || { echo "FAIL: rank 2 ended early"; tail -n 5 "$WORK"/k*.log; exit 1; }
 pkill -KILL -P ${pid[2]} # railbench itself, not the timeout around it
 for r in 0 1; do
@@ -74,16 +82,7 @@ assert all(r["active_jobs"] == 0 for r in rails), rails
 PY
 
 # Rank 1 stopped: its QP lives, nothing of it is in flight; the job stalls.
-for r in 0 1 2; do
-  timeout 120 "$BUILD/tools/railbench" --transport verbs --server 198.18.0.1 --rank $r --workers 3 --job 7 \
-    --count 100003 -n 1000 -w 0 > "$WORK/s$r.log" 2>&1 &
-  pid[$r]=$!
-done
-for _ in $(seq 100); do
-  grep -q "size" "$WORK/s0.log" && grep -q "size" "$WORK/s1.log" && grep -q "size" "$WORK/s2.log" && break
-  sleep 0.3
-done
-sleep 1
+ranks s 7 --count 100003 -n 1000 -w 0
 rb1=$(pgrep -P ${pid[1]}) # railbench itself, not the timeout around it
 t0=$(date +%s.%N)
 kill -STOP "$rb1"
@@ -132,16 +131,7 @@ before=$("$BUILD/railctl" --socket "$WORK/ctl.sock" --json stats | python3 -c '
 import json, sys
 rails = json.load(sys.stdin)["rails"]
 print(sum(r.get("stalls", 0) for r in rails), sum(r.get("absences", 0) for r in rails))')
-for r in 0 1 2; do
-  timeout 200 "$BUILD/tools/railbench" --transport verbs --server 198.18.0.1 --rank $r --workers 3 --job 9 \
-    --count 100003 -n 300 -w 0 --peer-timeout 20000 > "$WORK/p$r.log" 2>&1 &
-  pid[$r]=$!
-done
-for _ in $(seq 100); do
-  grep -q "size" "$WORK/p0.log" && grep -q "size" "$WORK/p1.log" && grep -q "size" "$WORK/p2.log" && break
-  sleep 0.3
-done
-sleep 1
+ranks p 9 --count 100003 -n 300 -w 0 --peer-timeout 20000
 kill -STOP $RG_PID
 sleep 1.5
 kill -CONT $RG_PID
@@ -158,13 +148,7 @@ print("railgated stopped 1.5 s (stall time 1 s) under 3 verbs workers: bit-exact
 assert stalls == 0 and away >= 1' $before || { echo "FAIL: railgated blamed a rank for its own pause, or counted no absence"; exit 1; }
 
 # railgated killed and restarted mid-job: --retry reconnects and finishes.
-for r in 0 1 2; do
-  timeout 200 "$BUILD/tools/railbench" --transport verbs --server 198.18.0.1 --rank $r --workers 3 --job 8 \
-    --count 100003 -n 60 -w 0 --retry 3 --join-timeout 10000 > "$WORK/x$r.log" 2>&1 &
-  pid[$r]=$!
-done
-for _ in $(seq 100); do grep -q "size" "$WORK/x2.log" && break; sleep 0.3; done
-sleep 1
+ranks x 8 --count 100003 -n 60 -w 0 --retry 3 --join-timeout 10000
 kill -KILL $RG_PID; wait $RG_PID 2> /dev/null
 sleep 0.5
 start_railgated "$BUILD" "$here/verbs.toml" "$WORK/ctl.sock" "$WORK/railgated2.log"

@@ -127,12 +127,17 @@ BOOST_AUTO_TEST_CASE(a_missing_rank_still_sending_is_slow_not_stalled) {
 // a rank really silent is still found, a stall time after its last word
 // in railgated's own running time.
 BOOST_AUTO_TEST_CASE(railgateds_own_absence_blames_no_rank) {
+    // Ranks 0 and 2 contributed to slot 0 at 100 ms; rank 1 last spoke at 400.
+    const auto waiting_for_rank_1 = [](table& t) -> job& {
+        t.set_lifecycle(life());
+        job& j = join_all(t, 3, 0);
+        table::mark(j, j.slots[0], 0, 100);
+        table::mark(j, j.slots[0], 2, 100);
+        table::heard(j, 1, 400);
+        return j;
+    };
     table t(4, 8);
-    t.set_lifecycle(life());
-    job& j = join_all(t, 3, 0);
-    table::mark(j, j.slots[0], 0, 100);
-    table::mark(j, j.slots[0], 2, 100);
-    table::heard(j, 1, 400);
+    job& j = waiting_for_rank_1(t);
     // Away from 500 to 3500: the loop's first look back.
     t.absent(3000, 3500);
     BOOST_TEST(expire(t, 3500).empty());
@@ -148,11 +153,7 @@ BOOST_AUTO_TEST_CASE(railgateds_own_absence_blames_no_rank) {
 
     // Without the credit the same absence ended the job at once, naming rank 1.
     table u(4, 8);
-    u.set_lifecycle(life());
-    job& k = join_all(u, 3, 0);
-    table::mark(k, k.slots[0], 0, 100);
-    table::mark(k, k.slots[0], 2, 100);
-    table::heard(k, 1, 400);
+    waiting_for_rank_1(u);
     BOOST_TEST(expire(u, 3500).size() == 1u);
 
     // The clocks never move past now (a message stamped inside the absence).
