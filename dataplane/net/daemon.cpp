@@ -318,6 +318,7 @@ std::vector<lcore_status> daemon::lcores() const {
     std::lock_guard lock(p_->ctl);
     std::vector<lcore_status> out;
     if (!p_->launched) return out;
+    const std::vector<lcore_pass> passed = passes();
     for (const impl::lcore_ctx& c : p_->ctxs) {
         lcore_status s;
         s.lcore = c.lcore;
@@ -327,6 +328,7 @@ std::vector<lcore_status> daemon::lcores() const {
         s.shared_ns = c.ctr.shared_ns.load(std::memory_order_relaxed);
         s.absences = c.ctr.absences.load(std::memory_order_relaxed);
         s.absent_ns = c.ctr.absent_ns.load(std::memory_order_relaxed);
+        s.since_pass_ns = passed[out.size()].since_ns;
         out.push_back(std::move(s));
     }
     return out;

@@ -162,6 +162,7 @@ struct lcore_status {
     std::uint64_t runq_wait_ns = 0; // lcore_counters
     std::uint64_t shared = 0, shared_ns = 0;
     std::uint64_t absences = 0, absent_ns = 0;
+    std::uint64_t since_pass_ns = 0; // how long ago it last went round its loop (daemon::passes)
 };
 
 // How long ago a running lcore last went round its loop (daemon::passes).
@@ -258,8 +259,9 @@ public:
     static constexpr std::uint32_t max_freeze_ms = 60000;
     std::string freeze(std::size_t rail, std::uint32_t ms);
     // How long ago each running lcore last went round its loop (it does
-    // every 10 ms at most, idle or busy). Lock-free: for the thread that
-    // launches and stops the daemon.
+    // every 10 ms at most, idle or busy). Takes no lock: railgated's
+    // liveness check calls it from the thread that launches and stops the
+    // daemon (lcores() calls it too, under its lock).
     std::vector<lcore_pass> passes() const;
     // Capture: the rail's lcore mirrors what `f` selects into `ring` (the
     // caller's; null stops). Once it returns, the lcore has switched: after

@@ -487,7 +487,8 @@ json control_plane::handle(const control::request& r) {
                               {"core_shared", l.shared},
                               {"core_shared_seconds", static_cast<double>(l.shared_ns) / 1e9},
                               {"absences", l.absences},
-                              {"absent_seconds", static_cast<double>(l.absent_ns) / 1e9}});
+                              {"absent_seconds", static_cast<double>(l.absent_ns) / 1e9},
+                              {"since_pass_seconds", static_cast<double>(l.since_pass_ns) / 1e9}});
         }
         return ok({{"rails", rails}, {"lcores", lcores}});
     }
@@ -690,6 +691,14 @@ std::string control_plane::prometheus() {
             std::snprintf(line, sizeof line, "%s{lcore=\"%u\"} %.9g\n", f.name, l.lcore, f.of(l));
             o += line;
         }
+    }
+    metric("railgate_lcore_seconds_since_pass", "gauge",
+           "How long ago the lcore last went round its loop (it does every 10 ms, idle or busy): over 5 s, it is "
+           "stuck, as railgated logs and tells systemd's watchdog.");
+    for (const net::lcore_status& l : lcores) {
+        std::snprintf(line, sizeof line, "railgate_lcore_seconds_since_pass{lcore=\"%u\"} %.3f\n", l.lcore,
+                      static_cast<double>(l.since_pass_ns) / 1e9);
+        o += line;
     }
     struct gauge {
         const char* name;

@@ -412,9 +412,12 @@ for m in railgate_rail_mtu_bytes railgate_rail_busy_seconds_total railgate_rail_
   grep -qE "^$m\{rail=\"r0\"\} [0-9]" "$dir/metrics.log" || fail "no $m for r0 in /metrics"
 done
 for m in railgate_lcore_runqueue_wait_seconds_total railgate_lcore_core_shared_total \
-  railgate_lcore_core_shared_seconds_total; do
+  railgate_lcore_core_shared_seconds_total railgate_lcore_absences_total railgate_lcore_absent_seconds_total; do
   grep -qE "^$m\{lcore=\"[0-9]+\"\} [0-9]" "$dir/metrics.log" || fail "no $m in /metrics"
 done
+# An lcore going round its loop: its last pass well under a second ago.
+grep -qE '^railgate_lcore_seconds_since_pass\{lcore="[0-9]+"\} 0\.[0-9]{3}$' "$dir/metrics.log" ||
+  fail "railgate_lcore_seconds_since_pass: $(grep since_pass "$dir/metrics.log")"
 # The exposition, linted the way Prometheus does (names, units, types).
 if command -v promtool > /dev/null; then
   sed '1,/^\r\?$/d' "$dir/metrics.log" | promtool check metrics > "$dir/promtool.log" 2>&1 ||
