@@ -107,7 +107,12 @@ grep -q "STATUS=serving 2 rail(s) from (embedded default)" "$log/notify.txt" || 
 sleep 1.5
 "$top/bin/railctl" --socket "$log/rg.sock" fault freeze r0 2500 > "$log/freeze.txt" || fail "railctl fault freeze: $(cat "$log/freeze.txt")"
 grep -q "^rail r0: lcore [0-9]* frozen for 2500 ms$" "$log/freeze.txt" || fail "fault freeze said: $(cat "$log/freeze.txt")"
-sleep 4.5
+# A command for the frozen lcore waits for it and then counts as done
+# (the lcore took it): what fault show says is what the rail applies.
+"$top/bin/railctl" --socket "$log/rg.sock" fault set r0 drop=0.01,seed=3 > /dev/null || fail "fault set during the freeze"
+"$top/bin/railctl" --socket "$log/rg.sock" fault show r0 | grep -q "drop=0.01" || fail "fault show after a late fault set"
+"$top/bin/railctl" --socket "$log/rg.sock" fault clear r0 > /dev/null || fail "fault clear"
+sleep 2.5
 # Bad freezes: refused with the reason, nothing frozen.
 for bad in "r0 0:a freeze lasts 1..60000 ms" "r0 60001:out of range 0..60000" "r9 10:r9" "r0 1s:not a number"; do
   out=$("$top/bin/railctl" --socket "$log/rg.sock" fault freeze ${bad%%:*} 2>&1) && fail "fault freeze ${bad%%:*} accepted: $out"
@@ -123,6 +128,8 @@ grep -q "^<5>railgated: stopping" "$log/railgated.log" || fail "no <5> stopping 
 grep -qE "^[0-9]{4}-[0-9]{2}-[0-9]{2}T.*railgated:" "$log/railgated.log" && fail "timestamps under the journal"
 grep -q "^<3>railgated: lcore [0-9]* has not gone round its loop for 1\.[0-9] s: systemd's watchdog is no longer told" "$log/railgated.log" ||
   fail "no error line for the frozen lcore: $(grep -v '^ ' "$log/railgated.log" | tail -n 5)"
+grep -q "^<4>railgated: lcore [0-9]* took 2\.[0-9] s to take a control command" "$log/railgated.log" ||
+  fail "no warning line for the late command: $(grep -v '^ ' "$log/railgated.log" | tail -n 5)"
 grep -q "^<4>railgated: lcore [0-9]* goes round its loop again (it stopped for 2\.[0-9] s or more)" "$log/railgated.log" ||
   fail "no warning line for the lcore back: $(grep -v '^ ' "$log/railgated.log" | tail -n 5)"
 # The pings' gaps: about a second, but one of 1.5 s or more (the freeze).
