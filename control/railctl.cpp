@@ -120,7 +120,9 @@ const std::map<std::string, const char*> help_cmd = {
               "  freeze: the lcore serving R stops going round its loop for MS ms (1..60000), as a\n"
               "  hung device call would stop it, then goes on: its rails' frames wait in their\n"
               "  queues, railgated logs the loop as stuck after 5 s (or half systemd's WatchdogSec)\n"
-              "  and stops telling the watchdog it is alive, and the jobs' clocks skip the time.\n"},
+              "  and stops telling the watchdog it is alive, and the jobs' clocks skip the time;\n"
+              "  a command that needs that lcore (fault set, latency, rail set) waits for it (railctl\n"
+              "  gives up after 10 s; the lcore still applies it when back).\n"},
     {"capture", "usage: railctl capture R[,R...]|all [--rx] [--tx] [--drops] [--count N] [--seconds S]\n"
                 "                       [--snaplen B] [--job J] -w FILE.pcapng\n"
                 "  Mirrors DPDK rails' packets to a pcapng file (-w - writes to stdout: pipe it into\n"
