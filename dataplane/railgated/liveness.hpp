@@ -1,12 +1,12 @@
 // railgated's liveness: whether every loop that moves frames (each DPDK
-// lcore, each verbs rail's thread) still goes round, and what systemd's
-// watchdog (WatchdogSec=, $WATCHDOG_USEC) is told. A loop that has not gone
-// round for `stuck` is reported once, and while any is, systemd is not
-// told railgated is alive: a loop hung in a device call gets railgated
-// restarted (Restart=on-failure) once the watchdog's interval has passed,
-// instead of serving nothing while looking up. A loop that goes round again
-// is reported too, and the watchdog is told again. The main thread pings:
-// if it hangs, nothing is told either.
+// lcore, each verbs rail's thread) and the control thread still go round,
+// and what systemd's watchdog (WatchdogSec=, $WATCHDOG_USEC) is told. A
+// loop that has not gone round for `stuck` is reported once, and while
+// any is, systemd is not told railgated is alive: a loop hung in a device
+// call gets railgated restarted (Restart=on-failure) once the watchdog's
+// interval has passed, instead of serving nothing while looking up. A
+// loop that goes round again is reported too, and the watchdog is told
+// again. The main thread pings: if it hangs, nothing is told either.
 #pragma once
 
 #include <chrono>

@@ -21,6 +21,8 @@
 #include <cstdio>
 #include <cstring>
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -501,6 +503,13 @@ int main(int argc, char** argv) {
         }
         const auto started = std::chrono::steady_clock::now();
         std::unique_ptr<control::server> ctl;
+        // The control thread's last tick (at least every 200 ms between
+        // requests): the liveness check below watches it with the loops.
+        const auto steady_ns = [] {
+            return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+                .count();
+        };
+        std::atomic<std::int64_t> control_beat{steady_ns()};
         if (!app.control_socket.empty()) {
             control::socket_options so;
             so.path = app.control_socket;
@@ -511,6 +520,7 @@ int main(int argc, char** argv) {
                 so,
                 [&](const control::request& r) { return cp ? cp->handle(r) : verbs_only_handle(*vp, app, started, r); },
                 [&] {
+                    control_beat.store(steady_ns(), std::memory_order_relaxed);
                     if (cp) cp->tick();
                 });
             log::info("control socket %s (mode %04o)", ctl->path().c_str(), app.socket_mode);
@@ -541,8 +551,8 @@ int main(int argc, char** argv) {
         if (sd_watchdog_enabled(0, &watchdog_usec) <= 0) watchdog_usec = 0;
         live::liveness liveness{std::chrono::microseconds(watchdog_usec)};
         if (watchdog_usec)
-            log::info("systemd's watchdog: told every %.1f s while every lcore and verbs rail goes round its loop "
-                      "(stuck after %.1f s)",
+            log::info("systemd's watchdog: told every %.1f s while every lcore, verbs rail and the control thread goes "
+                      "round its loop (stuck after %.1f s)",
                       static_cast<double>(watchdog_usec) / 2e6, static_cast<double>(liveness.stuck_after().count()) / 1e3);
         std::vector<live::loop> loops;
         auto look_at_loops = [&] {
@@ -553,6 +563,10 @@ int main(int argc, char** argv) {
             if (vp)
                 for (const verbs::rail_pass& p : vp->passes())
                     loops.push_back({"verbs rail " + p.rail, std::chrono::nanoseconds(p.since_ns)});
+            if (ctl)
+                loops.push_back({"the control thread",
+                                 std::chrono::nanoseconds(std::max<std::int64_t>(
+                                     0, steady_ns() - control_beat.load(std::memory_order_relaxed)))});
             const live::liveness::verdict v = liveness.step(std::chrono::steady_clock::now(), loops);
             for (const std::string& s : v.stuck) log::error("%s", s.c_str());
             for (const std::string& s : v.back) log::warning("%s", s.c_str());

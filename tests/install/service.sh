@@ -128,6 +128,9 @@ grep -q "^<5>railgated: stopping" "$log/railgated.log" || fail "no <5> stopping 
 grep -qE "^[0-9]{4}-[0-9]{2}-[0-9]{2}T.*railgated:" "$log/railgated.log" && fail "timestamps under the journal"
 grep -q "^<3>railgated: lcore [0-9]* has not gone round its loop for 1\.[0-9] s: systemd's watchdog is no longer told" "$log/railgated.log" ||
   fail "no error line for the frozen lcore: $(grep -v '^ ' "$log/railgated.log" | tail -n 5)"
+# fault set waited 2.4 s for the lcore on the control thread: that one stuck too.
+grep -q "^<3>railgated: the control thread has not gone round its loop for 1\.[0-9] s" "$log/railgated.log" ||
+  fail "no error line for the control thread: $(grep -v '^ ' "$log/railgated.log" | tail -n 5)"
 grep -q "^<4>railgated: lcore [0-9]* took 2\.[0-9] s to take a control command" "$log/railgated.log" ||
   fail "no warning line for the late command: $(grep -v '^ ' "$log/railgated.log" | tail -n 5)"
 grep -q "^<4>railgated: lcore [0-9]* goes round its loop again (it stopped for 2\.[0-9] s or more)" "$log/railgated.log" ||
