@@ -461,6 +461,15 @@ template <class Run, class Counter> std::uint64_t sum_rails(const std::vector<Ru
     for (const auto& r : runs) n += r.*c;
     return n;
 }
+// The same for a count of the rails' congestion windows (rails without
+// congestion control count nothing).
+template <class Run> std::uint64_t sum_windows(const std::vector<Run>& runs,
+                                               std::uint64_t (qos::delay_window::*of)() const noexcept) noexcept {
+    std::uint64_t n = 0;
+    for (const auto& r : runs)
+        if (r.cc) n += (r.cw.*of)();
+    return n;
+}
 } // namespace
 
 std::uint64_t worker::retransmits() const noexcept { return sum_rails(s_->run, &state::rail_run::retransmits); }
@@ -469,18 +478,8 @@ std::uint64_t worker::tail_probes() const noexcept { return sum_rails(s_->run, &
 std::uint64_t worker::helds() const noexcept { return sum_rails(s_->run, &state::rail_run::helds); }
 std::uint64_t worker::quiet_timeouts() const noexcept { return sum_rails(s_->run, &state::rail_run::quiet_timeouts); }
 std::uint64_t worker::spurious_retransmits() const noexcept { return sum_rails(s_->run, &state::rail_run::spurious); }
-std::uint64_t worker::window_decreases() const noexcept {
-    std::uint64_t n = 0;
-    for (const auto& rr : s_->run)
-        if (rr.cc) n += rr.cw.decreases();
-    return n;
-}
-std::uint64_t worker::ecn_marks() const noexcept {
-    std::uint64_t n = 0;
-    for (const auto& rr : s_->run)
-        if (rr.cc) n += rr.cw.marks();
-    return n;
-}
+std::uint64_t worker::window_decreases() const noexcept { return sum_windows(s_->run, &qos::delay_window::decreases); }
+std::uint64_t worker::ecn_marks() const noexcept { return sum_windows(s_->run, &qos::delay_window::marks); }
 void worker::keepalive() {
     state& s = *s_;
     if (!s.joined || s.active || s.failed.load(std::memory_order_relaxed)) return;

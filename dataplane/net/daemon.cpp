@@ -252,10 +252,11 @@ std::string daemon::set_fault(std::size_t rail, const fault::spec& f) {
     return {};
 }
 
-std::string daemon::freeze(std::size_t rail, std::uint32_t ms) {
+std::string daemon::freeze(std::size_t rail, std::uint32_t ms, unsigned& lcore) {
     std::lock_guard lock(p_->ctl);
     if (rail >= p_->rails.size() || !p_->rails[rail]->active) return "no rail " + std::to_string(rail);
     if (ms == 0 || ms > max_freeze_ms) return "a freeze lasts 1.." + std::to_string(max_freeze_ms) + " ms";
+    lcore = p_->rails[rail]->lcore;
     lcore_command c;
     c.k = lcore_command::kind::freeze;
     c.rail = static_cast<int>(rail);

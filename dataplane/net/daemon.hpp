@@ -255,9 +255,10 @@ public:
     // max_freeze_ms), as a hung device call would stop it, then goes on
     // (railctl fault freeze; tests and labs: how workers, railgated's own
     // liveness check and a supervisor take it). Returns once the lcore has
-    // taken it, before the freeze ends; "" or the error.
+    // taken it, before the freeze ends; "" or the error. `lcore`: the one
+    // frozen.
     static constexpr std::uint32_t max_freeze_ms = 60000;
-    std::string freeze(std::size_t rail, std::uint32_t ms);
+    std::string freeze(std::size_t rail, std::uint32_t ms, unsigned& lcore);
     // How long ago each running lcore last went round its loop (it does
     // every 10 ms at most, idle or busy). Takes no lock: railgated's
     // liveness check calls it from the thread that launches and stops the

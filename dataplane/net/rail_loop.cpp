@@ -456,10 +456,9 @@ int daemon::impl::lcore_main(void* arg) {
             }
         }
         if (lcore_command* cmd = c->cmd.load(std::memory_order_acquire)) {
+            // A freeze is taken after the answer (below), without touching cmd again.
             const std::uint32_t freeze_ms = cmd->k == lcore_command::kind::freeze ? cmd->freeze_ms : 0;
-            if (freeze_ms) {
-                // Taken after the answer (below), without touching cmd again.
-            } else if (cmd->k == lcore_command::kind::attach) {
+            if (cmd->k == lcore_command::kind::attach) {
                 mine.push_back(d.make_rail_state(static_cast<std::size_t>(cmd->rail), c->lcore));
             } else if (cmd->k == lcore_command::kind::detach) {
                 for (auto it = mine.begin(); it != mine.end(); ++it)

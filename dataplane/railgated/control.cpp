@@ -418,10 +418,8 @@ json control_plane::handle(const control::request& r) {
         if (!(e = control::get_uint(a, "ms", net::daemon::max_freeze_ms, ms)).empty()) return fail(e);
         if (!ms) return fail("argument 'ms' missing");
         const auto i = static_cast<std::size_t>(idx);
-        if (!(e = d_.freeze(i, static_cast<std::uint32_t>(*ms))).empty()) return fail(e);
         unsigned lcore = 0;
-        for (const net::rail_status& s : d_.status())
-            if (s.index == i) lcore = s.lcore;
+        if (!(e = d_.freeze(i, static_cast<std::uint32_t>(*ms), lcore)).empty()) return fail(e);
         log_change(r, "fault.freeze rail " + d_.rail(i).name + " (lcore " + std::to_string(lcore) + ") for " +
                           std::to_string(*ms) + " ms");
         return ok({{"rail", d_.rail(i).name}, {"lcore", lcore}, {"ms", *ms}});
