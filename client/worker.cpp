@@ -82,19 +82,18 @@ failure failure_of(wire::error_code c) noexcept {
 }
 
 // A JOIN_ACK's rails are where this worker will send its data: each must be
-// a unicast address and port, with an MTU a rail can have. Over datagrams,
-// the job's chunk must fit every rail's MTU (railgated does not reassemble
-// IP fragments: a larger chunk would never arrive).
-std::string check_rails(const wire::join_ack_body& a, bool datagrams) {
+// a unicast address and port, with an MTU a rail can have. The job's chunk
+// is not judged by the MTUs listed: they are the rails' MTUs for new jobs,
+// and a job created before one was lowered keeps its larger chunks while
+// the rail's port drains. Each rail's port checks the chunk the JOIN names
+// (wire::shape_word) instead, and refuses one it cannot carry.
+std::string check_rails(const wire::join_ack_body& a) {
     for (unsigned r = 0; r < a.n_rails; ++r) {
         const wire::rail_entry& e = a.rails[r];
         if (e.ip == 0 || e.ip == 0xffffffffu || e.ip >> 28 >= 0xe || e.udp_port == 0 || e.mtu < 256 ||
             e.mtu > wire::max_mtu)
             return "railgated's JOIN_ACK lists an unusable rail " + std::to_string(r) + " (" +
                    net::format_ipv4(e.ip) + ":" + std::to_string(e.udp_port) + ", MTU " + std::to_string(e.mtu) + ")";
-        if (datagrams && a.chunk_bytes > wire::chunk_bytes_for_mtu(e.mtu))
-            return "railgated's JOIN_ACK sets a chunk of " + std::to_string(a.chunk_bytes) +
-                   " bytes, above what rail " + std::to_string(r) + "'s MTU " + std::to_string(e.mtu) + " carries";
     }
     return {};
 }
@@ -601,6 +600,15 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
                             last_refusal = text;
                             continue;
                         }
+                        // The job on this rail has another chunk or policy
+                        // than its first rail's (an MTU or policy change
+                        // came between the JOINs): no rank can run it. The
+                        // others are told at once (abort, below) and every
+                        // rank may join a fresh one.
+                        if (code == wire::error_code::shape_mismatch) {
+                            s.why = failure::aborted;
+                            return text;
+                        }
                         if (code == wire::error_code::rails_mismatch && m.h.offset != excluded &&
                             m.h.offset <= UINT32_MAX && adoptions < 2) {
                             // The job's rails are the job's, and this worker
@@ -620,15 +628,28 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
                     if (m.h.type != wire::msg_type::join_ack || m.h.world_size != o_.world || m.h.dt != o_.dt) continue;
                     std::vector<std::uint8_t> buf(m.bytes());
                     if (!m.copy_to(buf.data())) continue; // corrupted: as if lost
+                    wire::join_ack_body a;
+                    if (!wire::decode_join_ack_body(buf, a)) continue;
                     if (!s.joined) {
-                        wire::join_ack_body a;
-                        if (!wire::decode_join_ack_body(buf, a)) continue;
-                        if (std::string bad = check_rails(a, !t_.reliable()); !bad.empty()) {
+                        if (std::string bad = check_rails(a); !bad.empty()) {
                             s.why = failure::refused;
                             return bad;
                         }
                         s.ack = a;
                         s.joined = true;
+                    } else if (a.chunk_bytes != s.ack.chunk_bytes || a.policy != s.ack.policy) {
+                        // A railgated that does not take the shape from the
+                        // JOIN (before 2026-11-30), or a verbs rail: the
+                        // job cannot run with two chunk sizes or policies.
+                        auto policy = [](wire::rail_policy p) { return p == wire::rail_policy::lag ? "lag" : "rail"; };
+                        s.why = failure::aborted;
+                        acked[i] = true;
+                        s.joined_on.push_back(r);
+                        s.inst[r] = m.h.gen;
+                        return "railgated runs job " + std::to_string(o_.job_id) + " with " + std::to_string(a.chunk_bytes) +
+                               " B chunks under policy " + policy(a.policy) + " on rail " + std::to_string(r) + ", and " +
+                               std::to_string(s.ack.chunk_bytes) + " B under " + policy(s.ack.policy) + " on rail " +
+                               std::to_string(first) + " (an MTU or policy change came between the JOINs): join it again";
                     }
                     if (!acked[i]) s.joined_on.push_back(r);
                     acked[i] = true;
@@ -671,10 +692,14 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
     std::vector<unsigned> others;
     for (unsigned r = 0; r < s.ack.n_rails; ++r)
         if (r != first && !(s.excluded >> r & 1)) others.push_back(r);
+    // The other rails run the job as the first does: its chunk and policy.
+    msg.h.aux = wire::shape_word(s.ack.chunk_bytes, lag);
     if (e = await(others); !e.empty()) {
-        // Refused part-way: what was joined is left, so nothing stays behind.
+        // Refused part-way: what was joined is left, so nothing stays behind;
+        // a job whose rails disagree on its shape is ended for every rank.
         if (e == "\x01") e = "railgated's rails disagree on the rails job " + std::to_string(o_.job_id) + " stripes around";
-        leave();
+        if (s.why == failure::aborted) abort(e);
+        else leave();
         return e;
     }
     merge_rtt(); // the last job's round trips stay in chunk_rtt()

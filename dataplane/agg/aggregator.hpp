@@ -145,15 +145,34 @@ public:
 
     // A worker joins job h.job_id on this rail (table rules). `from` is
     // where results for this rank go, `who` who it is. `lag`: a new job is
-    // striped as one LAG member's whole stream. On join_status::takeover
-    // the caller ends the old job (abort()) and joins again.
+    // striped as one LAG member's whole stream. A JOIN whose aux names the
+    // job's shape (wire::shape_word: the JOIN of a rail after the first)
+    // gets that chunk and policy, or is refused (shape_mismatch) where the
+    // job here has others or `carry` (the most this rail's port carries
+    // now; 0: no bound) is smaller. On join_status::takeover the caller
+    // ends the old job (abort()) and joins again.
     join_result join(const wire::header& h, const wire::join_body& b, const frame::endpoint& from, const peer& who,
-                     std::uint64_t now, bool lag = false, std::uint32_t rails_down = 0) noexcept {
+                     std::uint64_t now, bool lag = false, std::uint32_t rails_down = 0,
+                     std::uint32_t carry = 0) noexcept {
         const std::uint16_t pool = b.pool_size ? b.pool_size : static_cast<std::uint16_t>(lim_.default_pool);
+        const auto elem = static_cast<std::uint32_t>(wire::dtype_size(h.dt));
         job_shape shape;
-        shape.chunk_elems = lim_.job_chunk_bytes / static_cast<std::uint32_t>(wire::dtype_size(h.dt));
+        shape.chunk_elems = lim_.job_chunk_bytes / elem;
         shape.lag = lag;
-        if (lag) {
+        if (h.aux) {
+            const std::uint32_t bytes = wire::shape_chunk(h.aux);
+            join_result r;
+            r.err = wire::error_code::bad_request;
+            if (!wire::shape_valid(h.aux)) return r;
+            if (carry && bytes > carry) {
+                r.err = wire::error_code::shape_mismatch;
+                return r;
+            }
+            shape.chunk_elems = bytes / elem;
+            shape.lag = wire::shape_lag(h.aux);
+            shape.asked = true;
+        }
+        if (shape.lag) {
             shape.stripe_n = 1;
             shape.stripe_index = 0;
         } else {

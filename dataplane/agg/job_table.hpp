@@ -98,6 +98,10 @@ struct job_shape {
     std::uint32_t chunk_elems = 0;          // elements per chunk (all rails), for the dtype
     std::uint32_t stripe_n = 1, stripe_index = 0;
     bool lag = false;
+    // The JOIN named the chunk and policy (wire::shape_word, from the job's
+    // first rail): a job already here must have them, or the JOIN is
+    // refused (shape_mismatch).
+    bool asked = false;
 };
 
 template <class Extra>
@@ -283,6 +287,12 @@ public:
                     return r;
                 }
                 return refuse(r, wire::error_code::rank_taken);
+            }
+            // A new member's JOIN that names the job's shape (its first
+            // rail's) must find it here: one chunk and policy on every rail.
+            if (shape.asked && (j->chunk_elems != shape.chunk_elems || j->lag != shape.lag)) {
+                r.detail = wire::shape_word(j->chunk_elems * static_cast<std::uint32_t>(wire::dtype_size(j->dt)), j->lag);
+                return refuse(r, wire::error_code::shape_mismatch);
             }
         } else {
             // A late rank of a run that clashed: refused like the others,

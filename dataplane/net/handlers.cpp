@@ -172,9 +172,33 @@ void refusal_text(char* t, std::size_t n, const rail_state& rs, const wire::head
     const agg::lifecycle& life = rs.agg.jobs_table().life();
     switch (jr.err) {
     case wire::error_code::bad_request:
-        std::snprintf(t, n, "JOIN out of range: max_count 1..2^40 and pool 1..%u (asked %" PRIu64 ", %u)",
-                      rs.agg.lim().max_pool, b.max_count, b.pool_size);
+        if (h.aux && !wire::shape_valid(h.aux))
+            std::snprintf(t, n, "JOIN names a malformed job shape 0x%08x (a chunk of 64..%u bytes in steps of 64, and "
+                          "bit 31 for LAG)", h.aux, wire::max_chunk_bytes);
+        else
+            std::snprintf(t, n, "JOIN out of range: max_count 1..2^40 and pool 1..%u (asked %" PRIu64 ", %u)",
+                          rs.agg.lim().max_pool, b.max_count, b.pool_size);
         return;
+    case wire::error_code::shape_mismatch: {
+        auto policy = [](bool lag) { return lag ? "lag" : "rail"; };
+        if (jr.detail)
+            std::snprintf(t, n,
+                          "job %u runs %u B chunks under policy %s on rail %s; its first rail gave this rank %u B "
+                          "under %s (an MTU or policy change came between the ranks' JOINs there): the job cannot "
+                          "run, join it again",
+                          h.job_id, wire::shape_chunk(static_cast<std::uint32_t>(jr.detail)),
+                          policy(wire::shape_lag(static_cast<std::uint32_t>(jr.detail))), rs.s.cfg.name.c_str(),
+                          wire::shape_chunk(h.aux),
+                          policy(wire::shape_lag(h.aux)));
+        else
+            std::snprintf(t, n,
+                          "rail %s's MTU %u carries chunks of at most %u B; job %u's first rail gave it %u B chunks "
+                          "(the MTU was lowered while the job joined): join it again",
+                          rs.s.cfg.name.c_str(), unsigned{rs.s.mtu_now.load(std::memory_order_relaxed)},
+                          wire::chunk_bytes_for_mtu(rs.s.mtu_now.load(std::memory_order_relaxed)), h.job_id,
+                          wire::shape_chunk(h.aux));
+        return;
+    }
     case wire::error_code::job_in_use:
         std::snprintf(t, n, "job %u is in use by another job on rail %s (its token differs): choose another job id",
                       h.job_id, rs.s.cfg.name.c_str());
@@ -253,7 +277,10 @@ void handle_join(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<c
     const agg::peer who{peer_key(from), from.ip, b.nonce};
     const std::uint32_t down = rs.rails_down ? rs.rails_down->load(std::memory_order_relaxed) : 0;
     const bool lag = rs.policy == wire::rail_policy::lag;
-    agg::join_result jr = rs.agg.join(h, b, member, who, rs.burst_tsc, lag, down);
+    // A chunk the job's first rail asks for must fit this rail's port as it
+    // is now (a lowered MTU moves the port once its larger jobs have left).
+    const std::uint32_t carry = wire::chunk_bytes_for_mtu(rs.s.mtu_now.load(std::memory_order_relaxed));
+    agg::join_result jr = rs.agg.join(h, b, member, who, rs.burst_tsc, lag, down, carry);
     if (jr.st == agg::join_status::takeover) {
         // The rank's process restarted (or its old one went silent): the
         // job as it was cannot go on; its other members are told, and this
@@ -271,7 +298,7 @@ void handle_join(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<c
         bump(rs.ctr.takeovers);
         end_job(rs, table::as(jr.j), behind ? wire::error_code::op_mismatch : wire::error_code::rank_failed,
                 behind ? b.op : h.rank, t, h.rank);
-        jr = rs.agg.join(h, b, member, who, rs.burst_tsc, lag, down);
+        jr = rs.agg.join(h, b, member, who, rs.burst_tsc, lag, down, carry);
     }
     if (jr.st == agg::join_status::clash) {
         // Two live processes claim the rank before the job has completed a
@@ -304,6 +331,9 @@ void handle_join(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<c
     }
     wire::join_ack_body ack = rs.ack;
     ack.pool_size = j.pool;
+    // The job's chunk and policy, fixed when it was created: a rank that
+    // joins after an MTU or policy change runs it as the others do.
+    ack.chunk_bytes = j.chunk_elems * static_cast<std::uint32_t>(wire::dtype_size(j.dt));
     ack.policy = j.lag ? wire::rail_policy::lag : wire::rail_policy::rail;
     ack.stall_ms = rs.stall_ms;
     ack.excluded_rails = j.excluded;

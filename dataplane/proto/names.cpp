@@ -66,6 +66,7 @@ std::string_view error_name(error_code c) noexcept {
     case error_code::rail_down: return "a rail of the job went down";
     case error_code::op_mismatch: return "the rank is at another operation than the job";
     case error_code::rank_claimed: return "two processes claim the rank of a job that has not started";
+    case error_code::shape_mismatch: return "the job's chunk or policy on this rail differs from its first rail's";
     }
     return "unknown error";
 }

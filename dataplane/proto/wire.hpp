@@ -130,8 +130,12 @@ enum class error_code : std::uint32_t {
     // twice); neither can be told from the other, so neither gets the job
     // (offset: the rank).
     rank_claimed = 19,
+    // JOIN on a rail after the first: the job's chunk or policy there is not
+    // the one its first rail gave (offset: the job's shape word on this rail,
+    // or 0 when this rail's MTU cannot carry the chunk asked for).
+    shape_mismatch = 20,
 };
-inline constexpr std::uint32_t error_code_max = 19;
+inline constexpr std::uint32_t error_code_max = 20;
 
 // Host-order view of the 40-byte header.
 struct header {
@@ -149,8 +153,22 @@ struct header {
     std::uint32_t count = 0;
     std::uint64_t offset = 0; // element offset of the chunk in the tensor
     std::uint32_t gen = 0;    // how many times this slot was used before
-    std::uint32_t aux = 0;    // ERROR: error_code; JOIN_ACK: rail index
+    std::uint32_t aux = 0;    // ERROR: error_code; JOIN_ACK: rail index; JOIN: shape_word
 };
+
+// A job's shape, as its first rail's JOIN_ACK gives it: chunk bytes in bits
+// 0-23, bit 31 set under LAG. A worker's JOINs on its other rails carry it
+// in the header's aux, so that every rail runs the job alike: each rail
+// creates its part of the job when its first JOIN comes, and an MTU or
+// policy change between two rails' JOINs would otherwise give one job two
+// chunk sizes or two policies. 0 on the first rail's JOIN (railgated
+// chooses).
+inline constexpr std::uint32_t shape_lag_bit = 1u << 31, shape_chunk_mask = 0xffffffu;
+constexpr std::uint32_t shape_word(std::uint32_t chunk_bytes, bool lag) noexcept {
+    return (chunk_bytes & shape_chunk_mask) | (lag ? shape_lag_bit : 0);
+}
+inline constexpr std::uint32_t shape_chunk(std::uint32_t w) noexcept { return w & shape_chunk_mask; }
+inline constexpr bool shape_lag(std::uint32_t w) noexcept { return w & shape_lag_bit; }
 
 // JOIN body (24 bytes after the header).
 struct join_body {
@@ -195,6 +213,12 @@ inline constexpr unsigned verbs_max_pool = 256;
 inline constexpr std::uint32_t verbs_default_chunk_bytes = 32768;
 // Largest chunk (a verbs rail's; UDP chunks follow the MTU).
 inline constexpr std::uint32_t max_chunk_bytes = 4u << 20;
+// A JOIN's shape word as a worker sends it: a chunk of 64..max_chunk_bytes
+// in steps of 64 bytes, bits 24-30 clear.
+constexpr bool shape_valid(std::uint32_t w) noexcept {
+    const std::uint32_t c = shape_chunk(w);
+    return c && c % 64 == 0 && c <= max_chunk_bytes && !(w & ~(shape_chunk_mask | shape_lag_bit));
+}
 // Largest control message on a verbs rail (a JOIN_ACK of max_rails rails).
 inline constexpr std::size_t verbs_ctl_bytes = 1024;
 // Immediate data of a chunk: slot in the high 16 bits, the low 16 bits of

@@ -286,6 +286,38 @@ ctl --json stats --rail r0 | python3 -c 'import json,sys; assert json.load(sys.s
   fail "rtt_reports counter"
 ok "stats (all, --rail, --watch) and latency (all, --rail, --job, --plot, --reset, --worker)"
 
+# --- a rank that joins after an MTU change runs the job as the ranks
+# before it did: its chunk is the job's, fixed when the job was created
+# (before, its JOIN_ACK gave the rail's new chunk and the ranks chunked the
+# job differently). Rank 0 of job 19 joins at MTU 1500 (1408 B chunks) and
+# waits; both rails are lowered to 1000 (their ports drain: job 19 holds
+# them at 1500), then raised to 9000; rank 1 joins after each change.
+jobs_on() { ctl --json status | python3 -c 'import json,sys; print(min(r["active_jobs"] for r in json.load(sys.stdin)["rails"]))'; }
+across_change() { # JOB MTU
+  local pids=() r
+  in_ns timeout 60 "$railbench" --transport udp --server 198.18.0.1 --rank 0 --workers 2 --count 1000003 -n 2 -w 0 \
+    --job "$1" > "$dir/across-$1-0.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 100); do [ "$(jobs_on)" -ge 1 ] && break; sleep 0.05; done
+  [ "$(jobs_on)" -ge 1 ] || fail "job $1: rank 0 did not join both rails"
+  ctl rail set r0 mtu "$2" > "$dir/across-$1-mtu0.log" && ctl rail set r1 mtu "$2" > "$dir/across-$1-mtu1.log" ||
+    fail "job $1: rail set mtu $2"
+  in_ns timeout 60 "$railbench" --transport udp --server 198.18.0.1 --rank 1 --workers 2 --count 1000003 -n 2 -w 0 \
+    --job "$1" > "$dir/across-$1-1.log" 2>&1 &
+  pids+=($!)
+  for r in 0 1; do wait "${pids[$r]}" || fail "job $1 across MTU $2: rank $r failed: $(tail -n 2 "$dir/across-$1-$r.log")"; done
+  grep -q "Out of bounds values : 0 OK" "$dir/across-$1-0.log" || fail "job $1 across MTU $2: wrong values"
+  for r in 0 1; do grep -q "chunk 1408 B" "$dir/across-$1-$r.log" || fail "job $1: rank $r did not run the job's 1408 B chunks"; done
+}
+across_change 19 1000
+grep -q "draining" "$dir/across-19-mtu0.log" || fail "MTU 1000 under job 19 did not drain: $(cat "$dir/across-19-mtu0.log")"
+[ "$(ctl --json rail show r0 | python3 -c 'import json,sys; print(json.load(sys.stdin)["mtu"])')" = 1000 ] ||
+  fail "r0's port did not move to MTU 1000 once job 19 left"
+ctl rail set r0 mtu 1500 > /dev/null && ctl rail set r1 mtu 1500 > /dev/null || fail "restore mtu 1500"
+across_change 20 9000
+ctl rail set r0 mtu 1500 > /dev/null && ctl rail set r1 mtu 1500 > /dev/null || fail "restore mtu 1500"
+ok "a rank joining after MTU 1500->1000 (the ports draining) and 1500->9000 runs the job's 1408 B chunks: bit-exact"
+
 # --- gid list on a fixture sysfs tree, and nccl-env
 mkdir -p "$dir/ib/rxe0/ports/1/gids" "$dir/ib/rxe0/ports/1/gid_attrs/types" "$dir/ib/rxe0/ports/1/gid_attrs/ndevs"
 echo 0000:0000:0000:0000:0000:ffff:c612:0001 > "$dir/ib/rxe0/ports/1/gids/1"

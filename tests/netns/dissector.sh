@@ -132,5 +132,21 @@ PY
 types=$(tshark -o udp.try_heuristic_first:TRUE -X lua_script:"$lua" -r "$log/ports.pcap" -T fields -e railgate.type 2> /dev/null | tr '\n' ' ')
 [ "$types" = "1 2 1 2 1 2 " ] || fail "datagrams from ports other dissectors claim decoded as railgate types '$types', not 1 2 1 2 1 2"
 echo "ok: JOINs from ports 44818, 37008 and 34962 and their JOIN_ACKs decoded as railgate"
+# A JOIN on a worker's second rail names the job's shape (aux): 1408 B
+# chunks under LAG.
+python3 - "$log/shape.pcap" <<'PY'
+import struct, sys
+hdr = struct.pack(">BBBBIQHHHHQII", 2, 1, 0, 0, 8, 77, 1, 2, 0, 0, 0, 0, 0x80000000 | 1408)
+join = hdr + struct.pack(">QHHIQ", 1000, 0, 0, 0, 5)
+udp = struct.pack("!HHHH", 40001, 47000, 8 + len(join), 0) + join
+ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 1, 0, 64, 17, 0, bytes([198, 18, 1, 10]), bytes([198, 18, 1, 1]))
+fr = bytes(12) + b"\x08\x00" + ip + udp
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+    f.write(struct.pack("<IIII", 0, 0, len(fr), len(fr)) + fr)
+PY
+shape=$(tshark -X lua_script:"$lua" -r "$log/shape.pcap" -T fields -e railgate.join.shape_chunk -e railgate.join.shape_lag 2> /dev/null)
+[ "$(echo "$shape" | tr '\t' ' ')" = "1408 1" ] || fail "the JOIN's shape word decoded as '$shape', not 1408 B under LAG"
+echo "ok: a JOIN's shape word decoded: 1408 B chunks, LAG"
 stop_gated
 echo "PASS"

@@ -31,9 +31,11 @@ inline int bind_loopback(std::uint16_t& port) {
 }
 
 // The JOIN_ACK answering `join` for a job of one rail on 127.0.0.1:port
-// (MTU 1500), written to `out` (header and body); returns its length.
+// (MTU 1500), or of two with a second on 127.0.0.1:port1, written to `out`
+// (header and body); returns its length.
 inline std::size_t join_ack(const wire::header& join, std::uint16_t port, std::uint16_t pool,
-                            std::uint16_t chunk_bytes, std::uint8_t* out) {
+                            std::uint16_t chunk_bytes, std::uint8_t* out, std::uint16_t port1 = 0,
+                            wire::rail_policy policy = wire::rail_policy::rail) {
     wire::header r = join;
     r.type = wire::msg_type::join_ack;
     r.flags = 0;
@@ -41,13 +43,16 @@ inline std::size_t join_ack(const wire::header& join, std::uint16_t port, std::u
     r.aux = 0;
     wire::join_ack_body b;
     b.pool_size = pool;
-    b.n_rails = 1;
+    b.n_rails = port1 ? 2 : 1;
+    b.policy = policy;
     b.chunk_bytes = chunk_bytes;
     b.stall_ms = 1000;
-    b.rails[0].ip = INADDR_LOOPBACK;
-    b.rails[0].udp_port = port;
-    b.rails[0].mtu = 1500;
-    b.rails[0].chunk_bytes = chunk_bytes;
+    for (unsigned i = 0; i < b.n_rails; ++i) {
+        b.rails[i].ip = INADDR_LOOPBACK;
+        b.rails[i].udp_port = i ? port1 : port;
+        b.rails[i].mtu = 1500;
+        b.rails[i].chunk_bytes = chunk_bytes;
+    }
     wire::encode_header(r, out);
     return wire::header_bytes + wire::encode_join_ack_body(b, out + wire::header_bytes);
 }

@@ -436,6 +436,44 @@ BOOST_AUTO_TEST_CASE(join_rules) {
     BOOST_TEST(err(h2) == static_cast<int>(wire::error_code::job_table_full));
 }
 
+// The JOIN of a rail after the first names the job's shape (aux): the job
+// is created with that chunk and policy, not the rail's current ones; a
+// chunk above what the rail's port carries now, or a malformed word, is
+// refused and creates nothing.
+BOOST_AUTO_TEST_CASE(a_join_naming_the_jobs_shape_creates_it_so) {
+    aggregator a(small()); // the rail's job chunk: 64 B, 16 fp32
+    wire::join_body b;
+    b.max_count = 1 << 20;
+    b.pool_size = 4;
+    auto join = [&](std::uint32_t aux, std::uint32_t carry, bool lag_now = false, std::uint32_t id = 1) {
+        wire::header h = hdr(wire::msg_type::join, 0, 2);
+        h.job_id = id;
+        h.aux = aux;
+        return a.join(h, b, {}, peer_of(0), 0, lag_now, 0, carry);
+    };
+    agg::join_result r = join(wire::shape_word(1408, true), 1408);
+    BOOST_REQUIRE((r.st == agg::join_status::joined));
+    BOOST_TEST(a.find(1)->chunk_elems == 352u);
+    BOOST_TEST(a.find(1)->lag);
+    BOOST_TEST(a.find(1)->stripe_n == 1u);
+    BOOST_TEST(a.lag_jobs() == 1u);
+    // Under LAG now, asked for the rail policy: the rail policy.
+    r = join(wire::shape_word(128, false), 1408, true, 2);
+    BOOST_REQUIRE((r.st == agg::join_status::joined));
+    BOOST_TEST(!a.find(2)->lag);
+    BOOST_TEST(a.find(2)->chunk_elems == 32u);
+    // Above what the port carries: refused, naming no job shape (detail 0).
+    r = join(wire::shape_word(2880, false), 1408, false, 3);
+    BOOST_TEST(static_cast<int>(r.err) == static_cast<int>(wire::error_code::shape_mismatch));
+    BOOST_TEST(r.detail == 0u);
+    BOOST_TEST(!a.find(3));
+    for (std::uint32_t bad : {wire::shape_word(100, false), wire::shape_word(0, true), (8u << 20) | 0u, 1408u | (1u << 24)}) {
+        r = join(bad, 0, false, 3);
+        BOOST_TEST(static_cast<int>(r.err) == static_cast<int>(wire::error_code::bad_request));
+        BOOST_TEST(!a.find(3));
+    }
+}
+
 BOOST_AUTO_TEST_CASE(jobs_are_admitted_while_the_rail_can_lend_their_buffers) {
     agg::limits l = small();
     l.max_jobs = 4;

@@ -342,6 +342,49 @@ BOOST_AUTO_TEST_CASE(another_member_set_is_refused_never_merged) {
     BOOST_TEST(wire::token_equal(0xfeed, 0xfeed));
 }
 
+// A JOIN on a rail after the first names the job's chunk and policy (its
+// first rail's): a job here with others refuses the new member, naming its
+// own; the same shape joins; a rank already joined is not judged by it.
+BOOST_AUTO_TEST_CASE(a_join_naming_another_shape_is_refused_with_the_jobs) {
+    table t(4, 8);
+    t.set_lifecycle(life());
+    join(t, hdr(0, 2), 0, peer_of(0)); // created with 256 fp32 elements: 1024 B, rail policy
+    auto asked = [&](std::uint16_t rank, std::uint32_t elems, bool lag, const agg::peer& p) {
+        agg::job_shape shape;
+        shape.chunk_elems = elems;
+        shape.lag = lag;
+        shape.asked = true;
+        const wire::join_body b = body();
+        return t.join(hdr(rank, 2), b, b.pool_size, p, 5, shape, 0,
+                      [](std::uint16_t, std::uint16_t, wire::dtype) { return true; });
+    };
+    agg::join_result r = asked(1, 512, false, peer_of(1));
+    BOOST_TEST(code(r) == C(wire::error_code::shape_mismatch));
+    BOOST_TEST(r.detail == wire::shape_word(1024, false));
+    r = asked(1, 256, true, peer_of(1));
+    BOOST_TEST(code(r) == C(wire::error_code::shape_mismatch));
+    BOOST_TEST(wire::shape_chunk(static_cast<std::uint32_t>(r.detail)) == 1024u);
+    BOOST_TEST(!wire::shape_lag(static_cast<std::uint32_t>(r.detail)));
+    BOOST_REQUIRE(t.find(7));
+    BOOST_TEST(t.find(7)->joined == 1u);
+    // Rank 0's repeated JOIN is answered again whatever it names.
+    BOOST_TEST((asked(0, 512, true, peer_of(0)).st == agg::join_status::again));
+    r = asked(1, 256, false, peer_of(1));
+    BOOST_TEST((r.st == agg::join_status::joined));
+    BOOST_TEST(table::as(r.j).joined == 3u);
+    // A job this JOIN creates takes the shape it names.
+    agg::job_shape shape;
+    shape.chunk_elems = 2224;
+    shape.lag = true;
+    shape.asked = true;
+    const wire::join_body b = body();
+    r = t.join(hdr(0, 2, 8), b, b.pool_size, peer_of(0), 6, shape, 0,
+               [](std::uint16_t, std::uint16_t, wire::dtype) { return true; });
+    BOOST_REQUIRE((r.st == agg::join_status::joined));
+    BOOST_TEST(table::as(r.j).chunk_elems == 2224u);
+    BOOST_TEST(table::as(r.j).lag);
+}
+
 BOOST_AUTO_TEST_CASE(excluded_rails_are_fixed_by_the_first_join) {
     table t(4, 8);
     t.set_lifecycle(life());

@@ -1,5 +1,6 @@
-// The worker's JOIN against a railgated that refuses it for its excluded
-// rails (rails_mismatch, the job's set in the ERROR's offset), on loopback.
+// The worker's JOIN against a stand-in railgated on loopback: one that
+// refuses it for its excluded rails (rails_mismatch, the job's set in the
+// ERROR's offset), and one of two rails that disagree on the job's shape.
 // When railgated restarts under a job, one rank may see a rail's queue pair
 // fail before it sees railgated gone and rejoin around that rail, while the
 // other ranks' new job has every rail (CI caught it in rxe-verbs-faults):
@@ -135,4 +136,121 @@ BOOST_AUTO_TEST_CASE(a_join_goes_along_with_the_job_twice_then_fails) {
     BOOST_TEST(s.excluded() == (std::vector<std::uint32_t>{0x0, 0x2, 0x0}), boost::test_tools::per_element());
     const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(clk::now() - t0);
     BOOST_TEST(took.count() < o.join_timeout.count() / 2);
+}
+
+namespace {
+
+// Two rails on loopback. Rail 0 acks every JOIN: a job of 1408 B chunks,
+// policy rail, over both. Rail 1 records each JOIN's shape word (aux) and
+// answers as `second` says: an ack of the same shape, an ack of another
+// chunk (a railgated from before the shape word), or shape_mismatch. What
+// arrives as an ERROR (a worker's abort) on rail 0 is counted.
+class two_rail_server {
+public:
+    enum class answer { same, other_chunk, refuse };
+    explicit two_rail_server(answer second) : second_(second) {
+        fd_[0] = test::bind_loopback(port_[0]);
+        fd_[1] = test::bind_loopback(port_[1]);
+        th_ = std::thread([this] { loop(); });
+    }
+    ~two_rail_server() {
+        stop_ = true;
+        th_.join();
+        ::close(fd_[0]);
+        ::close(fd_[1]);
+    }
+    std::uint16_t port() const { return port_[0]; }
+    std::vector<std::uint32_t> shapes() const {
+        std::lock_guard g(mu_);
+        return shapes_;
+    }
+    unsigned aborts() const { return aborts_.load(); }
+
+private:
+    void loop() {
+        std::vector<std::uint8_t> in(65536), out(2048);
+        while (!stop_) {
+            pollfd p[2] = {{fd_[0], POLLIN, 0}, {fd_[1], POLLIN, 0}};
+            if (::poll(p, 2, 5) <= 0) continue;
+            for (unsigned r = 0; r < 2; ++r) {
+                if (!(p[r].revents & POLLIN)) continue;
+                sockaddr_in peer{};
+                socklen_t fl = sizeof peer;
+                const ssize_t n = ::recvfrom(fd_[r], in.data(), in.size(), 0, reinterpret_cast<sockaddr*>(&peer), &fl);
+                if (n < static_cast<ssize_t>(wire::header_bytes)) continue;
+                const wire::header h = wire::decode_header(in.data());
+                std::size_t len = 0;
+                if (h.type == wire::msg_type::join &&
+                    n >= static_cast<ssize_t>(wire::header_bytes + wire::join_body_bytes)) {
+                    const wire::join_body b = wire::decode_join_body(in.data() + wire::header_bytes);
+                    if (r == 1) {
+                        std::lock_guard g(mu_);
+                        shapes_.push_back(h.aux);
+                    }
+                    if (r == 1 && second_ == answer::refuse)
+                        len = test::refusal(h, b.nonce, wire::error_code::shape_mismatch, wire::shape_word(2880, false),
+                                            "job 6 runs 2880 B chunks here", out.data());
+                    else
+                        len = test::join_ack(h, port_[0], 16, r == 1 && second_ == answer::other_chunk ? 2880 : 1408,
+                                             out.data(), port_[1]);
+                } else if (h.type == wire::msg_type::leave) {
+                    test::header_answer(h, wire::msg_type::leave_ack, 0, out.data());
+                    len = wire::header_bytes;
+                } else if (h.type == wire::msg_type::error && r == 0) {
+                    ++aborts_;
+                }
+                if (len) ::sendto(fd_[r], out.data(), len, 0, reinterpret_cast<const sockaddr*>(&peer), sizeof peer);
+            }
+        }
+    }
+
+    answer second_;
+    int fd_[2] = {-1, -1};
+    std::uint16_t port_[2] = {0, 0};
+    mutable std::mutex mu_;
+    std::vector<std::uint32_t> shapes_;
+    std::atomic<unsigned> aborts_{0};
+    std::atomic<bool> stop_{false};
+    std::thread th_;
+};
+
+} // namespace
+
+// The JOINs of the rails after the first name the job's shape as the first
+// rail's JOIN_ACK gave it, so that every rail runs the job alike.
+BOOST_AUTO_TEST_CASE(the_other_rails_joins_name_the_first_rails_shape) {
+    two_rail_server s(two_rail_server::answer::same);
+    auto t = client::make_udp_transport(INADDR_LOOPBACK, s.port());
+    client::worker w{*t, options()};
+    BOOST_TEST(w.join() == "");
+    BOOST_REQUIRE(!s.shapes().empty());
+    for (std::uint32_t a : s.shapes()) BOOST_TEST(a == wire::shape_word(1408, false));
+    BOOST_TEST(w.stripe_rails().size() == 2u);
+    w.leave();
+}
+
+// A rail that refuses the shape (shape_mismatch), or acks another chunk:
+// the job cannot run, so the worker ends it on the rail it joined (an
+// ERROR, not a LEAVE: the other ranks are told at once) and fails as a
+// recoverable abort, naming why.
+BOOST_AUTO_TEST_CASE(rails_that_disagree_on_the_shape_end_the_job_recoverably) {
+    for (auto second : {two_rail_server::answer::refuse, two_rail_server::answer::other_chunk}) {
+        two_rail_server s(second);
+        auto t = client::make_udp_transport(INADDR_LOOPBACK, s.port());
+        client::worker_options o = options();
+        client::worker w{*t, o};
+        const auto t0 = clk::now();
+        const std::string e = w.join();
+        BOOST_TEST_MESSAGE("join: " << e);
+        BOOST_TEST((second == two_rail_server::answer::refuse
+                        ? e.find("refused the join on rail 1: job 6 runs 2880 B chunks here")
+                        : e.find("with 2880 B chunks under policy rail on rail 1, and 1408 B under rail on rail 0")) !=
+                   std::string::npos);
+        BOOST_TEST(client::failure_name(w.failed_with()) == client::failure_name(client::failure::aborted));
+        BOOST_TEST(client::worker::recoverable(w.failed_with()));
+        const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(clk::now() - t0);
+        BOOST_TEST(took.count() < o.join_timeout.count() / 2);
+        for (int i = 0; i < 100 && s.aborts() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        BOOST_TEST(s.aborts() >= 1u);
+    }
 }

@@ -662,7 +662,8 @@ std::vector<sent> messages(const std::vector<std::vector<std::uint8_t>>& out) {
 }
 
 std::vector<std::uint8_t> join_frame(const rail_fixture& f, std::uint16_t rank, std::uint16_t world,
-                                     std::uint64_t nonce, int port = -1, std::uint32_t job = 5, std::uint8_t tos = 0) {
+                                     std::uint64_t nonce, int port = -1, std::uint32_t job = 5, std::uint8_t tos = 0,
+                                     std::uint32_t shape = 0) {
     wire::join_body b;
     b.max_count = 1 << 16;
     b.pool_size = 4;
@@ -671,6 +672,7 @@ std::vector<std::uint8_t> join_frame(const rail_fixture& f, std::uint16_t rank, 
     wire::encode_join_body(b, body);
     wire::header h = hdr(wire::msg_type::join, rank, world);
     h.job_id = job;
+    h.aux = shape;
     return f.udp(h, body, sizeof body, port, tos);
 }
 
@@ -700,6 +702,61 @@ unsigned active(const net::daemon& d) {
 }
 
 } // namespace
+
+// A job's chunk and policy are fixed when its first JOIN creates it: a rank
+// that joins after `rail set mtu` or `policy set` is told the job's, not the
+// rail's new ones (before, its JOIN_ACK gave the rail's: two ranks of one job
+// chunked it differently). A JOIN naming the shape (the worker's other
+// rails) creates its job so; one the port cannot carry now is refused.
+BOOST_AUTO_TEST_CASE(a_jobs_chunk_and_policy_hold_for_ranks_joining_after_a_change) {
+    rail_fixture f("vd_shape");
+    auto ack_of = [&](const std::vector<std::uint8_t>& join) {
+        f.inject(join);
+        const auto out = f.collect(1);
+        BOOST_REQUIRE(out.size() == 1u);
+        const std::uint8_t* m = out[0].data() + frame::udp_frame_overhead;
+        wire::header h;
+        std::span<const std::uint8_t> body;
+        BOOST_REQUIRE(wire::parse_server_message(m, out[0].size() - frame::udp_frame_overhead, h, body) == drop_reason::none);
+        std::pair<wire::header, wire::join_ack_body> r{h, {}};
+        if (h.type == wire::msg_type::join_ack) BOOST_REQUIRE(wire::decode_join_ack_body(body, r.second));
+        return r;
+    };
+    constexpr std::uint32_t at1500 = wire::chunk_bytes_for_mtu(1500), at1000 = wire::chunk_bytes_for_mtu(1000);
+    auto a = ack_of(join_frame(f, 0, 2, 1));
+    BOOST_TEST(a.second.chunk_bytes == at1500);
+    BOOST_TEST((a.second.policy == wire::rail_policy::rail));
+    std::string state;
+    BOOST_REQUIRE(f.d->set_mtu(0, 1000, state).empty());
+    BOOST_TEST(state.find("draining") == 0u, state); // job 5's 1408 B chunks hold the port at 1500
+    BOOST_REQUIRE(f.d->set_policy(wire::rail_policy::lag).empty());
+    a = ack_of(join_frame(f, 1, 2, 2));
+    BOOST_TEST((a.first.type == wire::msg_type::join_ack));
+    BOOST_TEST(a.second.chunk_bytes == at1500);
+    BOOST_TEST((a.second.policy == wire::rail_policy::rail));
+    // A new job gets the rail's new ones.
+    a = ack_of(join_frame(f, 0, 2, 1, -1, 6));
+    BOOST_TEST(a.second.chunk_bytes == at1000);
+    BOOST_TEST((a.second.policy == wire::rail_policy::lag));
+    // Named by the JOIN: as named, while the port (at 1500 still) carries it.
+    a = ack_of(join_frame(f, 0, 2, 1, -1, 7, 0, wire::shape_word(at1500, false)));
+    BOOST_TEST(a.second.chunk_bytes == at1500);
+    BOOST_TEST((a.second.policy == wire::rail_policy::rail));
+    // The job's other rank naming another shape is refused, told the job's.
+    a = ack_of(join_frame(f, 1, 2, 2, -1, 7, 0, wire::shape_word(at1000, true)));
+    BOOST_TEST((a.first.type == wire::msg_type::error));
+    BOOST_TEST(a.first.aux == static_cast<std::uint32_t>(wire::error_code::shape_mismatch));
+    BOOST_TEST(a.first.offset == wire::shape_word(at1500, false));
+    // Above what the port carries: refused, saying so.
+    f.inject(join_frame(f, 0, 2, 1, -1, 8, 0, wire::shape_word(2880, false)));
+    const auto out = messages(f.collect(1));
+    BOOST_REQUIRE(out.size() == 1u);
+    BOOST_TEST(out[0].h.aux == static_cast<std::uint32_t>(wire::error_code::shape_mismatch));
+    BOOST_TEST(out[0].h.offset == 0u);
+    BOOST_TEST(out[0].text.find("rail r0's MTU 1500 carries chunks of at most 1408 B; job 8's first rail gave it 2880 B") == 0u,
+               out[0].text);
+    BOOST_TEST(active(*f.d) == 3u);
+}
 
 BOOST_AUTO_TEST_CASE(a_stalled_rank_is_named_and_its_job_freed) {
     rail_fixture f("vd_stall", [](net::daemon_config& dc) { dc.stall_ms = 200; });

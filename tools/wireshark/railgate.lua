@@ -31,6 +31,7 @@ local errors = {
     [5] = "job_table_full", [6] = "bad_request", [7] = "aborted", [8] = "pool_mismatch", [9] = "job_in_use",
     [10] = "rank_taken", [11] = "rails_mismatch", [12] = "too_many_pending", [13] = "no_buffers",
     [14] = "rank_failed", [15] = "unknown_job", [16] = "expired", [17] = "rail_down", [18] = "op_mismatch", [19] = "rank_claimed",
+    [20] = "shape_mismatch",
 }
 local policies = { [0] = "rail", [1] = "lag" }
 local lag_hashes = { [0] = "l2", [1] = "l3l4" }
@@ -62,6 +63,10 @@ local f = {
     op = ProtoField.uint16("railgate.join.op", "Operation"),
     excluded = ProtoField.uint32("railgate.excluded_rails", "Excluded rails", base.HEX),
     nonce = ProtoField.uint64("railgate.join.nonce", "Nonce", base.HEX),
+    -- JOIN's aux on a worker's rails after the first: the job's shape there
+    shape_chunk = ProtoField.uint32("railgate.join.shape_chunk", "Job chunk bytes (its first rail's; 0: railgated chooses)",
+                                    base.DEC, nil, 0x00ffffff),
+    shape_lag = ProtoField.bool("railgate.join.shape_lag", "Job under LAG (its first rail's)", 32, nil, 0x80000000),
     -- JOIN_ACK
     rail_index = ProtoField.uint32("railgate.ack.rail_index", "Answering rail"),
     policy = ProtoField.uint8("railgate.ack.policy", "Policy", base.DEC, policies),
@@ -175,7 +180,9 @@ function rg.dissector(buf, pinfo, root)
                                      tostring(buf(24, 8):uint64()), count)
         if bit.band(flags, 0x01) ~= 0 then info = info .. " [retransmit]" end
     elseif t == 1 then
-        tree:add(f.aux, buf(36, 4))
+        local at = tree:add(f.aux, buf(36, 4))
+        at:add(f.shape_chunk, buf(36, 4))
+        at:add(f.shape_lag, buf(36, 4))
         if body_len_ok(tree, body, 24, "JOIN") then
             tree:add(f.max_count, body(0, 8))
             tree:add(f.pool_size, body(8, 2))
