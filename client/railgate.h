@@ -91,7 +91,7 @@ typedef struct rg_config {
     uint32_t world;           /* ranks in the job */
     rg_dtype dtype;           /* joined by rg_join (default RG_FP32) */
     uint64_t max_count;       /* largest allreduce in elements (0: the protocol's maximum) */
-    uint32_t retries;         /* re-joins after a recoverable failure (0: fail at once) */
+    uint32_t retries;         /* re-joins after a recoverable failure, the first join's too (0: fail at once) */
     uint32_t timeout_ms;      /* an allreduce with no progress this long fails (default 60000) */
     uint32_t join_timeout_ms; /* default 5000 */
     int32_t gid_index;        /* verbs: the GID index (-1: automatic, the default) */
@@ -195,7 +195,7 @@ typedef struct rg_stats {
     uint64_t allreduces;           /* finished, RG_OK */
     uint64_t bytes;                /* their payload, count x the dtype's size */
     uint64_t retransmits;          /* chunks sent again, for any reason */
-    uint64_t recoveries;           /* allreduces run again after a recovered failure (config.retries) */
+    uint64_t recoveries;           /* joins and allreduces run again after a recovered failure (config.retries) */
     /* Since 0.2: */
     uint64_t timeout_retransmits;  /* of retransmits: after a timeout ran out (a silent rail's probes too) */
     uint64_t tail_probes;          /* of retransmits: an allreduce's last chunk, sent again as a probe */

@@ -496,6 +496,29 @@ std::uint64_t worker::results() const noexcept {
 
 std::string worker::join() {
     state& s = *s_;
+    std::string e = join_once();
+    if (e.empty() || !o_.retries || !recoverable(s.why)) return e;
+    // The job ended before every rank had joined it (a rank that gave up on
+    // a railgated paused past its peer timeout aborted it, a rail went
+    // down): its ranks are retrying too, so a fresh one assembles.
+    const std::string failed = e;
+    const failure why = s.why;
+    for (unsigned attempt = 0; attempt < o_.retries; ++attempt) {
+        s.err = e;
+        e = recover();
+        if (e.empty()) {
+            ++s.recoveries;
+            s.err.clear();
+            return e;
+        }
+        if (!recoverable(s.why)) return failed + "; recovering: " + e;
+    }
+    s.why = why;
+    return failed + "; recovering: " + e;
+}
+
+std::string worker::join_once() {
+    state& s = *s_;
     s.why = failure::none;
     s.refusal = wire::error_code::none;
     if (o_.world == 0 || o_.world > wire::max_world) {
@@ -1479,7 +1502,7 @@ std::string worker::recover() {
     std::string e;
     do {
         e = t_.reconnect();
-        if (e.empty()) e = join();
+        if (e.empty()) e = join_once();
         if (e.empty() || s.why == failure::refused) return e;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     } while (clock::now() < until);
@@ -1504,7 +1527,7 @@ std::string worker::replay() {
     state& s = *s_;
     const std::uint64_t op = s.ops;
     s.ops = s.prev_op;
-    std::string e = join();
+    std::string e = join_once();
     if (e.empty()) {
         std::vector<std::uint8_t> scratch(s.prev);
         run(scratch.data(), scratch.size() / wire::dtype_size(s.prev_dt), s.prev_dt);

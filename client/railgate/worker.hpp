@@ -157,7 +157,10 @@ public:
     // JOINs the job on its first rail, learns the rails, then JOINs on every
     // other rail it stripes over. Returns "" or a clear error (e.g.
     // railgated's ERROR text); a JOIN refused part-way leaves the rails
-    // already joined.
+    // already joined. With worker_options::retries, a join that fails as
+    // an operation may (the job ended while it assembled: another rank gave
+    // up on a railgated it had not heard from, a rail went down) is tried
+    // again as recover() does, up to that many times.
     std::string join();
     // Leaves the job on every rail (best effort, short timeout).
     void leave();
@@ -270,6 +273,7 @@ private:
     void run(void* data, std::size_t count, wire::dtype dt);
     bool can_replay() const noexcept;
     std::string replay();
+    std::string join_once();
     // adoptions: how many times this JOIN took the job's excluded rails.
     std::string join_on(unsigned first, std::uint32_t excluded, unsigned adoptions = 0);
     transport& t_;

@@ -147,7 +147,7 @@ namespace {
 // arrives as an ERROR (a worker's abort) on rail 0 is counted.
 class two_rail_server {
 public:
-    enum class answer { same, other_chunk, refuse };
+    enum class answer { same, other_chunk, refuse, refuse_once };
     explicit two_rail_server(answer second) : second_(second) {
         fd_[0] = test::bind_loopback(port_[0]);
         fd_[1] = test::bind_loopback(port_[1]);
@@ -187,7 +187,7 @@ private:
                         std::lock_guard g(mu_);
                         shapes_.push_back(h.aux);
                     }
-                    if (r == 1 && second_ == answer::refuse)
+                    if (r == 1 && (second_ == answer::refuse || (second_ == answer::refuse_once && first_nonce(b.nonce))))
                         len = test::refusal(h, b.nonce, wire::error_code::shape_mismatch, wire::shape_word(2880, false),
                                             "job 6 runs 2880 B chunks here", out.data());
                     else
@@ -204,7 +204,14 @@ private:
         }
     }
 
+    // Whether `nonce` is the first JOIN's on rail 1 (a JOIN sent again
+    // carries its nonce).
+    bool first_nonce(std::uint64_t nonce) {
+        if (!seen_) seen_ = nonce;
+        return nonce == seen_;
+    }
     answer second_;
+    std::uint64_t seen_ = 0;
     int fd_[2] = {-1, -1};
     std::uint16_t port_[2] = {0, 0};
     mutable std::mutex mu_;
@@ -253,4 +260,27 @@ BOOST_AUTO_TEST_CASE(rails_that_disagree_on_the_shape_end_the_job_recoverably) {
         for (int i = 0; i < 100 && s.aborts() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
         BOOST_TEST(s.aborts() >= 1u);
     }
+}
+
+// A join that fails as an operation may (here the job's shape refused on
+// rail 1, once) is tried again with retries, as a failed operation is: the
+// other ranks of an aborted job are retrying too. Without retries it fails.
+BOOST_AUTO_TEST_CASE(a_recoverable_join_failure_is_retried_with_retries) {
+    {
+        two_rail_server s(two_rail_server::answer::refuse_once);
+        auto t = client::make_udp_transport(INADDR_LOOPBACK, s.port());
+        client::worker_options o = options();
+        o.retries = 2;
+        client::worker w{*t, o};
+        BOOST_TEST(w.join() == "");
+        BOOST_TEST(w.recoveries() == 1u);
+        BOOST_TEST(s.shapes().size() >= 2u);
+        BOOST_TEST(s.aborts() >= 1u);
+        w.leave();
+    }
+    two_rail_server s(two_rail_server::answer::refuse_once);
+    auto t = client::make_udp_transport(INADDR_LOOPBACK, s.port());
+    client::worker w{*t, options()};
+    BOOST_TEST(w.join().find("refused the join on rail 1") != std::string::npos);
+    BOOST_TEST(w.recoveries() == 0u);
 }
