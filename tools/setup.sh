@@ -64,7 +64,10 @@ build() {
 # live changes and the exit, when the lcores' loops end and the rails are
 # freed), railgated through the fault test's steps where its threads meet
 # (RAILGATE_TSAN=1: the fault injector set from the control thread, a
-# kill and restart, a link going down, the exit), and the embedded default with its
+# kill and restart, a link going down, the exit), railgated under a stream of
+# railctl's live changes while jobs run (live-changes-under-load: MTUs,
+# policies, faults, freezes, shaping and snapshots, which the control
+# thread hands the lcores), and the embedded default with its
 # DPDK workers, also under faults (frames cross threads there through DPDK,
 # which railgate's TSan build annotates: dataplane/net/burst.hpp).
 # Optimised (-O1) so that the netns traffic keeps its timing. Built with
@@ -115,7 +118,7 @@ for t in json.load(sys.stdin):
   phase "TSan build"
   RAILGATE_TSAN=1 meson test -C $tsan --setup sanitize --no-rebuild --print-errorlogs --num-processes 1 placement control \
     c-api capture rail-loop-net_ring udp-port-loopback udp-rails-kernel-socket faults-loss-kill-stop-restart-rail-down \
-    dpdk-workers-af_xdp-af_packet-tap \
+    live-changes-under-load dpdk-workers-af_xdp-af_packet-tap \
     railbench-embedded-fp32 railbench-embedded-lcore-workers railbench-embedded-mtu9000-pool3 railbench-window-under-loss
   phase "TSan tests"
 }
