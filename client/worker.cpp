@@ -558,6 +558,8 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
 
     const auto deadline = clock::now() + o_.join_timeout;
     std::string last_refusal;
+    // The rails disagree on the job's chunk or policy: no rank can run it.
+    bool misshapen = false;
     // Waits for a JOIN_ACK on every rail in `want`, sending JOINs every
     // 100 ms. A refusal that may pass (the rank's old process still bound)
     // keeps the JOIN going until the deadline; any other ends it.
@@ -630,6 +632,7 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
                         // rank may join a fresh one.
                         if (code == wire::error_code::shape_mismatch) {
                             s.why = failure::aborted;
+                            misshapen = true;
                             return text;
                         }
                         if (code == wire::error_code::rails_mismatch && m.h.offset != excluded &&
@@ -666,6 +669,7 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
                         // job cannot run with two chunk sizes or policies.
                         auto policy = [](wire::rail_policy p) { return p == wire::rail_policy::lag ? "lag" : "rail"; };
                         s.why = failure::aborted;
+                        misshapen = true;
                         acked[i] = true;
                         s.joined_on.push_back(r);
                         s.inst[r] = m.h.gen;
@@ -720,8 +724,11 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
     if (e = await(others); !e.empty()) {
         // Refused part-way: what was joined is left, so nothing stays behind;
         // a job whose rails disagree on its shape is ended for every rank.
+        // (Only that one: a job that ended while this rank joined it is
+        // left, or this rank's abort would end the next one its peers join,
+        // and theirs the one after.)
         if (e == "\x01") e = "railgated's rails disagree on the rails job " + std::to_string(o_.job_id) + " stripes around";
-        if (s.why == failure::aborted) abort(e);
+        if (misshapen) abort(e);
         else leave();
         return e;
     }
