@@ -7,10 +7,10 @@
 # policy (rail, lag l3l4, lag l2), the fault injector (loss, duplicates,
 # reordering, corruption, and freezes of the lcore up to 3 s, past the
 # stall time but not the workers' 5 s peer timeout), the shaper, latency
-# resets, stats and captures. The
-# commands come from a seeded generator (RAILGATE_CHAOS_SEED, default 1;
-# the seed is printed): the same seed draws the same commands (which
-# freezes are skipped, to keep them 5 s apart, depends on time).
+# resets, stats and captures. The commands come from a seeded generator
+# (RAILGATE_CHAOS_SEED, default 1; the seed is printed): the same seed
+# draws the same commands (which freezes are skipped, to keep them 5 s
+# apart, depends on time).
 # It must hold that:
 #  - every job finishes bit-exact; none takes more than 60 s (nothing waits
 #    out an operation timeout);
@@ -20,7 +20,8 @@
 #    with every buffer back (under the sanitizers: without a report).
 # A chaos run of this kind found that a rank joining after an MTU change got
 # another chunk size than the job's, and that a policy or MTU change between
-# a worker's JOINs on two rails gave one job two shapes (aab44bc).
+# a worker's JOINs on two rails gave one job two shapes (aab44bc); then that
+# a first join the job's end cut short was not retried (7b0c6e0).
 #   live_changes.sh RAILGATED RAILBENCH RAILCTL [SECONDS]
 set -u
 railgated=$1 railbench=$2 railctl=$3 seconds=${4:-40}
@@ -38,7 +39,7 @@ ctl() { ip netns exec "$d" "$railctl" --socket "$log/rg.sock" "$@"; }
 
 end=$((SECONDS + seconds))
 # tenant JOB WORLD SEED: jobs one after the other until the end; a line
-# per job in $log/tenant-JOB.txt: "ok N SECONDS" or "FAIL N SECONDS".
+# per job in $log/tenant-JOB.txt: "ok N SECONDS COUNT" or "FAIL N SECONDS COUNT".
 tenant() {
   local job=$1 world=$2 i=0 r pids p rc t0 count
   RANDOM=$3
