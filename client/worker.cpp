@@ -663,24 +663,22 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
                         }
                         s.ack = a;
                         s.joined = true;
-                    } else if (a.chunk_bytes != s.ack.chunk_bytes || a.policy != s.ack.policy) {
-                        // A railgated that does not take the shape from the
-                        // JOIN (before 2026-11-30), or a verbs rail: the
-                        // job cannot run with two chunk sizes or policies.
-                        auto policy = [](wire::rail_policy p) { return p == wire::rail_policy::lag ? "lag" : "rail"; };
-                        s.why = failure::aborted;
-                        misshapen = true;
-                        acked[i] = true;
-                        s.joined_on.push_back(r);
-                        s.inst[r] = m.h.gen;
-                        return "railgated runs job " + std::to_string(o_.job_id) + " with " + std::to_string(a.chunk_bytes) +
-                               " B chunks under policy " + policy(a.policy) + " on rail " + std::to_string(r) + ", and " +
-                               std::to_string(s.ack.chunk_bytes) + " B under " + policy(s.ack.policy) + " on rail " +
-                               std::to_string(first) + " (an MTU or policy change came between the JOINs): join it again";
                     }
                     if (!acked[i]) s.joined_on.push_back(r);
                     acked[i] = true;
                     s.inst[r] = m.h.gen;
+                    if (a.chunk_bytes != s.ack.chunk_bytes || a.policy != s.ack.policy) {
+                        // A railgated that does not take the shape from the
+                        // JOIN (before 2026-11-30), or a verbs rail: the
+                        // job cannot run with two chunk sizes or policies.
+                        s.why = failure::aborted;
+                        misshapen = true;
+                        return "railgated runs job " + std::to_string(o_.job_id) + " with " + std::to_string(a.chunk_bytes) +
+                               " B chunks under policy " + wire::policy_name(a.policy) + " on rail " + std::to_string(r) +
+                               ", and " + std::to_string(s.ack.chunk_bytes) + " B under " + wire::policy_name(s.ack.policy) +
+                               " on rail " + std::to_string(first) +
+                               " (an MTU or policy change came between the JOINs): join it again";
+                    }
                 }
             }
             if (!any) std::this_thread::yield();

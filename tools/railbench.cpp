@@ -794,7 +794,7 @@ int run_lag(const options& o) {
             break;
         }
         const double rate = static_cast<double>(o.rail_rate);
-        std::printf("  %-7s %6u %12.3f %12.2f %14.4f %12.4f\n", r.p == wire::rail_policy::lag ? "lag" : "rail", r.flows,
+        std::printf("  %-7s %6u %12.3f %12.2f %14.4f %12.4f\n", wire::policy_name(r.p), r.flows,
                     bps / 1e9, rate ? bps / rate : 0.0, bps * wire_per_byte / 1e9, rate ? bps * wire_per_byte / rate : 0.0);
         std::fflush(stdout);
     }

@@ -125,7 +125,7 @@ public:
         std::uint32_t m = 0;
         for (const job& j : t_.all())
             if (j.st == job_state::active)
-                m = std::max(m, j.chunk_elems * static_cast<std::uint32_t>(wire::dtype_size(j.dt)));
+                m = std::max(m, j.chunk_bytes());
         return m;
     }
     // Jobs in the table created under LAG (their flows may arrive on

@@ -120,6 +120,7 @@ struct job_entry {
     // job it has left from one about the job it is in. Top bit set.
     std::uint32_t instance = 0;
     std::uint32_t chunk_elems = 0;  // elements per chunk, all rails
+    std::uint32_t chunk_bytes() const noexcept { return chunk_elems * static_cast<std::uint32_t>(wire::dtype_size(dt)); }
     // Striping fixed at creation: chunk i is on this rail when
     // i % stripe_n == stripe_index (LAG: 1 / 0, the whole stream on one member).
     std::uint32_t stripe_n = 1, stripe_index = 0;
@@ -291,7 +292,7 @@ public:
             // A new member's JOIN that names the job's shape (its first
             // rail's) must find it here: one chunk and policy on every rail.
             if (shape.asked && (j->chunk_elems != shape.chunk_elems || j->lag != shape.lag)) {
-                r.detail = wire::shape_word(j->chunk_elems * static_cast<std::uint32_t>(wire::dtype_size(j->dt)), j->lag);
+                r.detail = wire::shape_word(j->chunk_bytes(), j->lag);
                 return refuse(r, wire::error_code::shape_mismatch);
             }
         } else {

@@ -180,23 +180,21 @@ void refusal_text(char* t, std::size_t n, const rail_state& rs, const wire::head
                           rs.agg.lim().max_pool, b.max_count, b.pool_size);
         return;
     case wire::error_code::shape_mismatch: {
-        auto policy = [](bool lag) { return lag ? "lag" : "rail"; };
-        if (jr.detail)
+        auto policy = [](bool lag) { return wire::policy_name(lag ? wire::rail_policy::lag : wire::rail_policy::rail); };
+        const auto word = static_cast<std::uint32_t>(jr.detail);
+        const unsigned mtu = rs.s.mtu_now.load(std::memory_order_relaxed);
+        if (word)
             std::snprintf(t, n,
                           "job %u runs %u B chunks under policy %s on rail %s; its first rail gave this rank %u B "
                           "under %s (an MTU or policy change came between the ranks' JOINs there): the job cannot "
                           "run, join it again",
-                          h.job_id, wire::shape_chunk(static_cast<std::uint32_t>(jr.detail)),
-                          policy(wire::shape_lag(static_cast<std::uint32_t>(jr.detail))), rs.s.cfg.name.c_str(),
-                          wire::shape_chunk(h.aux),
-                          policy(wire::shape_lag(h.aux)));
+                          h.job_id, wire::shape_chunk(word), policy(wire::shape_lag(word)), rs.s.cfg.name.c_str(),
+                          wire::shape_chunk(h.aux), policy(wire::shape_lag(h.aux)));
         else
             std::snprintf(t, n,
                           "rail %s's MTU %u carries chunks of at most %u B; job %u's first rail gave it %u B chunks "
                           "(the MTU was lowered while the job joined): join it again",
-                          rs.s.cfg.name.c_str(), unsigned{rs.s.mtu_now.load(std::memory_order_relaxed)},
-                          wire::chunk_bytes_for_mtu(rs.s.mtu_now.load(std::memory_order_relaxed)), h.job_id,
-                          wire::shape_chunk(h.aux));
+                          rs.s.cfg.name.c_str(), mtu, wire::chunk_bytes_for_mtu(mtu), h.job_id, wire::shape_chunk(h.aux));
         return;
     }
     case wire::error_code::job_in_use:
@@ -333,7 +331,7 @@ void handle_join(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<c
     ack.pool_size = j.pool;
     // The job's chunk and policy, fixed when it was created: a rank that
     // joins after an MTU or policy change runs it as the others do.
-    ack.chunk_bytes = j.chunk_elems * static_cast<std::uint32_t>(wire::dtype_size(j.dt));
+    ack.chunk_bytes = j.chunk_bytes();
     ack.policy = j.lag ? wire::rail_policy::lag : wire::rail_policy::rail;
     ack.stall_ms = rs.stall_ms;
     ack.excluded_rails = j.excluded;

@@ -272,6 +272,8 @@ std::string_view dtype_name(dtype d) noexcept;
 // Parses "fp32", "bf16", "fp16", "int32"; returns false on anything else.
 bool dtype_from_name(std::string_view s, dtype& out) noexcept;
 std::string_view error_name(error_code c) noexcept;
+// "rail" or "lag".
+constexpr const char* policy_name(rail_policy p) noexcept { return p == rail_policy::lag ? "lag" : "rail"; }
 
 // The header of an ERROR that answers `req` (its job, rank and request):
 // `code` in aux, `detail` in offset (a rank, or rails), the job instance (or

@@ -29,7 +29,6 @@ std::string mac_text(const std::uint8_t* m) {
     return b;
 }
 
-const char* policy_name(wire::rail_policy p) { return p == wire::rail_policy::rail ? "rail" : "lag"; }
 
 } // namespace
 
@@ -215,7 +214,7 @@ json control_plane::handle(const control::request& r) {
         if (!(e = control::check_keys(a, {})).empty()) return fail(e);
         json rails = json::array();
         for (const net::rail_status& s : d_.status()) rails.push_back(rail_json(s));
-        return ok({{"daemon", daemon_json(cfg_, started_, std::string(policy_name(d_.policy())),
+        return ok({{"daemon", daemon_json(cfg_, started_, std::string(wire::policy_name(d_.policy())),
                                           std::string(config::name(hash_)), d_.job_chunk_bytes())},
                    {"rails", rails},
                    {"verbs_rails", verbs_ ? verbs_rails_json(*verbs_) : json::array()}});
@@ -312,7 +311,7 @@ json control_plane::handle(const control::request& r) {
     }
     if (r.command == "policy.show") {
         if (!(e = control::check_keys(a, {})).empty()) return fail(e);
-        return ok({{"mode", policy_name(d_.policy())}, {"hash", std::string(config::name(hash_))}});
+        return ok({{"mode", wire::policy_name(d_.policy())}, {"hash", std::string(config::name(hash_))}});
     }
     if (r.command == "policy.set") {
         if (!(e = control::check_keys(a, {"mode", "hash"})).empty()) return fail(e);
@@ -329,8 +328,8 @@ json control_plane::handle(const control::request& r) {
         if (!(e = d_.set_policy(p, h == config::lag_hash::l2 ? wire::lag_hash::l2 : wire::lag_hash::l3l4)).empty())
             return fail(e);
         hash_ = h;
-        log_change(r, std::string("policy.set ") + policy_name(p));
-        return ok({{"mode", policy_name(p)}, {"hash", std::string(config::name(hash_))}, {"applies", "to jobs that join from now on"}});
+        log_change(r, std::string("policy.set ") + wire::policy_name(p));
+        return ok({{"mode", wire::policy_name(p)}, {"hash", std::string(config::name(hash_))}, {"applies", "to jobs that join from now on"}});
     }
     if (r.command == "tc.list") {
         if (!(e = control::check_keys(a, {"rail"})).empty()) return fail(e);
