@@ -252,6 +252,7 @@ struct worker::state {
         std::uint64_t held_ns = 0;
         unsigned holds = 0;
         std::uint64_t helds = 0; // HELD answers taken
+        std::uint64_t pongs = 0; // PONGs of the job's incarnation (what an operation timeout reports)
         // The tail loss probe (worker::tail_probe): when it went, one per
         // silence (0: none this operation); the chunk its PING named (slot,
         // pool: none) and whether a PONG naming it came (the chunk goes).
@@ -272,6 +273,10 @@ struct worker::state {
         bool heard = false;
         std::atomic<std::uint64_t> heard_ns{0};
         std::uint64_t ping_ns = 0;
+        // railgated fell silent (every rail past the peer timeout) and this
+        // rail asks again (resume()): silent until the join timeout, not
+        // the peer timeout. `silent`: this rail found railgated gone.
+        bool resuming = false, silent = false;
     };
 
     wire::join_ack_body ack{};
@@ -310,6 +315,12 @@ struct worker::state {
     stats::histogram rtt, rtt_own;
     std::uint64_t recoveries = 0;
     std::uint64_t replays = 0;
+    std::uint64_t resumes = 0;
+    // An operation that may be resumed (allreduce with retries left): when
+    // railgated falls silent on every rail, finish() leaves the job as it
+    // is (no abort) and allreduce() asks it again (see resume()).
+    bool keep_job = false;
+    bool gone_silent = false; // the failure: every rail silent past the peer timeout
     std::vector<std::uint8_t> backup; // the input, while an operation with retries runs
     std::uint64_t backup_op = ~std::uint64_t{0};
     // The previous operation's input (retries): a rank one operation ahead
@@ -444,6 +455,7 @@ void worker::merge_rtt() noexcept {
 }
 std::uint64_t worker::recoveries() const noexcept { return s_->recoveries; }
 std::uint64_t worker::replays() const noexcept { return s_->replays; }
+std::uint64_t worker::resumes() const noexcept { return s_->resumes; }
 std::vector<worker::window_info> worker::windows() const {
     std::vector<window_info> w;
     for (const auto& rr : s_->run) {
@@ -882,6 +894,7 @@ void worker::start(void* data, std::size_t count, wire::dtype dt) {
         rr.heard = false;
         rr.heard_ns.store(now, std::memory_order_relaxed);
         rr.ping_ns = now;
+        rr.resuming = rr.silent = false;
         for (auto& sl : rr.slots) sl.busy = false;
         // The window goes on from the job's last operation on this rail.
         rr.cc = o_.congestion_control && !t_.reliable();
@@ -980,6 +993,7 @@ bool worker::progress_rail(unsigned r) {
         if (m.h.job_id != o_.job_id || !wire::token_equal(m.h.job_token, o_.job_token)) continue;
         if (m.h.type == wire::msg_type::pong && m.h.gen == s.inst[s.tr[r]]) {
             rr.heard = true;
+            ++rr.pongs;
             // The timeout's PING is answered PONG, its chunk still out (a
             // PONG naming it: the chunk is not in railgated's slot): the next
             // pass sends the chunk as the probe. The PING sent with a probe
@@ -1252,6 +1266,37 @@ void worker::send_ping(unsigned r, std::uint64_t now, std::size_t slot) {
 
 std::uint64_t worker::scan_now() const noexcept { return s_->coarse ? stats::coarse_now_ns() : now_ns(); }
 
+// Where rail r's operation stands when it made no progress for the
+// operation timeout: what a user (or a bug report) needs to tell a peer
+// that never sent from a chunk railgated refuses, or a result that never
+// comes: the oldest chunk still out, how often it went, and what railgated
+// said about it.
+std::string worker::stalled_text(unsigned r) const {
+    const state& s = *s_;
+    const state::rail_run& rr = s.run[r];
+    std::size_t oldest = s.pool;
+    for (std::size_t si = 0; si < s.pool; ++si) {
+        const state::slot_state& sl = rr.slots[si];
+        if (sl.busy && (oldest == s.pool || sl.k < rr.slots[oldest].k)) oldest = si;
+    }
+    std::string t = std::to_string(rr.done) + " of " + std::to_string(rr.n_chunks) + " chunks back, " +
+                    std::to_string(rr.made) + " made, " + std::to_string(rr.owed) + " owed, " +
+                    std::to_string(rr.pending.size()) + " queued";
+    if (rr.cc) t += ", window " + std::to_string(rr.cw.window());
+    if (oldest < s.pool) {
+        const state::slot_state& sl = rr.slots[oldest];
+        t += "; oldest out: chunk " + std::to_string(sl.k) + " (slot " + std::to_string(oldest) + ", generation " +
+             std::to_string(sl.gen) + ", offset " + std::to_string(s.chunk_offset(r, sl.k)) + "), sent again " +
+             std::to_string(sl.retries) + " times" + (sl.held ? ", HELD by railgated" : "") +
+             (sl.queued ? ", queued" : "");
+    }
+    static constexpr const char* probes[] = {"none", "pinged", "ponged", "out", "answered"};
+    t += "; rail: " + std::to_string(rr.retransmits) + " resent, " + std::to_string(rr.timeouts) + " timeouts, " +
+         std::to_string(rr.helds) + " HELD, " + std::to_string(rr.pongs) + " PONGs, probe " +
+         probes[static_cast<unsigned>(rr.probing)];
+    return t;
+}
+
 // Rail r's timers: retransmits of chunks whose timeout ran out, PINGs when
 // railgated has been silent, and the verdicts on a silent rail (down),
 // silent railgated (gone) and an operation without progress (timeout).
@@ -1262,6 +1307,7 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     if (!rr.heard_ns.load(std::memory_order_relaxed)) rr.heard_ns.store(now, std::memory_order_relaxed);
     if (rr.heard) {
         rr.heard = false;
+        rr.resuming = false;
         rr.heard_ns.store(now, std::memory_order_relaxed);
     }
     tail_probe(r, now);
@@ -1368,12 +1414,15 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     }
     // Liveness: railgated answers a PING even while the job waits for a
     // peer, so silence means the rail (or railgated) is gone.
-    const std::uint64_t timeout = ns(o_.peer_timeout);
+    // A rail asked again after railgated fell silent (resume()) has until
+    // the join timeout, as a re-join would.
+    const std::uint64_t peer = ns(o_.peer_timeout);
+    const std::uint64_t timeout = rr.resuming ? std::max(peer, ns(o_.join_timeout)) : peer;
     const std::uint64_t silent = now - rr.heard_ns.load(std::memory_order_relaxed);
     // Under heavy loss a PING or its PONG may be lost too: past half the
     // timeout the rail is asked four times as often (a rail is declared
     // down only after some 10 unanswered PINGs).
-    if (silent >= timeout / 8 && now - rr.ping_ns >= (silent >= timeout / 2 ? timeout / 32 : timeout / 8))
+    if (silent >= peer / 8 && now - rr.ping_ns >= (silent >= peer / 2 ? peer / 32 : peer / 8))
         send_ping(r, now, s.pool);
     if (done) return false; // it is the others' silence that counts now
     if (timeout && silent >= timeout) {
@@ -1384,21 +1433,23 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
         for (unsigned q = 0; q < s.rails; ++q)
             others |= q != r && now - std::min(now, s.run[q].heard_ns.load(std::memory_order_relaxed)) < timeout / 2;
         const std::string ms = std::to_string(silent / 1'000'000);
-        if (others)
+        if (others) {
             fail(r, failure::rail_down,
                  "rail " + std::to_string(s.tr[r]) + " (" + net::format_ipv4(s.ack.rails[s.tr[r]].ip) +
                      ") stopped answering for " + ms + " ms while the other rails answer",
                  1u << s.tr[r]);
-        else
+        } else {
+            rr.silent = true;
             fail(r, failure::daemon_gone, "railgated stopped answering on every rail for " + ms + " ms (rail " +
                                               std::to_string(s.tr[r]) + ": " + net::format_ipv4(s.ack.rails[s.tr[r]].ip) +
                                               ")");
+        }
         return true;
     }
     if (now - rr.last_progress_ns > ns(o_.op_timeout)) {
         fail(r, failure::timeout,
              "allreduce timed out: no result on rail " + std::to_string(s.tr[r]) + " for " +
-                 std::to_string(o_.op_timeout.count()) + " ms");
+                 std::to_string(o_.op_timeout.count()) + " ms (" + stalled_text(r) + ")");
         return true;
     }
     return false;
@@ -1412,11 +1463,13 @@ void worker::finish() {
     state& s = *s_;
     s.active = false;
     if (!s.failed) ++s.ops;
+    s.gone_silent = false;
     for (auto& rr : s.run) {
         if (s.err.empty() && !rr.err.empty()) {
             s.err = rr.err;
             s.why = rr.why;
             s.detail = rr.detail;
+            s.gone_silent = rr.silent;
         }
         s.down |= rr.down;
     }
@@ -1425,7 +1478,10 @@ void worker::finish() {
     // worker found a rail or railgated silent. Its other rails are told now
     // (an abort carrying the reason), so that the job's entries and buffers
     // go at once there too and the other ranks fail at once.
-    if (s.why != failure::none && s.why != failure::usage && !s.joined_on.empty()) {
+    // Not when railgated fell silent and the operation may be resumed: a
+    // railgated that was only paused still holds the job, and its other
+    // ranks (one may have finished and left) need it (see resume()).
+    if (s.why != failure::none && s.why != failure::usage && !s.joined_on.empty() && !(s.gone_silent && s.keep_job)) {
         const wire::error_code code = s.why == failure::rail_down     ? wire::error_code::rail_down
                                       : s.why == failure::rank_failed ? wire::error_code::rank_failed
                                                                       : wire::error_code::aborted;
@@ -1516,12 +1572,55 @@ std::string worker::recover() {
 
 void worker::run(void* data, std::size_t count, wire::dtype dt) {
     start(data, count, dt);
+    drive();
+}
+
+void worker::drive() {
     if (o_.engine && s_->active && t_.parallel_rails()) {
         run_pipelines();
     } else {
         worker* self = this;
         complete({&self, 1});
     }
+}
+
+// The operation railgated fell silent in, on every rail past the peer
+// timeout, taken up again where it stood (allreduce with retries left):
+// a paused railgated (SIGSTOP, a machine that took its core for seconds)
+// still holds the job, its slots and the results it kept, and the rank's
+// PINGs, sent now, find them; every chunk still out is asked about as after
+// a timeout (HELD, the kept result, or a PONG: sent again). The rails have
+// until the join timeout to answer. A railgated that restarted answers that
+// it has no such job, and the worker re-joins (recover()); one still silent
+// fails the operation again. Without this, a pause at an operation's end
+// parted the ranks: one had its results and left, the other ended the job
+// and re-joined a new one alone, which expired at each retry.
+void worker::resume() {
+    state& s = *s_;
+    s.err.clear();
+    s.why = failure::none;
+    s.down = 0;
+    s.detail = 0;
+    s.gone_silent = false;
+    s.failed = false;
+    s.active = true;
+    const std::uint64_t now = scan_now();
+    for (unsigned r = 0; r < s.rails; ++r) {
+        state::rail_run& rr = s.run[r];
+        rr.err.clear();
+        rr.why = failure::none;
+        rr.down = 0;
+        rr.detail = 0;
+        rr.silent = false;
+        rr.resuming = true;
+        rr.heard = false;
+        rr.heard_ns.store(now, std::memory_order_relaxed);
+        rr.last_progress_ns = rr.last_scan_ns = now;
+        rr.probing = state::rail_run::probe::none;
+        rr.holds = 0;
+        send_ping(r, now, s.pool);
+    }
+    drive();
 }
 
 // The re-join was refused because the job is at the operation before this
@@ -1569,9 +1668,25 @@ std::string worker::allreduce(void* data, std::size_t count, wire::dtype dt) {
         s.backup_op = s.ops;
         s.backup_dt = dt;
     }
+    bool resuming = false;
     for (unsigned attempt = 0;; ++attempt) {
-        run(data, count, dt);
-        if (s.err.empty() || !keep || attempt >= o_.retries || !recoverable(s.why)) return s.err;
+        s.keep_job = keep && attempt < o_.retries;
+        if (resuming) resume();
+        else run(data, count, dt);
+        if (s.err.empty() || !s.keep_job || !recoverable(s.why)) {
+            if (s.err.empty() && resuming) ++s.resumes;
+            s.keep_job = false;
+            return s.err;
+        }
+        // railgated fell silent: first asked again, the job as it was (once
+        // per failure; a resume does not use up a retry).
+        if (!resuming && s.gone_silent && s.joined) {
+            resuming = true;
+            --attempt;
+            continue;
+        }
+        resuming = false;
+        s.keep_job = false; // a replay that fails ends its job
         const std::string failed = s.err;
         const failure why = s.why;
         std::string e = recover();

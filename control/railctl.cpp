@@ -113,7 +113,7 @@ const std::map<std::string, const char*> help_cmd = {
               "  The rail's fault injector, for tests and labs: SPEC is drop=P,dup=P,reorder=P,corrupt=P,seed=S\n"
               "  (P a fraction 0..1; any subset), optionally rank=N (only rank N's messages),\n"
               "  type=T (only messages of type T: join, join_ack, contrib, result, error, leave,\n"
-              "  leave_ack, rtt_report, region, ping, pong, held) and\n"
+              "  leave_ack, rtt_report, region, ping, pong, held; T+T.. for several) and\n"
               "  dir=rx|tx (only what railgated receives or sends). It acts on the rail's received and\n"
               "  sent frames alike unless dir says;\n"
               "  what it dropped is counted as drop reason fault_injected.\n"

@@ -1018,8 +1018,8 @@ int run_remote(const options& o) {
     stats::print_latency(notes, lat, "per-chunk round trip");
     stats::print_latency(notes, own, "per-chunk round trip less the wait for the other ranks");
     print_retransmits(notes, ws);
-    std::fprintf(notes, ", dropped replies %" PRIu64 ", recoveries %" PRIu64 ", replays %" PRIu64 "\n", t->dropped(),
-                 w.recoveries(), w.replays());
+    std::fprintf(notes, ", dropped replies %" PRIu64 ", recoveries %" PRIu64 ", replays %" PRIu64 ", resumes %" PRIu64 "\n",
+                 t->dropped(), w.recoveries(), w.replays(), w.resumes());
     if (o.transport == "udp")
         std::fprintf(notes, "# udp receive: %" PRIu64 " datagrams arrived coalesced (GRO)\n", t->coalesced());
     print_windows(notes, ws);

@@ -237,6 +237,9 @@ public:
     std::uint64_t recoveries() const noexcept;
     // Operations run again for a rank that lost their result (in recoveries).
     std::uint64_t replays() const noexcept;
+    // Operations taken up again where they stood after railgated fell
+    // silent past the peer timeout and came back with the job (retries).
+    std::uint64_t resumes() const noexcept;
     // Results accepted since join (progress is visible as this moving).
     std::uint64_t results() const noexcept;
     // Congestion control of each rail the job stripes over (in stripe
@@ -267,10 +270,13 @@ private:
     void held(unsigned rail, const rx_msg& m);                         // railgated holds a chunk sent again
     void tail_probe(unsigned rail, std::uint64_t now);                 // the last chunks lost?
     std::uint64_t scan_now() const noexcept; // the clock scan_rail() judges on
+    std::string stalled_text(unsigned rail) const; // where an operation without progress stands
     void fail(unsigned rail, failure f, std::string text, std::uint32_t down = 0);
     void finish();
     void run_pipelines();
     void run(void* data, std::size_t count, wire::dtype dt);
+    void drive();  // the operation started, to its end
+    void resume(); // the operation railgated fell silent in, taken up again
     bool can_replay() const noexcept;
     std::string replay();
     std::string join_once();

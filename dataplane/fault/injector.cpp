@@ -62,14 +62,23 @@ std::string parse(std::string_view text, spec& out) {
                 return "fault spec: rank=" + sv + " is not a rank (0..65535)";
             s.rank = static_cast<int>(x);
         } else if (k == "type") {
-            int t = 1;
-            while (type_name(t) && v != type_name(t)) ++t;
-            if (!type_name(t)) {
-                std::string all;
-                for (int i = 1; type_name(i); ++i) all += (i > 1 ? ", " : "") + std::string(type_name(i));
-                return "fault spec: type=" + std::string(v) + " is not a message type (" + all + ")";
+            s.types = 0;
+            std::string_view rest = v;
+            for (bool more = true; more;) {
+                const std::size_t plus = rest.find('+');
+                const std::string_view name = rest.substr(0, plus);
+                more = plus != std::string_view::npos;
+                if (more) rest = rest.substr(plus + 1);
+                int t = 1;
+                while (type_name(t) && name != type_name(t)) ++t;
+                if (!type_name(t)) {
+                    std::string all;
+                    for (int i = 1; type_name(i); ++i) all += (i > 1 ? ", " : "") + std::string(type_name(i));
+                    return "fault spec: type=" + std::string(v) + ": '" + std::string(name) +
+                           "' is not a message type (" + all + ")";
+                }
+                s.types |= 1u << t;
             }
-            s.type = t;
         } else if (k == "dir") {
             if (v == "rx") s.dir = spec::way::rx;
             else if (v == "tx") s.dir = spec::way::tx;
@@ -90,7 +99,8 @@ std::string format(const spec& s) {
                   static_cast<unsigned long long>(s.seed));
     std::string t = b;
     if (s.rank >= 0) t += ",rank=" + std::to_string(s.rank);
-    if (const char* n = type_name(s.type)) t += std::string(",type=") + n;
+    for (int i = 1, n = 0; type_name(i); ++i)
+        if (s.types >> i & 1) t += std::string(n++ ? "+" : ",type=") + type_name(i);
     if (s.dir != spec::way::both) t += s.dir == spec::way::rx ? ",dir=rx" : ",dir=tx";
     return t;
 }

@@ -4,17 +4,18 @@
 // applies the decisions to mbufs on a rail's receive and transmit paths,
 // and railbench --embedded's virtual switch to its own.
 //
-//   spec: drop=P,dup=P,reorder=P,corrupt=P,seed=S[,rank=N][,type=T][,dir=rx|tx]
+//   spec: drop=P,dup=P,reorder=P,corrupt=P,seed=S[,rank=N][,type=T[+T..]][,dir=rx|tx]
 //         (P a fraction 0..1)
 //
 // rank=N limits it to railgate messages of rank N (to and from that
 // worker: its header's rank); type=T to messages of one type (join,
 // join_ack, contrib, result, error, leave, leave_ack, rtt_report, region,
-// ping, pong, held); dir= to one way, seen from railgated (rx: what the
-// workers send it, tx: what it sends them). All default to everything:
-// "drop=1,rank=2,dir=tx" is a worker whose results stop arriving while its
-// contributions still do; "drop=0.5,type=leave_ack" loses half the
-// LEAVE_ACKs.
+// ping, pong, held), or T+T.. to any of several; dir= to one way, seen from
+// railgated (rx: what the workers send it, tx: what it sends them). All
+// default to everything: "drop=1,rank=2,dir=tx" is a worker whose results
+// stop arriving while its contributions still do; "drop=0.5,type=leave_ack"
+// loses half the LEAVE_ACKs; "drop=1,rank=1,type=result+pong+held,dir=tx"
+// is railgated fallen silent to a worker that has joined.
 //
 // The decisions for a packet are independent draws, in that order: a
 // dropped packet is neither duplicated, reordered nor corrupted. The same
@@ -31,7 +32,7 @@ struct spec {
     double drop = 0, dup = 0, reorder = 0, corrupt = 0;
     std::uint64_t seed = 1;
     int rank = -1;           // -1: every frame
-    int type = -1;           // a wire::msg_type; -1: every frame
+    std::uint32_t types = 0; // bit t: wire::msg_type t; 0: every frame
     enum class way : std::uint8_t { both, rx, tx } dir = way::both;
     bool any() const noexcept { return drop > 0 || dup > 0 || reorder > 0 || corrupt > 0; }
     bool on_rx() const noexcept { return dir != way::tx; }

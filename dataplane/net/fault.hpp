@@ -50,14 +50,16 @@ inline void before_corruption(rte_mbuf* m) noexcept {
     m->ol_flags &= ~(RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM);
 }
 
-// Whether m is a railgate message of `rank` and of `type` (-1: any; the
-// header of an IPv4/UDP frame long enough to hold one).
-inline bool frame_matches(const rte_mbuf* m, int rank, int type) noexcept {
+// Whether m is a railgate message of `rank` (-1: any) and of one of
+// `types` (bit t: wire::msg_type t; 0: any): the header of an IPv4/UDP
+// frame long enough to hold one.
+inline bool frame_matches(const rte_mbuf* m, int rank, std::uint32_t types) noexcept {
     if (m->data_len < frame::udp_frame_overhead + wire::header_bytes) return false;
     const auto* p = rte_pktmbuf_mtod(m, const std::uint8_t*);
     if (p[12] != 0x08 || p[13] != 0x00 || p[frame::eth_bytes] != 0x45 || p[frame::eth_bytes + 9] != 17) return false;
     const wire::header h = wire::decode_header(p + frame::udp_frame_overhead);
-    return (rank < 0 || h.rank == rank) && (type < 0 || static_cast<int>(h.type) == type);
+    const auto t = static_cast<unsigned>(h.type);
+    return (rank < 0 || h.rank == rank) && (types == 0 || (t < 32 && (types >> t & 1)));
 }
 
 // Applies the dice to the burst v[0..n) in place (room for `cap`):
@@ -78,10 +80,11 @@ inline void apply_faults(fault::dice& dice, rte_mbuf*& late, fault_tally& t, rte
         ++t.drops;
         rte_pktmbuf_free(m);
     };
-    const int rank = dice.current().rank, type = dice.current().type;
+    const int rank = dice.current().rank;
+    const std::uint32_t types = dice.current().types;
     for (unsigned i = 0; i < n; ++i) {
         rte_mbuf* m = v[i];
-        if ((rank >= 0 || type >= 0) && !frame_matches(m, rank, type)) {
+        if ((rank >= 0 || types) && !frame_matches(m, rank, types)) {
             if (k < cap) out[k++] = m;
             else lose(m);
             continue;

@@ -17,7 +17,9 @@
 #     bound, never handed an old result;
 #  5. railgated killed: workers fail within 2 s; killed and restarted:
 #     workers with --retry re-join and finish bit-exact; a rank that lost
-#     an operation's result: the others replay it for it;
+#     an operation's result: the others replay it for it; railgated silent
+#     to one rank past its peer timeout: it keeps the job and resumes it once
+#     answered (no rank re-joins);
 #  6. a rail's link goes down mid-job: railgated ends the job, the workers
 #     re-join striping around it and finish bit-exact; back up, new jobs use
 #     it; a rail that stops answering (its frames all dropped) is found by
@@ -370,17 +372,18 @@ grep -qE "recoveries [1-9]" "$log/w-14-0.log" || fail "railgated restart: no rec
 echo "ok: railgated killed and restarted mid-job: 3 workers with --retry re-joined and finished bit-exact"
 
 if [ "$all_steps" = 1 ]; then
-# --- 5b. one rank misses an operation's result (railgated's sends to it
-# dropped, one way) while the others move on: the job stalls and ends, and
-# once rank 2 is heard again it re-joins one operation behind the others;
-# they replay that operation from the input they kept and all finish
-# bit-exact.
+# --- 5b. one rank misses an operation's result while the others move on
+# (railgated's sends to rank 2 dropped on rail r0, one way): rank 2 finds
+# r0 silent while r1 answers (the rail down, for it), ends the job and
+# re-joins around r0 one operation behind the others; they replay that
+# operation from the input they kept and all finish bit-exact. (Silent on
+# every rail, rank 2 would keep the job and resume it instead: 5c.)
 pids=()
 for r in 0 1 2; do worker "$r" 18 --count 1000 -n 12000 -w 0 --retry 5; pids+=($wpid); done
 wait_running 18
-for r in r0 r1; do ctl fault set $r drop=1,rank=2,dir=tx > /dev/null || fail "fault set rank 2"; done
+ctl fault set r0 drop=1,rank=2,dir=tx > /dev/null || fail "fault set rank 2"
 sleep "$(secs 2.5)"
-for r in r0 r1; do ctl fault clear $r > /dev/null; done
+ctl fault clear r0 > /dev/null
 for r in 0 1 2; do wait "${pids[$r]}" || { tail -n 5 "$log"/w-18-*.log; fail "replay: rank $r did not finish"; }; done
 for r in 0 1 2; do grep -q "Out of bounds values : 0 OK" "$log/w-18-$r.log" || fail "replay: rank $r wrong values"; done
 # (Which comes first decides whether rank 2's JOIN ends the others' job
@@ -388,8 +391,34 @@ for r in 0 1 2; do grep -q "Out of bounds values : 0 OK" "$log/w-18-$r.log" || f
 for r in 0 1; do
   grep -qE "replays [1-9]" "$log/w-18-$r.log" || { tail -n 3 "$log/w-18-$r.log"; fail "replay: rank $r replayed nothing"; }
 done
-echo "ok: rank 2 lost an operation's result (railgated's sends to it dropped $(secs 2.5) s): ranks 0 and 1 replayed that operation for it and all finished bit-exact"
-fi # step 5b
+echo "ok: rank 2 lost an operation's result (railgated's sends to it dropped on r0 $(secs 2.5) s): ranks 0 and 1 replayed that operation for it and all finished bit-exact"
+
+# --- 5c. railgated silent to one rank past its peer timeout (everything it
+# sends rank 1 but the JOIN_ACKs dropped, 2.5 s; peer timeout 1 s, join
+# timeout 5 s) while the others wait for it: rank 1 keeps the job, asks
+# again (resume: railgated still holds the job and the results it kept),
+# and once answered goes on; no rank re-joins, all finish bit-exact. Before,
+# rank 1 ended the job and every rank re-joined and replayed; a rank whose
+# peers had finished and left re-joined alone, a job that expired at each
+# retry.
+pids=()
+for r in 0 1 2; do worker "$r" 26 --count 1000 -n 12000 -w 0 --retry 2; pids+=($wpid); done
+wait_running 26
+for r in r0 r1; do
+  ctl fault set $r drop=1,rank=1,type=result+pong+held,dir=tx > /dev/null || fail "fault set: silent to rank 1"
+done
+sleep "$(secs 2.5)"
+for r in r0 r1; do ctl fault clear $r > /dev/null; done
+for r in 0 1 2; do wait "${pids[$r]}" || { tail -n 4 "$log"/w-26-*.log; fail "silent to rank 1: rank $r failed"; }; done
+for r in 0 1 2; do grep -q "Out of bounds values : 0 OK" "$log/w-26-$r.log" || fail "silent to rank 1: rank $r wrong values"; done
+grep -q "recoveries 0, replays 0, resumes 1" "$log/w-26-1.log" ||
+  { grep -h "recoveries" "$log"/w-26-*.log; fail "silent to rank 1: rank 1 did not resume once without a re-join"; }
+for r in 0 2; do
+  grep -q "recoveries 0, replays 0, resumes 0" "$log/w-26-$r.log" ||
+    { grep -h "recoveries" "$log"/w-26-*.log; fail "silent to rank 1: rank $r re-joined"; }
+done
+echo "ok: railgated silent to rank 1 for $(secs 2.5) s (its peer timeout $(ms 1000) ms): it resumed the job, no rank re-joined, all finished bit-exact"
+fi # step 5b, 5c
 
 # --- 6. a rail down mid-job: the job restripes and finishes.
 pids=()

@@ -40,11 +40,20 @@ BOOST_AUTO_TEST_CASE(specs_parse_and_print_back) {
     BOOST_TEST(fault::parse(fault::format(s), back).empty());
     BOOST_TEST((back == s));
     BOOST_TEST(fault::parse("drop=1", s).empty());
-    BOOST_TEST((s.rank == -1 && s.type == -1 && s.on_rx() && s.on_tx()));
+    BOOST_TEST((s.rank == -1 && s.types == 0 && s.on_rx() && s.on_tx()));
     // One message type.
     BOOST_TEST(fault::parse("drop=0.5,type=leave_ack,dir=tx,seed=3", s).empty());
-    BOOST_TEST(s.type == static_cast<int>(wire::msg_type::leave_ack));
+    BOOST_TEST(s.types == 1u << static_cast<unsigned>(wire::msg_type::leave_ack));
     BOOST_TEST(fault::format(s) == "drop=0.5,dup=0,reorder=0,corrupt=0,seed=3,type=leave_ack,dir=tx");
+    BOOST_TEST(fault::parse(fault::format(s), back).empty());
+    BOOST_TEST((back == s));
+    // Several: railgated silent to a worker that has joined (its JOIN_ACK
+    // passes), written in the wire's order whatever the order given.
+    BOOST_TEST(fault::parse("drop=1,rank=1,type=held+result+pong,dir=tx", s).empty());
+    BOOST_TEST(s.types == (1u << static_cast<unsigned>(wire::msg_type::result) |
+                           1u << static_cast<unsigned>(wire::msg_type::pong) |
+                           1u << static_cast<unsigned>(wire::msg_type::held)));
+    BOOST_TEST(fault::format(s) == "drop=1,dup=0,reorder=0,corrupt=0,seed=1,rank=1,type=result+pong+held,dir=tx");
     BOOST_TEST(fault::parse(fault::format(s), back).empty());
     BOOST_TEST((back == s));
 }
@@ -61,7 +70,7 @@ BOOST_AUTO_TEST_CASE(type_names_are_the_wire_types) {
         BOOST_TEST(fault::type_name(static_cast<int>(t)) == name);
         fault::spec s;
         BOOST_TEST(fault::parse("drop=1,type=" + std::string(name), s).empty());
-        BOOST_TEST(s.type == static_cast<int>(t));
+        BOOST_TEST(s.types == 1u << static_cast<unsigned>(t));
     }
     BOOST_TEST(fault::type_name(0) == nullptr);
     BOOST_TEST(fault::type_name(13) == nullptr);
@@ -81,7 +90,9 @@ BOOST_AUTO_TEST_CASE(bad_specs_are_refused_naming_the_field) {
     BOOST_TEST(fault::parse("seed=12x", s).find("seed") != std::string::npos);
     BOOST_TEST(fault::parse("rank=-1", s).find("rank=-1 is not a rank") != std::string::npos);
     BOOST_TEST(fault::parse("dir=up", s).find("dir=up is not rx, tx or both") != std::string::npos);
-    BOOST_TEST(fault::parse("type=3", s).find("type=3 is not a message type") != std::string::npos);
+    BOOST_TEST(fault::parse("type=3", s).find("type=3: '3' is not a message type") != std::string::npos);
+    BOOST_TEST(fault::parse("type=result+pongs", s).find("'pongs' is not a message type") != std::string::npos);
+    BOOST_TEST(fault::parse("type=result+", s).find("type=result+: '' is not a message type") != std::string::npos);
     BOOST_TEST(fault::parse("type=", s).find("is not a message type (join, join_ack, contrib") != std::string::npos);
     BOOST_TEST(fault::parse("type=HELD", s).find("pong, held)") != std::string::npos);
     BOOST_TEST(s.drop == 0.3); // untouched on error

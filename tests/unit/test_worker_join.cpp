@@ -32,8 +32,8 @@ namespace {
 
 // Answers the k-th JOIN (the k-th nonce: a JOIN sent again is answered
 // alike) with rails_mismatch naming refuse[k] as the job's excluded rails,
-// and a JOIN past the script with a one-rail JOIN_ACK. Records each JOIN's
-// excluded rails.
+// and a JOIN past the script with a one-rail JOIN_ACK; a PING with a PONG,
+// a contribution with nothing. Records each JOIN's excluded rails.
 class join_server {
 public:
     explicit join_server(std::vector<std::uint32_t> refuse) : refuse_(std::move(refuse)) {
@@ -80,6 +80,8 @@ private:
                           : test::join_ack(h, port_, 16, 1024, out.data());
             } else if (h.type == wire::msg_type::leave) {
                 test::header_answer(h, wire::msg_type::leave_ack, 0, out.data());
+            } else if (h.type == wire::msg_type::ping) {
+                test::header_answer(h, wire::msg_type::pong, 0, out.data()); // never a result
             } else {
                 continue;
             }
@@ -291,4 +293,28 @@ BOOST_AUTO_TEST_CASE(a_recoverable_join_failure_is_retried_with_retries) {
     client::worker w{*t, options()};
     BOOST_TEST(w.join().find("refused the join on rail 1") != std::string::npos);
     BOOST_TEST(w.recoveries() == 0u);
+}
+
+// A railgated that answers every PING but never a result: the operation
+// times out (not railgated gone), and its error says where the rail stood,
+// what a user or a bug report needs: the chunks back and out, how often the
+// oldest went, what railgated answered.
+BOOST_AUTO_TEST_CASE(an_operation_without_progress_says_where_it_stood) {
+    join_server s({});
+    auto t = client::make_udp_transport(INADDR_LOOPBACK, s.port());
+    client::worker_options o = options();
+    o.op_timeout = std::chrono::milliseconds(300);
+    o.peer_timeout = std::chrono::milliseconds(100);
+    client::worker w{*t, o};
+    BOOST_REQUIRE(w.join() == "");
+    std::vector<float> x(1000, 1.0f);
+    const std::string e = w.allreduce(x.data(), x.size(), wire::dtype::fp32);
+    BOOST_TEST_MESSAGE(e);
+    BOOST_TEST(client::failure_name(w.failed_with()) == client::failure_name(client::failure::timeout));
+    BOOST_TEST(e.find("allreduce timed out: no result on rail 0 for 300 ms (0 of 4 chunks back, 4 made, 0 owed") !=
+               std::string::npos);
+    BOOST_TEST(e.find("; oldest out: chunk 0 (slot 0, generation 0, offset 0), sent again ") != std::string::npos);
+    BOOST_TEST(e.find(" PONGs, probe ") != std::string::npos);
+    BOOST_TEST(e.find(" 0 PONGs") == std::string::npos); // it heard railgated
+    w.leave();
 }
