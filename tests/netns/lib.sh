@@ -70,6 +70,11 @@ cleanup_netns() { # "NAMESPACES" "PATHS"
   kill -CONT $(jobs -p) 2>/dev/null # a stopped one takes its signal once resumed
   wait 2>/dev/null
   local n
+  # And what runs in the namespaces (a failed test's background loops leave
+  # their children there: live_changes.sh's tenants' railbench processes,
+  # which went on for up to their 90 s, into the next test).
+  # shellcheck disable=SC2046
+  for n in $1; do kill -9 $(ip netns pids "$n" 2>/dev/null) 2>/dev/null; done
   for n in $1; do ip netns del "$n" 2>/dev/null; done
   # shellcheck disable=SC2086
   rm -rf $2
