@@ -41,6 +41,7 @@ struct options {
     std::uint64_t min_bytes = 1024, max_bytes = 64ull << 20;
     double factor = 2;
     unsigned iters = 20, warmup = 5;
+    bool barrier = true; // --no-barrier: no one-element allreduce before each operation
     unsigned workers = 4, rails = 2;
     wire::dtype dt = wire::dtype::fp32;
     std::uint16_t mtu = 1500;
@@ -123,6 +124,9 @@ void usage(std::FILE* f) {
                  "  -f, --stepfactor F      size multiplier (default 2)\n"
                  "  -n, --iters N           timed iterations per size (default 20)\n"
                  "  -w, --warmup_iters N    warm-up iterations (default 5)\n"
+                 "      --no-barrier        with ranks in other processes, no one-element allreduce before\n"
+                 "                          each operation (untimed; it keeps a rank still checking the last\n"
+                 "                          result from being timed against the rest): each operation alone\n"
                  "      --count N[,N...]    exact element counts instead of -b/-e/-f\n"
                  "      --workers W         world size (default 4)\n"
                  "      --rails R           rails in embedded mode (default 2)\n"
@@ -149,7 +153,9 @@ void usage(std::FILE* f) {
                  "      --retry N           after a failure railgate can recover from (railgated restarted, a\n"
                  "                          rail down, a rank restarted, the job expired), re-join and run the\n"
                  "                          operation again, up to N times; a first join that fails so (the\n"
-                 "                          job ended while it assembled) is tried again too\n"
+                 "                          job ended while it assembled) is tried again too. railgated\n"
+                 "                          silent on every rail: first the job is asked again, kept, until\n"
+                 "                          the join timeout (a pause: the operation resumes)\n"
                  "      --peer-timeout MS   a rail silent this long is down, every rail silent is railgated\n"
                  "                          gone (default 1000)\n"
                  "      --join-timeout MS   how long a JOIN may take (default 5000)\n"
@@ -246,6 +252,8 @@ options parse(int argc, char** argv) {
             o.iters = static_cast<unsigned>(parse_uint(a, val(), 1000000));
         } else if (a == "-w" || a == "--warmup_iters") {
             o.warmup = static_cast<unsigned>(parse_uint(a, val(), 1000000));
+        } else if (a == "--no-barrier") {
+            o.barrier = false;
         } else if (a == "--count") {
             std::string v = val();
             std::size_t start = 0;
@@ -568,7 +576,7 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
                     }
                 return false;
             };
-            if (others) {
+            if (others && o.barrier) {
                 allreduce(one, 1);
                 if (failed()) return UINT64_MAX;
             }

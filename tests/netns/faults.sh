@@ -19,7 +19,7 @@
 #     workers with --retry re-join and finish bit-exact; a rank that lost
 #     an operation's result: the others replay it for it; railgated silent
 #     to one rank past its peer timeout: it keeps the job and resumes it once
-#     answered (no rank re-joins);
+#     answered (no rank re-joins), also when the others have finished and left;
 #  6. a rail's link goes down mid-job: railgated ends the job, the workers
 #     re-join striping around it and finish bit-exact; back up, new jobs use
 #     it; a rail that stops answering (its frames all dropped) is found by
@@ -402,23 +402,44 @@ echo "ok: rank 2 lost an operation's result (railgated's sends to it dropped on 
 # peers had finished and left re-joined alone, a job that expired at each
 # retry.
 pids=()
-for r in 0 1 2; do worker "$r" 26 --count 1000 -n 12000 -w 0 --retry 2; pids+=($wpid); done
-wait_running 26
+for r in 0 1 2; do worker "$r" 31 --count 1000 -n 12000 -w 0 --retry 2; pids+=($wpid); done
+wait_running 31
 for r in r0 r1; do
   ctl fault set $r drop=1,rank=1,type=result+pong+held,dir=tx > /dev/null || fail "fault set: silent to rank 1"
 done
 sleep "$(secs 2.5)"
 for r in r0 r1; do ctl fault clear $r > /dev/null; done
-for r in 0 1 2; do wait "${pids[$r]}" || { tail -n 4 "$log"/w-26-*.log; fail "silent to rank 1: rank $r failed"; }; done
-for r in 0 1 2; do grep -q "Out of bounds values : 0 OK" "$log/w-26-$r.log" || fail "silent to rank 1: rank $r wrong values"; done
-grep -q "recoveries 0, replays 0, resumes 1" "$log/w-26-1.log" ||
-  { grep -h "recoveries" "$log"/w-26-*.log; fail "silent to rank 1: rank 1 did not resume once without a re-join"; }
+for r in 0 1 2; do wait "${pids[$r]}" || { tail -n 4 "$log"/w-31-*.log; fail "silent to rank 1: rank $r failed"; }; done
+for r in 0 1 2; do grep -q "Out of bounds values : 0 OK" "$log/w-31-$r.log" || fail "silent to rank 1: rank $r wrong values"; done
+grep -q "recoveries 0, replays 0, resumes 1" "$log/w-31-1.log" ||
+  { grep -h "recoveries" "$log"/w-31-*.log; fail "silent to rank 1: rank 1 did not resume once without a re-join"; }
 for r in 0 2; do
-  grep -q "recoveries 0, replays 0, resumes 0" "$log/w-26-$r.log" ||
-    { grep -h "recoveries" "$log"/w-26-*.log; fail "silent to rank 1: rank $r re-joined"; }
+  grep -q "recoveries 0, replays 0, resumes 0" "$log/w-31-$r.log" ||
+    { grep -h "recoveries" "$log"/w-31-*.log; fail "silent to rank 1: rank $r re-joined"; }
 done
 echo "ok: railgated silent to rank 1 for $(secs 2.5) s (its peer timeout $(ms 1000) ms): it resumed the job, no rank re-joined, all finished bit-exact"
-fi # step 5b, 5c
+
+# --- 5d. the lone survivor: railgated silent to rank 1 from the start (but
+# its JOIN_ACKs) while ranks 0 and 2 get their results, finish and leave
+# (one operation of two chunks per rail, no barrier: rank 1 sends it all
+# in its first window). Rank 1 keeps the job, which railgated still holds
+# with the results it kept, and once answered finishes bit-exact. Before,
+# it ended the job and re-joined alone, a job that expired at each retry.
+for r in r0 r1; do
+  ctl fault set $r drop=1,rank=1,type=result+pong+held,dir=tx > /dev/null || fail "fault set: silent to rank 1"
+done
+pids=()
+for r in 0 1 2; do worker "$r" 32 --count 1400 -n 1 -w 0 --no-barrier --retry 2; pids+=($wpid); done
+for r in 0 2; do wait "${pids[$r]}" || { tail -n 3 "$log/w-32-$r.log"; fail "lone survivor: rank $r failed"; }; done
+sleep "$(secs 1.5)" # past rank 1's peer timeout
+kill -0 "${pids[1]}" 2> /dev/null || { tail -n 3 "$log/w-32-1.log"; fail "lone survivor: rank 1 ended before railgated answered it"; }
+for r in r0 r1; do ctl fault clear $r > /dev/null; done
+wait "${pids[1]}" || { tail -n 4 "$log/w-32-1.log"; fail "lone survivor: rank 1 did not finish"; }
+grep -q "Out of bounds values : 0 OK" "$log/w-32-1.log" || fail "lone survivor: wrong values"
+grep -q "recoveries 0, replays 0, resumes 1" "$log/w-32-1.log" ||
+  { grep "recoveries" "$log/w-32-1.log"; fail "lone survivor: rank 1 did not resume once without a re-join"; }
+echo "ok: railgated silent to rank 1 while ranks 0 and 2 finished and left: rank 1 resumed the job alone and finished bit-exact"
+fi # steps 5b-5d
 
 # --- 6. a rail down mid-job: the job restripes and finishes.
 pids=()
