@@ -235,6 +235,9 @@ struct worker::state {
         std::uint64_t probe_ns = 0;    // the last probe's (or its PING's)
         std::size_t probe_slot = 0;
         unsigned probe_pings = 0;     // PINGs the silence sent unanswered (their backoff)
+        // Where the next ask about a held chunk starts (see scan_rail): when
+        // every chunk out was answered HELD, the asks go round them.
+        std::size_t ask_next = 0;
         std::uint64_t quiet_timeouts = 0; // silences a PING settled: results or HELD came, nothing resent
         // The next round after the probe's answer is the one that ends the
         // probe (see scan_rail: the window's rule of silences).
@@ -1340,7 +1343,13 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     // holds (its slot waiting for another rank's chunk) would leave a lost
     // chunk of this rank behind it unasked, which the other rank's slot may
     // wait for in turn: each rank's oldest held, for ever (CI, a0e541c: two
-    // embedded workers under 5% loss, 2 runs of 80 here).
+    // embedded workers under 5% loss, 2 runs of 80 here). When all were
+    // answered HELD, the asks go round them (ask_next), not always to the
+    // oldest: railgated may have let one go since (a partner's copy failed
+    // its checksum in the reduce, which had written into this rank's), and
+    // its slot then waits for this rank while the oldest's waits for the
+    // others (live_changes.sh seed 407: rank 0 asked about one slot for
+    // 60 s, answered HELD, while the other ranks' slot waited for it).
     std::size_t oldest = s.pool, ask = s.pool;
     const auto before = [&](std::size_t si, std::size_t than) {
         return than == s.pool || rr.slots[si].sent_ns < rr.slots[than].sent_ns;
@@ -1350,7 +1359,8 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
             if (before(si, oldest)) oldest = si;
             if (!rr.slots[si].held && before(si, ask)) ask = si;
         }
-    if (ask == s.pool) ask = oldest;
+    for (std::size_t i = 0; ask == s.pool && oldest != s.pool && rr.probing == none && i < s.pool; ++i)
+        if (const std::size_t si = (rr.ask_next + i) % s.pool; expired(si)) ask = si;
     // The rail stalls (a late rank, a paused railgated, a window lost
     // whole): a PING naming the oldest chunk first, then, once railgated
     // answers that it does not have the chunk, the chunk as the probe (see
@@ -1363,6 +1373,7 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     if (rr.probing == none && ask != s.pool) {
         rr.probing = pinged;
         rr.probe_slot = ask;
+        rr.ask_next = ask + 1;
         rr.probe_pings = 0;
         ping_probe(ask);
     } else if (rr.probing == pinged) {
