@@ -63,6 +63,10 @@ stop_gated() { # [SIGNAL]
 # remove the paths given (logs, DPDK runtime dirs).
 #   trap 'cleanup_netns "ns1 ns2" "$dir /var/run/dpdk/$prefix"' EXIT
 cleanup_netns() { # "NAMESPACES" "PATHS"
+  # Under `set -e` (tools/compare_peers.sh), a kill that finds nothing
+  # (no helper left, railgated already gone) ended the trap here, and the
+  # namespaces stayed behind (perf_report.sh, 2026-11-30: rgcd14011).
+  set +e
   [ -n "${gated_pid:-}" ] && kill -9 "$gated_pid" 2>/dev/null
   # shellcheck disable=SC2046
   kill $(jobs -p) 2>/dev/null # helpers the test left in the background
