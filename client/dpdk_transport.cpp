@@ -55,6 +55,13 @@ public:
     // the kernel, maybe on this very core.
     void wait(std::chrono::microseconds) noexcept override { sched_yield(); }
     const char* name() const noexcept override { return "dpdk"; }
+    // A message goes in one buffer (send() appends it whole).
+    std::size_t max_message_bytes() const noexcept override {
+        const std::size_t room = rte_pktmbuf_data_room_size(pool_);
+        return room > RTE_PKTMBUF_HEADROOM + frame::udp_frame_overhead
+                   ? room - RTE_PKTMBUF_HEADROOM - frame::udp_frame_overhead
+                   : 0;
+    }
     const char* checksums() const noexcept override {
         unsigned offloaded = 0;
         for (const rail& r : all_) offloaded += r.rx_csum && r.tx_csum;

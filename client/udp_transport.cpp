@@ -109,6 +109,8 @@ public:
 
     unsigned n_rails() const noexcept override { return static_cast<unsigned>(rails_.size()); }
     const char* name() const noexcept override { return "udp"; }
+    // A larger datagram is truncated into its receive slot, and dropped.
+    std::size_t max_message_bytes() const noexcept override { return max_dgram; }
     std::uint64_t dropped() const noexcept override { return dropped_.load(std::memory_order_relaxed); }
     std::uint64_t coalesced() const noexcept override { return coalesced_.load(std::memory_order_relaxed); }
     bool parallel_rails() const noexcept override { return true; }

@@ -139,6 +139,17 @@ bool rx_msg::copy_to(void* dst) const noexcept {
     return sum == 0xffff;
 }
 
+namespace {
+// Forgets what failed (the state's or a rail's err, why, down and detail):
+// an operation starts or resumes.
+template <class Failure> void clear_failure(Failure& f) noexcept {
+    f.err.clear();
+    f.why = failure::none;
+    f.down = 0;
+    f.detail = 0;
+}
+} // namespace
+
 struct worker::state {
     struct slot_state {
         std::uint32_t gen = 0;     // persists across operations of the job
@@ -526,7 +537,8 @@ std::string worker::join() {
             s.err.clear();
             return e;
         }
-        if (!recoverable(s.why)) return failed + "; recovering: " + e;
+        // A re-join unanswered (railgated not back yet) goes on, as in allreduce().
+        if (!recoverable(s.why) && s.why != failure::timeout) return failed + "; recovering: " + e;
     }
     s.why = why;
     return failed + "; recovering: " + e;
@@ -675,6 +687,13 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
                         if (std::string bad = check_rails(a); !bad.empty()) {
                             s.why = failure::refused;
                             return bad;
+                        }
+                        if (wire::header_bytes + std::size_t{a.chunk_bytes} > t_.max_message_bytes()) {
+                            s.why = failure::refused;
+                            return "railgated's JOIN_ACK gives " + std::to_string(a.chunk_bytes) + " B chunks; the " +
+                                   t_.name() + " transport carries messages of at most " +
+                                   std::to_string(t_.max_message_bytes()) + " B (" +
+                                   std::to_string(wire::header_bytes) + " B of header)";
                         }
                         s.ack = a;
                         s.joined = true;
@@ -847,9 +866,7 @@ void worker::abort(const std::string& why, wire::error_code code, std::uint64_t 
 
 void worker::start(void* data, std::size_t count, wire::dtype dt) {
     state& s = *s_;
-    s.err.clear();
-    s.why = failure::none;
-    s.down = 0;
+    clear_failure(s);
     s.active = false;
     if (!s.joined) {
         s.err = "not joined";
@@ -889,10 +906,7 @@ void worker::start(void* data, std::size_t count, wire::dtype dt) {
         rr.held_ns = 0;
         rr.holds = 0;
         rr.pending.clear();
-        rr.err.clear();
-        rr.why = failure::none;
-        rr.down = 0;
-        rr.detail = 0;
+        clear_failure(rr);
         rr.last_progress_ns = rr.last_scan_ns = now;
         rr.heard = false;
         rr.heard_ns.store(now, std::memory_order_relaxed);
@@ -1574,7 +1588,8 @@ std::string worker::recover() {
     std::string e;
     do {
         e = t_.reconnect();
-        if (e.empty()) e = join_once();
+        if (!e.empty()) s.why = failure::timeout; // railgated not reachable (yet): as a JOIN unanswered
+        else e = join_once();
         if (e.empty() || s.why == failure::refused) return e;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     } while (clock::now() < until);
@@ -1608,20 +1623,14 @@ void worker::drive() {
 // and re-joined a new one alone, which expired at each retry.
 void worker::resume() {
     state& s = *s_;
-    s.err.clear();
-    s.why = failure::none;
-    s.down = 0;
-    s.detail = 0;
+    clear_failure(s);
     s.gone_silent = false;
     s.failed = false;
     s.active = true;
     const std::uint64_t now = scan_now();
     for (unsigned r = 0; r < s.rails; ++r) {
         state::rail_run& rr = s.run[r];
-        rr.err.clear();
-        rr.why = failure::none;
-        rr.down = 0;
-        rr.detail = 0;
+        clear_failure(rr);
         rr.silent = false;
         rr.resuming = true;
         rr.heard = false;
@@ -1701,6 +1710,13 @@ std::string worker::allreduce(void* data, std::size_t count, wire::dtype dt) {
         const std::string failed = s.err;
         const failure why = s.why;
         std::string e = recover();
+        // No JOIN_ACK within the join timeout: railgated is not back yet (a
+        // restart that takes long: a loaded machine, a slow EAL start). The
+        // re-join goes on while retries last, each a join timeout more.
+        while (!e.empty() && s.why == failure::timeout && attempt + 1 < o_.retries) {
+            ++attempt;
+            e = recover();
+        }
         if (!e.empty() && can_replay()) {
             e = replay();
         }

@@ -96,6 +96,11 @@ public:
     // every rail opened so far usable again (verbs: new connections; kernel
     // and DPDK transports have nothing to redo). "" or why not.
     virtual std::string reconnect() { return ""; }
+    // The largest message (header and payload) it sends and receives
+    // whole: a JOIN_ACK whose chunk would not fit is refused (its results
+    // would be dropped, or not sent at all, every time). A UDP datagram's
+    // by default.
+    virtual std::size_t max_message_bytes() const noexcept { return 65507; }
     // The transport's name, for reports ("udp", "dpdk", "verbs").
     virtual const char* name() const noexcept = 0;
     // Who sums the UDP checksums of its frames, for reports: "software",

@@ -42,6 +42,8 @@ public:
     // so). "" when at least one could.
     std::string reconnect() override;
     const char* name() const noexcept override { return "verbs"; }
+    // RDMA writes into railgated's slots: any chunk the protocol has.
+    std::size_t max_message_bytes() const noexcept override { return wire::header_bytes + wire::max_chunk_bytes; }
 
     // For tests and protocol tools: an RDMA WRITE_WITH_IMM of `bytes` bytes
     // of slot `slot`'s buffer into railgated's slot `slot` with an arbitrary

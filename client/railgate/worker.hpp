@@ -78,8 +78,10 @@ struct worker_options {
     std::chrono::milliseconds peer_timeout{1000};
     // Re-joins and re-runs of an operation after a failure it can recover
     // from (railgated restarted, a rail went down, a rank restarted, the job
-    // expired). Each keeps a copy of the input: a memcpy per operation, and
-    // the last two inputs' memory.
+    // expired). A re-join that railgated does not answer within the join
+    // timeout (a restart that takes long) uses up a retry and goes on. Each
+    // keeps a copy of the input: a memcpy per operation, and the last two
+    // inputs' memory.
     unsigned retries = 0;
     // Per-chunk round trips into chunk_rtt() (a clock read per chunk). Off,
     // over a reliable transport (verbs), the worker reads no clock on the

@@ -5,7 +5,9 @@
 // fail before it sees railgated gone and rejoin around that rail, while the
 // other ranks' new job has every rail (CI caught it in rxe-verbs-faults):
 // the worker must take the job's set whether it excludes more rails or
-// fewer, and must not go back and forth for ever.
+// fewer, and must not go back and forth for ever. Also: an operation
+// without progress names where it stood, and a re-join waits out a slow
+// restart while retries last.
 #include <boost/test/unit_test.hpp>
 
 #include <netinet/in.h>
@@ -13,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -33,10 +36,13 @@ namespace {
 // Answers the k-th JOIN (the k-th nonce: a JOIN sent again is answered
 // alike) with rails_mismatch naming refuse[k] as the job's excluded rails,
 // and a JOIN past the script with a one-rail JOIN_ACK; a PING with a PONG,
-// a contribution with nothing. Records each JOIN's excluded rails.
+// a contribution with nothing, or, with `results`, with itself as its
+// result (a one-rank job). Records each JOIN's excluded rails. silence()
+// makes it deaf for a while, as a railgated killed and restarted.
 class join_server {
 public:
-    explicit join_server(std::vector<std::uint32_t> refuse) : refuse_(std::move(refuse)) {
+    explicit join_server(std::vector<std::uint32_t> refuse, bool results = false)
+        : refuse_(std::move(refuse)), results_(results) {
         fd_ = test::bind_loopback(port_);
         th_ = std::thread([this] { loop(); });
     }
@@ -50,10 +56,12 @@ public:
         std::lock_guard g(mu_);
         return excluded_;
     }
+    void silence(std::chrono::milliseconds d) { until_ = (clk::now() + d).time_since_epoch().count(); }
+    void chunk_bytes(std::uint16_t b) { chunk_ = b; }
 
 private:
     void loop() {
-        std::vector<std::uint8_t> in(65536), out(2048);
+        std::vector<std::uint8_t> in(65536), out(65536);
         std::vector<std::uint64_t> nonces;
         while (!stop_) {
             pollfd p{fd_, POLLIN, 0};
@@ -61,10 +69,17 @@ private:
             sockaddr_in peer{};
             socklen_t fl = sizeof peer;
             const ssize_t n = ::recvfrom(fd_, in.data(), in.size(), 0, reinterpret_cast<sockaddr*>(&peer), &fl);
-            if (n < static_cast<ssize_t>(wire::header_bytes)) continue;
+            if (n < static_cast<ssize_t>(wire::header_bytes) || clk::now().time_since_epoch().count() < until_) continue;
             const wire::header h = wire::decode_header(in.data());
             std::size_t len = wire::header_bytes;
-            if (h.type == wire::msg_type::join &&
+            if (h.type == wire::msg_type::contrib && results_) {
+                wire::header r = h;
+                r.type = wire::msg_type::result;
+                r.flags = 0;
+                len = static_cast<std::size_t>(n);
+                std::copy(in.begin(), in.begin() + n, out.begin());
+                wire::encode_header(r, out.data());
+            } else if (h.type == wire::msg_type::join &&
                 n >= static_cast<ssize_t>(wire::header_bytes + wire::join_body_bytes)) {
                 const wire::join_body b = wire::decode_join_body(in.data() + wire::header_bytes);
                 std::size_t k = 0;
@@ -77,7 +92,7 @@ private:
                 len = k < refuse_.size()
                           ? test::refusal(h, b.nonce, wire::error_code::rails_mismatch, refuse_[k],
                                           "the job's rails differ", out.data())
-                          : test::join_ack(h, port_, 16, 1024, out.data());
+                          : test::join_ack(h, port_, 16, chunk_, out.data());
             } else if (h.type == wire::msg_type::leave) {
                 test::header_answer(h, wire::msg_type::leave_ack, 0, out.data());
             } else if (h.type == wire::msg_type::ping) {
@@ -90,6 +105,9 @@ private:
     }
 
     std::vector<std::uint32_t> refuse_;
+    bool results_;
+    std::atomic<clk::rep> until_{0};
+    std::atomic<std::uint16_t> chunk_{1024};
     int fd_ = -1;
     std::uint16_t port_ = 0;
     mutable std::mutex mu_;
@@ -181,7 +199,7 @@ public:
 
 private:
     void loop() {
-        std::vector<std::uint8_t> in(65536), out(2048);
+        std::vector<std::uint8_t> in(65536), out(65536);
         while (!stop_) {
             pollfd p[2] = {{fd_[0], POLLIN, 0}, {fd_[1], POLLIN, 0}};
             if (::poll(p, 2, 5) <= 0) continue;
@@ -316,5 +334,56 @@ BOOST_AUTO_TEST_CASE(an_operation_without_progress_says_where_it_stood) {
     BOOST_TEST(e.find("; oldest out: chunk 0 (slot 0, generation 0, offset 0), sent again ") != std::string::npos);
     BOOST_TEST(e.find(" PONGs, probe ") != std::string::npos);
     BOOST_TEST(e.find(" 0 PONGs") == std::string::npos); // it heard railgated
+    w.leave();
+}
+
+// railgated silent for 1.5 s mid-job, five join timeouts (300 ms): the
+// worker finds it gone (100 ms), asks again for the job (a join timeout),
+// and re-joins. A re-join not answered within the join timeout goes on
+// while retries last (until 2026-11-30 the first one ended the operation,
+// ~0.7 s in: a railgated restarted on a loaded machine, 14 s for its EAL,
+// was given one join timeout). The operation then runs again bit-exact.
+BOOST_AUTO_TEST_CASE(a_rejoin_waits_out_a_slow_restart_while_retries_last) {
+    join_server s({}, true);
+    auto t = client::make_udp_transport(INADDR_LOOPBACK, s.port());
+    client::worker_options o = options();
+    o.peer_timeout = std::chrono::milliseconds(100);
+    o.join_timeout = std::chrono::milliseconds(300);
+    o.retries = 8;
+    client::worker w{*t, o};
+    BOOST_REQUIRE(w.join() == "");
+    std::vector<float> x(4000);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+    BOOST_REQUIRE(w.allreduce(x.data(), x.size(), wire::dtype::fp32) == "");
+    s.silence(std::chrono::milliseconds(1500));
+    const auto t0 = clk::now();
+    const std::string e = w.allreduce(x.data(), x.size(), wire::dtype::fp32);
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(clk::now() - t0).count();
+    BOOST_TEST_MESSAGE("railgated silent 1.5 s: " << (e.empty() ? "done" : e) << " in " << took << " ms, "
+                                                  << w.recoveries() << " recoveries, " << w.resumes() << " resumes");
+    BOOST_TEST(e == "");
+    BOOST_TEST(w.recoveries() == 1u);
+    BOOST_TEST(took >= 1400); // it waited for railgated
+    for (std::size_t i = 0; i < x.size(); ++i) BOOST_REQUIRE_EQUAL(x[i], static_cast<float>(i));
+    w.leave();
+}
+
+// A JOIN_ACK whose chunk a kernel-UDP worker cannot receive whole (its
+// datagrams are 9216 B at most; fuzz_worker found a 128 KiB one taken,
+// each contribution then too big for a datagram): the join is refused,
+// naming both sizes, not run into an operation that cannot progress.
+BOOST_AUTO_TEST_CASE(a_chunk_the_transport_cannot_carry_is_refused) {
+    join_server s({});
+    s.chunk_bytes(16384);
+    auto t = client::make_udp_transport(INADDR_LOOPBACK, s.port());
+    client::worker_options o = options();
+    client::worker w{*t, o};
+    const auto [e, soon] = join_failing(w, o);
+    BOOST_TEST(e == "railgated's JOIN_ACK gives 16384 B chunks; the udp transport carries messages of at most 9216 B "
+                    "(40 B of header)");
+    BOOST_TEST(client::failure_name(w.failed_with()) == client::failure_name(client::failure::refused));
+    BOOST_TEST(soon);
+    s.chunk_bytes(8960);
+    BOOST_TEST(w.join() == "");
     w.leave();
 }

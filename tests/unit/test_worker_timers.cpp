@@ -261,7 +261,7 @@ BOOST_AUTO_TEST_CASE(a_rail_that_delivers_slowly_is_not_lossy) {
 // Three chunks out; railgated answers HELD about each (its results wait)
 // and then lets the newest go without a word. The worker asks about the
 // held ones in turn, finds the newest missing (a PONG) and sends it again;
-// asking only about the oldest (as until 2026-12-01) was answered HELD
+// asking only about the oldest (as until 2026-11-30) was answered HELD
 // until the operation timed out.
 BOOST_AUTO_TEST_CASE(a_held_chunk_railgated_let_go_is_asked_about_again) {
     job j(3s);

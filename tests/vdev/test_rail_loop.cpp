@@ -1046,7 +1046,7 @@ BOOST_AUTO_TEST_CASE(a_repeated_leave_is_acknowledged_again) {
 
 BOOST_AUTO_TEST_CASE(corrupted_and_injected_faults_are_counted_never_summed) {
     rail_fixture f("vd_corrupt");
-    join_ranks(f, 2);
+    const std::uint32_t inst = join_ranks(f, 2);
     // No checksum at all: dropped on arrival, counted.
     auto none = contrib_frame(f, 0, 2);
     none[frame::eth_bytes + frame::ipv4_bytes + 6] = 0;
@@ -1076,14 +1076,29 @@ BOOST_AUTO_TEST_CASE(corrupted_and_injected_faults_are_counted_never_summed) {
     }
     // Rank 1's corrupted, arriving last: it is dropped, and rank 0's
     // with it (the in-place reduce wrote into it), counted apart; both
-    // send again.
+    // send again. Rank 0 was answered HELD for its copy before, and is not
+    // told it went: its PING naming the chunk (a worker asks about its
+    // HELD chunks in turn) is answered PONG then, not HELD.
     auto bad1 = contrib_frame(f, 1, 2, 1);
     bad1[frame::udp_frame_overhead + wire::header_bytes + 1000] ^= 0x01;
     f.inject(contrib_frame(f, 0, 2, 1));
+    wire::header ask = hdr(wire::msg_type::ping, 0, 2);
+    ask.gen = inst;
+    ask.count = 256;
+    ask.aux = 1; // the slot's generation
+    const auto answer_to_ask = [&] {
+        f.inject(f.udp(ask, nullptr, 0));
+        const auto a = messages(f.collect(1));
+        BOOST_REQUIRE(a.size() == 1u);
+        BOOST_TEST(a[0].h.offset == 0u);
+        return a[0].h.type;
+    };
+    BOOST_TEST((answer_to_ask() == wire::msg_type::held));
     f.inject(bad1);
     BOOST_TEST(messages(f.collect(0)).empty());
     BOOST_TEST(f.drops(drop_reason::udp_checksum) == 3u);
     BOOST_TEST(f.drops(drop_reason::checksum_partner) == 1u);
+    BOOST_TEST((answer_to_ask() == wire::msg_type::pong));
     f.inject(contrib_frame(f, 1, 2, 1));
     BOOST_TEST(messages(f.collect(0)).empty());
     f.inject(contrib_frame(f, 0, 2, 1));
