@@ -7,8 +7,12 @@
 # went again after a timeout and 30-31 tail probes, against 0 and 0 after.
 # Counts, not times; the median of 3 seeds, bound 8 (a quarter of before).
 # Nothing is lost, so every chunk RACK sends again is spurious, and the
-# workers must find at least half of them so (railgated's second result
-# for it). In congestion control's delay mode, where RACK's losses halve
+# workers must find them so (railgated's second result for it): at least
+# a quarter in each run and 40% over the three. A resend that overtakes
+# its first copy completes the slot and is not found, which a loaded host
+# makes likelier: 70-95% found here idle, 53-76% beside a spinning task on
+# each CPU, 49% once in a clean-clone CI run (which failed the old bound
+# of half in each run); a broken finding reads 0. In congestion control's delay mode, where RACK's losses halve
 # the window, each one found widens the rail's reordering window (up to its
 # round trip): RACK's resends, median of 3 seeds, 120-161 against 258-263
 # with a fixed window (3 runs each; 138-154 in clean-clone CI runs, 193
@@ -29,20 +33,22 @@ run() {
   set -- $(echo "$line" | sed -n 's/^# retransmits \([0-9]*\) (\([0-9]*\) after a timeout, \([0-9]*\) tail probes).* \([0-9]*\) spurious (RACK.*/\1 \2 \3 \4/p')
   [ $# = 4 ] || fail "unreadable counts: $line"
   rack=$(($1 - $2 - $3))
-  [ $((2 * $4)) -ge "$rack" ] || fail "$mode, seed $seed: $4 of $rack RACK resends found spurious, nothing lost"
-  echo "$(($2 + $3)) $rack"
+  [ $((4 * $4)) -ge "$rack" ] || fail "$mode, seed $seed: $4 of $rack RACK resends found spurious, nothing lost"
+  echo "$(($2 + $3)) $rack $4"
 }
 median() { printf '%s\n' "$@" | sort -n | sed -n 2p; }
-waits="" racks=""
-for seed in 1 2 3; do
-  r=$(run queue "$seed") || { echo "$r"; exit 1; }
-  waits="$waits ${r% *}"
+waits="" racks="" resent=0 found=0
+for mode in queue delay; do
+  for seed in 1 2 3; do
+    r=$(run "$mode" "$seed") || { echo "$r"; exit 1; }
+    # shellcheck disable=SC2086
+    set -- $r
+    if [ "$mode" = queue ]; then waits="$waits $1"; else racks="$racks $2"; fi
+    resent=$((resent + $2)) found=$((found + $3))
+  done
 done
-for seed in 1 2 3; do
-  r=$(run delay "$seed") || { echo "$r"; exit 1; }
-  racks="$racks ${r#* }"
-done
-echo "every frame reordered each way, 4 MiB, seeds 1-3: timeouts + tail probes:$waits; delay mode, RACK's resends:$racks"
+echo "every frame reordered each way, 4 MiB, seeds 1-3: timeouts + tail probes:$waits; delay mode, RACK's resends:$racks; $found of $resent RACK resends found spurious"
+[ $((10 * found)) -ge $((4 * resent)) ] || fail "$found of $resent RACK resends found spurious over the runs, nothing lost"
 # Under the sanitizers the shared cores' stalls time chunks out by
 # themselves (see tail_probes.sh): there the sums must stay exact.
 if [ "${RAILGATE_SANITIZED:-0}" != 1 ]; then
