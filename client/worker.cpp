@@ -160,6 +160,10 @@ struct worker::state {
         // 65536 chunks stale would only be counted spurious). In padding:
         // the slot stays 32 bytes.
         bool rack_untold = false;
+        // The rail's HELD answers taken when the last one for this chunk
+        // came (rail_run::helds' low 16 bits; in padding too): which held
+        // chunk railgated confirmed longest ago (see scan_rail).
+        std::uint16_t held_seq = 0;
         std::uint64_t k = 0;       // rail-local chunk in flight
         std::uint64_t sent_ns = 0;
         unsigned retries = 0;      // retransmits of the chunk in flight (backoff; Karn)
@@ -246,9 +250,6 @@ struct worker::state {
         std::uint64_t probe_ns = 0;    // the last probe's (or its PING's)
         std::size_t probe_slot = 0;
         unsigned probe_pings = 0;     // PINGs the silence sent unanswered (their backoff)
-        // Where the next ask about a held chunk starts (see scan_rail): when
-        // every chunk out was answered HELD, the asks go round them.
-        std::size_t ask_next = 0;
         std::uint64_t quiet_timeouts = 0; // silences a PING settled: results or HELD came, nothing resent
         // The next round after the probe's answer is the one that ends the
         // probe (see scan_rail: the window's rule of silences).
@@ -1256,6 +1257,7 @@ void worker::held(unsigned r, const rx_msg& m) {
         return;
     ++rr.helds;
     rr.slots[m.h.slot].held = true;
+    rr.slots[m.h.slot].held_seq = static_cast<std::uint16_t>(rr.helds);
     if (rr.held_ns <= std::max(rr.timeouts_ns, rr.probe_ns)) rr.holds = std::min(rr.holds + 1, 6u);
     rr.held_ns = now_ns();
     using enum state::rail_run::probe;
@@ -1358,12 +1360,14 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     // chunk of this rank behind it unasked, which the other rank's slot may
     // wait for in turn: each rank's oldest held, for ever (CI, a0e541c: two
     // embedded workers under 5% loss, 2 runs of 80 here). When all were
-    // answered HELD, the asks go round them (ask_next), not always to the
-    // oldest: railgated may have let one go since (a partner's copy failed
-    // its checksum in the reduce, which had written into this rank's), and
-    // its slot then waits for this rank while the oldest's waits for the
-    // others (live_changes.sh seed 407: rank 0 asked about one slot for
-    // 60 s, answered HELD, while the other ranks' slot waited for it).
+    // answered HELD, the one railgated confirmed longest ago: a chunk whose
+    // result was lost, or one railgated let go (a partner's copy failed its
+    // checksum in the reduce, which had written into this rank's), is
+    // confirmed no more, and each ask confirms the others again. Asking
+    // always about the oldest (until 2026-11-30) found a lost result at
+    // once but never a chunk let go: its slot waited for this rank while
+    // the oldest's waited for the others (live_changes.sh seed 407: rank
+    // 0 asked about one slot for 60 s, answered HELD each time).
     std::size_t oldest = s.pool, ask = s.pool;
     const auto before = [&](std::size_t si, std::size_t than) {
         return than == s.pool || rr.slots[si].sent_ns < rr.slots[than].sent_ns;
@@ -1373,8 +1377,14 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
             if (before(si, oldest)) oldest = si;
             if (!rr.slots[si].held && before(si, ask)) ask = si;
         }
-    for (std::size_t i = 0; ask == s.pool && oldest != s.pool && rr.probing == none && i < s.pool; ++i)
-        if (const std::size_t si = (rr.ask_next + i) % s.pool; expired(si)) ask = si;
+    if (ask == s.pool && oldest != s.pool && rr.probing == none) {
+        std::uint16_t stalest = 0;
+        for (std::size_t si = 0; si < s.pool; ++si)
+            if (expired(si)) {
+                const auto age = static_cast<std::uint16_t>(static_cast<std::uint16_t>(rr.helds) - rr.slots[si].held_seq);
+                if (ask == s.pool || age > stalest) ask = si, stalest = age;
+            }
+    }
     // The rail stalls (a late rank, a paused railgated, a window lost
     // whole): a PING naming the oldest chunk first, then, once railgated
     // answers that it does not have the chunk, the chunk as the probe (see
@@ -1387,7 +1397,6 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     if (rr.probing == none && ask != s.pool) {
         rr.probing = pinged;
         rr.probe_slot = ask;
-        rr.ask_next = ask + 1;
         rr.probe_pings = 0;
         ping_probe(ask);
     } else if (rr.probing == pinged) {
