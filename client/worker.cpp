@@ -168,7 +168,10 @@ struct worker::state {
         std::uint64_t sent_ns = 0;
         unsigned retries = 0;      // retransmits of the chunk in flight (backoff; Karn)
         bool queued = false;       // waiting in `pending` (not sent: no timeout runs)
-        bool held = false;         // railgated answered HELD for it (since it was last sent)
+        // What railgated said of the chunk since it was last sent: HELD (its
+        // slot holds it), or a PONG naming it (not there: lost).
+        enum class told : std::uint8_t { nothing, held, missing } said = told::nothing;
+        bool held() const noexcept { return said == told::held; }
         std::uint16_t rack_gen = 0;
     };
     // One rail's pipeline: everything progress_rail touches, so that rails
@@ -218,36 +221,48 @@ struct worker::state {
         unsigned backoff = 0;
         // Timers run out only on a rail that delivered nothing for a timeout
         // (delivered_ns). The timeout first asks railgated with a PING
-        // naming the oldest chunk (probe::pinged), nothing sent again: on a
-        // busy host a timeout is most often a railgated whose core was taken
-        // for a few ms, or a late peer rank, with nothing lost. railgated
-        // answers a rail's messages in order, so its answer comes after the
-        // results of every chunk it had before the PING: results (of chunks
-        // sent once) end the silence with no chunk resent (a quiet
-        // timeout); so does a HELD (the slot holds the chunk, waiting for a
-        // late rank); the kept result, sent again, brings back a result that
-        // was lost (and the others whose timers run out then go together).
-        // A PONG naming the chunk (probe::ponged) says the chunk
-        // is not there: lost (or railgated too old to look). Only then does
-        // the chunk go as the probe (probe::out, as RFC 6298 sends one
-        // segment): a late rank or a paused railgated (SIGSTOP) is not
-        // answered by resending the window for every doubling of the
-        // timeout. An unanswered PING goes again on the probe's backed-off
-        // timeout, the chunk waiting (what would answer the chunk answers
-        // the PING), until the peer timeout finds the rail silent. The
-        // probe goes with a PING of its own (its result may wait on another
-        // rank's chunk, held back by that rank's probe); while neither is
-        // answered only the probe is sent again, on its own backed-off
-        // timeout. railgated answers a probe it already holds with HELD
-        // (the slot waits for a late rank; see held_ns); otherwise, once it
-        // answers the PING or the probe, the chunks whose timers ran out are
-        // lost and go together. A result of a chunk sent once ends it
-        // (probe::none).
+        // naming the probe's chunk (probe::pinged; the oldest not answered
+        // HELD, see scan_rail), nothing sent again: on a busy host a timeout
+        // is most often a railgated whose core was taken for a few ms, or a
+        // late peer rank, with nothing lost. railgated answers a rail's
+        // messages in order, so its answer comes after the results of every
+        // chunk it had before the PING: results (of chunks sent once) end
+        // the silence with no chunk resent (a quiet timeout); so does a
+        // HELD (the slot holds the chunk, waiting for a late rank); the
+        // kept result, sent again, brings back a result that was lost (and
+        // the others whose timers run out then go together). With it go
+        // PINGs naming the chunks answered HELD before, asked again in the
+        // same round trip, not one per backed-off round: the slot of one
+        // may have completed since (its result lost: the kept result comes)
+        // or let it go (a PONG naming it: lost, slot_state::told::missing,
+        // and it goes). A rank whose lost result sat behind ten held chunks
+        // asked about them one by one for seconds (live_changes.sh seed
+        // 617, a 30 s job). Not every chunk out: one whose result is only
+        // queued (a shaped rail) would be answered with its kept result
+        // again, the queue doubled (tests/e2e/paced.sh without pacing: 1.38
+        // links, 4224 results sent again, against 1.85 and a few). A PONG
+        // naming the probe's chunk (probe::ponged) says the chunk is not
+        // there: lost (or railgated too old to look). Only then does the
+        // chunk go as the probe (probe::out, as RFC 6298 sends one
+        // segment), with those a PONG named; a late rank or a paused
+        // railgated (SIGSTOP) is not answered by resending the window for
+        // every doubling of the timeout. An unanswered PING goes again on
+        // the probe's backed-off timeout, the chunk waiting (what would
+        // answer the chunk answers the PING), until the peer timeout finds
+        // the rail silent. The probe goes with a PING of its own (its result
+        // may wait on another rank's chunk, held back by that rank's
+        // probe); while neither is answered only the probe is sent again,
+        // on its own backed-off timeout. railgated answers a probe it
+        // already holds with HELD (the slot waits for a late rank; see
+        // held_ns); otherwise, once it answers the PING or the probe, the
+        // chunks whose timers ran out are lost and go together. A result of
+        // a chunk sent once ends it (probe::none).
         enum class probe : std::uint8_t { none, pinged, ponged, out, answered } probing = probe::none;
         // A timeout's PING is out (or answered PONG), no chunk resent yet.
         bool asking() const noexcept { return probing == probe::pinged || probing == probe::ponged; }
         std::uint64_t timeouts_ns = 0; // the last round's time
         std::uint64_t probe_ns = 0;    // the last probe's (or its PING's)
+        std::uint64_t asked_ns = 0;    // when PINGs last named the chunks (a PONG to one sent before is stale)
         std::size_t probe_slot = 0;
         unsigned probe_pings = 0;     // PINGs the silence sent unanswered (their backoff)
         std::uint64_t quiet_timeouts = 0; // silences a PING settled: results or HELD came, nothing resent
@@ -375,7 +390,7 @@ struct worker::state {
         sl.sent_ns = t;
         sl.retries = flags & wire::flag_retransmit ? sl.retries + 1 : 0;
         sl.queued = !(flags & wire::flag_retransmit); // new chunks go through `pending`
-        sl.held = false;
+        sl.said = slot_state::told::nothing;
         tx_msg m;
         m.h.type = wire::msg_type::contrib;
         m.h.dt = dt;
@@ -532,13 +547,12 @@ std::string worker::join() {
     const failure why = s.why;
     for (unsigned attempt = 0; attempt < o_.retries; ++attempt) {
         s.err = e;
-        e = recover();
+        e = recover_while_retries(attempt);
         if (e.empty()) {
             ++s.recoveries;
             s.err.clear();
             return e;
         }
-        // A re-join unanswered (railgated not back yet) goes on, as in allreduce().
         if (!recoverable(s.why) && s.why != failure::timeout) return failed + "; recovering: " + e;
     }
     s.why = why;
@@ -1016,7 +1030,9 @@ bool worker::progress_rail(unsigned r) {
             // PONG naming it: the chunk is not in railgated's slot): the next
             // pass sends the chunk as the probe. The PING sent with a probe
             // is answered: railgated is there, and the chunks still out are
-            // lost; the next pass sends them.
+            // lost; the next pass sends them. A PONG naming another chunk
+            // the timeout asked about: it is lost, and goes with the probe
+            // (or, the probe answered otherwise, with the next pass).
             // A PONG naming the tail probe's chunk: it goes with the next scan.
             using enum state::rail_run::probe;
             const auto names = [&](std::size_t slot) {
@@ -1024,13 +1040,18 @@ bool worker::progress_rail(unsigned r) {
                 const state::slot_state& sl = rr.slots[slot];
                 return m.h.count && m.h.slot == slot && sl.busy && m.h.offset == s.chunk_offset(r, sl.k);
             };
+            if (rr.probing == none && names(rr.tlp_slot)) {
+                rr.tlp_ponged = true;
+                rr.tlp_slot = s.pool;
+                rr.polls_since_clock = 32;
+            } else if (names(m.h.slot) && !rr.slots[m.h.slot].queued && rr.slots[m.h.slot].sent_ns < rr.asked_ns) {
+                rr.slots[m.h.slot].said = state::slot_state::told::missing;
+                rr.last_scan_ns = 0;
+                rr.polls_since_clock = 32;
+            }
             if ((rr.probing == pinged && names(rr.probe_slot)) || rr.probing == out) {
                 rr.probing = rr.probing == pinged ? ponged : answered;
                 rr.last_scan_ns = 0;
-                rr.polls_since_clock = 32;
-            } else if (rr.probing == none && names(rr.tlp_slot)) {
-                rr.tlp_ponged = true;
-                rr.tlp_slot = s.pool;
                 rr.polls_since_clock = 32;
             }
         }
@@ -1256,9 +1277,10 @@ void worker::held(unsigned r, const rx_msg& m) {
         !m.intact_without_payload())
         return;
     ++rr.helds;
-    rr.slots[m.h.slot].held = true;
+    rr.slots[m.h.slot].said = state::slot_state::told::held;
     rr.slots[m.h.slot].held_seq = static_cast<std::uint16_t>(rr.helds);
-    if (rr.held_ns <= std::max(rr.timeouts_ns, rr.probe_ns)) rr.holds = std::min(rr.holds + 1, 6u);
+    // Once per round: the HELDs answering one round's PINGs double once.
+    if (!rr.held_ns || rr.held_ns < std::max(rr.timeouts_ns, rr.probe_ns)) rr.holds = std::min(rr.holds + 1, 6u);
     rr.held_ns = now_ns();
     using enum state::rail_run::probe;
     if (rr.asking()) ++rr.quiet_timeouts; // the PING's answer: nothing resent
@@ -1306,7 +1328,8 @@ std::string worker::stalled_text(unsigned r) const {
         const state::slot_state& sl = rr.slots[oldest];
         t += "; oldest out: chunk " + std::to_string(sl.k) + " (slot " + std::to_string(oldest) + ", generation " +
              std::to_string(sl.gen) + ", offset " + std::to_string(s.chunk_offset(r, sl.k)) + "), sent again " +
-             std::to_string(sl.retries) + " times" + (sl.held ? ", HELD by railgated" : "") +
+             std::to_string(sl.retries) + " times" + (sl.held() ? ", HELD by railgated" : "") +
+             (sl.said == state::slot_state::told::missing ? ", not in railgated (PONG)" : "") +
              (sl.queued ? ", queued" : "");
     }
     static constexpr const char* probes[] = {"none", "pinged", "ponged", "out", "answered"};
@@ -1353,6 +1376,23 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
         const unsigned doublings = std::min(std::max(sl.retries, doubled), 6u);
         return now - std::max(sl.sent_ns, restarted) >= std::min(s.rto_cap_ns, rto << doublings);
     };
+    // The chunks railgated answered it does not have (a PONG naming them,
+    // told::missing) are lost and go now, a round of timeouts; while the
+    // probe's answer is awaited they wait for it, and go with the probe.
+    const auto resend_missing = [&] {
+        bool any = false;
+        for (std::size_t si = 0; si < s.pool; ++si) {
+            const state::slot_state& sl = rr.slots[si];
+            if (sl.busy && !sl.queued && sl.said == state::slot_state::told::missing) {
+                ++rr.timeouts;
+                resend(r, si, now);
+                any = true;
+            }
+        }
+        return any;
+    };
+    const bool missing_went =
+        !done && !t_.reliable() && (rr.probing == none || rr.probing == answered) && resend_missing();
     // The oldest chunk whose timer ran out (while a probe is out, only its
     // chunk's runs), and the chunk a silence asks about: the oldest of
     // those railgated has not answered HELD. Asking again only about one it
@@ -1375,7 +1415,7 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     for (std::size_t si = 0; si < s.pool && !t_.reliable() && !done; ++si)
         if (expired(si)) {
             if (before(si, oldest)) oldest = si;
-            if (!rr.slots[si].held && before(si, ask)) ask = si;
+            if (!rr.slots[si].held() && before(si, ask)) ask = si;
         }
     if (ask == s.pool && oldest != s.pool && rr.probing == none) {
         std::uint16_t stalest = 0;
@@ -1386,19 +1426,23 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
             }
     }
     // The rail stalls (a late rank, a paused railgated, a window lost
-    // whole): a PING naming the oldest chunk first, then, once railgated
-    // answers that it does not have the chunk, the chunk as the probe (see
-    // rail_run::probing).
+    // whole): a PING naming the probe's chunk first (and the held ones
+    // again), then, once railgated answers that it does not have the
+    // probe's chunk, the chunk as the probe, and those it named missing
+    // with it (see rail_run::probing).
     const auto ping_probe = [&](std::size_t chunk) {
         rr.probe_ns = now;
+        if (chunk != s.pool) rr.asked_ns = now;
         send_ping(r, now, chunk);
     };
     bool timed_out = false;
     if (rr.probing == none && ask != s.pool) {
+        ping_probe(ask);
+        for (std::size_t si = 0; si < s.pool; ++si)
+            if (si != ask && rr.slots[si].held() && expired(si)) send_ping(r, now, si);
         rr.probing = pinged;
         rr.probe_slot = ask;
         rr.probe_pings = 0;
-        ping_probe(ask);
     } else if (rr.probing == pinged) {
         if (done || oldest == s.pool) {
             rr.probing = none; // its timer restarted (a result, a HELD), or it went back to the queue
@@ -1416,6 +1460,9 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
             rr.probe_unended = true;
             ++rr.timeouts;
             resend(r, oldest, now);
+            // The others named missing go with it: a round of timeouts,
+            // the one that ends the probe.
+            timed_out = resend_missing();
             ping_probe(s.pool); // a plain PING: its PONG says the others still out are lost
         }
     } else if (oldest != s.pool) {
@@ -1426,6 +1473,7 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
             }
         timed_out = true;
     }
+    timed_out |= missing_went;
     // A round of timeouts (a probe is not one: a pause is not congestion)
     // backs the rail off and shrinks its window. For the window, timeouts
     // are in a row only across a silence: the rail said nothing since the
@@ -1438,8 +1486,8 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     // (as 03c6ca1 to f28a5ff did) made every third round a collapse of the
     // window, on a rail that delivered in between.
     if (timed_out) {
-        const bool ends_probe =
-            rr.probing == state::rail_run::probe::answered && std::exchange(rr.probe_unended, false);
+        const bool ends_probe = (rr.probing == state::rail_run::probe::answered || rr.probing == out) &&
+                                std::exchange(rr.probe_unended, false);
         const bool silence = (ends_probe && rr.backoff > 0) ||
                              rr.heard_ns.load(std::memory_order_relaxed) <= rr.timeouts_ns;
         rr.timeouts_ns = now;
@@ -1605,6 +1653,19 @@ std::string worker::recover() {
     return e;
 }
 
+// No JOIN_ACK within the join timeout: railgated is not back yet (a
+// restart that takes long: a loaded machine, a slow EAL start). The
+// re-join goes on while retries last, each a join timeout more (join()
+// and allreduce() alike).
+std::string worker::recover_while_retries(unsigned& attempt) {
+    std::string e = recover();
+    while (!e.empty() && s_->why == failure::timeout && attempt + 1 < o_.retries) {
+        ++attempt;
+        e = recover();
+    }
+    return e;
+}
+
 void worker::run(void* data, std::size_t count, wire::dtype dt) {
     start(data, count, dt);
     drive();
@@ -1718,14 +1779,7 @@ std::string worker::allreduce(void* data, std::size_t count, wire::dtype dt) {
         s.keep_job = false; // a replay that fails ends its job
         const std::string failed = s.err;
         const failure why = s.why;
-        std::string e = recover();
-        // No JOIN_ACK within the join timeout: railgated is not back yet (a
-        // restart that takes long: a loaded machine, a slow EAL start). The
-        // re-join goes on while retries last, each a join timeout more.
-        while (!e.empty() && s.why == failure::timeout && attempt + 1 < o_.retries) {
-            ++attempt;
-            e = recover();
-        }
+        std::string e = recover_while_retries(attempt);
         if (!e.empty() && can_replay()) {
             e = replay();
         }

@@ -281,6 +281,9 @@ private:
     void resume(); // the operation railgated fell silent in, taken up again
     bool can_replay() const noexcept;
     std::string replay();
+    // recover(), again while no JOIN_ACK answers (railgated not back yet)
+    // and retries remain after `attempt`, each re-join one more.
+    std::string recover_while_retries(unsigned& attempt);
     std::string join_once();
     // adoptions: how many times this JOIN took the job's excluded rails.
     std::string join_on(unsigned first, std::uint32_t excluded, unsigned adoptions = 0);

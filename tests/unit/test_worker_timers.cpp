@@ -43,8 +43,9 @@ constexpr std::uint16_t chunk_bytes = 1024;
 // A railgated of one rail for a one-rank job (a result is the contribution
 // sent back). From arm() on, results wait: until `hold` after the next
 // contribution (a slot waiting for a late rank; a RETRANSMIT of a
-// contribution still waiting is answered HELD when `held` is on), or one
-// per `drain` (a queue on the path).
+// contribution still waiting, or a PING naming it, is answered HELD when
+// `held` is on, as railgated does; otherwise the PING gets a PONG, as from
+// a railgated too old to look), or one per `drain` (a queue on the path).
 class scripted_server {
 public:
     scripted_server() {
@@ -112,7 +113,7 @@ private:
         case wire::msg_type::leave: r.type = wire::msg_type::leave_ack; break;
         case wire::msg_type::ping:
             ++pings_;
-            if (forget_ >= 0 && h.count && waits(h, h.aux)) {
+            if ((held_ || forget_ >= 0) && h.count && waits(h, h.aux)) {
                 wire::header a = h;
                 a.gen = h.aux; // railgated's HELD names the generation the PING asked about
                 test::header_answer(a, wire::msg_type::held, 1, out.data());
@@ -220,8 +221,8 @@ struct job {
 } // namespace
 
 // Every chunk of the operation waits 100 ms for a late rank. The timeout
-// sends one probe; railgated holds it (HELD) and the timers double: a few
-// probes in all, never the window.
+// asks with a PING; railgated answers HELD (it holds the chunk) and the
+// timers double: a few chunks sent again at most, never the window.
 BOOST_AUTO_TEST_CASE(late_rank_is_answered_held_and_waited_for) {
     job j;
     j.run(pool); // round trips measured
