@@ -510,7 +510,9 @@ int cmd_stats(const std::vector<std::string>& a) {
                                             l.value("core_shared_seconds", 0.0), l.value("absences", 0ull),
                                             l.value("absent_seconds", 0.0)});
         }
-        std::fflush(stdout);
+        // The reader went away (railctl stats --watch | head): done, as at
+        // the count (SIGPIPE is ignored: see main).
+        if (std::fflush(stdout) != 0 || std::ferror(stdout)) break;
         if (watch == 0 || (count && round >= count)) break;
         prev = r;
         std::this_thread::sleep_for(std::chrono::duration<double>(watch));
@@ -746,6 +748,9 @@ int cmd_nccl_env(const std::vector<std::string>& a) {
 } // namespace
 
 int main(int argc, char** argv) {
+    // A reader that closes the pipe (railctl stats --watch | head) ends the
+    // output, not railctl by signal (exit 141 under pipefail).
+    std::signal(SIGPIPE, SIG_IGN);
     std::vector<std::string> args;
     const char* env = std::getenv("RAILGATE_SOCKET");
     socket_path = env && *env ? env : control::default_socket;

@@ -268,6 +268,9 @@ assert len(l) == 1 and "r1" in l[0]["rails"] and l[0]["runq_wait_seconds"] >= 0,
 assert l[0]["core_shared"] >= 0 and l[0]["core_shared_seconds"] >= 0, l' ||
   fail "stats --rail r1: not its lcore, or no CPU-sharing counters"
 ctl stats --watch 0.2 --count 2 | grep -q "rate: rx" || fail "stats --watch"
+# A reader that stops early ends the watch: exit 0, not 141 (SIGPIPE).
+(set -o pipefail; timeout 20 ip netns exec "$ns" "$railctl" stats --watch 0.1 | head -n 1 > /dev/null) ||
+  fail "stats --watch | head: exit $? (the watch must end quietly when its reader does)"
 ctl latency > "$dir/latency.log" || fail "latency"
 grep -qE "min [0-9.]+ +p50 [0-9.]+ +p90 [0-9.]+ +p99 [0-9.]+ +p99.9 [0-9.]+ +p99.99 [0-9.]+ +max" "$dir/latency.log" || fail "latency figures"
 grep -q "t_typical\[usec\]" "$dir/latency.log" || fail "perftest summary"
