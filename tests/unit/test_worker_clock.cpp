@@ -224,6 +224,18 @@ sent two_out_first_ping(bench& b, sent& ping) {
     return first;
 }
 
+// A window out and nothing back: the first timeout's PING (one, naming the
+// oldest chunk) is answered HELD, and nothing goes. Returns what started.
+sent window_out_oldest_held(bench& b) {
+    const sent first = b.start(pool);
+    BOOST_REQUIRE_EQUAL(first.contribs.size(), pool);
+    const sent s = b.after(20 * ms + 250 * us);
+    BOOST_REQUIRE_EQUAL(s.pings.size(), 1u);
+    b.held_for(s.pings[0]);
+    BOOST_CHECK_EQUAL(b.after(0).contribs.size(), 0u);
+    return first;
+}
+
 // One operation whose results come `gap` after their chunks left, but the
 // first window's last chunk's only after the result of the first chunk
 // sent `gap` later: reordered past RACK's window unless it has grown.
@@ -382,15 +394,9 @@ BOOST_AUTO_TEST_CASE(a_late_railgated_is_pinged_and_nothing_is_resent) {
 // oldest chunk not answered HELD, and the held one again.
 BOOST_AUTO_TEST_CASE(a_ping_answered_held_resends_nothing) {
     bench b(false);
-    const sent first = b.start(pool);
-    BOOST_REQUIRE_EQUAL(first.contribs.size(), pool);
-    sent s = b.after(20 * ms + 250 * us);
-    BOOST_REQUIRE_EQUAL(s.pings.size(), 1u);
-    b.held_for(s.pings[0]);
-    s = b.after(0);
-    BOOST_CHECK_EQUAL(s.contribs.size(), 0u);
+    const sent first = window_out_oldest_held(b);
     BOOST_CHECK_EQUAL(b.w().helds(), 1u);
-    s = b.after(40 * ms - 250 * us);
+    sent s = b.after(40 * ms - 250 * us);
     BOOST_CHECK_EQUAL(s.pings.size(), 0u);
     s = b.after(500 * us);
     BOOST_CHECK_EQUAL(s.contribs.size(), 0u);
@@ -473,13 +479,8 @@ BOOST_AUTO_TEST_CASE(a_ping_brings_a_lost_result_back_without_a_resend) {
 // seed 617: a job of 30 s).
 BOOST_AUTO_TEST_CASE(a_lost_result_behind_held_chunks_comes_back_in_one_round_trip) {
     bench b(false);
-    const sent first = b.start(pool);
-    BOOST_REQUIRE_EQUAL(first.contribs.size(), pool);
-    sent s = b.after(20 * ms + 250 * us);
-    BOOST_REQUIRE_EQUAL(s.pings.size(), 1u);
-    b.held_for(s.pings[0]);
-    b.after(0);
-    s = b.after(40 * ms + 250 * us); // doubled, from the HELD
+    const sent first = window_out_oldest_held(b);
+    sent s = b.after(40 * ms + 250 * us); // doubled, from the HELD
     BOOST_REQUIRE_EQUAL(s.pings.size(), 2u);
     b.held_for(s.pings[0]);
     b.held_for(s.pings[1]);
