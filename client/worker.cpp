@@ -1040,17 +1040,20 @@ bool worker::progress_rail(unsigned r) {
                 const state::slot_state& sl = rr.slots[slot];
                 return m.h.count && m.h.slot == slot && sl.busy && m.h.offset == s.chunk_offset(r, sl.k);
             };
+            bool scan = false; // the timers looked at on the next pass
             if (rr.probing == none && names(rr.tlp_slot)) {
                 rr.tlp_ponged = true;
                 rr.tlp_slot = s.pool;
                 rr.polls_since_clock = 32;
             } else if (names(m.h.slot) && !rr.slots[m.h.slot].queued && rr.slots[m.h.slot].sent_ns < rr.asked_ns) {
                 rr.slots[m.h.slot].said = state::slot_state::told::missing;
-                rr.last_scan_ns = 0;
-                rr.polls_since_clock = 32;
+                scan = true;
             }
             if ((rr.probing == pinged && names(rr.probe_slot)) || rr.probing == out) {
                 rr.probing = rr.probing == pinged ? ponged : answered;
+                scan = true;
+            }
+            if (scan) {
                 rr.last_scan_ns = 0;
                 rr.polls_since_clock = 32;
             }
