@@ -228,10 +228,11 @@ void print_counters(const json& c) {
     std::printf("  rx %llu pkts %llu B, tx %llu pkts %llu B\n", c["rx_packets"].get<unsigned long long>(),
                 c["rx_bytes"].get<unsigned long long>(), c["tx_packets"].get<unsigned long long>(),
                 c["tx_bytes"].get<unsigned long long>());
-    std::printf("  contributions %llu, aggregations %llu, results %llu (resent %llu), held %llu, queried %llu\n",
+    std::printf("  contributions %llu, aggregations %llu, results %llu (resent %llu), held %llu (%llu of them queued "
+                "results), queried %llu\n",
                 c["contributions"].get<unsigned long long>(), c["aggregations"].get<unsigned long long>(),
                 c["results_sent"].get<unsigned long long>(), c["results_resent"].get<unsigned long long>(),
-                c.value("held", 0ull), c.value("queried", 0ull));
+                c.value("held", 0ull), c.value("held_queued", 0ull), c.value("queried", 0ull));
     std::printf("  joins %llu (refused %llu), leaves %llu, aborts %llu, arp %llu, icmp %llu, drops %llu\n",
                 c["joins"].get<unsigned long long>(), c["join_errors"].get<unsigned long long>(),
                 c["leaves"].get<unsigned long long>(), c["aborts"].get<unsigned long long>(),

@@ -85,6 +85,12 @@ struct slot {
     // made it computed one (a slot whose contributions were checked).
     std::uint16_t result_sum = 0;
     bool result_summed = false;
+    // On a shaped rail, where the result last queued for a rank waits:
+    // its traffic class and the scheduler's ticket (qos::scheduler::holds);
+    // ticket 0: none. A rank asking for the kept result while it waits is
+    // answered HELD, not sent a second copy behind it.
+    std::uint8_t result_tc = 0;
+    std::uint32_t result_ticket = 0;
 };
 
 enum class job_state : std::uint8_t {

@@ -351,8 +351,10 @@ void daemon::print_stats(std::FILE* out) const {
                      c.total_drops());
         if (v(c.ecn_marked)) std::fprintf(out, "  ecn: %" PRIu64 " frames marked CE\n", v(c.ecn_marked));
         if (v(c.queried) || v(c.held))
-            std::fprintf(out, "  loss: %" PRIu64 " PINGs naming a chunk answered from its slot, %" PRIu64 " HELD\n",
-                         v(c.queried), v(c.held));
+            std::fprintf(out,
+                         "  loss: %" PRIu64 " PINGs naming a chunk answered from its slot, %" PRIu64
+                         " HELD (%" PRIu64 " of them a kept result still queued)\n",
+                         v(c.queried), v(c.held), v(c.held_queued));
         if (v(c.leaves_again))
             std::fprintf(out, "  leaves: %" PRIu64 " acknowledged again (their LEAVE_ACK lost)\n", v(c.leaves_again));
         if (v(c.udp_coalesced))

@@ -382,9 +382,10 @@ private:
 // rank's contribution, for ranks that take it; the queue depth ahead of the
 // result on this rail's traffic-class queue is added here. `flags`:
 // wire::flag_retransmit on a result sent again (the rank asked for it).
-void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned rank, const frame::endpoint& dst,
-                 result_sum& payload_sum, rte_mbuf* carrier = nullptr,
-                 std::optional<std::uint32_t> echo = std::nullopt, std::uint8_t flags = 0) noexcept {
+// Returns where it waits to leave (a shaped rail's queue), if it does.
+tx_place send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned rank, const frame::endpoint& dst,
+                     result_sum& payload_sum, rte_mbuf* carrier = nullptr,
+                     std::optional<std::uint32_t> echo = std::nullopt, std::uint8_t flags = 0) noexcept {
     auto* payload = static_cast<rte_mbuf*>(s.result_owner);
     const std::uint32_t bytes = s.result_count * static_cast<std::uint32_t>(wire::dtype_size(j.dt));
     const std::size_t hdr_len = frame::udp_frame_overhead + wire::header_bytes;
@@ -409,7 +410,7 @@ void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned
         if (!c) {
             if (m) rte_pktmbuf_free(m);
             rs.ctr.drop(drop_reason::no_mbuf);
-            return;
+            return {};
         }
         p = reinterpret_cast<std::uint8_t*>(rte_pktmbuf_append(m, static_cast<std::uint16_t>(hdr_len)));
         rte_pktmbuf_chain(m, c);
@@ -420,7 +421,7 @@ void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned
         if (!p) {
             if (m) rte_pktmbuf_free(m);
             rs.ctr.drop(drop_reason::no_mbuf);
-            return;
+            return {};
         }
         std::memcpy(p + hdr_len, rte_pktmbuf_mtod(payload, const void*), bytes);
     }
@@ -450,7 +451,7 @@ void send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned
         frame::set_udp_checksum(p, udp_sum, frame::add_sums(wire::header_sum(h), payload_sum.get()));
     }
     bump(rs.ctr.results_sent);
-    queue_tx(rs, m);
+    return queue_tx(rs, m);
 }
 
 
@@ -472,39 +473,74 @@ rail_state* lag_home(rail_state& rs, const wire::header& h, std::uint64_t& addr,
     return home < rs.bond->size() ? (*rs.bond)[home] : nullptr;
 }
 
-void answer(rail_state& home, const agg::job& j, const agg::slot& s, unsigned rank, result_sum& psum,
-            rte_mbuf* carrier = nullptr, std::optional<std::uint32_t> echo = std::nullopt,
-            std::uint8_t flags = 0) noexcept {
-    if (!j.lag || !home.bond) return send_result(home, j, s, rank, j.x.members[rank], psum, carrier, echo, flags);
+// The rail a rank's results leave by, and its address there: under LAG
+// the member its flow uses (the home member's, when that one has gone).
+struct result_path {
+    rail_state* tx;
+    const frame::endpoint* dst;
+};
+result_path path_of(rail_state& home, const agg::job& j, unsigned rank) noexcept {
+    if (!j.lag || !home.bond) return {&home, &j.x.members[rank]};
     rail_state* tx = j.x.via[rank] < home.bond->size() ? (*home.bond)[j.x.via[rank]] : nullptr;
     const agg::job* there = tx ? tx->agg.find(j.id) : nullptr;
-    if (!there) return send_result(home, j, s, rank, j.x.members[rank], psum, carrier, echo, flags);
-    send_result(*tx, j, s, rank, there->x.members[rank], psum, carrier, echo, flags);
+    if (!there) return {&home, &j.x.members[rank]};
+    return {tx, &there->x.members[rank]};
 }
 
-// A rank's slot holds its contribution, waiting for other ranks': HELD to
-// the address it asked from (as a PONG), so that its timer stops taking a
-// slow peer for a loss. About slot generation `gen`; aux: the ranks the
-// slot still waits for.
-void send_held(rail_state& rs, rte_mbuf* m, const wire::header& asked, std::uint32_t gen, const agg::job& j,
-               const agg::slot& s, const frame::endpoint& from) noexcept {
+tx_place answer(rail_state& home, const agg::job& j, const agg::slot& s, unsigned rank, result_sum& psum,
+                rte_mbuf* carrier = nullptr, std::optional<std::uint32_t> echo = std::nullopt,
+                std::uint8_t flags = 0) noexcept {
+    const result_path to = path_of(home, j, rank);
+    return send_result(*to.tx, j, s, rank, *to.dst, psum, carrier, echo, flags);
+}
+
+// Whether slot s's kept result may still wait in a shaped rail's queue on
+// its way to `rank`: a rank that asks for it then (its timer ran out while
+// the queue held it) gets HELD with no rank waited for, not a second copy
+// queued behind the first. The slot keeps the place of the result it
+// queued last, so a rank whose own result already left may be told so
+// until the others' leave too: it asks again a round later.
+bool result_waits(rail_state& home, const agg::job& j, const agg::slot& s, unsigned rank) noexcept {
+    if (!s.result_ticket) return false;
+    const rail_state& tx = *path_of(home, j, rank).tx;
+    return tx.sched && tx.sched->holds(s.result_tc, s.result_ticket);
+}
+
+// HELD to the address a rank asked from (as a PONG), about slot generation
+// `gen`: its slot holds the rank's contribution and waits for `waiting`
+// other ranks' (its timer stops taking a slow peer for a loss), or, with
+// `waiting` 0, the slot completed and its result waits in this rail's
+// queue on its way to the rank.
+void send_held(rail_state& rs, rte_mbuf* m, const wire::header& asked, std::uint32_t gen, std::uint32_t waiting,
+               const frame::endpoint& from) noexcept {
     std::uint8_t* msg = reuse_as_reply(rs, m, from, wire::header_bytes);
     if (!msg) return free_drop(rs, m, drop_reason::no_mbuf);
     wire::header a = asked;
     a.count = 0;
     a.gen = gen;
     bump(rs.ctr.held);
-    const auto waiting = j.world - static_cast<std::uint32_t>(std::popcount(s.bitmap));
     send_header_answer(rs, m, msg, a, wire::msg_type::held, waiting);
 }
+std::uint32_t waiting_for(const agg::job& j, const agg::slot& s) noexcept {
+    return j.world - static_cast<std::uint32_t>(std::popcount(s.bitmap));
+}
 
-// Slot s's kept result, sent again to `rank`, flagged (it asked for it: a
-// RETRANSMIT, or a PING naming the chunk, came in m on rail rs); m is freed.
-void resend_kept(rail_state& rs, rail_state& home, const agg::job& j, const agg::slot& s, unsigned rank,
-                 rte_mbuf* m) noexcept {
+// Slot s's kept result, asked for by `rank` (a RETRANSMIT, or a PING
+// naming the chunk, came in m on rail rs, about slot generation `gen`):
+// sent again, flagged, or HELD while the copy sent before still waits to
+// leave (result_waits).
+void answer_kept(rail_state& rs, rail_state& home, const agg::job& j, agg::slot& s, unsigned rank, rte_mbuf* m,
+                 const wire::header& asked, std::uint32_t gen, const frame::endpoint& from) noexcept {
+    if (result_waits(home, j, s, rank)) {
+        bump(rs.ctr.held_queued);
+        return send_held(rs, m, asked, gen, 0, from);
+    }
     bump(rs.ctr.results_resent);
     result_sum psum{j, s};
-    answer(home, j, s, rank, psum, nullptr, std::nullopt, wire::flag_retransmit);
+    if (const tx_place at = answer(home, j, s, rank, psum, nullptr, std::nullopt, wire::flag_retransmit); at.ticket) {
+        s.result_tc = at.tc;
+        s.result_ticket = at.ticket;
+    }
     rte_pktmbuf_free(m);
 }
 
@@ -543,8 +579,8 @@ void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h, std::spa
             for (std::size_t off = 0; off < payload.size(); off += RTE_CACHE_LINE_SIZE)
                 rte_prefetch1(payload.data() + off);
         return;
-    case agg::action::held: return send_held(rs, m, h, h.gen, *o.j, *o.s, from);
-    case agg::action::resend: return resend_kept(rs, *home, *o.j, *o.s, h.rank, m);
+    case agg::action::held: return send_held(rs, m, h, h.gen, waiting_for(*o.j, *o.s), from);
+    case agg::action::resend: return answer_kept(rs, *home, *o.j, *o.s, h.rank, m, h, h.gen, from);
     case agg::action::completed: {
         bump(rs.ctr.contributions);
         bump(home->ctr.aggregations);
@@ -575,9 +611,16 @@ void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h, std::spa
             const std::uint64_t us = waited >> 32 ? ~std::uint64_t{0} : waited * rs.us_per_tsc_q32 >> 32;
             return wire::result_echo(us, o.s->ce >> w & 1);
         };
-        answer(*home, *o.j, *o.s, 0, psum, nullptr, echo(0));
+        // Where the last result queued waits (a shaped rail): see result_waits.
+        o.s->result_ticket = 0;
+        const auto keep = [&](tx_place at) {
+            if (!at.ticket) return;
+            o.s->result_tc = at.tc;
+            o.s->result_ticket = at.ticket;
+        };
+        keep(answer(*home, *o.j, *o.s, 0, psum, nullptr, echo(0)));
         for (unsigned w = 1; w < o.j->world; ++w)
-            answer(*home, *o.j, *o.s, w, psum, static_cast<rte_mbuf*>(spares[w - 1]), echo(w));
+            keep(answer(*home, *o.j, *o.s, w, psum, static_cast<rte_mbuf*>(spares[w - 1]), echo(w)));
         if (o.s->ce) o.s->ce = 0;
         // Burst granularity: the time a burst arrived, not each packet.
         const auto ns = static_cast<std::uint64_t>(static_cast<double>(rs.burst_tsc - o.s->started) * rs.ns_per_tsc);
@@ -681,8 +724,8 @@ void handle_ping(rail_state& rs, rte_mbuf* m, const wire::header& h, const frame
         if (hj) {
             const agg::outcome o = home->agg.query(*hj, h);
             if (o.act != agg::action::dropped) bump(rs.ctr.queried);
-            if (o.act == agg::action::held) return send_held(rs, m, h, h.aux, *hj, *o.s, from);
-            if (o.act == agg::action::resend) return resend_kept(rs, *home, *hj, *o.s, h.rank, m);
+            if (o.act == agg::action::held) return send_held(rs, m, h, h.aux, waiting_for(*hj, *o.s), from);
+            if (o.act == agg::action::resend) return answer_kept(rs, *home, *hj, *o.s, h.rank, m, h, h.aux, from);
         }
     }
     bump(rs.ctr.pongs);
@@ -739,13 +782,15 @@ void handle(rail_state& rs, rte_mbuf* m) noexcept {
         m->data_len = static_cast<std::uint16_t>(frame::arp_frame_bytes);
         m->pkt_len = m->data_len;
         bump(rs.ctr.arp_replies);
-        return queue_tx(rs, m);
+        queue_tx(rs, m);
+        return;
     case frame::kind::icmp_echo:
         frame::icmp_echo_reply_in_place(p, fi);
         m->data_len = static_cast<std::uint16_t>(fi.l4_offset + fi.l4_len);
         m->pkt_len = m->data_len;
         bump(rs.ctr.icmp_replies);
-        return queue_tx(rs, m);
+        queue_tx(rs, m);
+        return;
     case frame::kind::udp: break;
     }
     wire::header h;

@@ -24,6 +24,7 @@ struct alignas(64) rail_counters {
     counter results_sent{0};
     counter results_resent{0};  // answered a retransmitted contribution (or a PING naming its chunk)
     counter held{0};            // retransmits of a contribution held (or PINGs naming it), answered HELD
+    counter held_queued{0};     // of those, a kept result asked for while it waits in a TC queue (HELD, aux 0)
     counter queried{0};         // PINGs naming a chunk railgated has, answered HELD or with the kept result
     counter ecn_marked{0};      // frames marked CE joining a standing TC queue (rail_config::ecn_mark_items)
     counter joins{0}, join_errors{0}, leaves{0}, aborts{0};

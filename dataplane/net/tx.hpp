@@ -130,7 +130,15 @@ inline void flush(rail_state& rs) noexcept {
     rs.ntx = 0;
 }
 
-inline void queue_tx(rail_state& rs, rte_mbuf* m) noexcept {
+// Where queue_tx put a frame: on a shaped rail, its traffic class's queue
+// and the scheduler's ticket for it (qos::scheduler::holds); ticket 0 when
+// it left at once (no shaping) or was dropped.
+struct tx_place {
+    std::uint8_t tc = 0;
+    std::uint32_t ticket = 0;
+};
+
+inline tx_place queue_tx(rail_state& rs, rte_mbuf* m) noexcept {
     if (rs.sched) {
         // Ethernet preamble, FCS and gap count against the rate (24 bytes).
         const unsigned tc = tc_of(rs, m);
@@ -141,12 +149,14 @@ inline void queue_tx(rail_state& rs, rte_mbuf* m) noexcept {
             count_drop(rs, m, drop_reason::tc_queue_full, capture_dir::tx);
             bump(rs.ctr.tc_drops[tc]);
             rte_pktmbuf_free(m);
+            return {};
         }
-        return;
+        return {static_cast<std::uint8_t>(tc), rs.sched->ticket(tc)};
     }
     if (rs.ntx == tx_cap) flush(rs);
     bump(rs.ctr.tx_bytes, m->pkt_len);
     rs.tx[rs.ntx++] = m;
+    return {};
 }
 
 inline void free_drop(rail_state& rs, rte_mbuf* m, drop_reason r) noexcept {

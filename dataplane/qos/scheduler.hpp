@@ -161,6 +161,19 @@ public:
 
     std::size_t queued() const noexcept { return queued_; }
     std::size_t queued(unsigned tc) const noexcept { return tc_[tc].q.size(); }
+    // A ticket for the item enqueue() queued last on `tc`, and whether the
+    // item a ticket names is still queued there (its TC is FIFO). A ticket
+    // another scheduler gave, or one dropped by clear(), may read queued
+    // only while `tc` holds more items than it took since: never for longer
+    // than its queue takes to drain.
+    std::uint32_t ticket(unsigned tc) const noexcept {
+        return static_cast<std::uint32_t>(tc_[tc % tc_count].ctr.enqueued);
+    }
+    bool holds(unsigned tc, std::uint32_t ticket) const noexcept {
+        const tc_state& s = tc_[tc % tc_count];
+        const std::uint32_t ahead = ticket - static_cast<std::uint32_t>(s.ctr.dequeued);
+        return ahead != 0 && ahead <= s.q.size();
+    }
     const tc_counters& counters(unsigned tc) const noexcept { return tc_[tc].ctr; }
 
 private:

@@ -139,6 +139,7 @@ json control_plane::counters_json(std::size_t i) const {
               {"results_sent", v(c.results_sent)},
               {"results_resent", v(c.results_resent)},
               {"held", v(c.held)},
+              {"held_queued", v(c.held_queued)},
               {"queried", v(c.queried)},
               {"ecn_marked", v(c.ecn_marked)},
               {"ends_retold", v(c.ends_retold)},
@@ -580,6 +581,10 @@ std::string control_plane::prometheus() {
         {"railgate_pongs_total", "PINGs answered PONG.", &net::rail_counters::pongs},
         {"railgate_held_total", "Retransmits of a contribution a slot holds (or PINGs naming it), answered HELD.",
          &net::rail_counters::held},
+        {"railgate_held_queued_total",
+         "Of those, a kept result asked for while it still waits in a traffic-class queue (HELD with aux 0, not "
+         "sent twice).",
+         &net::rail_counters::held_queued},
         {"railgate_queried_total", "PINGs naming a chunk railgated has, answered HELD or with the kept result.",
          &net::rail_counters::queried},
         {"railgate_rtt_reports_total", "RTT_REPORT messages merged.", &net::rail_counters::rtt_reports},

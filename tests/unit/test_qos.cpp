@@ -202,6 +202,54 @@ BOOST_AUTO_TEST_CASE(full_queues_refuse_and_count) {
     BOOST_TEST(check(bad) == "tc 3: weight 0 out of range 1..100");
 }
 
+// A ticket says whether its item still waits in its TC (railgated answers a
+// kept result asked for while it waits HELD, instead of queuing a second
+// copy): until the item leaves, on its TC only, and never for longer than
+// the queue takes to drain when it came from another scheduler.
+BOOST_AUTO_TEST_CASE(a_ticket_holds_while_its_item_waits_and_not_after) {
+    sched::options o;
+    o.tcs[3].strict = true; // TC 3 first, while it has items
+    tp now{};
+    sched s(o, now);
+    BOOST_TEST(!s.holds(0, s.ticket(0))); // nothing queued yet
+    s.enqueue(0, 1, 100);
+    const std::uint32_t first = s.ticket(0);
+    s.enqueue(0, 2, 100);
+    const std::uint32_t second = s.ticket(0);
+    s.enqueue(3, 3, 100);
+    const std::uint32_t other = s.ticket(3);
+    BOOST_TEST(first != second);
+    BOOST_TEST(s.holds(0, first));
+    BOOST_TEST(s.holds(0, second));
+    BOOST_TEST(s.holds(3, other));
+    BOOST_TEST(s.dequeue(now)->item == 3);
+    BOOST_TEST(!s.holds(3, other));
+    BOOST_TEST(s.holds(0, first)); // another TC's item left, not this one
+    BOOST_TEST(s.dequeue(now)->item == 1);
+    BOOST_TEST(!s.holds(0, first));
+    BOOST_TEST(s.holds(0, second));
+    BOOST_TEST(s.dequeue(now)->item == 2);
+    BOOST_TEST(!s.holds(0, second));
+    // A refused item leaves no ticket of its own: the last queued one's.
+    sched::options small;
+    small.queue_items = 1;
+    sched f(small, now);
+    f.enqueue(0, 1, 100);
+    const std::uint32_t kept = f.ticket(0);
+    BOOST_TEST(!f.enqueue(0, 2, 100));
+    BOOST_TEST(f.ticket(0) == kept);
+    // Another scheduler's ticket (the rail's shaping was made anew): at
+    // most while this one holds as many items as it took since.
+    sched g(o, now);
+    g.enqueue(0, 1, 100);
+    BOOST_TEST(!g.holds(0, second)); // ticket 2: past the one item queued
+    g.enqueue(0, 2, 100);
+    BOOST_TEST(g.holds(0, second));  // reads queued: two items wait
+    g.dequeue(now);
+    g.dequeue(now);
+    BOOST_TEST(!g.holds(0, second)); // and no longer once they left
+}
+
 // The delay-based congestion window (qos::delay_window), on a manual clock:
 // every time and round trip below is given, none is measured.
 namespace {

@@ -1129,6 +1129,91 @@ BOOST_AUTO_TEST_CASE(corrupted_and_injected_faults_are_counted_never_summed) {
     BOOST_TEST(leaks.empty());
 }
 
+// On a shaped rail a result may wait in its traffic class's queue for longer
+// than a worker's timer: asked for then (a PING naming its chunk, or the
+// chunk's RETRANSMIT), railgated answers HELD with no rank waited for,
+// instead of queuing a second copy behind the first (paced.sh: a worker
+// asking about every chunk its timer expired doubled the queue). Once the
+// result has left, the same question brings it again.
+BOOST_AUTO_TEST_CASE(a_kept_result_still_queued_is_answered_held_not_sent_twice) {
+    // 1 Mbit/s, a burst of one frame: a result of 1 KiB leaves every 9 ms.
+    rail_fixture f("vd_queued", [](net::daemon_config& dc) {
+        dc.rails[0].rate_bps = 1'000'000;
+        dc.rails[0].burst_bytes = 1200;
+    });
+    const std::uint32_t inst = join_ranks(f, 2);
+    wire::header ask = hdr(wire::msg_type::ping, 1, 2);
+    ask.gen = inst;
+    ask.count = 256;
+    ask.aux = 0; // the slot's generation
+    const auto is = [](const sent& m, wire::msg_type t) { return m.h.type == t; };
+    // Both ranks' results queue (the second waits for the first); rank 1
+    // asks for its own at once: HELD, aux 0, about generation 0, slot 0,
+    // chunk 0, after the results (the answer queues behind them).
+    f.inject(contrib_frame(f, 0, 2, 0));
+    f.inject(contrib_frame(f, 1, 2, 0));
+    f.inject(f.udp(ask, nullptr, 0));
+    auto out = messages(f.collect(3));
+    BOOST_REQUIRE(out.size() == 3u);
+    BOOST_TEST(is(out[0], wire::msg_type::result));
+    BOOST_TEST(is(out[1], wire::msg_type::result));
+    BOOST_TEST(is(out[2], wire::msg_type::held));
+    BOOST_TEST(out[2].h.rank == 1u);
+    BOOST_TEST(out[2].h.aux == 0u);
+    BOOST_TEST(out[2].h.gen == 0u);
+    BOOST_TEST(out[2].h.slot == 0u);
+    BOOST_TEST(out[2].h.offset == 0u);
+    BOOST_TEST(f.d->counters(0).held_queued.load() == 1u);
+    BOOST_TEST(f.d->counters(0).results_resent.load() == 0u);
+    // The results left: the same PING brings the kept result, flagged.
+    f.inject(f.udp(ask, nullptr, 0));
+    out = messages(f.collect(1));
+    BOOST_REQUIRE(out.size() == 1u);
+    BOOST_TEST(is(out[0], wire::msg_type::result));
+    BOOST_TEST(out[0].h.flags == wire::flag_retransmit);
+    BOOST_TEST(out[0].h.rank == 1u);
+    BOOST_TEST(f.d->counters(0).results_resent.load() == 1u);
+    // A RETRANSMIT of the next generation's chunk while its results queue:
+    // HELD, aux 0; then, once they left, the kept result.
+    auto again = contrib_frame(f, 1, 2, 1);
+    wire::header rh;
+    std::span<const std::uint8_t> body;
+    auto* hp = again.data() + frame::udp_frame_overhead;
+    BOOST_REQUIRE(wire::parse_worker_message(hp, again.size() - frame::udp_frame_overhead, rh, body) ==
+                  drop_reason::none);
+    rh.flags = wire::flag_retransmit;
+    auto retx = f.udp(rh, body.data(), body.size());
+    f.inject(contrib_frame(f, 0, 2, 1));
+    f.inject(contrib_frame(f, 1, 2, 1));
+    f.inject(retx);
+    out = messages(f.collect(3));
+    BOOST_REQUIRE(out.size() == 3u);
+    BOOST_TEST(is(out[2], wire::msg_type::held));
+    BOOST_TEST(out[2].h.aux == 0u);
+    BOOST_TEST(out[2].h.gen == 1u);
+    BOOST_TEST(f.d->counters(0).held_queued.load() == 2u);
+    f.inject(retx);
+    out = messages(f.collect(1));
+    BOOST_REQUIRE(out.size() == 1u);
+    BOOST_TEST(is(out[0], wire::msg_type::result));
+    BOOST_TEST(out[0].h.flags == wire::flag_retransmit);
+    BOOST_TEST(out[0].h.gen == 1u);
+    // A slot that waits for a rank still answers HELD with the ranks it
+    // waits for.
+    wire::header held2 = rh;
+    held2.gen = 2;
+    f.inject(contrib_frame(f, 1, 2, 2));
+    f.inject(f.udp(held2, body.data(), body.size()));
+    out = messages(f.collect(1));
+    BOOST_REQUIRE(out.size() == 1u);
+    BOOST_TEST(is(out[0], wire::msg_type::held));
+    BOOST_TEST(out[0].h.aux == 1u);
+    BOOST_TEST(f.d->counters(0).held_queued.load() == 2u);
+    f.drain();
+    const std::vector<std::string> leaks = f.d->close();
+    for (const std::string& l : leaks) BOOST_ERROR(l);
+}
+
 // Without hugepages a pool's pages are resident once it is made: a
 // buffer's first use took its page faults inside the data path (each
 // operation's second window of jumbo chunks copied 10x slower).

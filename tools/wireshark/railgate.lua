@@ -246,10 +246,15 @@ function rg.dissector(buf, pinfo, root)
             tree:add(f.region_bytes, body(12, 4))
         end
     else
-        -- LEAVE, LEAVE_ACK, PING, PONG, HELD (aux: ranks the slot waits for): no body.
-        tree:add(f.aux, buf(36, 4))
+        -- LEAVE, LEAVE_ACK, PING, PONG, HELD (aux: ranks the slot waits for;
+        -- 0: the slot completed, and its result waits in railgated's queue): no body.
+        local at = tree:add(f.aux, buf(36, 4))
         if types[t] then body_len_ok(tree, body, 0, name) end
         info = info .. string.format(" gen=%d", buf(32, 4):uint())
+        if t == 12 then
+            at:append_text(aux == 0 and " (the result waits in railgated's queue)" or " (ranks the slot waits for)")
+            info = info .. (aux == 0 and " result-queued" or string.format(" waiting=%d", aux))
+        end
     end
     pinfo.cols.info = info
     return len
