@@ -275,9 +275,8 @@ struct worker::state {
         // delivers is slow, not lossy (RACK finds the chunks it lost).
         std::uint64_t delivered_ns = 0;
         // helds' low 16 bits when the last result came: a chunk answered
-        // HELD before (slot_state::held_seq) saw results come after, which
-        // a slot that still waited for a late rank would not have let it
-        // see alone (see scan_rail).
+        // HELD at or before then (slot_state::held_seq) has seen results
+        // come since its HELD (see scan_rail).
         std::uint16_t helds_delivered = 0;
         // HELD: railgated holds a chunk this rail sent again, its slot
         // waiting for another rank's; the chunks are not lost. Every timer
@@ -1443,7 +1442,7 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     // is asked about in one round trip, not one per backed-off round: a
     // lost result or chunk behind others is found at once. A kept result
     // that still waits in a shaped rail's queue is answered HELD, not sent
-    // twice (railgated before 2026-12-01 sent it twice: the worker then
+    // twice (railgated up to 0ee7b5b sent it twice: the worker then
     // asked again only about the chunks answered HELD).
     // A chunk answered HELD is asked about again (beyond the probe's turn)
     // only once results came after its HELD: its slot then most likely
@@ -1451,7 +1450,8 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     // let its copy go. While nothing comes, a late rank is still late, and
     // asking again about every held chunk each round cost a header each
     // way per chunk per round (faults.sh 3c, rank 1 paused 0.3 s: 1282
-    // HELD answers, against 274 so; the first round asks about each chunk).
+    // HELD answers, against 274 asking again only after results; the
+    // first round asks about each chunk once).
     const auto ask_again = [&](std::size_t si) {
         const state::slot_state& sl = rr.slots[si];
         return !sl.held() || static_cast<std::int16_t>(static_cast<std::uint16_t>(rr.helds_delivered - sl.held_seq)) >= 0;

@@ -318,7 +318,7 @@ BOOST_AUTO_TEST_CASE(where_losses_cut_no_window_a_spurious_resend_is_only_counte
 // PINGs go alone, one naming each chunk, the oldest (the probe's) first;
 // a PONG naming no chunk says nothing; the PONGs naming them (railgated
 // has none) send the window again at once: the probe, the 7 others named
-// missing with it, and a plain PING. (Up to 2026-11-30 the first PING
+// missing with it, and a plain PING. (Up to 0ee7b5b the first PING
 // named the oldest chunk only: the rest went a round trip later, once the
 // probe's PING was answered.)
 BOOST_AUTO_TEST_CASE(a_timeout_pings_every_chunk_and_the_pongs_send_the_window) {
@@ -446,7 +446,7 @@ BOOST_AUTO_TEST_CASE(the_first_timeout_finds_a_lost_chunk_beside_a_held_one) {
 // Both chunks' results were lost: railgated answers the timeout's PINGs,
 // one naming each chunk, with the kept results sent again (flagged): both
 // come back in that round trip, nothing resent, and no sample (Karn).
-// (Asking about the oldest only, up to 2026-11-30, the second chunk went
+// (Asking about the oldest only, up to 0ee7b5b, the second chunk went
 // again 20 ms later.)
 BOOST_AUTO_TEST_CASE(pings_bring_lost_results_back_without_a_resend) {
     bench b(false);
@@ -465,7 +465,7 @@ BOOST_AUTO_TEST_CASE(pings_bring_lost_results_back_without_a_resend) {
 // came for the newest, whose result was lost. The first timeout asks about
 // every chunk: the newest's kept result comes back in that round trip,
 // nothing resent. Asking about one chunk per backed-off round (the oldest
-// not answered HELD, up to 2026-11-30), its turn came at the eighth round,
+// not answered HELD, up to 0ee7b5b), its turn came at the eighth round,
 // about 1.3 s on (the held ones were asked again each round from 5da7fa6).
 BOOST_AUTO_TEST_CASE(a_lost_result_behind_chunks_never_answered_comes_back_in_the_first_round_trip) {
     bench b(false);
