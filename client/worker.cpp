@@ -3,6 +3,7 @@
 #include <sys/random.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <future>
@@ -178,6 +179,7 @@ struct worker::state {
     // can run on threads of their own (worker_options::engine).
     struct rail_run {
         std::vector<slot_state> slots;
+        std::vector<std::uint16_t> asks; // the slots a silence's PINGs name (scan_rail), up to pool
         std::uint64_t n_chunks = 0, done = 0;
         std::uint64_t made = 0;    // chunks made so far (0..made-1 have left or wait to, but the owed)
         std::uint64_t owed = 0;    // chunks below `made` not made yet: their slot was busy (congestion control)
@@ -787,6 +789,7 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
     s.run = std::vector<state::rail_run>(s.rails);
     for (auto& r : s.run) {
         r.slots.assign(s.pool, {});
+        r.asks.reserve(s.pool);
         r.cw = qos::delay_window(o_.cc);
     }
     return "";
@@ -1299,19 +1302,34 @@ void worker::held(unsigned r, const rx_msg& m) {
 // A PING; one naming the chunk in flight in `slot` (< pool) asks railgated
 // whether it holds it (PROTOCOL.md, "Loss").
 void worker::send_ping(unsigned r, std::uint64_t now, std::size_t slot) {
+    const auto one = static_cast<std::uint16_t>(std::min<std::size_t>(slot, s_->pool));
+    send_pings(r, now, {&one, 1});
+}
+
+// PINGs naming the chunks in flight in `slots` (a slot of pool: a PING
+// naming none), handed to the transport 32 at a time: a silence's asks
+// cost the kernel-UDP worker one sendmmsg per 32, not a sendto each.
+void worker::send_pings(unsigned r, std::uint64_t now, std::span<const std::uint16_t> slots) {
     state& s = *s_;
     state::rail_run& rr = s.run[r];
     rr.ping_ns = now;
-    wire::header h = control_header(o_, wire::msg_type::ping, s.inst[s.tr[r]]);
-    if (slot < s.pool) {
-        const state::slot_state& sl = rr.slots[slot];
-        h.slot = static_cast<std::uint16_t>(slot);
-        h.offset = s.chunk_offset(r, sl.k);
-        h.count = static_cast<std::uint32_t>(std::min<std::uint64_t>(s.chunk_elems, s.count - h.offset));
-        h.aux = sl.gen;
+    std::array<tx_msg, 32> burst;
+    for (std::size_t i = 0; i < slots.size();) {
+        unsigned n = 0;
+        for (; n < burst.size() && i < slots.size(); ++n, ++i) {
+            wire::header h = control_header(o_, wire::msg_type::ping, s.inst[s.tr[r]]);
+            if (const std::size_t slot = slots[i]; slot < s.pool) {
+                const state::slot_state& sl = rr.slots[slot];
+                h.slot = static_cast<std::uint16_t>(slot);
+                h.offset = s.chunk_offset(r, sl.k);
+                h.count = static_cast<std::uint32_t>(std::min<std::uint64_t>(s.chunk_elems, s.count - h.offset));
+                h.aux = sl.gen;
+            }
+            burst[n] = tx_msg{h, nullptr, 0};
+        }
+        // What the transport cannot take now is lost, as any PING may be.
+        for (unsigned sent = 0, k = 1; sent < n && k; sent += k) k = t_.send(s.tr[r], burst.data() + sent, n - sent);
     }
-    const tx_msg p{h, nullptr, 0};
-    t_.send(s.tr[r], &p, 1);
 }
 
 std::uint64_t worker::scan_now() const noexcept { return s_->coarse ? stats::coarse_now_ns() : now_ns(); }
@@ -1464,8 +1482,10 @@ bool worker::scan_rail(unsigned r, std::uint64_t now) {
     bool timed_out = false;
     if (rr.probing == none && ask != s.pool) {
         ping_probe(ask);
+        rr.asks.clear();
         for (std::size_t si = 0; si < s.pool; ++si)
-            if (si != ask && expired(si) && ask_again(si)) send_ping(r, now, si);
+            if (si != ask && expired(si) && ask_again(si)) rr.asks.push_back(static_cast<std::uint16_t>(si));
+        if (!rr.asks.empty()) send_pings(r, now, rr.asks);
         rr.probing = pinged;
         rr.probe_slot = ask;
         rr.probe_pings = 0;

@@ -269,6 +269,7 @@ private:
     bool scan_rail(unsigned rail, std::uint64_t now);
     void resend(unsigned rail, std::size_t slot, std::uint64_t now); // after its timeout, or a tail probe
     void send_ping(unsigned rail, std::uint64_t now, std::size_t slot); // railgated, are you there (and my chunk)?
+    void send_pings(unsigned rail, std::uint64_t now, std::span<const std::uint16_t> slots); // the same, in bursts
     void held(unsigned rail, const rx_msg& m);                         // railgated holds a chunk sent again
     void tail_probe(unsigned rail, std::uint64_t now);                 // the last chunks lost?
     std::uint64_t scan_now() const noexcept; // the clock scan_rail() judges on

@@ -38,6 +38,9 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <memory>
+#include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -77,6 +80,34 @@ struct sent {
     }
 };
 
+// The UDP transport, counting the bursts the worker hands it (its send()
+// calls; the kernel-UDP transport makes one sendmmsg of each).
+class counting_transport final : public client::transport {
+public:
+    explicit counting_transport(std::unique_ptr<client::transport> t) : t_(std::move(t)) {}
+    unsigned sends = 0;
+    unsigned n_rails() const noexcept override { return t_->n_rails(); }
+    std::string open_rails(std::span<const wire::rail_entry> rails) override { return t_->open_rails(rails); }
+    unsigned send(unsigned rail, const client::tx_msg* msgs, unsigned n) noexcept override {
+        ++sends;
+        return t_->send(rail, msgs, n);
+    }
+    unsigned recv(unsigned rail, client::rx_msg* out, unsigned max) noexcept override { return t_->recv(rail, out, max); }
+    std::uint64_t dropped() const noexcept override { return t_->dropped(); }
+    std::uint64_t coalesced() const noexcept override { return t_->coalesced(); }
+    void wait(std::chrono::microseconds d) noexcept override { t_->wait(d); }
+    bool reliable() const noexcept override { return t_->reliable(); }
+    std::chrono::microseconds min_rto() const noexcept override { return t_->min_rto(); }
+    bool parallel_rails() const noexcept override { return t_->parallel_rails(); }
+    std::string reconnect() override { return t_->reconnect(); }
+    std::size_t max_message_bytes() const noexcept override { return t_->max_message_bytes(); }
+    const char* name() const noexcept override { return t_->name(); }
+    const char* checksums() const noexcept override { return t_->checksums(); }
+
+private:
+    std::unique_ptr<client::transport> t_;
+};
+
 // railgated, as this test scripts it, and one worker joined to it.
 class bench {
 public:
@@ -84,7 +115,9 @@ public:
     // `delay` in the delay mode (a loss RACK finds halves the window).
     explicit bench(bool cc, bool delay = false) {
         fd_ = test::bind_loopback(port_);
-        t_ = client::make_udp_transport(0x7f000001, port_);
+        auto counted = std::make_unique<counting_transport>(client::make_udp_transport(0x7f000001, port_));
+        counted_ = counted.get();
+        t_ = std::move(counted);
         client::worker_options o;
         o.job_id = 9;
         o.job_token = 0x7e57;
@@ -115,6 +148,7 @@ public:
         ::close(fd_);
     }
     client::worker& w() { return *w_; }
+    unsigned sends() const { return counted_->sends; } // the bursts handed to the transport so far
 
     // Starts an allreduce of `chunks` chunks; what its first pass sent.
     sent start(std::size_t chunks) {
@@ -202,6 +236,7 @@ private:
     std::uint16_t port_ = 0;
     sockaddr_in peer_{};
     std::unique_ptr<client::transport> t_;
+    counting_transport* counted_ = nullptr;
     std::unique_ptr<client::worker> w_;
     std::vector<float> x_;
     bool done_ = false;
@@ -333,9 +368,11 @@ BOOST_AUTO_TEST_CASE(a_timeout_pings_every_chunk_and_the_pongs_send_the_window) 
     BOOST_CHECK_EQUAL(s.contribs.size(), 0u); // not yet
     BOOST_CHECK_EQUAL(s.pings.size(), 0u);
 
+    const unsigned bursts = b.sends();
     s = b.after(500 * us);
     BOOST_CHECK_EQUAL(s.contribs.size(), 0u); // the PINGs, alone
     BOOST_REQUIRE_EQUAL(s.pings.size(), pool);
+    BOOST_CHECK_EQUAL(b.sends() - bursts, 2u); // the probe's, then the other 7 in one burst
     const datagram ping = s.pings[0];
     BOOST_CHECK_EQUAL(ping.h.count, chunk_bytes / 4); // naming chunk 0: slot 0, generation 0
     BOOST_CHECK_EQUAL(ping.h.offset, 0u);
