@@ -494,6 +494,14 @@ tx_place answer(rail_state& home, const agg::job& j, const agg::slot& s, unsigne
     return send_result(*to.tx, j, s, rank, *to.dst, psum, carrier, echo, flags);
 }
 
+// Remembers where slot s's result just went, when it waits in a queue
+// (see result_waits).
+void keep_place(agg::slot& s, tx_place at) noexcept {
+    if (!at.ticket) return;
+    s.result_tc = at.tc;
+    s.result_ticket = at.ticket;
+}
+
 // Whether slot s's kept result may still wait in a shaped rail's queue on
 // its way to `rank`: a rank that asks for it then (its timer ran out while
 // the queue held it) gets HELD with no rank waited for, not a second copy
@@ -537,10 +545,7 @@ void answer_kept(rail_state& rs, rail_state& home, const agg::job& j, agg::slot&
     }
     bump(rs.ctr.results_resent);
     result_sum psum{j, s};
-    if (const tx_place at = answer(home, j, s, rank, psum, nullptr, std::nullopt, wire::flag_retransmit); at.ticket) {
-        s.result_tc = at.tc;
-        s.result_ticket = at.ticket;
-    }
+    keep_place(s, answer(home, j, s, rank, psum, nullptr, std::nullopt, wire::flag_retransmit));
     rte_pktmbuf_free(m);
 }
 
@@ -613,14 +618,9 @@ void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h, std::spa
         };
         // Where the last result queued waits (a shaped rail): see result_waits.
         o.s->result_ticket = 0;
-        const auto keep = [&](tx_place at) {
-            if (!at.ticket) return;
-            o.s->result_tc = at.tc;
-            o.s->result_ticket = at.ticket;
-        };
-        keep(answer(*home, *o.j, *o.s, 0, psum, nullptr, echo(0)));
+        keep_place(*o.s, answer(*home, *o.j, *o.s, 0, psum, nullptr, echo(0)));
         for (unsigned w = 1; w < o.j->world; ++w)
-            keep(answer(*home, *o.j, *o.s, w, psum, static_cast<rte_mbuf*>(spares[w - 1]), echo(w)));
+            keep_place(*o.s, answer(*home, *o.j, *o.s, w, psum, static_cast<rte_mbuf*>(spares[w - 1]), echo(w)));
         if (o.s->ce) o.s->ce = 0;
         // Burst granularity: the time a burst arrived, not each packet.
         const auto ns = static_cast<std::uint64_t>(static_cast<double>(rs.burst_tsc - o.s->started) * rs.ns_per_tsc);

@@ -261,14 +261,22 @@ sent two_out_first_ping(bench& b, sent& ping) {
     return first;
 }
 
+// A window out and nothing back: what started (`first`), and what the
+// first timeout sent: a PING per chunk.
+sent window_out_first_pings(bench& b, sent& first) {
+    first = b.start(pool);
+    BOOST_REQUIRE_EQUAL(first.contribs.size(), pool);
+    const sent s = b.after(20 * ms + 250 * us);
+    BOOST_REQUIRE_EQUAL(s.pings.size(), pool);
+    return s;
+}
+
 // A window out and nothing back: the first timeout's PINGs (one per chunk,
 // the oldest first) are answered HELD (the slots wait for a late rank),
 // and nothing goes. Returns what started.
 sent window_out_all_held(bench& b) {
-    const sent first = b.start(pool);
-    BOOST_REQUIRE_EQUAL(first.contribs.size(), pool);
-    const sent s = b.after(20 * ms + 250 * us);
-    BOOST_REQUIRE_EQUAL(s.pings.size(), pool);
+    sent first;
+    const sent s = window_out_first_pings(b, first);
     BOOST_CHECK_EQUAL(s.pings[0].h.offset, 0u);
     for (const auto& p : s.pings) b.held_for(p);
     BOOST_CHECK_EQUAL(b.after(0).contribs.size(), 0u);
@@ -406,11 +414,9 @@ BOOST_AUTO_TEST_CASE(a_timeout_pings_every_chunk_and_the_pongs_send_the_window) 
 // before the PONG. Nothing was sent again: one quiet timeout.
 BOOST_AUTO_TEST_CASE(a_late_railgated_is_pinged_and_nothing_is_resent) {
     bench b(false);
-    const sent first = b.start(pool);
-    BOOST_REQUIRE_EQUAL(first.contribs.size(), pool);
-    sent s = b.after(20 * ms + 250 * us);
+    sent first;
+    sent s = window_out_first_pings(b, first);
     BOOST_CHECK_EQUAL(s.contribs.size(), 0u);
-    BOOST_REQUIRE_EQUAL(s.pings.size(), pool);
     s = b.after(40 * ms - 500 * us);
     BOOST_CHECK_EQUAL(s.pings.size(), 0u); // not yet
     s = b.after(500 * us);
@@ -506,10 +512,8 @@ BOOST_AUTO_TEST_CASE(pings_bring_lost_results_back_without_a_resend) {
 // about 1.3 s on (the held ones were asked again each round from 5da7fa6).
 BOOST_AUTO_TEST_CASE(a_lost_result_behind_chunks_never_answered_comes_back_in_the_first_round_trip) {
     bench b(false);
-    const sent first = b.start(pool);
-    BOOST_REQUIRE_EQUAL(first.contribs.size(), pool);
-    sent s = b.after(20 * ms + 250 * us);
-    BOOST_REQUIRE_EQUAL(s.pings.size(), pool);
+    sent first;
+    sent s = window_out_first_pings(b, first);
     for (const auto& p : s.pings) {
         if (p.h.offset == (pool - 1u) * chunk_bytes / 4u) b.result(first.contribs[pool - 1], wire::flag_retransmit);
         else b.held_for(p);
