@@ -15,7 +15,11 @@
 //     refused (rank_taken) while the binding is live, and replaces the old
 //     job (takeover: the old one is ended first) when the old peer has been
 //     silent for the stall time or is the same address with a new nonce (a
-//     restarted process). Before the job has completed a chunk, a live
+//     restarted process). A JOIN asking for another world, dtype, max_count,
+//     pool or rails is refused, except that it takes over the same way
+//     (or when every member of the job is silent that long): a rank's new
+//     run must not wait out the idle time behind its old run's part on a
+//     rail the LEAVE never reached. Before the job has completed a chunk, a live
 //     binding claimed from elsewhere is a clash: the same id and token
 //     started twice at once, whose members could interleave (A's rank 0
 //     with B's rank 1) and sum each other's data. Nothing tells the two
@@ -241,6 +245,17 @@ public:
         job_t* j = find(h.job_id);
         if (j) {
             if (!wire::token_equal(j->token, h.job_token)) return refuse(r, wire::error_code::job_in_use);
+            // A JOIN of other parameters for a job whose process is gone
+            // (the rank's restarted or went silent, or every member is
+            // silent) replaces it, as one of the same would. The job's own
+            // rank for that id on a rail its LEAVE never reached, refusing
+            // the job's next run (another count, say) for the idle time,
+            // 10 minutes by default, is what it would otherwise be.
+            if (!fits(*j, h, b, pool) && gone(*j, h.rank, who, now)) {
+                r.st = join_status::takeover;
+                r.j = j;
+                return r;
+            }
             if (j->world != h.world_size) return refuse(r, wire::error_code::world_mismatch);
             if (j->dt != h.dt) return refuse(r, wire::error_code::dtype_mismatch);
             if (j->max_count != b.max_count) return refuse(r, wire::error_code::max_count_mismatch);
@@ -524,6 +539,30 @@ private:
             e.waited = now - since;
         }
         return e.waited != 0;
+    }
+
+    // Whether a JOIN asks for what job j is (world, dtype, max_count, pool,
+    // and no rail the job stripes over excluded).
+    static bool fits(const job_t& j, const wire::header& h, const wire::join_body& b, std::uint16_t pool) noexcept {
+        return j.world == h.world_size && j.dt == h.dt && j.max_count == b.max_count && j.pool == pool &&
+               !(b.excluded_rails & ~j.excluded);
+    }
+
+    // Whether job j's process for `rank` is gone as takeovers judge it: the
+    // same address with a new nonce (restarted), or silent for the stall
+    // time. For a rank the job has not bound: every rank it has is silent
+    // that long. Never for the binding's own process.
+    bool gone(const job_t& j, unsigned rank, const peer& who, std::uint64_t now) const noexcept {
+        const auto silent = [&](unsigned r) { return life_.stall && now - j.heard[r] >= life_.stall; };
+        if (rank < j.world && (j.joined >> rank & 1)) {
+            const peer& p = j.peers[rank];
+            if (p.addr == who.addr) return p.nonce != who.nonce;
+            return silent(rank);
+        }
+        if (!j.joined) return false;
+        for (std::uint64_t m = j.joined; m; m &= m - 1)
+            if (!silent(static_cast<unsigned>(std::countr_zero(m)))) return false;
+        return true;
     }
 
     unsigned pending_from(std::uint32_t host) const noexcept {

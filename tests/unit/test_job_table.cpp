@@ -342,6 +342,51 @@ BOOST_AUTO_TEST_CASE(another_member_set_is_refused_never_merged) {
     BOOST_TEST(wire::token_equal(0xfeed, 0xfeed));
 }
 
+// A job's part left on a rail (its ranks' LEAVEs never reached it: the
+// chaos run of live_changes.sh with a rail hot-plugged found it) must not
+// refuse the job's next run for the idle time because that run asks for
+// another count: a JOIN of other parameters takes over when the process it
+// would replace is gone, as a JOIN of the same ones does; from a live job's
+// newcomer it is still refused.
+BOOST_AUTO_TEST_CASE(a_dead_jobs_part_gives_way_to_a_join_of_other_parameters) {
+    table t(4, 8);
+    t.set_lifecycle(life());
+    job& j = join_all(t, 2, 0);
+    for (unsigned r = 0; r < 2; ++r) table::mark(j, j.slots[0], r, 10);
+    table::completed(j, j.slots[0]);
+    wire::join_body other = body();
+    other.max_count = 8192;
+    // Alive: refused, whoever asks (another process, or the member itself).
+    BOOST_TEST(code(join(t, hdr(0, 2), 500, {555, 555, 9}, other)) == C(wire::error_code::max_count_mismatch));
+    BOOST_TEST(code(join(t, hdr(0, 2), 500, peer_of(0), other)) == C(wire::error_code::max_count_mismatch));
+    BOOST_TEST(t.active() == 1u);
+    // The member's address with a new nonce: its process restarted.
+    agg::join_result r = join(t, hdr(0, 2), 600, peer_of(0, 2), other);
+    BOOST_TEST((r.st == agg::join_status::takeover));
+    BOOST_TEST(r.j == static_cast<void*>(&j));
+    // Silent past the stall time, from anywhere, for every parameter.
+    const std::uint64_t late = 10 + life().stall;
+    r = join(t, hdr(1, 2), late, {556, 556, 9}, other);
+    BOOST_TEST((r.st == agg::join_status::takeover));
+    wire::join_body pool = body();
+    pool.pool_size = 2;
+    BOOST_TEST((join(t, hdr(1, 2), late, {556, 556, 9}, pool).st == agg::join_status::takeover));
+    BOOST_TEST((join(t, hdr(1, 2), late, {556, 556, 9}, body(1)).st == agg::join_status::takeover));
+    // Another world: the rank may be one the job does not have; every
+    // member silent is what counts. One member still heard: refused.
+    table::heard(j, 1, late - 1);
+    BOOST_TEST(code(join(t, hdr(2, 3), late, {557, 557, 9})) == C(wire::error_code::world_mismatch));
+    r = join(t, hdr(2, 3), late + life().stall, {557, 557, 9});
+    BOOST_TEST((r.st == agg::join_status::takeover));
+    // Another job's token is never a takeover, however silent the job.
+    BOOST_TEST(code(join(t, hdr(0, 2, 7, 0xbad), late * 10, {558, 558, 9}, other)) == C(wire::error_code::job_in_use));
+    // The takeover ends the old part; the JOIN then makes the new one.
+    t.end(j);
+    r = join(t, hdr(0, 2), late * 10, {555, 555, 9}, other);
+    BOOST_TEST((r.st == agg::join_status::joined));
+    BOOST_TEST(table::as(r.j).max_count == 8192u);
+}
+
 // A JOIN on a rail after the first names the job's chunk and policy (its
 // first rail's): a job here with others refuses the new member, naming its
 // own; the same shape joins; a rank already joined is not judged by it.
