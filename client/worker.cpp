@@ -99,6 +99,20 @@ std::string check_rails(const wire::join_ack_body& a) {
     return {};
 }
 
+// Whether the JOIN_ACK `a` that rail r sent (`index`: its header's aux,
+// the rail's index at railgated) lists the rails the job's first JOIN_ACK
+// listed, this one at r: empty when it does, else why not.
+std::string rails_moved(const wire::join_ack_body& job, const wire::join_ack_body& a, std::uint32_t index, unsigned r,
+                        std::uint32_t job_id) {
+    bool same = a.n_rails == job.n_rails && index == r;
+    for (unsigned i = 0; same && i < a.n_rails; ++i)
+        same = a.rails[i].ip == job.rails[i].ip && a.rails[i].udp_port == job.rails[i].udp_port;
+    if (same) return {};
+    return "railgated lists " + std::to_string(a.n_rails) + " rails to job " + std::to_string(job_id) + " on rail " +
+           std::to_string(r) + " (its rail " + std::to_string(index) + "), against " + std::to_string(job.n_rails) +
+           " on the first (a rail was added or removed between the JOINs): join it again";
+}
+
 } // namespace
 
 std::uint64_t random_token() {
@@ -734,6 +748,16 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
                                " on rail " + std::to_string(first) +
                                " (an MTU or policy change came between the JOINs): join it again";
                     }
+                    if (std::string moved = rails_moved(s.ack, a, m.h.aux, r, o_.job_id); !moved.empty()) {
+                        // A rail added or removed between the JOINs (a
+                        // railgated before 2026-12-01 does not refuse it):
+                        // this rail is not the one the first listed, or
+                        // lists others; the job would stripe, or find its
+                        // LAG home, over other rails here.
+                        s.why = failure::aborted;
+                        misshapen = true;
+                        return moved;
+                    }
                 }
             }
             if (!any) std::this_thread::yield();
@@ -773,7 +797,7 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
     for (unsigned r = 0; r < s.ack.n_rails; ++r)
         if (r != first && !(s.excluded >> r & 1)) others.push_back(r);
     // The other rails run the job as the first does: its chunk and policy.
-    msg.h.aux = wire::shape_word(s.ack.chunk_bytes, lag);
+    msg.h.aux = wire::shape_word(s.ack.chunk_bytes, lag, s.ack.n_rails);
     if (e = await(others); !e.empty()) {
         // Refused part-way: what was joined is left, so nothing stays behind;
         // a job whose rails disagree on its shape is ended for every rank.

@@ -66,8 +66,9 @@ build() {
 # (RAILGATE_TSAN=1: the fault injector set from the control thread, a
 # kill and restart, a link going down, the exit), railgated under a stream of
 # railctl's live changes while jobs run (live-changes-under-load: MTUs,
-# policies, faults, freezes, shaping and snapshots, which the control
-# thread hands the lcores), and the embedded default with its
+# policies, faults, freezes, shaping, snapshots and a rail hot-plugged and
+# removed, which the control thread hands the lcores), and the embedded
+# default with its
 # DPDK workers, also under faults (frames cross threads there through DPDK,
 # which railgate's TSan build annotates: dataplane/net/burst.hpp).
 # Optimised (-O1) so that the netns traffic keeps its timing. Built with

@@ -159,6 +159,7 @@ public:
         job_shape shape;
         shape.chunk_elems = lim_.job_chunk_bytes / elem;
         shape.lag = lag;
+        shape.rails = static_cast<std::uint8_t>(lim_.n_rails);
         if (h.aux) {
             const std::uint32_t bytes = wire::shape_chunk(h.aux);
             join_result r;
@@ -171,13 +172,25 @@ public:
             shape.chunk_elems = bytes / elem;
             shape.lag = wire::shape_lag(h.aux);
             shape.asked = true;
+            if (const unsigned n = wire::shape_rails(h.aux)) {
+                shape.rails = static_cast<std::uint8_t>(n);
+                shape.asked_rails = true;
+            }
+        }
+        // A rail the job's first rail did not list (rails were removed or
+        // added while its ranks joined): its part here would stripe, or
+        // find its home, over other rails than its workers do.
+        if (lim_.rail_index >= shape.rails) {
+            join_result r;
+            r.err = wire::error_code::shape_mismatch;
+            return r;
         }
         if (shape.lag) {
             shape.stripe_n = 1;
             shape.stripe_index = 0;
         } else {
             // Striped over the rails the job does not exclude.
-            const wire::stripe_pos p = wire::stripe_of(lim_.rail_index, lim_.n_rails, b.excluded_rails | rails_down);
+            const wire::stripe_pos p = wire::stripe_of(lim_.rail_index, shape.rails, b.excluded_rails | rails_down);
             if (p.index < 0) {
                 join_result r;
                 r.err = wire::error_code::rails_mismatch;

@@ -108,10 +108,15 @@ struct job_shape {
     std::uint32_t chunk_elems = 0;          // elements per chunk (all rails), for the dtype
     std::uint32_t stripe_n = 1, stripe_index = 0;
     bool lag = false;
+    // The rails the job's first rail listed to its workers (its JOIN_ACK's
+    // n_rails): what its striping, and under LAG its home member, are
+    // computed over, whatever rails are added or removed while it runs.
+    std::uint8_t rails = 1;
     // The JOIN named the chunk and policy (wire::shape_word, from the job's
     // first rail): a job already here must have them, or the JOIN is
-    // refused (shape_mismatch).
+    // refused (shape_mismatch); and the rails too, when it names them.
     bool asked = false;
+    bool asked_rails = false;
 };
 
 template <class Extra>
@@ -135,6 +140,7 @@ struct job_entry {
     // i % stripe_n == stripe_index (LAG: 1 / 0, the whole stream on one member).
     std::uint32_t stripe_n = 1, stripe_index = 0;
     bool lag = false;
+    std::uint8_t rails = 1;         // the rails it spans (job_shape::rails)
     std::uint64_t joined = 0;       // ranks joined on this rail
     std::uint64_t created = 0;      // tick of the first JOIN
     std::uint64_t assembled = 0;    // tick every rank had joined (0: not yet)
@@ -311,9 +317,11 @@ public:
                 return refuse(r, wire::error_code::rank_taken);
             }
             // A new member's JOIN that names the job's shape (its first
-            // rail's) must find it here: one chunk and policy on every rail.
-            if (shape.asked && (j->chunk_elems != shape.chunk_elems || j->lag != shape.lag)) {
-                r.detail = wire::shape_word(j->chunk_bytes(), j->lag);
+            // rail's) must find it here: one chunk, policy and rail count
+            // on every rail.
+            if (shape.asked && (j->chunk_elems != shape.chunk_elems || j->lag != shape.lag ||
+                                (shape.asked_rails && j->rails != shape.rails))) {
+                r.detail = wire::shape_word(j->chunk_bytes(), j->lag, j->rails);
                 return refuse(r, wire::error_code::shape_mismatch);
             }
         } else {
@@ -345,6 +353,7 @@ public:
             j->stripe_n = shape.stripe_n;
             j->stripe_index = shape.stripe_index;
             j->lag = shape.lag;
+            j->rails = shape.rails;
             j->joined = 0;
             j->created = now;
             j->assembled = 0;

@@ -183,13 +183,21 @@ void refusal_text(char* t, std::size_t n, const rail_state& rs, const wire::head
         auto policy = [](bool lag) { return wire::policy_name(lag ? wire::rail_policy::lag : wire::rail_policy::rail); };
         const auto word = static_cast<std::uint32_t>(jr.detail);
         const unsigned mtu = rs.s.mtu_now.load(std::memory_order_relaxed);
+        // 0 rails named: a worker before 2026-12-01 (the rails not compared).
+        const auto rails = wire::shape_rails;
         if (word)
             std::snprintf(t, n,
-                          "job %u runs %u B chunks under policy %s on rail %s; its first rail gave this rank %u B "
-                          "under %s (an MTU or policy change came between the ranks' JOINs there): the job cannot "
-                          "run, join it again",
-                          h.job_id, wire::shape_chunk(word), policy(wire::shape_lag(word)), rs.s.cfg.name.c_str(),
-                          wire::shape_chunk(h.aux), policy(wire::shape_lag(h.aux)));
+                          "job %u runs %u B chunks under policy %s over %u rails on rail %s; its first rail gave "
+                          "this rank %u B under %s over %u rails (an MTU, policy or rail change came between the "
+                          "ranks' JOINs there): the job cannot run, join it again",
+                          h.job_id, wire::shape_chunk(word), policy(wire::shape_lag(word)), rails(word),
+                          rs.s.cfg.name.c_str(), wire::shape_chunk(h.aux), policy(wire::shape_lag(h.aux)),
+                          rails(h.aux));
+        else if (const unsigned listed = rails(h.aux); listed && rs.agg.lim().rail_index >= listed)
+            std::snprintf(t, n,
+                          "rail %s is rail %u now; job %u's first rail listed %u rails (a rail was added or removed "
+                          "while the job joined): join it again",
+                          rs.s.cfg.name.c_str(), rs.agg.lim().rail_index, h.job_id, listed);
         else
             std::snprintf(t, n,
                           "rail %s's MTU %u carries chunks of at most %u B; job %u's first rail gave it %u B chunks "
@@ -333,6 +341,10 @@ void handle_join(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<c
     // joins after an MTU or policy change runs it as the others do.
     ack.chunk_bytes = j.chunk_bytes();
     ack.policy = j.lag ? wire::rail_policy::lag : wire::rail_policy::rail;
+    // And its rails: a rail added since is not the job's (rails are
+    // appended; one removed since it was created cannot be: the job's
+    // ranks then stripe over fewer, and their other JOINs are refused).
+    ack.n_rails = std::min(ack.n_rails, j.rails);
     ack.stall_ms = rs.stall_ms;
     ack.excluded_rails = j.excluded;
     std::uint8_t body_buf[wire::join_ack_fixed_bytes + wire::max_rails * wire::rail_entry_bytes];
@@ -468,7 +480,8 @@ rail_state* lag_home(rail_state& rs, const wire::header& h, std::uint64_t& addr,
     if (why != drop_reason::none) return nullptr;
     table::heard(*local, h.rank, rs.burst_tsc);
     addr = 0;
-    const unsigned home = wire::lag_member(h.job_id, h.job_token, rs.ack.n_rails);
+    // Over the job's rails: one added while it runs is not its member.
+    const unsigned home = wire::lag_member(h.job_id, h.job_token, local->rails);
     why = drop_reason::wrong_rail_or_slot;
     return home < rs.bond->size() ? (*rs.bond)[home] : nullptr;
 }

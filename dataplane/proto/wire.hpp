@@ -157,18 +157,23 @@ struct header {
 };
 
 // A job's shape, as its first rail's JOIN_ACK gives it: chunk bytes in bits
-// 0-23, bit 31 set under LAG. A worker's JOINs on its other rails carry it
-// in the header's aux, so that every rail runs the job alike: each rail
-// creates its part of the job when its first JOIN comes, and an MTU or
-// policy change between two rails' JOINs would otherwise give one job two
-// chunk sizes or two policies. 0 on the first rail's JOIN (railgated
+// 0-23, the number of rails it lists in bits 24-30 (0: not named, a worker
+// before 2026-12-01), bit 31 set under LAG. A worker's JOINs on its other
+// rails carry it in the header's aux, so that every rail runs the job
+// alike: each rail creates its part of the job when its first JOIN comes,
+// and an MTU, policy or rail-set change between two rails' JOINs would
+// otherwise give one job two chunk sizes, two policies, or two stripings
+// (or, under LAG, two home members). 0 on the first rail's JOIN (railgated
 // chooses).
-inline constexpr std::uint32_t shape_lag_bit = 1u << 31, shape_chunk_mask = 0xffffffu;
-constexpr std::uint32_t shape_word(std::uint32_t chunk_bytes, bool lag) noexcept {
-    return (chunk_bytes & shape_chunk_mask) | (lag ? shape_lag_bit : 0);
+inline constexpr std::uint32_t shape_lag_bit = 1u << 31, shape_chunk_mask = 0xffffffu, shape_rails_shift = 24,
+                               shape_rails_mask = 0x7fu << shape_rails_shift;
+constexpr std::uint32_t shape_word(std::uint32_t chunk_bytes, bool lag, unsigned rails = 0) noexcept {
+    return (chunk_bytes & shape_chunk_mask) | ((rails << shape_rails_shift) & shape_rails_mask) |
+           (lag ? shape_lag_bit : 0);
 }
 inline constexpr std::uint32_t shape_chunk(std::uint32_t w) noexcept { return w & shape_chunk_mask; }
 inline constexpr bool shape_lag(std::uint32_t w) noexcept { return w & shape_lag_bit; }
+inline constexpr unsigned shape_rails(std::uint32_t w) noexcept { return (w & shape_rails_mask) >> shape_rails_shift; }
 
 // JOIN body (24 bytes after the header).
 struct join_body {
@@ -213,12 +218,6 @@ inline constexpr unsigned verbs_max_pool = 256;
 inline constexpr std::uint32_t verbs_default_chunk_bytes = 32768;
 // Largest chunk (a verbs rail's; UDP chunks follow the MTU).
 inline constexpr std::uint32_t max_chunk_bytes = 4u << 20;
-// A JOIN's shape word as a worker sends it: a chunk of 64..max_chunk_bytes
-// in steps of 64 bytes, bits 24-30 clear.
-constexpr bool shape_valid(std::uint32_t w) noexcept {
-    const std::uint32_t c = shape_chunk(w);
-    return c && c % 64 == 0 && c <= max_chunk_bytes && !(w & ~(shape_chunk_mask | shape_lag_bit));
-}
 // Largest control message on a verbs rail (a JOIN_ACK of max_rails rails).
 inline constexpr std::size_t verbs_ctl_bytes = 1024;
 // Immediate data of a chunk: slot in the high 16 bits, the low 16 bits of
@@ -241,6 +240,12 @@ struct rail_entry {
 };
 inline constexpr std::size_t rail_entry_bytes = 16;
 inline constexpr unsigned max_rails = 32;
+// A JOIN's shape word as a worker sends it: a chunk of 64..max_chunk_bytes
+// in steps of 64 bytes, and at most max_rails rails.
+constexpr bool shape_valid(std::uint32_t w) noexcept {
+    const std::uint32_t c = shape_chunk(w);
+    return c && c % 64 == 0 && c <= max_chunk_bytes && shape_rails(w) <= max_rails;
+}
 
 // JOIN_ACK body: 16 bytes then n_rails entries.
 struct join_ack_body {

@@ -32,24 +32,27 @@ inline int bind_loopback(std::uint16_t& port) {
 
 // The JOIN_ACK answering `join` for a job of one rail on 127.0.0.1:port
 // (MTU 1500), or of two with a second on 127.0.0.1:port1, written to `out`
-// (header and body); returns its length.
+// (header and body); returns its length. `index`: the rail's index (the
+// header's aux, as railgated sets it); `more`: rails listed beyond those
+// (as when one was added), at 127.0.0.1:port + 100 + i.
 inline std::size_t join_ack(const wire::header& join, std::uint16_t port, std::uint16_t pool,
                             std::uint16_t chunk_bytes, std::uint8_t* out, std::uint16_t port1 = 0,
-                            wire::rail_policy policy = wire::rail_policy::rail) {
+                            wire::rail_policy policy = wire::rail_policy::rail, unsigned index = 0,
+                            unsigned more = 0) {
     wire::header r = join;
     r.type = wire::msg_type::join_ack;
     r.flags = 0;
     r.gen = 0x80000001u;
-    r.aux = 0;
+    r.aux = index;
     wire::join_ack_body b;
     b.pool_size = pool;
-    b.n_rails = port1 ? 2 : 1;
+    b.n_rails = static_cast<std::uint8_t>((port1 ? 2 : 1) + more);
     b.policy = policy;
     b.chunk_bytes = chunk_bytes;
     b.stall_ms = 1000;
     for (unsigned i = 0; i < b.n_rails; ++i) {
         b.rails[i].ip = INADDR_LOOPBACK;
-        b.rails[i].udp_port = i ? port1 : port;
+        b.rails[i].udp_port = static_cast<std::uint16_t>(i == 0 ? port : i == 1 && port1 ? port1 : port + 100 + i);
         b.rails[i].mtu = 1500;
         b.rails[i].chunk_bytes = chunk_bytes;
     }

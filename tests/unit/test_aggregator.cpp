@@ -467,11 +467,47 @@ BOOST_AUTO_TEST_CASE(a_join_naming_the_jobs_shape_creates_it_so) {
     BOOST_TEST(static_cast<int>(r.err) == static_cast<int>(wire::error_code::shape_mismatch));
     BOOST_TEST(r.detail == 0u);
     BOOST_TEST(!a.find(3));
-    for (std::uint32_t bad : {wire::shape_word(100, false), wire::shape_word(0, true), (8u << 20) | 0u, 1408u | (1u << 24)}) {
+    for (std::uint32_t bad : {wire::shape_word(100, false), wire::shape_word(0, true), (8u << 20) | 0u, wire::shape_word(1408, false, wire::max_rails + 1)}) {
         r = join(bad, 0, false, 3);
         BOOST_TEST(static_cast<int>(r.err) == static_cast<int>(wire::error_code::bad_request));
         BOOST_TEST(!a.find(3));
     }
+}
+
+// The rails a job spans are its first rail's (the JOIN names how many):
+// on a rail whose railgated has one more now (a rail added while the job's
+// ranks joined), it is striped over the job's, not the rail's; on a rail
+// past them it is refused; a JOIN naming none gets the rail's count.
+BOOST_AUTO_TEST_CASE(a_jobs_rails_are_its_first_rails_whatever_was_added_since) {
+    agg::limits l = small();
+    l.max_jobs = 4;
+    aggregator a(l);
+    a.set_stripe(3, 1); // rail 1 of 3 now
+    wire::join_body b;
+    b.max_count = 1 << 20;
+    b.pool_size = 4;
+    auto join = [&](std::uint32_t aux, std::uint32_t id) {
+        wire::header h = hdr(wire::msg_type::join, 0, 2);
+        h.job_id = id;
+        h.aux = aux;
+        return a.join(h, b, {}, peer_of(0), 0);
+    };
+    agg::join_result r = join(wire::shape_word(64, false, 2), 1);
+    BOOST_REQUIRE((r.st == agg::join_status::joined));
+    BOOST_TEST(a.find(1)->rails == 2u);
+    BOOST_TEST(a.find(1)->stripe_n == 2u); // chunks 1, 3, 5...: what the worker sends here
+    BOOST_TEST(a.find(1)->stripe_index == 1u);
+    r = join(wire::shape_word(64, true, 2), 2);
+    BOOST_REQUIRE((r.st == agg::join_status::joined));
+    BOOST_TEST(a.find(2)->rails == 2u); // LAG: its home is found over 2
+    r = join(0, 3);
+    BOOST_REQUIRE((r.st == agg::join_status::joined));
+    BOOST_TEST(a.find(3)->rails == 3u);
+    BOOST_TEST(a.find(3)->stripe_n == 3u);
+    a.set_stripe(3, 2); // a rail past the job's
+    r = join(wire::shape_word(64, false, 2), 4);
+    BOOST_TEST(static_cast<int>(r.err) == static_cast<int>(wire::error_code::shape_mismatch));
+    BOOST_TEST(!a.find(4));
 }
 
 BOOST_AUTO_TEST_CASE(jobs_are_admitted_while_the_rail_can_lend_their_buffers) {

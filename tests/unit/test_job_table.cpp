@@ -405,7 +405,20 @@ BOOST_AUTO_TEST_CASE(a_join_naming_another_shape_is_refused_with_the_jobs) {
     };
     agg::join_result r = asked(1, 512, false, peer_of(1));
     BOOST_TEST(code(r) == C(wire::error_code::shape_mismatch));
-    BOOST_TEST(r.detail == wire::shape_word(1024, false));
+    BOOST_TEST(r.detail == wire::shape_word(1024, false, 1));
+    // The rails the job spans, when the JOIN names them: another count is
+    // another striping (a rail added or removed between the JOINs).
+    {
+        agg::job_shape shape;
+        shape.chunk_elems = 256;
+        shape.asked = shape.asked_rails = true;
+        shape.rails = 2;
+        const wire::join_body b = body();
+        r = t.join(hdr(1, 2), b, b.pool_size, peer_of(1), 5, shape, 0,
+                   [](std::uint16_t, std::uint16_t, wire::dtype) { return true; });
+        BOOST_TEST(code(r) == C(wire::error_code::shape_mismatch));
+        BOOST_TEST(wire::shape_rails(static_cast<std::uint32_t>(r.detail)) == 1u);
+    }
     r = asked(1, 256, true, peer_of(1));
     BOOST_TEST(code(r) == C(wire::error_code::shape_mismatch));
     BOOST_TEST(wire::shape_chunk(static_cast<std::uint32_t>(r.detail)) == 1024u);

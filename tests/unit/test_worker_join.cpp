@@ -178,7 +178,7 @@ namespace {
 // arrives as an ERROR (a worker's abort) on rail 0 is counted.
 class two_rail_server {
 public:
-    enum class answer { same, other_chunk, refuse, refuse_once };
+    enum class answer { same, other_chunk, refuse, refuse_once, other_rails, other_index };
     explicit two_rail_server(answer second) : second_(second) {
         fd_[0] = test::bind_loopback(port_[0]);
         fd_[1] = test::bind_loopback(port_[1]);
@@ -222,8 +222,13 @@ private:
                         len = test::refusal(h, b.nonce, wire::error_code::shape_mismatch, wire::shape_word(2880, false),
                                             "job 6 runs 2880 B chunks here", out.data());
                     else
+                        // other_rails: a rail added since the first's
+                        // JOIN_ACK (railgated before 2026-12-01 lists it);
+                        // other_index: one removed, so this rail moved down.
                         len = test::join_ack(h, port_[0], 16, r == 1 && second_ == answer::other_chunk ? 2880 : 1408,
-                                             out.data(), port_[1]);
+                                             out.data(), port_[1], wire::rail_policy::rail,
+                                             r == 1 && second_ == answer::other_index ? 0 : r,
+                                             r == 1 && second_ == answer::other_rails ? 1 : 0);
                 } else if (h.type == wire::msg_type::leave) {
                     test::header_answer(h, wire::msg_type::leave_ack, 0, out.data());
                     len = wire::header_bytes;
@@ -262,26 +267,29 @@ BOOST_AUTO_TEST_CASE(the_other_rails_joins_name_the_first_rails_shape) {
     client::worker w{*t, options()};
     BOOST_TEST(w.join() == "");
     BOOST_REQUIRE(!s.shapes().empty());
-    for (std::uint32_t a : s.shapes()) BOOST_TEST(a == wire::shape_word(1408, false));
+    for (std::uint32_t a : s.shapes()) BOOST_TEST(a == wire::shape_word(1408, false, 2));
     BOOST_TEST(w.stripe_rails().size() == 2u);
     w.leave();
 }
 
-// A rail that refuses the shape (shape_mismatch), or acks another chunk:
+// A rail that refuses the shape (shape_mismatch), acks another chunk, or
+// lists other rails (one added or removed since the first JOIN_ACK):
 // the job cannot run, so the worker ends it on the rail it joined (an
 // ERROR, not a LEAVE: the other ranks are told at once) and fails as a
 // recoverable abort, naming why.
 BOOST_AUTO_TEST_CASE(rails_that_disagree_on_the_shape_end_the_job_recoverably) {
-    for (auto second : {two_rail_server::answer::refuse, two_rail_server::answer::other_chunk}) {
+    using enum two_rail_server::answer;
+    for (auto second : {refuse, other_chunk, other_rails, other_index}) {
         two_rail_server s(second);
         auto t = client::make_udp_transport(INADDR_LOOPBACK, s.port());
         client::worker_options o = options();
         client::worker w{*t, o};
         const auto [e, soon] = join_failing(w, o);
-        BOOST_TEST((second == two_rail_server::answer::refuse
-                        ? e.find("refused the join on rail 1: job 6 runs 2880 B chunks here")
-                        : e.find("with 2880 B chunks under policy rail on rail 1, and 1408 B under rail on rail 0")) !=
-                   std::string::npos);
+        const char* says = second == refuse      ? "refused the join on rail 1: job 6 runs 2880 B chunks here"
+                           : second == other_chunk ? "with 2880 B chunks under policy rail on rail 1, and 1408 B under rail on rail 0"
+                           : second == other_rails ? "lists 3 rails to job 6 on rail 1 (its rail 1), against 2 on the first"
+                                                   : "lists 2 rails to job 6 on rail 1 (its rail 0), against 2 on the first";
+        BOOST_TEST(e.find(says) != std::string::npos, e);
         BOOST_TEST(client::failure_name(w.failed_with()) == client::failure_name(client::failure::aborted));
         BOOST_TEST(client::worker::recoverable(w.failed_with()));
         BOOST_TEST(soon);

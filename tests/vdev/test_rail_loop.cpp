@@ -746,7 +746,7 @@ BOOST_AUTO_TEST_CASE(a_jobs_chunk_and_policy_hold_for_ranks_joining_after_a_chan
     a = ack_of(join_frame(f, 1, 2, 2, -1, 7, 0, wire::shape_word(at1000, true)));
     BOOST_TEST((a.first.type == wire::msg_type::error));
     BOOST_TEST(a.first.aux == static_cast<std::uint32_t>(wire::error_code::shape_mismatch));
-    BOOST_TEST(a.first.offset == wire::shape_word(at1500, false));
+    BOOST_TEST(a.first.offset == wire::shape_word(at1500, false, 1));
     // Above what the port carries: refused, saying so.
     f.inject(join_frame(f, 0, 2, 1, -1, 8, 0, wire::shape_word(2880, false)));
     const auto out = messages(f.collect(1));
@@ -756,6 +756,63 @@ BOOST_AUTO_TEST_CASE(a_jobs_chunk_and_policy_hold_for_ranks_joining_after_a_chan
     BOOST_TEST(out[0].text.find("rail r0's MTU 1500 carries chunks of at most 1408 B; job 8's first rail gave it 2880 B") == 0u,
                out[0].text);
     BOOST_TEST(active(*f.d) == 3u);
+}
+
+// A job's rails are the ones its first rail listed when it was created: a
+// rail added while it runs is not its. A rank that joins afterwards is told
+// the job's rails, not the rail's new list, and under LAG the job's
+// contributions are aggregated on the home member found over its rails.
+// Before, the home moved to the added rail, where the job is not: every
+// contribution was answered as one for an unknown job and the job hung
+// (live_changes.sh with RAILGATE_CHAOS_RAILS=1, seed 11); and the late
+// rank striped over one rail more than the others.
+BOOST_AUTO_TEST_CASE(a_rail_added_while_a_job_runs_is_not_the_jobs) {
+    rail_fixture f("vd_added");
+    BOOST_REQUIRE(f.d->set_policy(wire::rail_policy::lag).empty());
+    // A job whose home over two rails would be the rail to come.
+    std::uint32_t job = 10;
+    while (wire::lag_member(job, 77, 2) != 1) ++job;
+    auto ack_of = [&](std::uint16_t rank, std::uint32_t id) {
+        f.inject(join_frame(f, rank, 2, rank + 1u, -1, id));
+        const auto out = f.collect(1);
+        BOOST_REQUIRE(out.size() == 1u);
+        wire::header h;
+        std::span<const std::uint8_t> body;
+        BOOST_REQUIRE(wire::parse_server_message(out[0].data() + frame::udp_frame_overhead,
+                                                 out[0].size() - frame::udp_frame_overhead, h, body) == drop_reason::none);
+        BOOST_REQUIRE((h.type == wire::msg_type::join_ack));
+        wire::join_ack_body a;
+        BOOST_REQUIRE(wire::decode_join_ack_body(body, a));
+        return a;
+    };
+    BOOST_TEST(ack_of(0, job).n_rails == 1u);
+    net::rail_config rc;
+    rc.name = "r1";
+    rc.ip = 0xC6120101;
+    rc.mtu = 1500;
+    std::size_t index = 0;
+    BOOST_REQUIRE_MESSAGE(f.d->add_rail(rc, "net_null_vdadd,no-rx=1", index).empty(), "rail add");
+    // The job's second rank: the job's one rail. A new job: both.
+    BOOST_TEST(ack_of(1, job).n_rails == 1u);
+    BOOST_TEST(ack_of(0, job + 1).n_rails == 2u);
+    // Both ranks' contributions are summed here, the job's only member.
+    for (std::uint16_t r = 0; r < 2; ++r) {
+        float data[256];
+        for (unsigned i = 0; i < 256; ++i) data[i] = static_cast<float>(r * 1000 + i);
+        wire::header h = hdr(wire::msg_type::contrib, r, 2);
+        h.job_id = job;
+        h.count = 256;
+        f.inject(f.udp(h, data, sizeof data));
+    }
+    const auto out = messages(f.collect(2));
+    unsigned results = 0;
+    for (const sent& m : out) {
+        BOOST_TEST((m.h.type == wire::msg_type::result), "a " << static_cast<int>(m.h.type) << ": " << m.text);
+        results += m.h.type == wire::msg_type::result;
+    }
+    BOOST_TEST(results == 2u);
+    BOOST_TEST(f.drops(drop_reason::unknown_job) == 0u);
+    BOOST_TEST(f.drops(drop_reason::wrong_rail_or_slot) == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_stalled_rank_is_named_and_its_job_freed) {

@@ -66,6 +66,8 @@ local f = {
     -- JOIN's aux on a worker's rails after the first: the job's shape there
     shape_chunk = ProtoField.uint32("railgate.join.shape_chunk", "Job chunk bytes (its first rail's; 0: railgated chooses)",
                                     base.DEC, nil, 0x00ffffff),
+    shape_rails = ProtoField.uint32("railgate.join.shape_rails", "Job's rails (its first rail's JOIN_ACK's; 0: not named)",
+                                    base.DEC, nil, 0x7f000000),
     shape_lag = ProtoField.bool("railgate.join.shape_lag", "Job under LAG (its first rail's)", 32, nil, 0x80000000),
     -- JOIN_ACK
     rail_index = ProtoField.uint32("railgate.ack.rail_index", "Answering rail"),
@@ -182,6 +184,7 @@ function rg.dissector(buf, pinfo, root)
     elseif t == 1 then
         local at = tree:add(f.aux, buf(36, 4))
         at:add(f.shape_chunk, buf(36, 4))
+        at:add(f.shape_rails, buf(36, 4))
         at:add(f.shape_lag, buf(36, 4))
         if body_len_ok(tree, body, 24, "JOIN") then
             tree:add(f.max_count, body(0, 8))
