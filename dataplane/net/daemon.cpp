@@ -166,6 +166,15 @@ void daemon::launch() {
         c.launched = true;
         p_->launched = true;
     }
+    // Each loop has read the daemon's policy, JOIN_ACK and limits into its
+    // rails' states before launch returns, so that a control command right
+    // after (railctl policy set as railgated comes up; a test's set_policy)
+    // changes them after the loops read them, never while: ThreadSanitizer
+    // found set_policy racing make_rail_state (test_rail_loop
+    // a_rail_added_while_a_job_runs_is_not_the_jobs). Changes after launch
+    // reach the loops as commands.
+    for (auto& c : p_->ctxs)
+        while (!c.ready.load(std::memory_order_acquire)) std::this_thread::yield();
     p_->monitor_stop = false;
     p_->monitor = std::thread([this] { p_->monitor_links(); });
     // Beside a busy task an lcore that sleeps or naps weighs as

@@ -119,6 +119,9 @@ struct daemon::impl {
         // that the loop's end (its reads of the rails) visibly happens before
         // what follows (close() frees the rails' ports).
         bool launched = false;
+        // Set by lcore_main once it has built its rails' states from the
+        // daemon's (policy, JOIN_ACK, limits): launch() returns after.
+        std::atomic<bool> ready{false};
         std::atomic<bool> ended{false};
         // The TSC of the loop's last lifecycle tick (every 10 ms, idle or
         // busy): daemon::passes(), what railgated's liveness check reads.

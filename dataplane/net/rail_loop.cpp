@@ -393,6 +393,7 @@ int daemon::impl::lcore_main(void* arg) {
     for (std::size_t i = 0; i < d.rails.size(); ++i)
         if (d.rails[i]->lcore == c->lcore && d.rails[i]->active) mine.push_back(d.make_rail_state(i, c->lcore));
     rebond();
+    c->ready.store(true, std::memory_order_release); // daemon::launch waits for it
     // The lifecycle's clock runs every 10 ms: stalls are judged in seconds.
     const std::uint64_t expire_every = rte_get_tsc_hz() / 100;
     const std::uint64_t ms_tsc = rte_get_tsc_hz() / 1000;

@@ -289,6 +289,30 @@ ctl --json stats --rail r0 | python3 -c 'import json,sys; assert json.load(sys.s
   fail "rtt_reports counter"
 ok "stats (all, --rail, --watch) and latency (all, --rail, --job, --plot, --reset, --worker)"
 
+# --- a job's run that left without its LEAVEs (killed, or its LEAVEs
+# lost): job 20's two ranks join both rails for 1000 elements and go
+# silent, assembled with nothing in flight, which only the 10-minute idle
+# time would end. The job's next run, with another count, takes it over
+# once its ranks have been silent for the stall time (before 08a00e5 it was
+# refused, "job 20 has max_count 1000", for those 10 minutes).
+in_ns python3 - "$RAILGATE_TOKEN" <<'PY' || fail "the left-behind job's JOINs"
+import os, socket, struct, sys
+token = int(sys.argv[1])
+for rank in (0, 1):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(2)
+    for rail in ("198.18.0.1", "198.18.1.1"):
+        # JOIN: header (version 2, type 1, fp32, job 20, the token, rank, world 2), then max_count 1000.
+        h = struct.pack(">BBBBIQHHHHQII", 2, 1, 0, 0, 20, token, rank, 2, 0, 0, 0, 0, 0)
+        b = struct.pack(">QHHIQ", 1000, 0, 0, 0, int.from_bytes(os.urandom(8), "big"))
+        s.sendto(h + b, (rail, 47000))
+        a = s.recv(2048)
+        assert a[1] == 2, f"rank {rank} on {rail}: not a JOIN_ACK (type {a[1]})"
+PY
+sleep 1.5
+run_bench 20 2 || fail "the job's next run, with another count: $(grep -h railbench "$dir"/bench-20-*.log | head -n 2)"
+ok "a job's part left without its LEAVEs gives way to the job's next run with another count after the stall time"
+
 # --- a rank that joins after an MTU change runs the job as the ranks
 # before it did: its chunk is the job's, fixed when the job was created
 # (before, its JOIN_ACK gave the rail's new chunk and the ranks chunked the
