@@ -73,7 +73,7 @@ public:
     // embedded mode's virtual switch serves every port.
     bool parallel_rails() const noexcept override { return !pump_; }
 
-    std::string open_rails(std::span<const wire::rail_entry> rails) override {
+    std::string open_rails(std::span<const wire::rail_entry> rails, const std::function<void()>&) override {
         if (rails.size() > all_.size())
             return "railgated has " + std::to_string(rails.size()) + " rails but this worker has " +
                    std::to_string(all_.size()) + " DPDK ports";

@@ -115,7 +115,7 @@ public:
     std::uint64_t coalesced() const noexcept override { return coalesced_.load(std::memory_order_relaxed); }
     bool parallel_rails() const noexcept override { return true; }
 
-    std::string open_rails(std::span<const wire::rail_entry> rails) override {
+    std::string open_rails(std::span<const wire::rail_entry> rails, const std::function<void()>&) override {
         try {
             std::vector<rail> next;
             for (std::size_t r = 0; r < rails.size(); ++r) {

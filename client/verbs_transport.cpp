@@ -24,10 +24,20 @@ using verbs::rq_depth;
 using verbs::sq_depth;
 using verbs::wr_kind;
 
-// Waits for a CM event of type `want`; returns "" or why not.
+// Waits for a CM event of type `want`; returns "" or why not. Calls
+// `meanwhile` (if set) every 50 ms of the wait.
 std::string expect_event(rdma_event_channel* ch, rdma_cm_event_type want, std::chrono::milliseconds timeout,
-                         const std::string& where, unsigned* peer_mtu = nullptr) {
-    rdma_cm_event* e = verbs::next_event(ch, timeout);
+                         const std::string& where, const std::function<void()>& meanwhile,
+                         unsigned* peer_mtu = nullptr) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    rdma_cm_event* e = nullptr;
+    for (;;) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) break;
+        e = verbs::next_event(ch, meanwhile ? std::min(left, std::chrono::milliseconds(50)) : left);
+        if (e || !meanwhile) break;
+        meanwhile();
+    }
     if (!e) return where + ": no answer within " + std::to_string(timeout.count()) + " ms";
     const rdma_cm_event_type got = e->event;
     const int status = e->status;
@@ -148,7 +158,8 @@ struct verbs_transport::rail {
 
 namespace {
 
-std::unique_ptr<verbs_transport::rail> connect_rail(std::uint32_t ip, std::uint16_t port, const verbs_options& o) {
+std::unique_ptr<verbs_transport::rail> connect_rail(std::uint32_t ip, std::uint16_t port, const verbs_options& o,
+                                                    const std::function<void()>& meanwhile = {}) {
     auto r = std::make_unique<verbs_transport::rail>();
     const std::string where = "verbs connect to " + net::format_ipv4(ip) + ":" + std::to_string(port);
     r->ch.reset(rdma_create_event_channel());
@@ -166,10 +177,10 @@ std::unique_ptr<verbs_transport::rail> connect_rail(std::uint32_t ip, std::uint1
     const int ms = static_cast<int>(o.connect_timeout.count());
     if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), ms))
         throw std::runtime_error(where + ": rdma_resolve_addr: " + std::strerror(errno));
-    if (std::string e = expect_event(r->ch.get(), RDMA_CM_EVENT_ADDR_RESOLVED, o.connect_timeout, where); !e.empty())
+    if (std::string e = expect_event(r->ch.get(), RDMA_CM_EVENT_ADDR_RESOLVED, o.connect_timeout, where, meanwhile); !e.empty())
         throw std::runtime_error(e + " (address resolution: is there an RDMA device with a route there?)");
     if (rdma_resolve_route(id, ms)) throw std::runtime_error(where + ": rdma_resolve_route: " + std::strerror(errno));
-    if (std::string e = expect_event(r->ch.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, o.connect_timeout, where); !e.empty())
+    if (std::string e = expect_event(r->ch.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, o.connect_timeout, where, meanwhile); !e.empty())
         throw std::runtime_error(e);
     r->pd.reset(ibv_alloc_pd(id->verbs));
     r->comp.reset(ibv_create_comp_channel(id->verbs));
@@ -196,7 +207,7 @@ std::unique_ptr<verbs_transport::rail> connect_rail(std::uint32_t ip, std::uint1
     if (rdma_connect(id, &p)) throw std::runtime_error(where + ": rdma_connect: " + std::strerror(errno));
     // railgated answers with the path MTU both ends use.
     unsigned theirs = 0;
-    if (std::string e = expect_event(r->ch.get(), RDMA_CM_EVENT_CONNECT_RESPONSE, o.connect_timeout, where,
+    if (std::string e = expect_event(r->ch.get(), RDMA_CM_EVENT_CONNECT_RESPONSE, o.connect_timeout, where, meanwhile,
                                      &theirs);
         !e.empty())
         throw std::runtime_error(e);
@@ -240,10 +251,10 @@ verbs_transport::~verbs_transport() = default;
 
 unsigned verbs_transport::n_rails() const noexcept { return static_cast<unsigned>(rails_.size()); }
 
-std::string verbs_transport::open_rails(std::span<const wire::rail_entry> rails) {
+std::string verbs_transport::open_rails(std::span<const wire::rail_entry> rails, const std::function<void()>& meanwhile) {
     try {
         for (std::size_t i = rails_.size(); i < rails.size(); ++i) {
-            rails_.push_back(connect_rail(rails[i].ip, rails[i].udp_port, o_));
+            rails_.push_back(connect_rail(rails[i].ip, rails[i].udp_port, o_, meanwhile));
             rails_.back()->last_join = rails_[0]->last_join;
             addrs_.push_back({rails[i].ip, rails[i].udp_port});
         }

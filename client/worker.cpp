@@ -100,10 +100,18 @@ std::string check_rails(const wire::join_ack_body& a) {
 }
 
 // Whether the JOIN_ACK `a` that rail r sent (`index`: its header's aux,
-// the rail's index at railgated) lists the rails the job's first JOIN_ACK
-// listed, this one at r: empty when it does, else why not.
-std::string rails_moved(const wire::join_ack_body& job, const wire::join_ack_body& a, std::uint32_t index, unsigned r,
-                        std::uint32_t job_id) {
+// the rail's index at railgated) gives the job what its first JOIN_ACK,
+// rail `first`'s, gave: one chunk and policy, and the same rails, this one
+// at r. Empty when it does, else why not: the job could not run with two
+// chunk sizes or policies, nor stripe (or find its LAG home) over other
+// rails here.
+std::string ack_disagrees(const wire::join_ack_body& job, const wire::join_ack_body& a, std::uint32_t index, unsigned r,
+                          unsigned first, std::uint32_t job_id) {
+    if (a.chunk_bytes != job.chunk_bytes || a.policy != job.policy)
+        return "railgated runs job " + std::to_string(job_id) + " with " + std::to_string(a.chunk_bytes) +
+               " B chunks under policy " + wire::policy_name(a.policy) + " on rail " + std::to_string(r) + ", and " +
+               std::to_string(job.chunk_bytes) + " B under " + wire::policy_name(job.policy) + " on rail " +
+               std::to_string(first) + " (an MTU or policy change came between the JOINs): join it again";
     bool same = a.n_rails == job.n_rails && index == r;
     for (unsigned i = 0; same && i < a.n_rails; ++i)
         same = a.rails[i].ip == job.rails[i].ip && a.rails[i].udp_port == job.rails[i].udp_port;
@@ -622,6 +630,38 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
     std::string last_refusal;
     // The rails disagree on the job's chunk or policy: no rank can run it.
     bool misshapen = false;
+    // Once rail `first` has answered, the rank joins the job's other rails
+    // (over verbs it connects each first) and sends nothing there until it
+    // has joined them all, while ranks done sooner may be at work there:
+    // railgated would take the silence past its stall time for a stopped
+    // rank (the official CI of 759823f: "rank 0 sent nothing to slot 0 of
+    // job 6 on rail v0 for 1064 ms", in the SoftRoCE guest). So a PING goes
+    // there every quarter of the stall time meanwhile (as keepalive() does
+    // between operations), and what comes back is read: an ERROR is the
+    // job's end there, kept for the await.
+    const auto ping_every = [&] {
+        return std::chrono::milliseconds(s.ack.stall_ms ? std::max(1, s.ack.stall_ms / 4) : 250);
+    };
+    auto next_ping = clock::time_point::max();
+    std::string ended_first;
+    wire::error_code ended_code = wire::error_code::none;
+    auto keep_first = [&] {
+        if (clock::now() < next_ping || !ended_first.empty()) return;
+        next_ping = clock::now() + ping_every();
+        const tx_msg p{control_header(o_, wire::msg_type::ping, s.inst[first]), nullptr, 0};
+        t_.send(first, &p, 1);
+        const unsigned n = t_.recv(first, s.rx.data(), rx_batch);
+        for (unsigned k = 0; k < n && ended_first.empty(); ++k) {
+            const rx_msg& m = s.rx[k];
+            std::string why;
+            if (m.h.type == wire::msg_type::error && m.h.job_id == o_.job_id &&
+                wire::token_equal(m.h.job_token, o_.job_token) && m.h.rank == o_.rank &&
+                (m.h.gen == s.inst[first] || m.h.gen == transport_error_gen) && text_of(m, why)) {
+                ended_first = why.empty() ? std::string(wire::error_name(static_cast<wire::error_code>(m.h.aux))) : why;
+                ended_code = static_cast<wire::error_code>(m.h.aux);
+            }
+        }
+    };
     // Waits for a JOIN_ACK on every rail in `want`, sending JOINs every
     // 100 ms. A refusal that may pass (the rank's old process still bound)
     // keeps the JOIN going until the deadline; any other ends it.
@@ -629,6 +669,11 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
         std::vector<bool> acked(want.size(), false);
         auto next_send = clock::now();
         while (std::find(acked.begin(), acked.end(), false) != acked.end()) {
+            keep_first();
+            if (!ended_first.empty()) {
+                s.why = failure_of(ended_code);
+                return "railgated ended the job on rail " + std::to_string(first) + ": " + ended_first;
+            }
             if (clock::now() > deadline) {
                 s.why = last_refusal.empty() ? failure::timeout : failure::refused;
                 if (!last_refusal.empty()) return last_refusal;
@@ -736,27 +781,13 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
                     if (!acked[i]) s.joined_on.push_back(r);
                     acked[i] = true;
                     s.inst[r] = m.h.gen;
-                    if (a.chunk_bytes != s.ack.chunk_bytes || a.policy != s.ack.policy) {
-                        // A railgated that does not take the shape from the
-                        // JOIN (before 2026-11-30), or a verbs rail: the
-                        // job cannot run with two chunk sizes or policies.
+                    if (std::string bad = ack_disagrees(s.ack, a, m.h.aux, r, first, o_.job_id); !bad.empty()) {
+                        // An MTU, policy or rail change came between the
+                        // JOINs, and railgated did not refuse it (one
+                        // before 2026-12-01, or a verbs rail).
                         s.why = failure::aborted;
                         misshapen = true;
-                        return "railgated runs job " + std::to_string(o_.job_id) + " with " + std::to_string(a.chunk_bytes) +
-                               " B chunks under policy " + wire::policy_name(a.policy) + " on rail " + std::to_string(r) +
-                               ", and " + std::to_string(s.ack.chunk_bytes) + " B under " + wire::policy_name(s.ack.policy) +
-                               " on rail " + std::to_string(first) +
-                               " (an MTU or policy change came between the JOINs): join it again";
-                    }
-                    if (std::string moved = rails_moved(s.ack, a, m.h.aux, r, o_.job_id); !moved.empty()) {
-                        // A rail added or removed between the JOINs (a
-                        // railgated before 2026-12-01 does not refuse it):
-                        // this rail is not the one the first listed, or
-                        // lists others; the job would stripe, or find its
-                        // LAG home, over other rails here.
-                        s.why = failure::aborted;
-                        misshapen = true;
-                        return moved;
+                        return bad;
                     }
                 }
             }
@@ -767,9 +798,10 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
     std::string e = await({first});
     if (e == "\x01") return join_on(first, s.excluded, adoptions + 1); // once more, on the job's rails
     if (!e.empty()) return e;
+    next_ping = clock::now() + ping_every();
     s.excluded = s.ack.excluded_rails;
     if (t_.n_rails() < s.ack.n_rails)
-        if (e = t_.open_rails({s.ack.rails, s.ack.n_rails}); !e.empty()) {
+        if (e = t_.open_rails({s.ack.rails, s.ack.n_rails}, keep_first); !e.empty()) {
             s.why = failure::refused;
             leave();
             return e;

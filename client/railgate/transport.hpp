@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -67,8 +68,10 @@ public:
     // Rails the transport can reach now (1 until open_rails()).
     virtual unsigned n_rails() const noexcept = 0;
     // After the first JOIN_ACK: reach every rail it lists (rail 0 included).
-    // Returns an empty string or the reason it failed.
-    virtual std::string open_rails(std::span<const wire::rail_entry> rails) = 0;
+    // Returns an empty string or the reason it failed. A transport that
+    // waits on the way (a verbs connection's handshake) calls `meanwhile`
+    // every 50 ms or so: the worker keeps the rail it has joined alive.
+    virtual std::string open_rails(std::span<const wire::rail_entry> rails, const std::function<void()>& meanwhile) = 0;
     // Sends up to n messages on `rail`; returns how many left.
     virtual unsigned send(unsigned rail, const tx_msg* msgs, unsigned n) noexcept = 0;
     // Receives up to max validated server messages from `rail`. Invalid

@@ -30,7 +30,7 @@ public:
     ~verbs_transport() override;
 
     unsigned n_rails() const noexcept override;
-    std::string open_rails(std::span<const wire::rail_entry> rails) override;
+    std::string open_rails(std::span<const wire::rail_entry> rails, const std::function<void()>& meanwhile) override;
     unsigned send(unsigned rail, const tx_msg* msgs, unsigned n) noexcept override;
     unsigned recv(unsigned rail, rx_msg* out, unsigned max) noexcept override;
     std::uint64_t dropped() const noexcept override;

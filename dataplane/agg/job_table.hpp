@@ -15,16 +15,17 @@
 //     refused (rank_taken) while the binding is live, and replaces the old
 //     job (takeover: the old one is ended first) when the old peer has been
 //     silent for the stall time or is the same address with a new nonce (a
-//     restarted process). A JOIN asking for another world, dtype, max_count,
-//     pool or rails is refused, except that it takes over the same way
-//     (or when every member of the job is silent that long): a rank's new
-//     run must not wait out the idle time behind its old run's part on a
-//     rail the LEAVE never reached. Before the job has completed a chunk, a live
-//     binding claimed from elsewhere is a clash: the same id and token
-//     started twice at once, whose members could interleave (A's rank 0
-//     with B's rank 1) and sum each other's data. Nothing tells the two
-//     apart, so the job ends for both (rank_claimed), and JOINs of that id
-//     and token are refused for the assembly time (the runs' late ranks).
+//     restarted process). A JOIN asking for another world, dtype,
+//     max_count, pool or excluded rails is refused, except that it takes
+//     over the same way (or when every member of the job is silent that
+//     long): a rank's new run must not wait out the idle time behind its
+//     old run's part on a rail the LEAVE never reached. Before the job has
+//     completed a chunk, a live binding claimed from elsewhere is a clash:
+//     the same id and token started twice at once, whose members could
+//     interleave (A's rank 0 with B's rank 1) and sum each other's data.
+//     Nothing tells the two apart, so the job ends for both (rank_claimed),
+//     and JOINs of that id and token are refused for the assembly time (the
+//     runs' late ranks).
 //   - A job ends by LEAVE of its last rank, by an abort, or by expire():
 //     a slot that some ranks have contributed to and others not for the
 //     stall time (the missing ranks are named), a job whose ranks have not
@@ -251,12 +252,11 @@ public:
         job_t* j = find(h.job_id);
         if (j) {
             if (!wire::token_equal(j->token, h.job_token)) return refuse(r, wire::error_code::job_in_use);
-            // A JOIN of other parameters for a job whose process is gone
-            // (the rank's restarted or went silent, or every member is
-            // silent) replaces it, as one of the same would. The job's own
-            // rank for that id on a rail its LEAVE never reached, refusing
-            // the job's next run (another count, say) for the idle time,
-            // 10 minutes by default, is what it would otherwise be.
+            // A JOIN of other parameters takes the job over when the
+            // process it would replace is gone, as a JOIN of the same ones
+            // does below: otherwise a run's part left on a rail its LEAVEs
+            // never reached would refuse the job's next run (another
+            // count, say) for the idle time, 10 minutes by default.
             if (!fits(*j, h, b, pool) && gone(*j, h.rank, who, now)) {
                 r.st = join_status::takeover;
                 r.j = j;
@@ -290,23 +290,18 @@ public:
                 return refuse(r, wire::error_code::op_mismatch);
             }
             if (j->joined & bit) {
-                const peer& p = j->peers[h.rank];
                 if (repeated) {
                     j->heard[h.rank] = now;
                     r.st = join_status::again;
                     r.j = j;
                     return r;
                 }
-                const std::uint64_t silent = now - j->heard[h.rank];
-                // The same address with a new nonce is a restarted process
-                // (one socket cannot serve two); a binding silent past the
-                // stall time is a dead one.
-                if (p.addr == who.addr || (life_.stall && silent >= life_.stall)) {
+                if (gone(*j, h.rank, who, now)) {
                     r.st = join_status::takeover;
                     r.j = j;
                     return r;
                 }
-                r.detail = silent;
+                r.detail = now - j->heard[h.rank];
                 if (!started(*j)) {
                     clashes_[next_clash_++ % max_clashes] = {j->id, j->token, now, true};
                     r.st = join_status::clash;

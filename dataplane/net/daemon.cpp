@@ -589,7 +589,12 @@ std::string daemon::latency(int rail, const std::optional<std::uint32_t>& job, b
     c.worker = worker;
     c.reset = reset;
     c.out = &out;
-    return p_->on_lcores(c, rail);
+    if (std::string e = p_->on_lcores(c, rail); !e.empty()) return e;
+    if (job && !c.found)
+        return "job " + std::to_string(*job) + " is not among the last " + std::to_string(job_latency::slots) +
+               " jobs joined on " + (rail < 0 ? "any rail" : "rail " + p_->rails[static_cast<std::size_t>(rail)]->cfg.name) +
+               " (each rail keeps the histograms of that many; without --job, every job's)";
+    return {};
 }
 
 std::string daemon::tc_latency(int rail, unsigned tc, bool reset, stats::histogram& out) {

@@ -44,6 +44,7 @@ struct lcore_command {
     int tc = -1;                        // a traffic class's wait in the scheduler instead
     bool reset = false;
     stats::histogram* out = nullptr;    // merged into
+    unsigned found = 0;                 // rails that had the histogram asked for (a job's: among their recent jobs)
     // adopt: what JOIN_ACKs advertise and new jobs use from now on
     wire::join_ack_body ack{};
     std::uint32_t job_chunk_bytes = 0;

@@ -184,16 +184,15 @@ void refusal_text(char* t, std::size_t n, const rail_state& rs, const wire::head
         const auto word = static_cast<std::uint32_t>(jr.detail);
         const unsigned mtu = rs.s.mtu_now.load(std::memory_order_relaxed);
         // 0 rails named: a worker before 2026-12-01 (the rails not compared).
-        const auto rails = wire::shape_rails;
         if (word)
             std::snprintf(t, n,
                           "job %u runs %u B chunks under policy %s over %u rails on rail %s; its first rail gave "
                           "this rank %u B under %s over %u rails (an MTU, policy or rail change came between the "
                           "ranks' JOINs there): the job cannot run, join it again",
-                          h.job_id, wire::shape_chunk(word), policy(wire::shape_lag(word)), rails(word),
+                          h.job_id, wire::shape_chunk(word), policy(wire::shape_lag(word)), wire::shape_rails(word),
                           rs.s.cfg.name.c_str(), wire::shape_chunk(h.aux), policy(wire::shape_lag(h.aux)),
-                          rails(h.aux));
-        else if (const unsigned listed = rails(h.aux); listed && rs.agg.lim().rail_index >= listed)
+                          wire::shape_rails(h.aux));
+        else if (const unsigned listed = wire::shape_rails(h.aux); listed && rs.agg.lim().rail_index >= listed)
             std::snprintf(t, n,
                           "rail %s is rail %u now; job %u's first rail listed %u rails (a rail was added or removed "
                           "while the job joined): join it again",

@@ -99,6 +99,7 @@ void run_command(rail_state& rs, lcore_command& c) {
                               : c.job ? rs.job_lat.find(*c.job, c.worker)
                               : c.worker ? &rs.worker_rtt : &rs.lat;
         if (!h) return;
+        ++c.found;
         c.out->merge(*h);
         if (c.reset) h->reset();
         return;

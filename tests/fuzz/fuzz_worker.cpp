@@ -71,7 +71,7 @@ public:
     const char* name() const noexcept override { return "fuzz"; }
     std::uint64_t dropped() const noexcept override { return dropped_; }
 
-    std::string open_rails(std::span<const wire::rail_entry> rails) override {
+    std::string open_rails(std::span<const wire::rail_entry> rails, const std::function<void()>&) override {
         if (rails.empty() || rails.size() > wire::max_rails) broken("open_rails: rail count");
         for (const wire::rail_entry& e : rails)
             if (e.ip == 0 || e.ip >> 28 >= 0xe || e.udp_port == 0 || e.mtu < 256 || e.mtu > wire::max_mtu)

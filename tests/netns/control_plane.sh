@@ -276,6 +276,9 @@ grep -qE "min [0-9.]+ +p50 [0-9.]+ +p90 [0-9.]+ +p99 [0-9.]+ +p99.9 [0-9.]+ +p99
 grep -q "t_typical\[usec\]" "$dir/latency.log" || fail "perftest summary"
 grep -qE "\|#+" "$dir/latency.log" || fail "bar chart"
 ctl latency --rail r0 --job 11 | grep -q "rail r0, job 11" || fail "latency --job"
+# A job the rail keeps no histograms of (never run, or past the last 8): said so, not "no samples".
+ctl latency --rail r0 --job 999 > /dev/null 2> "$dir/err.log" && fail "latency --job of a job never run"
+grep -q "job 999 is not among the last 8 jobs joined on rail r0" "$dir/err.log" || fail "latency --job 999: $(cat "$dir/err.log")"
 ctl latency --plot "$dir/lat.svg" > /dev/null || fail "latency --plot"
 grep -q "<polyline" "$dir/lat.svg" || fail "svg"
 ctl latency --rail r1 --reset > /dev/null || fail "latency --reset"

@@ -117,7 +117,8 @@ wait_running() { # JOB
   fail "job $1 did not start"
 }
 # Survivors of a failure: each must exit non-zero within 2 s (k x 2 s) of
-# T0, saying ERE. Prints the slowest detection time.
+# T0, saying ERE. Prints the slowest detection time. (Called in $(...),
+# its fail ends only that subshell: the caller checks the status.)
 survivors_fail() { # T0 ERE PID...
   local t0=$1 ere=$2 p worst=0 t limit
   limit=$(secs 2.0)
@@ -209,7 +210,7 @@ for r in 0 1 2; do worker "$r" 10 "${big[@]}"; pids+=($wpid); done
 wait_running 10
 t0=$(now)
 pkill -KILL -P "${pids[2]}" 2> /dev/null || kill -KILL "${pids[2]}"
-t=$(survivors_fail "$t0" "rank 2 sent nothing to slot" "${pids[0]}" "${pids[1]}")
+t=$(survivors_fail "$t0" "rank 2 sent nothing to slot" "${pids[0]}" "${pids[1]}") || { echo "$t"; exit 1; }
 wait "${pids[2]}" 2> /dev/null
 sleep 0.1
 [ "$(active_jobs)" = 0 ] || fail "a killed worker's job is still active"
@@ -256,7 +257,7 @@ for r in 0 1 2; do worker "$r" 11 "${big[@]}"; pids+=($wpid); done
 wait_running 11
 t0=$(now)
 kill -STOP "${pids[1]}"
-t=$(survivors_fail "$t0" "rank 1 sent nothing to slot" "${pids[0]}" "${pids[2]}")
+t=$(survivors_fail "$t0" "rank 1 sent nothing to slot" "${pids[0]}" "${pids[2]}") || { echo "$t"; exit 1; }
 [ "$(active_jobs)" = 0 ] || fail "a stopped worker's job is still active"
 kill -CONT "${pids[1]}"
 for _ in $(seq $((60 * k))); do kill -0 "${pids[1]}" 2> /dev/null || break; sleep 0.05; done
@@ -355,7 +356,7 @@ t0=$(now)
 kill -KILL "$gated_pid"
 wait "$gated_pid" 2> /dev/null
 gated_pid=
-t=$(survivors_fail "$t0" "railgated stopped answering" "${pids[@]}")
+t=$(survivors_fail "$t0" "railgated stopped answering" "${pids[@]}") || { echo "$t"; exit 1; }
 echo "ok: railgated killed: every worker failed after at most $t s (railgated stopped answering)"
 start_gated 2
 pids=()

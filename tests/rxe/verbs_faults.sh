@@ -69,7 +69,10 @@ for r in 0 1; do
     { echo "FAIL: rank $r was not told rank 2 failed"; tail -n 5 "$WORK"/k*.log; cat "$WORK/railgated.log"; exit 1; }
 done
 kill -0 $RG_PID || { echo "FAIL: railgated died"; cat "$WORK/railgated.log"; exit 1; }
-run_workers 3 --job 6 --count 4097,65537 -n 2 -w 0 || { echo "FAIL: the next job"; tail -n 5 "$WORK"/w*.log; exit 1; }
+run_workers 3 --job 6 --count 4097,65537 -n 2 -w 0 || {
+  echo "FAIL: the next job"; tail -n 5 "$WORK"/w*.log; "$BUILD/railctl" --socket "$WORK/ctl.sock" stats
+  tail -n 20 "$WORK/railgated.log"; exit 1
+}
 echo "the next job after the failure: ok"
 "$BUILD/railctl" --socket "$WORK/ctl.sock" --json stats | python3 -c '
 import json, sys

@@ -87,7 +87,9 @@ public:
     explicit counting_transport(std::unique_ptr<client::transport> t) : t_(std::move(t)) {}
     unsigned sends = 0;
     unsigned n_rails() const noexcept override { return t_->n_rails(); }
-    std::string open_rails(std::span<const wire::rail_entry> rails) override { return t_->open_rails(rails); }
+    std::string open_rails(std::span<const wire::rail_entry> rails, const std::function<void()>& meanwhile) override {
+        return t_->open_rails(rails, meanwhile);
+    }
     unsigned send(unsigned rail, const client::tx_msg* msgs, unsigned n) noexcept override {
         ++sends;
         return t_->send(rail, msgs, n);

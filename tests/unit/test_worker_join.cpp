@@ -19,7 +19,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -174,11 +176,13 @@ namespace {
 // Two rails on loopback. Rail 0 acks every JOIN: a job of 1408 B chunks,
 // policy rail, over both. Rail 1 records each JOIN's shape word (aux) and
 // answers as `second` says: an ack of the same shape, an ack of another
-// chunk (a railgated from before the shape word), or shape_mismatch. What
-// arrives as an ERROR (a worker's abort) on rail 0 is counted.
+// chunk (a railgated from before the shape word), or shape_mismatch; or
+// `late`, the same ack 900 ms after the first JOIN (a slow connection); or
+// `never`, with rail 0 answering a PING with the job's end. What arrives
+// as an ERROR (a worker's abort) on rail 0 is counted, and PINGs there.
 class two_rail_server {
 public:
-    enum class answer { same, other_chunk, refuse, refuse_once, other_rails, other_index };
+    enum class answer { same, other_chunk, refuse, refuse_once, other_rails, other_index, late, never };
     explicit two_rail_server(answer second) : second_(second) {
         fd_[0] = test::bind_loopback(port_[0]);
         fd_[1] = test::bind_loopback(port_[1]);
@@ -196,6 +200,7 @@ public:
         return shapes_;
     }
     unsigned aborts() const { return aborts_.load(); }
+    unsigned pings() const { return pings_.load(); }
 
 private:
     void loop() {
@@ -217,7 +222,11 @@ private:
                     if (r == 1) {
                         std::lock_guard g(mu_);
                         shapes_.push_back(h.aux);
+                        if (shapes_.size() == 1) first_join_ = clk::now();
                     }
+                    if (r == 1 && (second_ == answer::never ||
+                                   (second_ == answer::late && clk::now() - first_join_ < std::chrono::milliseconds(900))))
+                        continue;
                     if (r == 1 && (second_ == answer::refuse || (second_ == answer::refuse_once && first_nonce(b.nonce))))
                         len = test::refusal(h, b.nonce, wire::error_code::shape_mismatch, wire::shape_word(2880, false),
                                             "job 6 runs 2880 B chunks here", out.data());
@@ -234,6 +243,18 @@ private:
                     len = wire::header_bytes;
                 } else if (h.type == wire::msg_type::error && r == 0) {
                     ++aborts_;
+                } else if (h.type == wire::msg_type::ping && r == 0) {
+                    ++pings_;
+                    if (second_ == answer::never) {
+                        // The job ended there meanwhile: another rank stopped.
+                        const std::string_view text = "rank 1 sent nothing to slot 0 of job 6 on rail r0 for 1000 ms";
+                        wire::encode_header(wire::error_header(h, wire::error_code::rank_failed, 1, 0x80000001u), out.data());
+                        std::memcpy(out.data() + wire::header_bytes, text.data(), text.size());
+                        len = wire::header_bytes + text.size();
+                    } else {
+                        test::header_answer(h, wire::msg_type::pong, 0, out.data());
+                        len = wire::header_bytes;
+                    }
                 }
                 if (len) ::sendto(fd_[r], out.data(), len, 0, reinterpret_cast<const sockaddr*>(&peer), sizeof peer);
             }
@@ -247,17 +268,51 @@ private:
         return nonce == seen_;
     }
     answer second_;
+    clk::time_point first_join_{};
     std::uint64_t seen_ = 0;
     int fd_[2] = {-1, -1};
     std::uint16_t port_[2] = {0, 0};
     mutable std::mutex mu_;
     std::vector<std::uint32_t> shapes_;
     std::atomic<unsigned> aborts_{0};
+    std::atomic<unsigned> pings_{0};
     std::atomic<bool> stop_{false};
     std::thread th_;
 };
 
 } // namespace
+
+// Rail 0 acks at once, rail 1 900 ms later (over verbs: a connection slow
+// to set up). The ranks that joined sooner may be at work on rail 0
+// meanwhile, and railgated judges a rank silent there past its stall time
+// (1000 ms in the JOIN_ACK): the worker PINGs rail 0 every quarter of it
+// until it has joined rail 1. (Before, it sent nothing; the official CI of
+// 759823f had a job end so in the SoftRoCE guest, at 1064 ms.)
+BOOST_AUTO_TEST_CASE(a_rank_joining_its_other_rails_keeps_the_first_alive) {
+    two_rail_server s(two_rail_server::answer::late);
+    auto t = client::make_udp_transport(INADDR_LOOPBACK, s.port());
+    client::worker w{*t, options()};
+    const auto t0 = clk::now();
+    BOOST_TEST(w.join() == "");
+    BOOST_TEST((clk::now() - t0 >= std::chrono::milliseconds(900)));
+    BOOST_TEST(s.pings() >= 2u); // at 250, 500, 750 ms
+    BOOST_TEST(w.stripe_rails().size() == 2u);
+    w.leave();
+}
+
+// The job ends on rail 0 while the rank still joins rail 1 (another rank
+// stopped): the PING's answer ends the join at once, naming why, not the
+// join timeout.
+BOOST_AUTO_TEST_CASE(the_jobs_end_on_the_first_rail_ends_a_join_of_the_others) {
+    two_rail_server s(two_rail_server::answer::never);
+    auto t = client::make_udp_transport(INADDR_LOOPBACK, s.port());
+    client::worker_options o = options();
+    client::worker w{*t, o};
+    const auto [e, soon] = join_failing(w, o);
+    BOOST_TEST(e.find("railgated ended the job on rail 0: rank 1 sent nothing to slot 0") != std::string::npos, e);
+    BOOST_TEST(client::failure_name(w.failed_with()) == client::failure_name(client::failure::rank_failed));
+    BOOST_TEST(soon);
+}
 
 // The JOINs of the rails after the first name the job's shape as the first
 // rail's JOIN_ACK gave it, so that every rail runs the job alike.
