@@ -121,6 +121,13 @@ std::string ack_disagrees(const wire::join_ack_body& job, const wire::join_ack_b
            " on the first (a rail was added or removed between the JOINs): join it again";
 }
 
+// A quarter of the job's stall time (250 ms when railgated names none):
+// how often a rank with nothing else to send PINGs, and the cap on its
+// retransmit timeout, so that railgated never finds it silent that long.
+std::uint64_t quarter_stall_ns(const wire::join_ack_body& a) noexcept {
+    return a.stall_ms ? std::uint64_t{a.stall_ms} * 1'000'000 / 4 : 250'000'000;
+}
+
 } // namespace
 
 std::uint64_t random_token() {
@@ -636,44 +643,29 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
     // railgated would take the silence past its stall time for a stopped
     // rank (the official CI of 759823f: "rank 0 sent nothing to slot 0 of
     // job 6 on rail v0 for 1064 ms", in the SoftRoCE guest). So a PING goes
-    // there every quarter of the stall time meanwhile (as keepalive() does
-    // between operations), and what comes back is read: an ERROR is the
-    // job's end there, kept for the await.
-    const auto ping_every = [&] {
-        return std::chrono::milliseconds(s.ack.stall_ms ? std::max(1, s.ack.stall_ms / 4) : 250);
-    };
+    // there every quarter of the stall time meanwhile, as keepalive() does
+    // between operations; await() reads what comes back there.
     auto next_ping = clock::time_point::max();
-    std::string ended_first;
-    wire::error_code ended_code = wire::error_code::none;
     auto keep_first = [&] {
-        if (clock::now() < next_ping || !ended_first.empty()) return;
-        next_ping = clock::now() + ping_every();
+        if (clock::now() < next_ping) return;
+        next_ping = clock::now() + std::chrono::nanoseconds(quarter_stall_ns(s.ack));
         const tx_msg p{control_header(o_, wire::msg_type::ping, s.inst[first]), nullptr, 0};
         t_.send(first, &p, 1);
-        const unsigned n = t_.recv(first, s.rx.data(), rx_batch);
-        for (unsigned k = 0; k < n && ended_first.empty(); ++k) {
-            const rx_msg& m = s.rx[k];
-            std::string why;
-            if (m.h.type == wire::msg_type::error && m.h.job_id == o_.job_id &&
-                wire::token_equal(m.h.job_token, o_.job_token) && m.h.rank == o_.rank &&
-                (m.h.gen == s.inst[first] || m.h.gen == transport_error_gen) && text_of(m, why)) {
-                ended_first = why.empty() ? std::string(wire::error_name(static_cast<wire::error_code>(m.h.aux))) : why;
-                ended_code = static_cast<wire::error_code>(m.h.aux);
-            }
-        }
     };
     // Waits for a JOIN_ACK on every rail in `want`, sending JOINs every
     // 100 ms. A refusal that may pass (the rank's old process still bound)
-    // keeps the JOIN going until the deadline; any other ends it.
-    auto await = [&](std::vector<unsigned> want) -> std::string {
+    // keeps the JOIN going until the deadline; any other ends it. With
+    // `joined`, rail `first` is listened to as well, as acked: an ERROR
+    // there is the job's end while this rank joined the others.
+    auto await = [&](std::vector<unsigned> want, bool joined) -> std::string {
         std::vector<bool> acked(want.size(), false);
+        if (joined) {
+            want.insert(want.begin(), first);
+            acked.insert(acked.begin(), true);
+        }
         auto next_send = clock::now();
         while (std::find(acked.begin(), acked.end(), false) != acked.end()) {
-            keep_first();
-            if (!ended_first.empty()) {
-                s.why = failure_of(ended_code);
-                return "railgated ended the job on rail " + std::to_string(first) + ": " + ended_first;
-            }
+            if (joined) keep_first();
             if (clock::now() > deadline) {
                 s.why = last_refusal.empty() ? failure::timeout : failure::refused;
                 if (!last_refusal.empty()) return last_refusal;
@@ -795,10 +787,10 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
         }
         return "";
     };
-    std::string e = await({first});
+    std::string e = await({first}, false);
     if (e == "\x01") return join_on(first, s.excluded, adoptions + 1); // once more, on the job's rails
     if (!e.empty()) return e;
-    next_ping = clock::now() + ping_every();
+    next_ping = clock::now() + std::chrono::nanoseconds(quarter_stall_ns(s.ack));
     s.excluded = s.ack.excluded_rails;
     if (t_.n_rails() < s.ack.n_rails)
         if (e = t_.open_rails({s.ack.rails, s.ack.n_rails}, keep_first); !e.empty()) {
@@ -819,7 +811,7 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
     s.rails = static_cast<unsigned>(s.tr.size());
     s.pool = s.ack.pool_size;
     s.chunk_elems = s.ack.chunk_bytes / static_cast<std::uint32_t>(wire::dtype_size(o_.dt));
-    s.rto_cap_ns = s.ack.stall_ms ? std::uint64_t{s.ack.stall_ms} * 1'000'000 / 4 : 250'000'000;
+    s.rto_cap_ns = quarter_stall_ns(s.ack);
     if (s.pool == 0 || s.chunk_elems == 0 || s.rails == 0) {
         s.why = failure::refused;
         leave();
@@ -830,7 +822,7 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
         if (r != first && !(s.excluded >> r & 1)) others.push_back(r);
     // The other rails run the job as the first does: its chunk and policy.
     msg.h.aux = wire::shape_word(s.ack.chunk_bytes, lag, s.ack.n_rails);
-    if (e = await(others); !e.empty()) {
+    if (e = await(others, true); !e.empty()) {
         // Refused part-way: what was joined is left, so nothing stays behind;
         // a job whose rails disagree on its shape is ended for every rank.
         // (Only that one: a job that ended while this rank joined it is

@@ -10,7 +10,8 @@
 #   control_plane.sh RAILGATED RAILCTL RAILBENCH SOURCE_ROOT
 set -u
 railgated=$1 railctl=$2 railbench=$3 src=$4
-. "$(dirname "$0")/lib.sh"
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
 require_netns
 
 ns=rgcp$$ dir=$(mktemp -d) prefix=rgcp$$
@@ -298,19 +299,19 @@ ok "stats (all, --rail, --watch) and latency (all, --rail, --job, --plot, --rese
 # time would end. The job's next run, with another count, takes it over
 # once its ranks have been silent for the stall time (before 08a00e5 it was
 # refused, "job 20 has max_count 1000", for those 10 minutes).
-in_ns python3 - "$RAILGATE_TOKEN" <<'PY' || fail "the left-behind job's JOINs"
-import os, socket, struct, sys
+in_ns python3 - "$RAILGATE_TOKEN" "$here" <<'PY' || fail "the left-behind job's JOINs"
+import os, socket, sys
+sys.path.insert(0, sys.argv[2])
+import railgate_msgs as m
 token = int(sys.argv[1])
 for rank in (0, 1):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.settimeout(2)
+    nonce = int.from_bytes(os.urandom(8), "big")
     for rail in ("198.18.0.1", "198.18.1.1"):
-        # JOIN: header (version 2, type 1, fp32, job 20, the token, rank, world 2), then max_count 1000.
-        h = struct.pack(">BBBBIQHHHHQII", 2, 1, 0, 0, 20, token, rank, 2, 0, 0, 0, 0, 0)
-        b = struct.pack(">QHHIQ", 1000, 0, 0, 0, int.from_bytes(os.urandom(8), "big"))
-        s.sendto(h + b, (rail, 47000))
+        s.sendto(m.join(20, token, rank, 2, 1000, nonce), (rail, 47000))
         a = s.recv(2048)
-        assert a[1] == 2, f"rank {rank} on {rail}: not a JOIN_ACK (type {a[1]})"
+        assert a[1] == m.JOIN_ACK, f"rank {rank} on {rail}: not a JOIN_ACK (type {a[1]})"
 PY
 sleep 1.5
 run_bench 20 2 || fail "the job's next run, with another count: $(grep -h railbench "$dir"/bench-20-*.log | head -n 2)"

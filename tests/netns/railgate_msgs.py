@@ -1,5 +1,6 @@
 """Shared by the netns tests that look at a rail's traffic (dissector.sh,
-capture.sh): crafted bad railgate messages, and the checks that the
+capture.sh) or craft railgate messages (control_plane.sh): a header, a
+JOIN, crafted bad messages, and the checks that the
 messages a capture saw, by type, equal railgated's counters for the rail."""
 import socket
 import struct
@@ -7,8 +8,14 @@ import struct
 JOIN, JOIN_ACK, CONTRIB, RESULT, ERROR, LEAVE, LEAVE_ACK, RTT_REPORT, PING, PONG, HELD = 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12
 
 
-def header(version=2, t=CONTRIB, dt=0, flags=0, job=99, world=2, count=4, rank=0):
-    return struct.pack(">BBBBIQHHHHQII", version, t, dt, flags, job, 1, rank, world, 0, count, 0, 0, 0)
+def header(version=2, t=CONTRIB, dt=0, flags=0, job=99, world=2, count=4, rank=0, token=1):
+    return struct.pack(">BBBBIQHHHHQII", version, t, dt, flags, job, token, rank, world, 0, count, 0, 0, 0)
+
+
+def join(job, token, rank, world, max_count, nonce):
+    """A JOIN (fp32, default pool, no rail excluded, operation 0)."""
+    return header(t=JOIN, job=job, world=world, count=0, rank=rank, token=token) + struct.pack(
+        ">QHHIQ", max_count, 0, 0, 0, nonce)
 
 
 # Each crafted message of job 99, by the drop reason railgated counts it as.
