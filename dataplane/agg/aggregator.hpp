@@ -21,6 +21,7 @@
 #include <span>
 #include <type_traits>
 
+#include "dataplane/agg/footprint.hpp"
 #include "dataplane/agg/job_table.hpp"
 #include "dataplane/proto/drop_reason.hpp"
 #include "dataplane/proto/frame.hpp"

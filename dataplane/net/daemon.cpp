@@ -7,6 +7,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cinttypes>
 #include <cstring>
 #include <set>
@@ -30,6 +31,28 @@
 namespace railgate::net {
 using namespace detail;
 
+std::string tables_fit(unsigned max_jobs, unsigned max_pool, std::size_t rails) {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return {};
+    return agg::tables_fit(max_jobs, max_pool, rails, static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page));
+}
+
+namespace {
+// A rail no loop serves any more (removed, or refused by its lcore): its
+// port closed, its buffers and, once they are all back, its pools freed.
+void retire(rail_static& rs) {
+    close_port(rs);
+    drain_ring(rs);
+    // Datagrams it received may still wait on other rails (routed): then
+    // its pools stay until railgated ends.
+    if (rte_mempool_full(rs.pool) && rte_mempool_full(rs.hdr_pool)) free_memory(rs);
+    rs.closed = true;
+    // Rails that came from --vdev at start-up stay known to the EAL; hot-
+    // plugged ones are unplugged (a tap's interface disappears).
+    if (rs.hotplugged && rs.device) rte_dev_remove(rs.device);
+}
+} // namespace
+
 daemon::daemon(const daemon_config& cfg) : p_(std::make_unique<impl>()) {
     p_->cfg = cfg;
     p_->policy = cfg.policy;
@@ -42,6 +65,7 @@ daemon::daemon(const daemon_config& cfg) : p_(std::make_unique<impl>()) {
     if (cfg.default_pool == 0 || cfg.default_pool > cfg.max_pool) fail("default pool must be 1..max_pool");
     if (cfg.stall_ms > 3600000 || cfg.assemble_ms > 86400000 || cfg.idle_ms > 604800000)
         fail("stall (max 1 h), assembly (max 1 day) and idle (max 1 week) times out of range");
+    if (std::string e = tables_fit(cfg.max_jobs, cfg.max_pool, cfg.rails.size()); !e.empty()) fail(e);
     std::set<std::string> names;
     std::set<std::uint32_t> ips;
     for (const rail_config& r : cfg.rails) {
@@ -173,8 +197,28 @@ void daemon::launch() {
     // found set_policy racing make_rail_state (test_rail_loop
     // a_rail_added_while_a_job_runs_is_not_the_jobs). Changes after launch
     // reach the loops as commands.
-    for (auto& c : p_->ctxs)
-        while (!c.ready.load(std::memory_order_acquire)) std::this_thread::yield();
+    // Building a state allocates and nothing else, so this wait ends; a
+    // failure ends it with the lcore's reason, and one that takes long says so.
+    const auto t0 = std::chrono::steady_clock::now();
+    auto said = t0;
+    std::string failed;
+    for (auto& c : p_->ctxs) {
+        while (!c.ready.load(std::memory_order_acquire)) {
+            std::this_thread::yield();
+            const auto t = std::chrono::steady_clock::now();
+            if (t - said >= std::chrono::seconds(5)) {
+                said = t;
+                log::warning("lcore %u has not built its rails' states after %lld s", c.lcore,
+                             static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(t - t0).count()));
+            }
+        }
+        if (!c.setup_error.empty() && failed.empty())
+            failed = "lcore " + std::to_string(c.lcore) + " cannot build its rails' states: " + c.setup_error;
+    }
+    if (!failed.empty()) {
+        stop();
+        throw std::runtime_error(failed);
+    }
     p_->monitor_stop = false;
     p_->monitor = std::thread([this] { p_->monitor_links(); });
     // Beside a busy task an lcore that sleeps or naps weighs as
@@ -646,6 +690,7 @@ std::string daemon::add_rail(const rail_config& rc, const std::string& devargs, 
     if (n_active >= wire::max_rails) return "already " + std::to_string(n_active) + " rails (max " + std::to_string(wire::max_rails) + ")";
     if (p_->rails.size() >= p_->rails.capacity()) return "no room for more rails in this run; restart railgated";
     if (rc.mtu < wire::min_mtu || rc.mtu > wire::max_mtu) return wire::mtu_range_error(rc.mtu);
+    if (std::string e = tables_fit(p_->cfg.max_jobs, p_->cfg.max_pool, n_active + 1); !e.empty()) return e;
     if (devargs.rfind("net_af_xdp", 0) == 0)
         return "af_xdp rails are set up at start-up (their XDP program is prepared then); add it to the config";
     rail_config c = rc;
@@ -694,7 +739,14 @@ std::string daemon::add_rail(const rail_config& rc, const std::string& devargs, 
     lcore_command attach;
     attach.k = lcore_command::kind::attach;
     attach.rail = static_cast<int>(i);
-    if (std::string e = p_->on_lcores(attach, static_cast<int>(i)); !e.empty()) return e;
+    if (std::string e = p_->on_lcores(attach, static_cast<int>(i)); !e.empty()) {
+        // Its lcore could not build its state: no loop serves it, so it
+        // is not advertised, and its port goes.
+        p_->rails[i]->active = false;
+        p_->rebuild_ack();
+        retire(*p_->rails[i]);
+        return e;
+    }
     lcore_command adopt = p_->adopt_command();
     if (std::string e = p_->on_lcores(adopt, -1); !e.empty()) return e;
     index = i;
@@ -733,15 +785,7 @@ std::string daemon::remove_rail(std::size_t i) {
     detach.k = lcore_command::kind::detach;
     detach.rail = static_cast<int>(i);
     if (std::string d = p_->on_lcores(detach, static_cast<int>(i)); !d.empty()) return d;
-    close_port(rs);
-    drain_ring(rs);
-    // Datagrams it received may still wait on other rails (routed): then
-    // its pools stay until railgated ends.
-    if (rte_mempool_full(rs.pool) && rte_mempool_full(rs.hdr_pool)) free_memory(rs);
-    rs.closed = true;
-    // Rails that came from --vdev at start-up stay known to the EAL; hot-
-    // plugged ones are unplugged (a tap's interface disappears).
-    if (rs.hotplugged && rs.device) rte_dev_remove(rs.device);
+    retire(rs);
     return {};
 }
 

@@ -123,6 +123,9 @@ struct daemon::impl {
         // Set by lcore_main once it has built its rails' states from the
         // daemon's (policy, JOIN_ACK, limits): launch() returns after.
         std::atomic<bool> ready{false};
+        // Why it could not build them (its loop did not start), written
+        // before `ready`; empty: it runs.
+        std::string setup_error;
         std::atomic<bool> ended{false};
         // The TSC of the loop's last lifecycle tick (every 10 ms, idle or
         // busy): daemon::passes(), what railgated's liveness check reads.

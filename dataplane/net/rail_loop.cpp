@@ -391,8 +391,17 @@ int daemon::impl::lcore_main(void* arg) {
             if (r->stripe >= 0 && r->stripe < static_cast<int>(bond.size())) bond[static_cast<std::size_t>(r->stripe)] = r.get();
         }
     };
-    for (std::size_t i = 0; i < d.rails.size(); ++i)
-        if (d.rails[i]->lcore == c->lcore && d.rails[i]->active) mine.push_back(d.make_rail_state(i, c->lcore));
+    try {
+        for (std::size_t i = 0; i < d.rails.size(); ++i)
+            if (d.rails[i]->lcore == c->lcore && d.rails[i]->active) mine.push_back(d.make_rail_state(i, c->lcore));
+    } catch (const std::exception& e) {
+        // Out of memory for a rail's state (its histograms, tables): the
+        // loop does not start, and launch() says why instead of waiting.
+        for (auto& r : mine) r->s.served_by = nullptr;
+        c->setup_error = e.what();
+        c->ready.store(true, std::memory_order_release);
+        return -1;
+    }
     rebond();
     c->ready.store(true, std::memory_order_release); // daemon::launch waits for it
     // The lifecycle's clock runs every 10 ms: stalls are judged in seconds.
@@ -461,7 +470,12 @@ int daemon::impl::lcore_main(void* arg) {
             // A freeze is taken after the answer (below), without touching cmd again.
             const std::uint32_t freeze_ms = cmd->k == lcore_command::kind::freeze ? cmd->freeze_ms : 0;
             if (cmd->k == lcore_command::kind::attach) {
-                mine.push_back(d.make_rail_state(static_cast<std::size_t>(cmd->rail), c->lcore));
+                try {
+                    mine.push_back(d.make_rail_state(static_cast<std::size_t>(cmd->rail), c->lcore));
+                } catch (const std::exception& e) {
+                    d.rails[static_cast<std::size_t>(cmd->rail)]->served_by = nullptr;
+                    cmd->err = std::string("lcore ") + std::to_string(c->lcore) + " cannot serve the rail: " + e.what();
+                }
             } else if (cmd->k == lcore_command::kind::detach) {
                 for (auto it = mine.begin(); it != mine.end(); ++it)
                     if ((*it)->index == static_cast<std::size_t>(cmd->rail)) {

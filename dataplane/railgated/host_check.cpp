@@ -1,6 +1,7 @@
 #include "dataplane/railgated/host_check.hpp"
 
 #include "control/gids.hpp"
+#include "dataplane/agg/footprint.hpp"
 #include "dataplane/proto/ipv4.hpp"
 
 #include <algorithm>
@@ -33,6 +34,7 @@ public:
         if (dpdk) {
             memory();
             lcores();
+            tables();
         }
         for (const config::rail& r : a_.rails) {
             if (r.transport == config::transport::verbs) verbs_rail(r);
@@ -47,6 +49,24 @@ private:
     fs::path at(const std::string& p) const { return fs::path(root_ + p); }
     void problem(std::string s) { out_.push_back({true, std::move(s)}); }
     void fact(std::string s) { out_.push_back({false, std::move(s)}); }
+
+    // The rails' aggregation tables (verbs rails keep their own, smaller)
+    // against MemTotal: railgated refuses to start past half of it.
+    void tables() {
+        std::ifstream m(at("/proc/meminfo"));
+        std::string key;
+        unsigned long long kb = 0;
+        while (m >> key && key != "MemTotal:") m.ignore(1 << 10, '\n');
+        if (!(m >> kb) || !kb) return;
+        const auto rails = static_cast<std::size_t>(std::count_if(
+            a_.rails.begin(), a_.rails.end(), [](const config::rail& r) { return r.transport != config::transport::verbs; }));
+        const std::string e = agg::tables_fit(a_.max_jobs, a_.max_slots, rails, kb * 1024);
+        if (e.empty())
+            fact("aggregation tables: " + std::to_string(agg::table_bytes(a_.max_jobs, a_.max_slots) >> 20) +
+                 " MiB per rail (max_jobs " + std::to_string(a_.max_jobs) + " x max_slots " + std::to_string(a_.max_slots) + ")");
+        else
+            problem(e);
+    }
 
     // Hugepages: railgated's mbuf pools come from them unless [eal]
     // hugepages = false.

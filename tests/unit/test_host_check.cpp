@@ -15,6 +15,7 @@
 #include <string>
 
 #include "control/config.hpp"
+#include "dataplane/agg/footprint.hpp"
 #include "dataplane/log/log.hpp"
 #include "dataplane/railgated/host_check.hpp"
 
@@ -206,6 +207,40 @@ BOOST_AUTO_TEST_CASE(udp_rails_addresses) {
     BOOST_TEST(h.problems(udp("")) == "");
     BOOST_TEST(h.facts(udp("")).find("rail u0 (udp 198.18.0.1:47000): the kernel's socket on 198.18.0.1, which eth3 has") !=
                std::string::npos);
+}
+
+// The rails' aggregation tables against MemTotal: 1024 jobs of 65535 slots
+// (101 GiB a rail) made railgated's lcore die of std::bad_alloc.
+BOOST_AUTO_TEST_CASE(aggregation_tables_against_the_hosts_memory) {
+    fake_host h;
+    h.dir("/sys/class/net/lo");
+    const auto node = [](const std::string& pools) {
+        const config::result r = config::parse("[eal]\nhugepages = false\n[pools]\n" + pools + "[[rail]]\nname = \"u0\"\n"
+                                               "transport = \"udp\"\nip = \"198.18.0.1\"\ninterface = \"lo\"\n"
+                                               "[[rail]]\nname = \"u1\"\ntransport = \"udp\"\nip = \"198.18.1.1\"\n"
+                                               "interface = \"lo\"\n",
+                                               "t.toml");
+        BOOST_TEST_REQUIRE(r.ok());
+        return r.cfg;
+    };
+    const config::appliance big = node("max_jobs = 1024\nmax_slots = 65535\n");
+    // No /proc/meminfo (a container's view may lack it): not judged.
+    BOOST_TEST(h.problems(big) == "");
+    h.file("/proc/meminfo", "MemTotal:       24591432 kB\nMemFree:        23000000 kB");
+    BOOST_TEST(h.problems(big) == "max_jobs 1024 x max_slots 65535: the aggregation tables take 101.0 GiB per rail, "
+                                  "202.0 GiB for 2 rail(s), over half this host's 23.5 GiB of memory; lower max_jobs or "
+                                  "max_slots");
+    // The defaults: 3 MiB a rail.
+    BOOST_TEST(h.problems(node("")) == "");
+    BOOST_TEST(h.facts(node("")).find("aggregation tables: 3 MiB per rail (max_jobs 8 x max_slots 256)") != std::string::npos);
+    // Half of the host is the line: 2 rails of 1024 x 2048 (about 3 GiB
+    // each) fit in twice their size, not in 2 KiB less.
+    const config::appliance mid = node("max_jobs = 1024\nmax_slots = 2048\n");
+    const std::uint64_t two_rails_kib = 2 * agg::table_bytes(1024, 2048) / 1024;
+    h.file("/proc/meminfo", "MemTotal: " + std::to_string(2 * two_rails_kib) + " kB");
+    BOOST_TEST(h.problems(mid) == "");
+    h.file("/proc/meminfo", "MemTotal: " + std::to_string(2 * two_rails_kib - 2) + " kB");
+    BOOST_TEST(h.problems(mid).find("the aggregation tables take") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(log_lines) {
