@@ -106,7 +106,9 @@ const std::map<std::string, const char*> help_cmd = {
                 "  railgated's aggregation latency (first contribution to result sent) per chunk, or\n"
                 "  with --worker the chunk round trips workers reported when they left their job:\n"
                 "  min, p50, p90, p99, p99.9, p99.99, max, a perftest-style summary and a bar chart.\n"
-                "  --job: one of the rail's recent jobs. --reset: clear after reading.\n"
+                "  --job: a job running on the rail, or one of the 8 joined last of those that ended\n"
+                "  there (to 1/64 of a value, where the rail's own are to 1/1024). --reset: clear after\n"
+                "  reading.\n"
                 "  --plot: an SVG with the histogram and the CDF.\n"},
     {"fault", "usage: railctl fault show [R]\n       railctl fault set R SPEC\n       railctl fault clear R\n"
               "       railctl fault freeze R MS\n"

@@ -53,6 +53,8 @@ struct rail_job_data {
     // LAG: the bond member (stripe index) each rank's flow arrives on; the
     // daemon answers there. Unused under the rail policy.
     std::uint8_t via[wire::max_world] = {};
+    // Its entry in the rail's latency histograms (net::job_latency).
+    std::uint32_t lat = ~0u;
 };
 
 using job = job_entry<rail_job_data>;

@@ -635,9 +635,11 @@ std::string daemon::latency(int rail, const std::optional<std::uint32_t>& job, b
     c.out = &out;
     if (std::string e = p_->on_lcores(c, rail); !e.empty()) return e;
     if (job && !c.found)
-        return "job " + std::to_string(*job) + " is not among the last " + std::to_string(job_latency::slots) +
-               " jobs joined on " + (rail < 0 ? "any rail" : "rail " + p_->rails[static_cast<std::size_t>(rail)]->cfg.name) +
-               " (each rail keeps the histograms of that many; without --job, every job's)";
+        return "job " + std::to_string(*job) + " neither runs on " +
+               (rail < 0 ? "any rail" : "rail " + p_->rails[static_cast<std::size_t>(rail)]->cfg.name) +
+               " nor is among the " + std::to_string(job_latency::ended) +
+               " joined last of the jobs that ended there (a rail keeps the histograms of those; without --job, "
+               "every job's)";
     return {};
 }
 

@@ -331,7 +331,7 @@ void handle_join(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<c
     const agg::job& j = table::as(jr.j);
     if (jr.st == agg::join_status::joined) {
         bump(rs.ctr.joins);
-        rs.job_lat.open(h.job_id);
+        rs.job_lat.open(table::as(jr.j), rs.agg.jobs_table().all());
         rs.s.active_jobs.store(rs.agg.active_jobs(), std::memory_order_relaxed);
     }
     wire::join_ack_body ack = rs.ack;
@@ -637,7 +637,7 @@ void handle_contrib(rail_state& rs, rte_mbuf* m, const wire::header& h, std::spa
         // Burst granularity: the time a burst arrived, not each packet.
         const auto ns = static_cast<std::uint64_t>(static_cast<double>(rs.burst_tsc - o.s->started) * rs.ns_per_tsc);
         home->lat.record(ns);
-        if (stats::histogram* jh = home->job_lat.find(o.j->id)) jh->record(ns);
+        if (stats::job_histogram* jh = home->job_lat.of(*o.j)) jh->record(ns);
         return;
     }
     }
@@ -758,13 +758,13 @@ void handle_rtt_report(rail_state& rs, rte_mbuf* m, const wire::header& h, std::
         wire::decode_rtt_entry(body.data() + i * wire::rtt_entry_bytes, b, n);
         if (b >= stats::histogram::bucket_count) return free_drop(rs, m, drop_reason::rtt_bucket);
     }
-    stats::histogram* jh = rs.job_lat.find(h.job_id, true);
+    stats::job_histogram* jh = rs.job_lat.of(*j, true);
     for (std::size_t i = 0; i < h.count; ++i) {
         std::uint16_t b;
         std::uint32_t n;
         wire::decode_rtt_entry(body.data() + i * wire::rtt_entry_bytes, b, n);
         rs.worker_rtt.add_to_bucket(b, n);
-        if (jh) jh->add_to_bucket(b, n);
+        if (jh) jh->add_samples((stats::histogram::lowest_of(b) + stats::histogram::highest_of(b)) / 2, n);
     }
     bump(rs.ctr.rtt_reports);
     rte_pktmbuf_free(m);

@@ -95,14 +95,16 @@ void maybe_apply_pending_mtu(rail_state& rs) noexcept {
 void run_command(rail_state& rs, lcore_command& c) {
     switch (c.k) {
     case lcore_command::kind::snapshot: {
-        stats::histogram* h = c.tc >= 0 ? (rs.tc_wait ? &(*rs.tc_wait)[static_cast<unsigned>(c.tc)] : nullptr)
-                              : c.job ? rs.job_lat.find(*c.job, c.worker)
-                              : c.worker ? &rs.worker_rtt : &rs.lat;
-        if (!h) return;
-        ++c.found;
-        c.out->merge(*h);
-        if (c.reset) h->reset();
-        return;
+        auto take = [&c](auto* h) {
+            if (!h) return;
+            ++c.found;
+            c.out->merge(*h);
+            if (c.reset) h->reset();
+        };
+        if (c.tc < 0 && c.job) return take(rs.job_lat.find(*c.job, c.worker));
+        return take(c.tc >= 0 ? (rs.tc_wait ? &(*rs.tc_wait)[static_cast<unsigned>(c.tc)] : nullptr)
+                    : c.worker ? &rs.worker_rtt
+                               : &rs.lat);
     }
     case lcore_command::kind::adopt: {
         rs.ack = c.ack;

@@ -24,6 +24,7 @@
 #include "dataplane/net/daemon.hpp"
 #include "dataplane/net/burst.hpp"
 #include "dataplane/net/fib.hpp"
+#include "dataplane/net/job_latency.hpp"
 #include "dataplane/net/kernel_if.hpp"
 #include "dataplane/net/rail_counters.hpp"
 #include "dataplane/net/udp_port.hpp"
@@ -93,35 +94,6 @@ struct rail_static {
     // Mbufs of `pool` the port held right after it started (its receive
     // descriptors; af_xdp's fill ring): a port holds as many at the end.
     unsigned pool_baseline = 0;
-};
-
-// Recent jobs' aggregation latency, per rail: a small table reused
-// least-recently-joined first. Its histograms are allocated with the rail's
-// state, so that a JOIN on the lcore allocates nothing.
-struct job_latency {
-    static constexpr unsigned slots = 8;
-    struct entry {
-        std::uint32_t job = 0;
-        std::uint64_t joined = 0; // order of first JOIN; 0: unused
-        stats::histogram h[2];    // aggregation, worker round trip
-    };
-    std::unique_ptr<entry[]> e{new entry[slots]};
-    std::uint64_t clock = 0;
-
-    stats::histogram* find(std::uint32_t job, bool worker = false) noexcept {
-        for (unsigned i = 0; i < slots; ++i)
-            if (e[i].joined && e[i].job == job) return &e[i].h[worker];
-        return nullptr;
-    }
-    void open(std::uint32_t job) noexcept {
-        if (find(job)) return;
-        entry* victim = &e[0];
-        for (unsigned i = 0; i < slots; ++i)
-            if (e[i].joined < victim->joined) victim = &e[i];
-        for (auto& h : victim->h) h.reset();
-        victim->job = job;
-        victim->joined = ++clock;
-    }
 };
 
 // The transmit scheduler's clock: the TSC in nanoseconds, read once per
@@ -307,7 +279,7 @@ struct rail_state {
     std::uint64_t burst_tsc = 0; // TSC when the current burst was received
     stats::histogram lat;    // aggregation latency, ns
     stats::histogram worker_rtt; // round trips the workers reported, ns
-    job_latency job_lat;
+    job_latency job_lat{agg.lim().max_jobs};
     std::uint16_t pending_mtu = 0; // lower MTU waiting for larger-chunk jobs to leave
     std::unique_ptr<tx_scheduler> sched; // a shaped rail's traffic classes; null: unshaped
     // Per TC, how long frames waited in the scheduler (ns); made with sched.

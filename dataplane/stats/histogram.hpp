@@ -1,8 +1,10 @@
-// Log-linear histogram in the HdrHistogram layout: values below 2048 are
-// exact, above that each power of two is split into 1024 linear
-// sub-buckets, so every recorded value is known to 3 significant digits
-// (relative error < 1/1024). Values are unsigned integers, by convention
-// nanoseconds; values >= 2^44 are clamped to the top bucket.
+// Log-linear histogram in the HdrHistogram layout: values below 2^SubBits
+// are exact, above that each power of two is split into 2^(SubBits-1)
+// linear sub-buckets. `histogram` (SubBits 11: values below 2048 exact,
+// relative error < 1/1024, 280 KiB) is every rail's and lcore's;
+// `job_histogram` (SubBits 7: < 1/64, 20 KiB) is each job's, of which a
+// rail keeps max_jobs and more. Values are unsigned integers, by
+// convention nanoseconds; values >= 2^44 are clamped to the top bucket.
 //
 // record() is a few instructions, allocation-free and noexcept. An instance
 // is single-writer; merge() combines per-lcore instances for reporting.
@@ -16,16 +18,17 @@
 
 namespace railgate::stats {
 
-class histogram {
+template <unsigned SubBits>
+class basic_histogram {
 public:
-    static constexpr unsigned sub_bits = 11;
+    static constexpr unsigned sub_bits = SubBits;
     static constexpr std::uint64_t sub_count = std::uint64_t{1} << sub_bits;
     static constexpr std::uint64_t half = sub_count / 2;
     static constexpr unsigned max_bits = 44;
     static constexpr std::uint64_t max_value = (std::uint64_t{1} << max_bits) - 1;
     static constexpr std::size_t bucket_count = sub_count + (max_bits - sub_bits) * half;
 
-    histogram() : counts_(bucket_count, 0) {}
+    basic_histogram() : counts_(bucket_count, 0) {}
 
     static std::size_t index_of(std::uint64_t v) noexcept {
         if (v > max_value) v = max_value;
@@ -56,8 +59,17 @@ public:
         max_ = std::max(max_, v);
     }
 
-    void merge(const histogram& o) noexcept {
-        for (std::size_t i = 0; i < bucket_count; ++i) counts_[i] += o.counts_[i];
+    // Another precision's samples land in the bucket of their bucket's
+    // middle (to the coarser of the two precisions).
+    template <unsigned S>
+    void merge(const basic_histogram<S>& o) noexcept {
+        if constexpr (S == SubBits) {
+            for (std::size_t i = 0; i < bucket_count; ++i) counts_[i] += o.counts_[i];
+        } else {
+            for (std::size_t i = 0; i < o.bucket_count; ++i)
+                if (const std::uint64_t n = o.bucket(i))
+                    counts_[index_of((o.lowest_of(i) + o.highest_of(i)) / 2)] += n;
+        }
         total_ += o.total_;
         sum_ += o.sum_;
         min_ = std::min(min_, o.min_);
@@ -116,6 +128,15 @@ public:
         min_ = std::min(min_, lowest_of(i));
         max_ = std::max(max_, highest_of(i));
     }
+    // n samples of about `v` (a bucket of another precision's middle).
+    void add_samples(std::uint64_t v, std::uint64_t n) noexcept {
+        if (!n) return;
+        counts_[index_of(v)] += n;
+        total_ += n;
+        sum_ += n * v;
+        min_ = std::min(min_, v);
+        max_ = std::max(max_, v);
+    }
     void set_summary(std::uint64_t min, std::uint64_t max, std::uint64_t sum) noexcept {
         min_ = total_ ? min : UINT64_MAX;
         max_ = max;
@@ -123,8 +144,13 @@ public:
     }
 
 private:
+    template <unsigned>
+    friend class basic_histogram;
     std::vector<std::uint64_t> counts_;
     std::uint64_t total_ = 0, sum_ = 0, min_ = UINT64_MAX, max_ = 0;
 };
+
+using histogram = basic_histogram<11>;
+using job_histogram = basic_histogram<7>;
 
 } // namespace railgate::stats

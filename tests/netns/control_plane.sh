@@ -277,9 +277,10 @@ grep -qE "min [0-9.]+ +p50 [0-9.]+ +p90 [0-9.]+ +p99 [0-9.]+ +p99.9 [0-9.]+ +p99
 grep -q "t_typical\[usec\]" "$dir/latency.log" || fail "perftest summary"
 grep -qE "\|#+" "$dir/latency.log" || fail "bar chart"
 ctl latency --rail r0 --job 11 | grep -q "rail r0, job 11" || fail "latency --job"
-# A job the rail keeps no histograms of (never run, or past the last 8): said so, not "no samples".
+# A job the rail keeps no histograms of (never run, or past the last 8 ended): said so, not "no samples".
 ctl latency --rail r0 --job 999 > /dev/null 2> "$dir/err.log" && fail "latency --job of a job never run"
-grep -q "job 999 is not among the last 8 jobs joined on rail r0" "$dir/err.log" || fail "latency --job 999: $(cat "$dir/err.log")"
+grep -q "job 999 neither runs on rail r0 nor is among the 8 joined last of the jobs that ended there" "$dir/err.log" ||
+  fail "latency --job 999: $(cat "$dir/err.log")"
 ctl latency --plot "$dir/lat.svg" > /dev/null || fail "latency --plot"
 grep -q "<polyline" "$dir/lat.svg" || fail "svg"
 ctl latency --rail r1 --reset > /dev/null || fail "latency --reset"
@@ -292,6 +293,32 @@ ctl latency --worker --rail r0 --job 11 | grep -qE "p99 [0-9.]+" || fail "latenc
 ctl --json stats --rail r0 | python3 -c 'import json,sys; assert json.load(sys.stdin)["rails"][0]["rtt_reports"] > 0' ||
   fail "rtt_reports counter"
 ok "stats (all, --rail, --watch) and latency (all, --rail, --job, --plot, --reset, --worker)"
+# A running job's histograms outlast the jobs that come and go beside it.
+# Before, a rail kept 8 entries for all jobs, least recently joined first:
+# a running job lost its own once 8 more had joined after it.
+job_samples() { ctl --json latency --rail r0 --job "$1" 2> /dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["summary"]["count"])' 2> /dev/null; }
+ITERS=40 run_bench 31 2 &
+long=$!
+for _ in $(seq 100); do
+  before=$(job_samples 31)
+  [ "${before:-0}" -gt 0 ] && break
+  sleep 0.1
+done
+[ "${before:-0}" -gt 0 ] || fail "job 31 recorded no aggregation latency"
+for j in $(seq 40 49); do
+  shorts=()
+  for r in 0 1; do
+    in_ns timeout 60 "$railbench" --transport udp --server 198.18.0.1 --rank $r --workers 2 --count 1001 -n 1 -w 0 \
+      --job "$j" > "$dir/short-$j-$r.log" 2>&1 &
+    shorts+=($!)
+  done
+  for p in "${shorts[@]}"; do wait "$p" || fail "short job $j: $(tail -n 3 "$dir/short-$j-0.log")"; done
+done
+kill -0 "$long" 2> /dev/null || fail "job 31 ended before the 10 short jobs did (make it longer)"
+after=$(job_samples 31)
+[ "${after:-0}" -ge "$before" ] || fail "job 31's histogram lost beside 10 short jobs: $before samples, then ${after:-none}"
+wait "$long" || fail "job 31 beside 10 short jobs"
+ok "a running job's latency histogram kept beside 10 jobs that came and went ($before, then $after samples)"
 
 # --- a job's run that left without its LEAVEs (killed, or its LEAVEs
 # lost): job 20's two ranks join both rails for 1000 elements and go

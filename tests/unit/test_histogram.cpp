@@ -16,10 +16,12 @@
 #include <thread>
 #include <vector>
 
+#include "dataplane/net/job_latency.hpp"
 #include "dataplane/stats/clock.hpp"
 #include "dataplane/stats/histogram.hpp"
 
 using railgate::stats::histogram;
+using railgate::stats::job_histogram;
 
 namespace {
 
@@ -92,6 +94,92 @@ BOOST_AUTO_TEST_CASE(merge_equals_one_histogram) {
     BOOST_TEST(a.mean() == all.mean());
     for (std::size_t i = 0; i < histogram::bucket_count; ++i) BOOST_TEST_REQUIRE(a.bucket(i) == all.bucket(i));
     for (double p : {50.0, 99.0, 99.99}) BOOST_TEST(a.percentile(p) == all.percentile(p));
+}
+
+// A job's histogram (7 sub-bits, 20 KiB against 280): percentiles within
+// 1/64 of the exact ones, and merged into a rail's histogram (railctl
+// latency --job) the same count, min, max and mean, percentiles to 1/64.
+BOOST_AUTO_TEST_CASE(a_jobs_histogram_is_coarser_and_merges_into_a_rails) {
+    BOOST_TEST(job_histogram::bucket_count * 8 < 21u * 1024);
+    job_histogram j;
+    histogram fine;
+    std::vector<std::uint64_t> v;
+    std::mt19937_64 rng(5);
+    std::lognormal_distribution<double> d(std::log(40000.0), 0.8); // around 40 us
+    for (int i = 0; i < 40000; ++i) {
+        v.push_back(static_cast<std::uint64_t>(d(rng)));
+        j.record(v.back());
+        fine.record(v.back());
+    }
+    histogram out;
+    out.merge(j);
+    BOOST_TEST(out.count() == fine.count());
+    BOOST_TEST(out.min() == fine.min());
+    BOOST_TEST(out.max() == fine.max());
+    BOOST_TEST(out.mean() == fine.mean());
+    for (double p : {50.0, 90.0, 99.0, 99.9}) {
+        const double want = static_cast<double>(exact(v, p));
+        BOOST_TEST(std::abs(static_cast<double>(j.percentile(p)) - want) <= want / 64, p);
+        BOOST_TEST(std::abs(static_cast<double>(out.percentile(p)) - want) <= want / 64 + 1, p);
+    }
+    // A worker's report comes in a rail histogram's buckets.
+    job_histogram r;
+    const std::size_t b = histogram::index_of(123456);
+    r.add_samples((histogram::lowest_of(b) + histogram::highest_of(b)) / 2, 7);
+    BOOST_TEST(r.count() == 7u);
+    BOOST_TEST(std::abs(static_cast<double>(r.percentile(50)) - 123456.0) <= 123456.0 / 64);
+}
+
+// The rail's per-job table keeps every running job's histograms however
+// many jobs come and go beside them, and those of the last ones to end.
+// Before, 8 entries served all jobs, least recently joined first: a
+// running job lost its histograms once 8 more had joined after it.
+BOOST_AUTO_TEST_CASE(every_running_jobs_histograms_are_kept) {
+    constexpr unsigned max_jobs = 32;
+    railgate::net::job_latency t(max_jobs);
+    // The rail's table: max_jobs running, the last entry the short jobs'.
+    std::vector<railgate::agg::job> jobs(max_jobs + 1);
+    std::span<railgate::agg::job> running(jobs.data(), max_jobs);
+    for (unsigned i = 0; i < max_jobs; ++i) {
+        running[i].id = i + 1;
+        running[i].st = railgate::agg::job_state::active;
+        t.open(running[i], jobs);
+        BOOST_TEST_REQUIRE(t.of(running[i]) != nullptr);
+        t.of(running[i])->record(1000 * (i + 1));
+        t.of(running[i], true)->record(2000 * (i + 1));
+    }
+    // 100 short jobs join and end beside them, each with one sample.
+    railgate::agg::job& brief = jobs.back();
+    for (std::uint32_t id = 1000; id < 1100; ++id) {
+        brief.id = id;
+        brief.st = railgate::agg::job_state::active;
+        t.open(brief, jobs);
+        BOOST_TEST_REQUIRE(t.of(brief) != nullptr);
+        t.of(brief)->record(id);
+        brief.st = railgate::agg::job_state::free; // it ends
+    }
+    for (unsigned i = 0; i < max_jobs; ++i) {
+        BOOST_TEST_REQUIRE(t.of(running[i]) != nullptr);
+        BOOST_TEST(t.of(running[i])->count() == 1u);
+        BOOST_TEST(t.of(running[i])->max() == 1000u * (i + 1));
+        BOOST_TEST(t.find(i + 1, true)->max() == 2000u * (i + 1));
+    }
+    // The last 8 that ended are kept, not those before them.
+    for (std::uint32_t id = 1092; id < 1100; ++id) BOOST_TEST((t.find(id) && t.find(id)->max() == id), id);
+    BOOST_TEST(t.find(1091) == nullptr);
+    BOOST_TEST(t.find(1000) == nullptr);
+    // A job id joined again keeps its entry (its incarnations add up).
+    brief.id = 1095;
+    t.open(brief, jobs);
+    t.of(brief)->record(7);
+    BOOST_TEST(t.find(1095)->count() == 2u);
+    // A job object whose kept index names another job's entry (reused for
+    // a new job id) finds its own by id, or none.
+    railgate::agg::job stale = running[3];
+    stale.id = 1099;
+    BOOST_TEST(t.of(stale) == t.find(1099));
+    stale.id = 5000;
+    BOOST_TEST(t.of(stale) == nullptr);
 }
 
 BOOST_AUTO_TEST_CASE(empty_and_reset) {
