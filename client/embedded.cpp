@@ -72,6 +72,14 @@ embedded_fabric::embedded_fabric(unsigned rails, unsigned workers, std::uint16_t
       late_down_(rails, nullptr) {
     if (rails == 0 || rails > 8) throw std::runtime_error("embedded mode: rails must be 1..8");
     if (workers == 0 || workers > 32) throw std::runtime_error("embedded mode: workers must be 1..32");
+    // A port per rail for railgated and per rail per worker, among the
+    // EAL's RTE_MAX_ETHPORTS (before: "ring port rg_w3r0: Invalid argument").
+    const unsigned ports = rails * (workers + 1), free_ports = RTE_MAX_ETHPORTS - rte_eth_dev_count_total();
+    if (ports > free_ports)
+        throw std::runtime_error("embedded mode: " + std::to_string(rails) + " rails x " + std::to_string(workers) +
+                                 " workers need " + std::to_string(ports) + " DPDK ports (one per rail, and one per rail "
+                                 "per worker); this DPDK has room for " + std::to_string(free_ports) + " (RTE_MAX_ETHPORTS " +
+                                 std::to_string(RTE_MAX_ETHPORTS) + ")");
     const unsigned room = RTE_PKTMBUF_HEADROOM + std::max<unsigned>(2048, mtu + 18u);
     pool_ = net::make_pktmbuf_pool("rg_workers", 8192 * rails, room, SOCKET_ID_ANY);
     for (unsigned r = 0; r < rails; ++r) {

@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 
 #include "control/version.hpp"
 #include "client/railgate/connect.hpp"
@@ -423,6 +425,27 @@ std::vector<std::uint64_t> counts_of(const options& o) {
         if (c && (v.empty() || v.back() != c)) v.push_back(c);
     }
     return v;
+}
+
+// The largest size's buffers: every rank's input (the reference is built
+// here), the reference, and each local rank's own (embedded: every rank,
+// or two per flow). Past 3/4 of this host's memory the run swapped for
+// minutes (--embedded --count 2000000000: 40 GB on 2 workers): refused.
+void check_memory(const options& o) {
+    std::uint64_t max_count = 0;
+    for (auto c : counts_of(o)) max_count = std::max(max_count, c);
+    const double per_buffer = static_cast<double>(max_count) * static_cast<double>(wire::dtype_size(o.dt));
+    const double buffers = o.flows ? 2.0 * o.flows : o.workers + 1.0 + (o.embedded ? o.workers : 1.0);
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return;
+    const double host = static_cast<double>(pages) * static_cast<double>(page), gib = 1024.0 * 1024 * 1024;
+    if (per_buffer * buffers <= host * 0.75) return;
+    char t[256];
+    std::snprintf(t, sizeof t,
+                  "%" PRIu64 " elements of %s: %.0f buffers of %.1f GiB, over 3/4 of this host's %.1f GiB; lower --count "
+                  "or -e",
+                  max_count, wire::dtype_name(o.dt).data(), buffers, per_buffer / gib, host / gib);
+    die(t);
 }
 
 // One size of the table.
@@ -1046,6 +1069,7 @@ int main(int argc, char** argv) {
     // Line by line even into a file or pipe: the table is a progress report.
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
     const options o = parse(argc, argv);
+    check_memory(o);
     if (o.out != options::format::table) notes = stderr;
     try {
         return o.embedded ? run_embedded(o) : run_remote(o);
