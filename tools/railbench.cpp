@@ -20,7 +20,6 @@
 
 #include <unistd.h>
 
-
 #include "control/version.hpp"
 #include "client/railgate/connect.hpp"
 #include "client/railgate/dpdk_transport.hpp"

@@ -22,7 +22,7 @@ struct job_latency {
     static constexpr unsigned ended = 8;
     struct entry {
         std::uint32_t job = 0;
-        std::uint64_t joined = 0;     // order of first JOIN; 0: unused
+        std::uint64_t joined = 0;     // order of its job's last JOIN; 0: unused
         stats::job_histogram h[2];    // aggregation, worker round trip
     };
     explicit job_latency(unsigned max_jobs)
