@@ -764,7 +764,7 @@ void handle_rtt_report(rail_state& rs, rte_mbuf* m, const wire::header& h, std::
         std::uint32_t n;
         wire::decode_rtt_entry(body.data() + i * wire::rtt_entry_bytes, b, n);
         rs.worker_rtt.add_to_bucket(b, n);
-        if (jh) jh->add_samples((stats::histogram::lowest_of(b) + stats::histogram::highest_of(b)) / 2, n);
+        if (jh) jh->add_samples(stats::histogram::middle_of(b), n);
     }
     bump(rs.ctr.rtt_reports);
     rte_pktmbuf_free(m);

@@ -399,7 +399,8 @@ int daemon::impl::lcore_main(void* arg) {
     } catch (const std::exception& e) {
         // Out of memory for a rail's state (its histograms, tables): the
         // loop does not start, and launch() says why instead of waiting.
-        for (auto& r : mine) r->s.served_by = nullptr;
+        for (auto& r : d.rails)
+            if (r->lcore == c->lcore) r->served_by = nullptr; // a state built and then not kept too
         c->setup_error = e.what();
         c->ready.store(true, std::memory_order_release);
         return -1;

@@ -50,6 +50,8 @@ public:
         const unsigned shift = static_cast<unsigned>((i - sub_count) / half) + 1;
         return lowest_of(i) + (std::uint64_t{1} << shift) - 1;
     }
+    // The value a bucket's samples stand for where only the bucket is known.
+    static std::uint64_t middle_of(std::size_t i) noexcept { return (lowest_of(i) + highest_of(i)) / 2; }
 
     void record(std::uint64_t v) noexcept {
         ++counts_[index_of(v)];
@@ -68,7 +70,7 @@ public:
         } else {
             for (std::size_t i = 0; i < o.bucket_count; ++i)
                 if (const std::uint64_t n = o.bucket(i))
-                    counts_[index_of((o.lowest_of(i) + o.highest_of(i)) / 2)] += n;
+                    counts_[index_of(o.middle_of(i))] += n;
         }
         total_ += o.total_;
         sum_ += o.sum_;
@@ -124,7 +126,7 @@ public:
         if (!n) return;
         counts_[i] += n;
         total_ += n;
-        sum_ += n * ((lowest_of(i) + highest_of(i)) / 2);
+        sum_ += n * middle_of(i);
         min_ = std::min(min_, lowest_of(i));
         max_ = std::max(max_, highest_of(i));
     }
