@@ -20,13 +20,22 @@ BUILD=$2 WORK=$(mktemp -d)
 . "$here/lib.sh"
 
 sed 's/device = "rxe0"/device = "mlx5_0"/' "$here/verbs.toml" > "$WORK/wrong.toml"
+# The guest runs under TCG on a shared host: on a slow spell its processes
+# are held for a second and more (a rank named silent for 1028 ms before
+# its first chunk, railgated for 1050 ms, both with nothing stopped; the
+# suite's jobs took 100 s against 25). The jobs' stall time and the
+# workers' peer timeout are 3 s here, and the steps that time a failure
+# are judged against that.
+stall_s=3
+{ cat "$here/verbs.toml"; printf '\n[jobs]\nstall_ms = %d\n' $((stall_s * 1000)); } > "$WORK/faults.toml"
+peer=(--peer-timeout $((stall_s * 1000)))
 "$BUILD/dataplane/railgated" --config "$WORK/wrong.toml" --socket off > "$WORK/wrong.log" 2>&1
 rc=$?
 cat "$WORK/wrong.log"
 [ $rc -ne 0 ] && grep -q "the address is on rxe0, not on mlx5_0" "$WORK/wrong.log" ||
   { echo "FAIL: wrong device not refused (exit $rc)"; exit 1; }
 
-start_railgated "$BUILD" "$here/verbs.toml" "$WORK/ctl.sock" "$WORK/railgated.log"
+start_railgated "$BUILD" "$WORK/faults.toml" "$WORK/ctl.sock" "$WORK/railgated.log"
 timeout 60 "$BUILD/tests/rxe/verbs_probe" 198.18.0.1 47000 || { echo "FAIL: verbs_probe"; exit 1; }
 "$BUILD/railctl" --socket "$WORK/ctl.sock" --json stats --rail v0 > "$WORK/probe.json"
 "$BUILD/railctl" --socket "$WORK/ctl.sock" stats --rail v0
@@ -48,7 +57,7 @@ ranks() {
   shift 2
   for r in 0 1 2; do
     timeout 200 "$BUILD/tools/railbench" --transport verbs --server 198.18.0.1 --rank $r --workers 3 --job "$job" \
-      "$@" > "$WORK/$tag$r.log" 2>&1 &
+      "${peer[@]}" "$@" > "$WORK/$tag$r.log" 2>&1 &
     pid[$r]=$!
   done
   for _ in $(seq 100); do
@@ -69,7 +78,7 @@ for r in 0 1; do
     { echo "FAIL: rank $r was not told rank 2 failed"; tail -n 5 "$WORK"/k*.log; cat "$WORK/railgated.log"; exit 1; }
 done
 kill -0 $RG_PID || { echo "FAIL: railgated died"; cat "$WORK/railgated.log"; exit 1; }
-run_workers 3 --job 6 --count 4097,65537 -n 2 -w 0 || {
+run_workers 3 --job 6 "${peer[@]}" --count 4097,65537 -n 2 -w 0 || {
   echo "FAIL: the next job"; tail -n 5 "$WORK"/w*.log; "$BUILD/railctl" --socket "$WORK/ctl.sock" stats
   tail -n 20 "$WORK/railgated.log"; exit 1
 }
@@ -97,7 +106,7 @@ done
 t=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
 kill -KILL "$rb1"; wait ${pid[1]}
 echo "a stopped rank 1: ranks 0 and 2 named it after $t s (guest, TCG)"
-awk -v t="$t" 'BEGIN { exit !(t <= 3.0) }' || { echo "FAIL: took $t s"; exit 1; }
+awk -v t="$t" -v s=$stall_s 'BEGIN { exit !(t <= 2 * s) }' || { echo "FAIL: took $t s"; exit 1; }
 "$BUILD/railctl" --socket "$WORK/ctl.sock" --json status | python3 -c '
 import json, sys
 assert all(r["active_jobs"] == 0 for r in json.load(sys.stdin)["verbs_rails"])' || { echo "FAIL: the stalled job stayed"; exit 1; }
@@ -125,7 +134,7 @@ grep -q "railgated stopped answering on every rail for" "$WORK/lat.log" ||
 echo "railgated stopped under raillat: named silent after $t s (guest, TCG)"
 awk -v t="$t" 'BEGIN { exit !(t >= 0.9 && t <= 4.0) }' || { echo "FAIL: took $t s"; exit 1; }
 
-# railgated stopped for 1.5 times its stall time (1 s) under 3 workers
+# railgated stopped for 1.5 times its stall time (3 s) under 3 workers
 # whose peer timeout waits it out: what they wrote meanwhile waits in its
 # completion queues, and railgated, back, must not take its own absence
 # for a rank's silence (each rail's thread counts it, absences); the job
@@ -136,7 +145,7 @@ rails = json.load(sys.stdin)["rails"]
 print(sum(r.get("stalls", 0) for r in rails), sum(r.get("absences", 0) for r in rails))')
 ranks p 9 --count 100003 -n 300 -w 0 --peer-timeout 20000
 kill -STOP $RG_PID
-sleep 1.5
+sleep "$(awk -v s=$stall_s 'BEGIN { print 1.5 * s }')"
 kill -CONT $RG_PID
 for r in 0 1 2; do
   wait ${pid[$r]} || { echo "FAIL: rank $r failed after railgated's pause"; tail -n 3 "$WORK"/p*.log; exit 1; }
@@ -147,14 +156,14 @@ import json, sys
 rails = json.load(sys.stdin)["rails"]
 stalls = sum(r.get("stalls", 0) for r in rails) - int(sys.argv[1])
 away = sum(r.get("absences", 0) for r in rails) - int(sys.argv[2])
-print("railgated stopped 1.5 s (stall time 1 s) under 3 verbs workers: bit-exact, %d jobs ended as stalled, %d absences counted" % (stalls, away))
+print("railgated stopped 1.5 times its stall time under 3 verbs workers: bit-exact, %d jobs ended as stalled, %d absences counted" % (stalls, away))
 assert stalls == 0 and away >= 1' $before || { echo "FAIL: railgated blamed a rank for its own pause, or counted no absence"; exit 1; }
 
 # railgated killed and restarted mid-job: --retry reconnects and finishes.
 ranks x 8 --count 100003 -n 60 -w 0 --retry 3 --join-timeout 10000
 kill -KILL $RG_PID; wait $RG_PID 2> /dev/null
 sleep 0.5
-start_railgated "$BUILD" "$here/verbs.toml" "$WORK/ctl.sock" "$WORK/railgated2.log"
+start_railgated "$BUILD" "$WORK/faults.toml" "$WORK/ctl.sock" "$WORK/railgated2.log"
 for r in 0 1 2; do
   wait ${pid[$r]} || { echo "FAIL: rank $r did not finish after railgated's restart"; tail -n 4 "$WORK"/x*.log; exit 1; }
 done
