@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <stdexcept>
@@ -698,6 +699,28 @@ void plane::rail_state::on_join(conn& c, const wire::header& h, std::span<const 
         return refuse(wire::error_code::bad_request, drop_reason::join_refused,
                       "pool " + std::to_string(pool) + " above this rail's " +
                           std::to_string(std::min(lim.max_pool, wire::verbs_max_pool)));
+    // A JOIN after a worker's first rail names the job's shape there (its
+    // chunk, policy and rails: wire::shape_word). Every verbs job has the
+    // plane's: its chunk, rail striping, and the rails it listed, fixed at
+    // start. A word that disagrees is a worker whose first rail was not
+    // this plane's (its chunks would land in other slots than its peers').
+    if (h.aux && !wire::shape_valid(h.aux)) {
+        char t[160];
+        std::snprintf(t, sizeof t, "JOIN names a malformed job shape 0x%08x (a chunk of 64..%u bytes in steps of 64)",
+                      h.aux, wire::max_chunk_bytes);
+        return refuse(wire::error_code::bad_request, drop_reason::join_refused, t);
+    }
+    if (const unsigned rails = wire::shape_rails(h.aux);
+        h.aux && (wire::shape_chunk(h.aux) != job_chunk || wire::shape_lag(h.aux) || (rails && rails != ack.n_rails))) {
+        char t[240];
+        std::snprintf(t, sizeof t,
+                      "job %u runs %u B chunks under policy rail over %u rails on verbs rail %s; its first rail gave "
+                      "this rank %u B under %s over %u rails: the job cannot run here",
+                      h.job_id, job_chunk, ack.n_rails, cfg.name.c_str(), wire::shape_chunk(h.aux),
+                      wire::policy_name(wire::shape_lag(h.aux) ? wire::rail_policy::lag : wire::rail_policy::rail), rails);
+        return refuse(wire::error_code::shape_mismatch, drop_reason::join_refused, t,
+                      wire::shape_word(job_chunk, false, ack.n_rails));
+    }
     if (c.job >= 0 && (job_at(c.job).id != h.job_id || c.rank != h.rank))
         return refuse(wire::error_code::bad_request, drop_reason::join_refused,
                       "this connection has joined as another job or rank");

@@ -2,7 +2,8 @@
 # Bad input and failures on verbs rails, in the rxe-vm guest:
 #  - a config whose device is not the address's is refused with the reason;
 #  - chunks with an out-of-range slot, a wrong generation or a partial
-#    element are counted and dropped, and the same QP's next allreduce is exact;
+#    element are counted and dropped, and the same QP's next allreduce is
+#    exact; JOINs naming a job shape not the plane's are refused;
 #  - a worker killed mid-job: the others get an error naming it, railgated
 #    keeps running, and the next job completes;
 #  - a worker stopped (SIGSTOP, its QP alive, nothing in flight): the job
@@ -46,6 +47,7 @@ for reason in ("slot_range", "bad_generation", "verbs_length"):
     assert d.get(reason, 0) == 1, (reason, d)
 r = json.load(open(sys.argv[1]))["rails"][0]
 assert r["leaves"] == 1 and r["leaves_again"] == 1 and "leave_unknown" not in d, r
+assert d.get("join_refused", 0) == 4, d
 PY
 
 # ranks TAG JOB ARGS...: 3 railbench ranks of job JOB on the verbs rails in

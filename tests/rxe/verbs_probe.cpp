@@ -3,7 +3,10 @@
 // range, a wrong generation and a length that is not whole elements (each
 // must be counted and dropped), then checks that a real allreduce still
 // completes with the right result on the same QP. Then it leaves twice:
-// both LEAVEs are acknowledged.
+// both LEAVEs are acknowledged. Then it JOINs another job naming a job
+// shape (wire::shape_word, as a worker does on the rails after its first)
+// that is not the plane's, and a malformed one: refused with
+// shape_mismatch and bad_request.
 //
 //   verbs_probe SERVER_IP PORT
 #include <chrono>
@@ -14,6 +17,7 @@
 #include "client/railgate/verbs_transport.hpp"
 #include "client/railgate/worker.hpp"
 #include "dataplane/proto/ipv4.hpp"
+#include "dataplane/proto/parse.hpp"
 
 using namespace railgate;
 
@@ -84,7 +88,49 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "verbs_probe: %u LEAVE_ACKs to 2 LEAVEs\n", acks);
             return 1;
         }
-        std::printf("verbs_probe: 3 bad writes posted, the allreduce after them is exact, a repeated LEAVE acked\n");
+        // JOINs of job 78 with a shape word: the error code each gets.
+        auto refusal = [&](std::uint32_t word) -> int {
+            wire::header j;
+            j.type = wire::msg_type::join;
+            j.job_id = 78;
+            j.job_token = o.job_token;
+            j.world_size = 2;
+            j.aux = word;
+            wire::join_body b;
+            b.max_count = 4096;
+            b.pool_size = 4;
+            b.nonce = 0x1234 + word;
+            std::uint8_t body[wire::join_body_bytes];
+            wire::encode_join_body(b, body);
+            const client::tx_msg join{j, body, wire::join_body_bytes};
+            t.send(0, &join, 1);
+            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+            while (std::chrono::steady_clock::now() < until) {
+                client::rx_msg m[4];
+                const unsigned n = t.recv(0, m, 4);
+                for (unsigned i = 0; i < n; ++i) {
+                    if (m[i].h.type == wire::msg_type::join_ack) return 0;
+                    if (m[i].h.type == wire::msg_type::error && m[i].h.job_id == 78) return static_cast<int>(m[i].h.aux);
+                }
+            }
+            return -1;
+        };
+        const std::uint32_t chunk = w.job_info().chunk_bytes, rails = w.job_info().n_rails;
+        const int other_chunk = refusal(wire::shape_word(chunk / 2, false, rails));
+        const int lag = refusal(wire::shape_word(chunk, true, rails));
+        const int more_rails = refusal(wire::shape_word(chunk, false, rails + 1));
+        const int malformed = refusal(wire::shape_word(100, false, rails));
+        const int shape = static_cast<int>(wire::error_code::shape_mismatch);
+        if (other_chunk != shape || lag != shape || more_rails != shape ||
+            malformed != static_cast<int>(wire::error_code::bad_request)) {
+            std::fprintf(stderr,
+                         "verbs_probe: JOINs with a shape not the plane's (half its %u B chunk, LAG, %u rails) and "
+                         "a malformed one got %d, %d, %d and %d (-1: no answer, 0: JOIN_ACK)\n",
+                         chunk, rails + 1, other_chunk, lag, more_rails, malformed);
+            return 1;
+        }
+        std::printf("verbs_probe: 3 bad writes posted, the allreduce after them is exact, a repeated LEAVE acked, "
+                    "4 JOINs naming another job shape refused\n");
         return 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "verbs_probe: %s\n", e.what());
