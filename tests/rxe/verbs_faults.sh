@@ -140,15 +140,24 @@ awk -v t="$t" 'BEGIN { exit !(t >= 0.9 && t <= 4.0) }' || { echo "FAIL: took $t 
 # whose peer timeout waits it out: what they wrote meanwhile waits in its
 # completion queues, and railgated, back, must not take its own absence
 # for a rank's silence (each rail's thread counts it, absences); the job
-# finishes bit-exact.
+# finishes bit-exact. Rank 2 is stopped a moment before railgated and
+# continued half a second after it: ranks 0 and 1 fill slots rank 2 has
+# not, and back, railgated has heard nothing of rank 2 for longer than the
+# stall time, all but 0.6 s of it its own absence (without the absence
+# credit, the job ended as stalled: "rank 2 sent nothing to slot ...").
 before=$("$BUILD/railctl" --socket "$WORK/ctl.sock" --json stats | python3 -c '
 import json, sys
 rails = json.load(sys.stdin)["rails"]
 print(sum(r.get("stalls", 0) for r in rails), sum(r.get("absences", 0) for r in rails))')
 ranks p 9 --count 100003 -n 300 -w 0 --peer-timeout 20000
+rb2=$(pgrep -P ${pid[2]}) # railbench itself, not the timeout around it
+kill -STOP "$rb2"
+sleep 0.1
 kill -STOP $RG_PID
 sleep "$(awk -v s=$stall_s 'BEGIN { print 1.5 * s }')"
 kill -CONT $RG_PID
+sleep 0.5
+kill -CONT "$rb2"
 for r in 0 1 2; do
   wait ${pid[$r]} || { echo "FAIL: rank $r failed after railgated's pause"; tail -n 3 "$WORK"/p*.log; exit 1; }
 done
