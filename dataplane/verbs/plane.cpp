@@ -706,8 +706,8 @@ void plane::rail_state::on_join(conn& c, const wire::header& h, std::span<const 
     // this plane's (its chunks would land in other slots than its peers').
     if (h.aux && !wire::shape_valid(h.aux)) {
         char t[160];
-        std::snprintf(t, sizeof t, "JOIN names a malformed job shape 0x%08x (a chunk of 64..%u bytes in steps of 64)",
-                      h.aux, wire::max_chunk_bytes);
+        std::snprintf(t, sizeof t, "JOIN names a malformed job shape 0x%08x (a chunk of 64..%u bytes in steps of 64, at most %u rails)",
+                      h.aux, wire::max_chunk_bytes, wire::max_rails);
         return refuse(wire::error_code::bad_request, drop_reason::join_refused, t);
     }
     if (const unsigned rails = wire::shape_rails(h.aux);
