@@ -18,8 +18,6 @@
 #include <thread>
 #include <vector>
 
-#include <unistd.h>
-
 #include "control/version.hpp"
 #include "client/railgate/connect.hpp"
 #include "client/railgate/dpdk_transport.hpp"
@@ -435,9 +433,9 @@ void check_memory(const options& o) {
     for (auto c : counts_of(o)) max_count = std::max(max_count, c);
     const double per_buffer = static_cast<double>(max_count) * static_cast<double>(wire::dtype_size(o.dt));
     const double buffers = o.flows ? 2.0 * o.flows : o.workers + 1.0 + (o.embedded ? o.workers : 1.0);
-    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || page <= 0) return;
-    const double host = static_cast<double>(pages) * static_cast<double>(page), gib = 1024.0 * 1024 * 1024;
+    const std::uint64_t bytes = net::host_memory_bytes();
+    if (!bytes) return;
+    const double host = static_cast<double>(bytes), gib = 1024.0 * 1024 * 1024;
     if (per_buffer * buffers <= host * 0.75) return;
     char t[256];
     std::snprintf(t, sizeof t,

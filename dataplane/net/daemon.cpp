@@ -31,10 +31,13 @@
 namespace railgate::net {
 using namespace detail;
 
-std::string tables_fit(unsigned max_jobs, unsigned max_pool, std::size_t rails) {
+std::uint64_t host_memory_bytes() noexcept {
     const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || page <= 0) return {};
-    return agg::tables_fit(max_jobs, max_pool, rails, static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page));
+    return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : 0;
+}
+
+std::string tables_fit(unsigned max_jobs, unsigned max_pool, std::size_t rails) {
+    return agg::tables_fit(max_jobs, max_pool, rails, host_memory_bytes());
 }
 
 namespace {

@@ -115,7 +115,9 @@ inline constexpr std::size_t max_routes = 65536;
 // udp rail; then `interface` is IFNAME (or "") and `error` says what is
 // wrong with the rest, if anything.
 bool udp_rail_devargs(const std::string& devargs, std::string& interface, std::string& error);
-// agg::tables_fit against this host's memory (sysconf).
+// This host's memory in bytes (sysconf; 0 if unknown).
+std::uint64_t host_memory_bytes() noexcept;
+// agg::tables_fit against this host's memory.
 std::string tables_fit(unsigned max_jobs, unsigned max_pool, std::size_t rails);
 // A route and what it carried (datagrams and bytes routed by it).
 struct route_status : route_config {
