@@ -69,9 +69,19 @@ ranks() {
   sleep 1
 }
 
+# still_running TAG: the job ranks started has not ended (the step that
+# follows needs it in the middle of its operations).
+still_running() {
+  local r
+  for r in 0 1 2; do
+    kill -0 ${pid[$r]} 2> /dev/null ||
+      { echo "FAIL: rank $r ended before the step (make its job longer)"; tail -n 5 "$WORK/$1$r.log"; exit 1; }
+  done
+}
+
 # Rank 2 dies (SIGKILL) in the middle of a long run.
 ranks k 5 --count 100003 -n 1000 -w 0
-kill -0 ${pid[2]} || { echo "FAIL: rank 2 ended early"; tail -n 5 "$WORK"/k*.log; exit 1; }
+still_running k
 pkill -KILL -P ${pid[2]} # railbench itself, not the timeout around it
 for r in 0 1; do
   wait ${pid[$r]} && { echo "FAIL: rank $r succeeded although rank 2 died"; exit 1; }
@@ -149,7 +159,10 @@ before=$("$BUILD/railctl" --socket "$WORK/ctl.sock" --json stats | python3 -c '
 import json, sys
 rails = json.load(sys.stdin)["rails"]
 print(sum(r.get("stalls", 0) for r in rails), sum(r.get("absences", 0) for r in rails))')
-ranks p 9 --count 100003 -n 300 -w 0 --peer-timeout 20000
+# 40 operations: about 8 s of running in the guest, 5 of them done by the
+# pause (300 took 60 s of the test after it).
+ranks p 9 --count 100003 -n 40 -w 0 --peer-timeout 20000
+still_running p
 rb2=$(pgrep -P ${pid[2]}) # railbench itself, not the timeout around it
 kill -STOP "$rb2"
 sleep 0.1
@@ -171,7 +184,8 @@ print("railgated stopped 1.5 times its stall time under 3 verbs workers: bit-exa
 assert stalls == 0 and away >= 1' $before || { echo "FAIL: railgated blamed a rank for its own pause, or counted no absence"; exit 1; }
 
 # railgated killed and restarted mid-job: --retry reconnects and finishes.
-ranks x 8 --count 100003 -n 60 -w 0 --retry 3 --join-timeout 10000
+ranks x 8 --count 100003 -n 30 -w 0 --retry 3 --join-timeout 10000
+still_running x
 kill -KILL $RG_PID; wait $RG_PID 2> /dev/null
 sleep 0.5
 start_railgated "$BUILD" "$WORK/faults.toml" "$WORK/ctl.sock" "$WORK/railgated2.log"
