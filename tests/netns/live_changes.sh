@@ -79,6 +79,9 @@ tenant() {
       echo "ok $i $((SECONDS - t0)) $count"
     else
       echo "FAIL $i $((SECONDS - t0)) $count"
+      # railgated as the failed job left it (the failure's dump below
+      # comes after the other tenant's jobs and the faults' clearing).
+      { date +%T.%3N; ctl --json status; ctl tc list; ctl stats; } > "$log/at-fail-$job-$i.txt" 2>&1
     fi
   done > "$log/tenant-$job.txt"
 }
@@ -133,7 +136,7 @@ while [ $SECONDS -lt $end ]; do
     [ "$c" = "rail remove r2" ] && [ $rc -eq 1 ] && grep -q "carries" "$log/ctl-$n.log" || break
     sleep 0.01
   done
-  echo "$n rc=$rc $c" >> "$log/commands.txt"
+  echo "$(date +%T.%3N) $n rc=$rc $c" >> "$log/commands.txt"
   # 0 done; 1 refused, with its reason on stderr. Not 3 (railgated not
   # reachable) nor 124 (no answer in 30 s).
   { [ $rc -eq 0 ] || { [ $rc -eq 1 ] && grep -q . "$log/ctl-$n.log"; }; } ||
@@ -152,11 +155,16 @@ slowest=$(cat "$log"/tenant-*.txt | awk 'BEGIN { m = 0 } $3 > m { m = $3 } END {
 added=$(grep -c "rc=0 rail add" "$log/commands.txt") removed=$(grep -c "rc=0 rail remove" "$log/commands.txt")
 three=$(grep -l "rank 0 of .*, 3 rails," "$log"/w-*-0.log 2> /dev/null | wc -l)
 echo "seed $seed: $n commands in $seconds s ($refused refused), $jobs_ok jobs bit-exact, $jobs_failed failed, slowest job $slowest s"
-cut -d' ' -f3- "$log/commands.txt" | awk '{ print $1, $2 }' | sort | uniq -c | sort -rn |
+cut -d' ' -f4- "$log/commands.txt" | awk '{ print $1, $2 }' | sort | uniq -c | sort -rn |
   awk '{ printf "%s%d %s %s", (NR > 1 ? ", " : "commands: "), $1, $2, $3 } END { print "" }'
 [ "$rails_too" = 1 ] && echo "r2: added $added times, removed $removed times; $three jobs striped over 3 rails"
 if [ "$jobs_failed" -gt 0 ]; then
   ctl stats > "$log/stats-at-failure.log" 2>&1
+  # Every command with its time, and railgated's state as each failed job
+  # left it: what the next failure of this kind needs to be understood.
+  echo "--- commands"
+  cat "$log/commands.txt"
+  for f in "$log"/at-fail-*.txt; do echo "--- $f"; cat "$f"; done
   grep -h "^FAIL" "$log"/tenant-*.txt | head -n 3
   for f in $(grep -l "^FAIL" "$log"/tenant-*.txt); do
     job=${f##*tenant-}
