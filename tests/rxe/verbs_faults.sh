@@ -160,8 +160,8 @@ before=$("$BUILD/railctl" --socket "$WORK/ctl.sock" --json stats | python3 -c '
 import json, sys
 rails = json.load(sys.stdin)["rails"]
 print(sum(r.get("stalls", 0) for r in rails), sum(r.get("absences", 0) for r in rails))')
-# 40 operations: about 8 s of running in the guest, 5 of them done by the
-# pause (300 took 60 s of the test after it).
+# 40 operations: about 8 s of running in the guest, about 5 of them done
+# when the pause begins (300 took 60 s of the test after it).
 ranks p 9 --count 100003 -n 40 -w 0 --peer-timeout 20000
 still_running p
 rb2=$(pgrep -P ${pid[2]}) # railbench itself, not the timeout around it
