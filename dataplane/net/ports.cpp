@@ -16,6 +16,7 @@
 #include <stdexcept>
 
 #include <rte_dev.h>
+#include <rte_devargs.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
@@ -31,6 +32,26 @@
 
 namespace railgate::net {
 using namespace detail;
+
+namespace {
+
+// An af_packet port's ring frame: framesz in its devargs, DPDK's 2048 by
+// default. The kernel writes a received frame 66 B into it (the tpacket2
+// header, aligned) and cuts what does not fit; the PMD drops a frame to
+// send over framesz - 32. The most MTU the port carries, and its framesz.
+unsigned af_packet_frame(const rte_device* dev, unsigned& framesz) {
+    framesz = 2048;
+    const rte_devargs* da = dev ? rte_dev_devargs(dev) : nullptr;
+    const std::string args = da && da->args ? da->args : "";
+    for (std::size_t at = 0; at < args.size();) {
+        const std::size_t end = std::min(args.find(',', at), args.size());
+        if (args.compare(at, 8, "framesz=") == 0) framesz = static_cast<unsigned>(std::atoi(args.c_str() + at + 8));
+        at = end + 1;
+    }
+    return framesz > 80 ? framesz - 80 : 0;
+}
+
+} // namespace
 
 namespace detail {
 
@@ -140,10 +161,19 @@ std::unique_ptr<rail_static> daemon::impl::open_rail(std::size_t i, const rail_c
         info.max_mtu, info.max_rx_pktlen > RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN
                           ? info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN
                           : rs->cfg.mtu);
-    const std::uint32_t carry_max = rs->driver == "net_af_packet" ? wire::max_mtu : pmd_mtu;
+    // af_packet carries what its kernel interface and its ring frames do.
+    unsigned framesz = 0;
+    const std::uint32_t carry_max = rs->driver == "net_af_packet"
+                                        ? std::min<std::uint32_t>(wire::max_mtu, af_packet_frame(info.device, framesz))
+                                        : pmd_mtu;
     if (rs->cfg.mtu > carry_max)
         throw std::runtime_error(where + "MTU " + std::to_string(rs->cfg.mtu) + " is more than " + rs->driver +
-                                 " carries (" + std::to_string(carry_max) + ")");
+                                 " carries (" + std::to_string(carry_max) + ")" +
+                                 (framesz ? " in ring frames of " + std::to_string(framesz) +
+                                                " B: give its devargs framesz=" +
+                                                std::to_string((rs->cfg.mtu + 80 + 15) / 16 * 16) +
+                                                " or more, and a blocksz at least as large"
+                                          : std::string()));
     rs->cfg.mtu_max = static_cast<std::uint16_t>(
         std::clamp<std::uint32_t>(rs->cfg.mtu_max ? rs->cfg.mtu_max : rs->cfg.mtu, rs->cfg.mtu, carry_max));
     rs->chunk_bytes = wire::chunk_bytes_for_mtu(rs->cfg.mtu);
@@ -198,6 +228,19 @@ std::unique_ptr<rail_static> daemon::impl::open_rail(std::size_t i, const rail_c
     if (info.if_index) {
         char name[IF_NAMESIZE] = {};
         if (if_indextoname(info.if_index, name)) rs->ifname = name;
+    }
+    // Beyond the PMD's stated limit the kernel interface carries the rail
+    // (af_packet): it is given the rail's MTU, as `rail set ... mtu` gives
+    // it. Trusted as found, an interface a removed rail had lowered kept
+    // its MTU under the rail added on it again: every frame above it was
+    // dropped by the kernel, unseen (live_changes.sh seed 3: a job's
+    // contributions on a re-added rail at MTU 9000 over a veth left at
+    // 1500, sent again for 60 s while its small PINGs were answered).
+    if (mtu_beyond_pmd) {
+        if (rs->ifname.empty())
+            throw std::runtime_error(where + rs->driver + " states max MTU " + std::to_string(pmd_mtu) +
+                                     " and has no kernel interface to carry MTU " + std::to_string(rs->cfg.mtu));
+        if (std::string e = set_kernel_mtu(rs->ifname, rs->cfg.mtu); !e.empty()) throw std::runtime_error(where + e);
     }
     if (rs->driver == "net_af_xdp" && info.if_index) attach_steering(*rs, info.if_index);
     if (rs->cfg.host_ip) {

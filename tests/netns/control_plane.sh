@@ -236,6 +236,36 @@ run_bench 15 2 || fail "railbench after rail remove"
 grep -q "2 rails" "$dir/bench-15-0.log" || fail "the next job still used the removed rail"
 ok "rail add (live, next job stripes over 3 rails), remove refused while a job uses it, remove between jobs"
 
+# An af_packet rail added again on an interface that a removed rail had
+# lowered: railgated gives the interface the rail's MTU, and a job at MTU
+# 9000 runs over it. Before, it took the interface as it found it (af_packet
+# states a 1500 limit, beyond which the kernel interface carries the rail):
+# the kernel dropped every frame above 1500 unseen, while small PINGs were
+# answered (live_changes.sh seed 3: a job retransmitted for 60 s).
+in_ns ip link add rgx mtu 9000 type veth peer name rgxp mtu 9000 || fail "veth rgx"
+in_ns ip addr add 198.18.2.254/24 dev rgxp && in_ns ip link set rgx up && in_ns ip link set rgxp up || fail "rgx up"
+csum_in_software "$ns" rgxp
+mtu_of() { in_ns cat "/sys/class/net/$1/mtu"; }
+ctl rail add r2 net_af_packet9,iface=rgx 198.18.2.1 --mtu 9000 > "$dir/out.log" 2> "$dir/err.log" &&
+  fail "an af_packet rail at MTU 9000 in 2048-byte ring frames"
+grep -q "MTU 9000 is more than net_af_packet carries (1968) in ring frames of 2048 B: give its devargs framesz=9088" \
+  "$dir/err.log" || fail "af_packet ring frames too small: $(cat "$dir/err.log")"
+af="framesz=10240,blocksz=20480,framecnt=1024"
+ctl rail add r2 "net_af_packet9,iface=rgx,$af" 198.18.2.1 --mtu 9000 | grep -q "rail r2 added" || fail "af_packet rail add"
+ctl rail set r2 mtu 1500 > /dev/null || fail "r2 mtu 1500"
+[ "$(mtu_of rgx)" = 1500 ] || fail "rgx did not follow r2 to MTU 1500 ($(mtu_of rgx))"
+ctl rail remove r2 | grep -q "rail r2 removed" || fail "af_packet rail remove"
+ctl rail add r2 "net_af_packet10,iface=rgx,$af" 198.18.2.1 --mtu 9000 | grep -q "rail r2 added" ||
+  fail "af_packet rail added again"
+[ "$(mtu_of rgx)" = 9000 ] || fail "rail r2 added at MTU 9000 on rgx, which kept MTU $(mtu_of rgx)"
+ctl rail set r0 mtu 9000 > /dev/null && ctl rail set r1 mtu 9000 > /dev/null || fail "r0, r1 mtu 9000"
+run_bench 19 2 || fail "railbench over the af_packet rail added again: $(tail -n 2 "$dir/bench-19-0.log")"
+grep -q "3 rails, dtype fp32, chunk 8896 B" "$dir/bench-19-0.log" || fail "job 19: not 3 rails of 8896 B chunks"
+ctl rail set r0 mtu 1500 > /dev/null && ctl rail set r1 mtu 1500 > /dev/null || fail "r0, r1 back to mtu 1500"
+ctl rail remove r2 > /dev/null || fail "af_packet rail removed again"
+in_ns ip link del rgx
+ok "af_packet rail: refused at MTU 9000 in 2048-byte frames; added again at 9000 on a veth a removed rail left at 1500, the veth follows, a 3-rail job of 8896 B chunks is bit-exact"
+
 # --- policy. Under LAG each worker's flow uses one member (l3l4: hashed
 # per rank; l2: all on the job's home member) and the home member aggregates.
 # Jobs 16 and 17 with 4 workers on 2 rails: by wire::lag_member, with this
