@@ -717,11 +717,17 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
                         s.refusal = code;
                         s.detail = m.h.offset;
                         // Refusals that pass with time: the rank's old
-                        // process still bound, or this host's JOINs still
-                        // assembling (forged ones expire): JOINed again
+                        // process still bound, this host's JOINs still
+                        // assembling (forged ones expire), or railgated's
+                        // rails taking a new advertisement: JOINed again
                         // until the deadline.
-                        if (code == wire::error_code::rank_taken || code == wire::error_code::too_many_pending) {
+                        if (code == wire::error_code::rank_taken || code == wire::error_code::too_many_pending ||
+                            code == wire::error_code::rails_changing) {
                             last_refusal = text;
+                            // railgated holds JOINs for the milliseconds its
+                            // lcores take to change: asked again sooner.
+                            if (code == wire::error_code::rails_changing)
+                                next_send = std::min(next_send, clock::now() + std::chrono::milliseconds(10));
                             continue;
                         }
                         // The job on this rail has another chunk or policy

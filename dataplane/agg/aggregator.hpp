@@ -135,6 +135,14 @@ public:
     // other members of the bond).
     unsigned lag_jobs() const noexcept { return lag_jobs_; }
     unsigned active_jobs() const noexcept { return t_.active(); }
+    // The most rails any job in the table lists (stripes over, or finds its
+    // LAG home among); 0: no job.
+    unsigned most_job_rails() const noexcept {
+        unsigned m = 0;
+        for (const job& j : t_.all())
+            if (j.st == job_state::active) m = std::max<unsigned>(m, j.rails);
+        return m;
+    }
     job* find(std::uint32_t id) noexcept { return t_.find(id); }
     const job* find(std::uint32_t id) const noexcept { return t_.find(id); }
     std::span<const job> jobs() const noexcept { return t_.all(); }

@@ -497,6 +497,19 @@ lcore_command daemon::impl::adopt_command() const {
     return c;
 }
 
+std::string daemon::impl::hold_joins() {
+    lcore_command c = adopt_command();
+    c.hold_joins = true;
+    return on_lcores(c, -1);
+}
+
+std::string daemon::impl::advertise() {
+    std::string held = hold_joins();
+    lcore_command c = adopt_command();
+    std::string e = on_lcores(c, -1);
+    return held.empty() ? e : held;
+}
+
 std::vector<rail_status> daemon::status() const {
     std::lock_guard lock(p_->ctl);
     std::vector<rail_status> out;
@@ -557,8 +570,7 @@ std::string daemon::set_mtu(std::size_t rail, unsigned mtu, std::string& state) 
     rs.chunk_bytes = wire::chunk_bytes_for_mtu(mtu);
     rs.mtu_target.store(static_cast<std::uint16_t>(mtu));
     p_->rebuild_ack();
-    lcore_command adopt = p_->adopt_command();
-    if (std::string e = p_->on_lcores(adopt, -1); !e.empty()) {
+    if (std::string e = p_->advertise(); !e.empty()) {
         rs.mtu_target.store(old_target);
         return e;
     }
@@ -616,8 +628,7 @@ std::string daemon::set_policy(wire::rail_policy pol, wire::lag_hash hash) {
     const wire::lag_hash old_hash = p_->ack.hash;
     p_->policy = pol;
     p_->ack.hash = hash;
-    lcore_command adopt = p_->adopt_command();
-    if (std::string e = p_->on_lcores(adopt, -1); !e.empty()) {
+    if (std::string e = p_->advertise(); !e.empty()) {
         p_->policy = old;
         p_->ack.hash = old_hash;
         return e;
@@ -752,8 +763,7 @@ std::string daemon::add_rail(const rail_config& rc, const std::string& devargs, 
         retire(*p_->rails[i]);
         return e;
     }
-    lcore_command adopt = p_->adopt_command();
-    if (std::string e = p_->on_lcores(adopt, -1); !e.empty()) return e;
+    if (std::string e = p_->advertise(); !e.empty()) return e;
     index = i;
     return {};
 }
@@ -767,25 +777,37 @@ std::string daemon::remove_rail(std::size_t i) {
     for (const route_config& r : p_->routes)
         if (r.rail == rs.cfg.name)
             return "route " + format_prefix(r.prefix, r.len) + " leaves by rail " + rs.cfg.name + "; delete it first";
+    // Busy while it carries a job, or a job on another rail lists it: the
+    // job's first rail advertised it, and its ranks' JOINs there may be
+    // on their way (they would find no rail, or, behind it, rails whose
+    // stripe index moved).
+    const int stripe = rs.stripe;
     auto busy = [&] {
-        const unsigned n = rs.active_jobs.load();
-        return n ? "rail " + rs.cfg.name + " carries " + std::to_string(n) + " job(s); remove it between jobs" : std::string();
+        if (const unsigned n = rs.active_jobs.load())
+            return "rail " + rs.cfg.name + " carries " + std::to_string(n) + " job(s); remove it between jobs";
+        for (const auto& r : p_->rails)
+            if (r.get() != &rs && r->active && r->job_rails.load() > static_cast<unsigned>(stripe))
+                return "a job on rail " + r->cfg.name + " lists rail " + rs.cfg.name +
+                       " (its ranks are joining it); remove it between jobs";
+        return std::string();
     };
     if (std::string e = busy(); !e.empty()) return e;
-    // Stop advertising it and refuse JOINs on it, then make sure no job
-    // slipped in meanwhile; if one did, put the rail back.
-    rs.active = false;
-    p_->rebuild_ack();
-    lcore_command adopt = p_->adopt_command();
-    std::string e = p_->on_lcores(adopt, -1);
+    // Hold every JOIN, then make sure no job started listing it meanwhile;
+    // the rail is advertised as it was until it goes (were it taken out and
+    // put back, a job joining then would be given two rail lists).
+    std::string e = p_->hold_joins();
     if (e.empty()) e = busy();
     if (!e.empty()) {
-        rs.active = true;
-        p_->rebuild_ack();
         lcore_command back = p_->adopt_command();
         p_->on_lcores(back, -1);
         return e;
     }
+    // Stop advertising it and refuse JOINs on it; the lcores still holding
+    // JOINs let them through as each takes the new list.
+    rs.active = false;
+    p_->rebuild_ack();
+    lcore_command adopt = p_->adopt_command();
+    if (std::string a = p_->on_lcores(adopt, -1); !a.empty()) return a;
     lcore_command detach;
     detach.k = lcore_command::kind::detach;
     detach.rail = static_cast<int>(i);

@@ -40,6 +40,13 @@ void ranks_text(char* out, std::size_t n, std::uint64_t ranks) noexcept {
     }
 }
 
+// What the control plane reads of the rail's jobs: how many, and the most
+// rails one lists (a rail removal waits for none to list it).
+void publish_jobs(rail_state& rs) noexcept {
+    rs.s.active_jobs.store(rs.agg.active_jobs(), std::memory_order_relaxed);
+    rs.s.job_rails.store(rs.agg.most_job_rails(), std::memory_order_relaxed);
+}
+
 // Tells every joined member of j (but `skip`) why the job ends, then frees
 // it and everything it held.
 // The reason is remembered (job_table::remember_end) for a member whose
@@ -64,7 +71,7 @@ void end_job(rail_state& rs, agg::job& j, wire::error_code code, std::uint64_t d
         send_error(rs, e, j.x.members[r], h, code, text, detail, j.instance);
     }
     rs.agg.release(j);
-    rs.s.active_jobs.store(rs.agg.active_jobs(), std::memory_order_relaxed);
+    publish_jobs(rs);
 }
 
 // Whether this rail may answer a message it has no job for (an unknown
@@ -271,6 +278,17 @@ void handle_join(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<c
                  const frame::endpoint& from) noexcept {
     if (rs.closing) return free_drop(rs, m, drop_reason::join_refused);
     const wire::join_body b = wire::decode_join_body(body.data());
+    if (rs.holding_joins) {
+        // The lcores are taking a new advertisement one after the other
+        // (daemon::impl::advertise): answered, it might list other rails,
+        // or another chunk or policy, than the job's other rails do.
+        bump(rs.ctr.join_errors);
+        count_drop(rs, m, drop_reason::join_refused);
+        char t[wire::max_error_text];
+        std::snprintf(t, sizeof t, "railgated is changing its rails (a rail added or removed, an MTU or the policy "
+                      "set); rail %s holds JOINs until every rail has: join again", rs.s.cfg.name.c_str());
+        return send_error(rs, m, from, h, wire::error_code::rails_changing, t, 0, static_cast<std::uint32_t>(b.nonce));
+    }
     // Results go back in the worker's DSCP (its traffic class), or the
     // rail's traffic_class when the worker sends 0; ECN-capable (ECT(0))
     // when the worker's JOIN is (never CE: a mark is the JOIN's own).
@@ -332,7 +350,7 @@ void handle_join(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<c
     if (jr.st == agg::join_status::joined) {
         bump(rs.ctr.joins);
         rs.job_lat.open(table::as(jr.j), rs.agg.jobs_table().all());
-        rs.s.active_jobs.store(rs.agg.active_jobs(), std::memory_order_relaxed);
+        publish_jobs(rs);
     }
     wire::join_ack_body ack = rs.ack;
     ack.pool_size = j.pool;
@@ -696,7 +714,7 @@ void handle_leave(rail_state& rs, rte_mbuf* m, const wire::header& h, const fram
         bump(rs.ctr.leaves_again);
     } else {
         bump(rs.ctr.leaves);
-        rs.s.active_jobs.store(rs.agg.active_jobs(), std::memory_order_relaxed);
+        publish_jobs(rs);
     }
     std::uint8_t* msg = reuse_as_reply(rs, m, from, wire::header_bytes);
     if (!msg) return free_drop(rs, m, drop_reason::no_mbuf);

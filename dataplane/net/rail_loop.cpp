@@ -113,6 +113,7 @@ void run_command(rail_state& rs, lcore_command& c) {
         const int stripe = c.stripe[rs.index];
         rs.stripe = stripe;
         rs.closing = stripe < 0;
+        rs.holding_joins = c.hold_joins;
         if (stripe >= 0) rs.agg.set_stripe(c.ack.n_rails, static_cast<unsigned>(stripe));
         return;
     }

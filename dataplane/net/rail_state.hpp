@@ -85,6 +85,9 @@ struct rail_static {
     std::atomic<std::uint16_t> mtu_now{0};   // the port's MTU
     std::atomic<std::uint16_t> mtu_target{0};
     std::atomic<unsigned> active_jobs{0};
+    // The most rails any of those jobs lists (0: none): a rail at that
+    // stripe index or beyond is none of this rail's jobs' (remove_rail).
+    std::atomic<unsigned> job_rails{0};
     std::atomic<bool> link_up{true};           // written by the link monitor
     // The fault injector's spec as set (shown by the control plane).
     fault::spec fault_spec;
@@ -272,6 +275,9 @@ struct rail_state {
     unsigned lcore_slot = 0; // its lcore's position among the rail lcores (fib::hits)
     int stripe = -1;         // position among the advertised rails
     bool closing = false;    // removed from the advertised set: no new jobs
+    // The control plane is moving the lcores to a new advertisement (see
+    // daemon::impl::advertise): JOINs are refused (rails_changing) meanwhile.
+    bool holding_joins = false;
     // LAG: this lcore's rails by stripe (a bond is served by one lcore).
     const std::vector<rail_state*>* bond = nullptr;
     double ns_per_tsc;

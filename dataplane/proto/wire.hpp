@@ -134,8 +134,13 @@ enum class error_code : std::uint32_t {
     // the one its first rail gave (offset: the job's shape word on this rail,
     // or 0 when this rail's MTU cannot carry the chunk asked for).
     shape_mismatch = 20,
+    // JOIN: railgated is moving its rails to a new advertisement (a rail
+    // added or removed, an MTU or the policy set), one lcore after another;
+    // until every lcore has, JOINs are refused so that no job's rails answer
+    // from two. The worker JOINs again (milliseconds).
+    rails_changing = 21,
 };
-inline constexpr std::uint32_t error_code_max = 20;
+inline constexpr std::uint32_t error_code_max = 21;
 
 // Host-order view of the 40-byte header.
 struct header {

@@ -178,11 +178,12 @@ namespace {
 // answers as `second` says: an ack of the same shape, an ack of another
 // chunk (a railgated from before the shape word), or shape_mismatch; or
 // `late`, the same ack 900 ms after the first JOIN (a slow connection); or
-// `never`, with rail 0 answering a PING with the job's end. What arrives
+// `never`, with rail 0 answering a PING with the job's end; or `changing`,
+// rails_changing for 150 ms from the first JOIN, then the ack. What arrives
 // as an ERROR (a worker's abort) on rail 0 is counted, and PINGs there.
 class two_rail_server {
 public:
-    enum class answer { same, other_chunk, refuse, refuse_once, other_rails, other_index, late, never };
+    enum class answer { same, other_chunk, refuse, refuse_once, other_rails, other_index, late, never, changing };
     explicit two_rail_server(answer second) : second_(second) {
         fd_[0] = test::bind_loopback(port_[0]);
         fd_[1] = test::bind_loopback(port_[1]);
@@ -227,7 +228,11 @@ private:
                     if (r == 1 && (second_ == answer::never ||
                                    (second_ == answer::late && clk::now() - first_join_ < std::chrono::milliseconds(900))))
                         continue;
-                    if (r == 1 && (second_ == answer::refuse || (second_ == answer::refuse_once && first_nonce(b.nonce))))
+                    if (r == 1 && second_ == answer::changing && clk::now() - first_join_ < std::chrono::milliseconds(150))
+                        len = test::refusal(h, b.nonce, wire::error_code::rails_changing, 0,
+                                            "railgated is changing its rails", out.data());
+                    else if (r == 1 &&
+                             (second_ == answer::refuse || (second_ == answer::refuse_once && first_nonce(b.nonce))))
                         len = test::refusal(h, b.nonce, wire::error_code::shape_mismatch, wire::shape_word(2880, false),
                                             "job 6 runs 2880 B chunks here", out.data());
                     else
@@ -351,6 +356,20 @@ BOOST_AUTO_TEST_CASE(rails_that_disagree_on_the_shape_end_the_job_recoverably) {
         for (int i = 0; i < 100 && s.aborts() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
         BOOST_TEST(s.aborts() >= 1u);
     }
+}
+
+// railgated holds JOINs while its lcores take a new rail list, MTU or
+// policy (rails_changing): the worker JOINs again, every 10 ms rather than
+// every 100, and joins once the rail answers.
+BOOST_AUTO_TEST_CASE(a_join_waits_while_railgated_changes_its_rails) {
+    two_rail_server s(two_rail_server::answer::changing);
+    auto t = client::make_udp_transport(INADDR_LOOPBACK, s.port());
+    client::worker w{*t, options()};
+    BOOST_TEST(w.join() == "");
+    BOOST_TEST(w.stripe_rails().size() == 2u);
+    BOOST_TEST(s.shapes().size() >= 5u, s.shapes().size()); // 2 in 150 ms at 100 ms
+    BOOST_TEST(s.aborts() == 0u);
+    w.leave();
 }
 
 // A join that fails as an operation may (here the job's shape refused on
