@@ -835,6 +835,15 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
         // left, or this rank's abort would end the next one its peers join,
         // and theirs the one after.)
         if (e == "\x01") e = "railgated's rails disagree on the rails job " + std::to_string(o_.job_id) + " stripes around";
+        // And so is what a JOIN not yet answered made (its JOIN_ACK late,
+        // or lost, or the JOIN itself late), named by the JOIN's nonce:
+        // left behind, it held the rank, and the rank's next process was
+        // refused as a second claim on it (rank_claimed) for 30 s.
+        for (unsigned r : others)
+            if (std::find(s.joined_on.begin(), s.joined_on.end(), r) == s.joined_on.end()) {
+                s.joined_on.push_back(r);
+                s.inst[r] = static_cast<std::uint32_t>(s.nonce);
+            }
         if (misshapen) abort(e);
         else leave();
         return e;

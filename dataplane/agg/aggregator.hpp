@@ -232,7 +232,7 @@ public:
         job* j = find(h.job_id);
         if (!j) return drop_reason::leave_unknown;
         if (const drop_reason r = t_.check_sender(*j, h, addr); r != drop_reason::none) return r;
-        if (h.gen != j->instance) return drop_reason::leave_unknown; // for an earlier incarnation
+        if (!table::names(*j, h)) return drop_reason::leave_unknown; // for an earlier incarnation
         const bool last = t_.leave(*j, h.rank, [&](unsigned si, unsigned rank) {
             Release{}(owners_[base(*j, si) + rank]);
         });

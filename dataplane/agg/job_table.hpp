@@ -377,6 +377,15 @@ public:
         return drop_reason::none;
     }
     static void heard(job_t& j, unsigned rank, std::uint64_t now) noexcept { j.heard[rank] = now; }
+    // Whether a LEAVE's or an abort's gen names job j as its sender knows
+    // it: the incarnation (its JOIN_ACK's gen), or the JOIN that bound the
+    // rank (its nonce's low 32 bits): a worker that gives up a join before
+    // a rail's JOIN_ACK came leaves the part its JOIN may have made there.
+    // Anything else is about an earlier incarnation, arriving late.
+    static bool names(const job_t& j, const wire::header& h) noexcept {
+        return h.gen == j.instance || (h.rank < j.world && (j.joined >> h.rank & 1) &&
+                                       h.gen == static_cast<std::uint32_t>(j.peers[h.rank].nonce));
+    }
     // Whether any chunk of the job has completed (a result went out).
     static bool started(const job_t& j) noexcept {
         for (unsigned s = 0; s < j.pool; ++s)

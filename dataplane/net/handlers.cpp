@@ -679,7 +679,7 @@ void handle_abort(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<
     if (const drop_reason r = rs.agg.jobs_table().check_sender(*j, h, peer_key(from)); r != drop_reason::none)
         return free_drop(rs, m, r == drop_reason::not_member ? r : drop_reason::leave_unknown);
     // An abort sent to an earlier incarnation of the job id, arriving late.
-    if (h.gen != j->instance) return free_drop(rs, m, drop_reason::leave_unknown);
+    if (!table::names(*j, h)) return free_drop(rs, m, drop_reason::leave_unknown);
     bump(rs.ctr.aborts);
     char why[wire::max_error_text / 2];
     printable(why, sizeof why, body);
@@ -697,7 +697,7 @@ void handle_abort(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<
 // token or world): that one is not the sender's to learn about.
 bool already_left(rail_state& rs, const wire::header& h) noexcept {
     const agg::job* j = rs.agg.find(h.job_id);
-    if (!j || h.gen != j->instance) return true;
+    if (!j || !table::names(*j, h)) return true;
     return rs.agg.jobs_table().check_sender(*j, h, 0) == drop_reason::rank_not_joined;
 }
 

@@ -667,11 +667,11 @@ void plane::rail_state::on_control(conn& c, const std::uint8_t* msg, std::size_t
     switch (h.type) {
     case wire::msg_type::region: return on_region(c, h, body);
     case wire::msg_type::leave:
-        if (h.gen != x.instance) return ctr.drop(drop_reason::leave_unknown);
+        if (!vtable::names(x, h)) return ctr.drop(drop_reason::leave_unknown);
         return on_leave(c, h);
     case wire::msg_type::ping: return on_ping(c, h);
     case wire::msg_type::error: {
-        if (h.gen != x.instance) return ctr.drop(drop_reason::leave_unknown);
+        if (!vtable::names(x, h)) return ctr.drop(drop_reason::leave_unknown);
         bump(ctr.aborts);
         std::string why;
         for (std::uint8_t ch : body) why += ch >= 0x20 && ch < 0x7f ? static_cast<char>(ch) : '?';

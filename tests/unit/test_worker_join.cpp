@@ -201,6 +201,15 @@ public:
         return shapes_;
     }
     unsigned aborts() const { return aborts_.load(); }
+    // Rail 1: the JOINs' nonces (low 32 bits) and the LEAVEs' gens.
+    std::vector<std::uint32_t> join_nonces() const {
+        std::lock_guard g(mu_);
+        return nonces_;
+    }
+    std::vector<std::uint32_t> leave_gens() const {
+        std::lock_guard g(mu_);
+        return leave_gens_;
+    }
     unsigned pings() const { return pings_.load(); }
 
 private:
@@ -223,6 +232,7 @@ private:
                     if (r == 1) {
                         std::lock_guard g(mu_);
                         shapes_.push_back(h.aux);
+                        nonces_.push_back(static_cast<std::uint32_t>(b.nonce));
                         if (shapes_.size() == 1) first_join_ = clk::now();
                     }
                     if (r == 1 && (second_ == answer::never ||
@@ -244,6 +254,10 @@ private:
                                              r == 1 && second_ == answer::other_index ? 0 : r,
                                              r == 1 && second_ == answer::other_rails ? 1 : 0);
                 } else if (h.type == wire::msg_type::leave) {
+                    if (r == 1) {
+                        std::lock_guard g(mu_);
+                        leave_gens_.push_back(h.gen);
+                    }
                     test::header_answer(h, wire::msg_type::leave_ack, 0, out.data());
                     len = wire::header_bytes;
                 } else if (h.type == wire::msg_type::error && r == 0) {
@@ -278,7 +292,7 @@ private:
     int fd_[2] = {-1, -1};
     std::uint16_t port_[2] = {0, 0};
     mutable std::mutex mu_;
-    std::vector<std::uint32_t> shapes_;
+    std::vector<std::uint32_t> shapes_, nonces_, leave_gens_;
     std::atomic<unsigned> aborts_{0};
     std::atomic<unsigned> pings_{0};
     std::atomic<bool> stop_{false};
@@ -317,6 +331,15 @@ BOOST_AUTO_TEST_CASE(the_jobs_end_on_the_first_rail_ends_a_join_of_the_others) {
     BOOST_TEST(e.find("railgated ended the job on rail 0: rank 1 sent nothing to slot 0") != std::string::npos, e);
     BOOST_TEST(client::failure_name(w.failed_with()) == client::failure_name(client::failure::rank_failed));
     BOOST_TEST(soon);
+    // Rail 1 never answered its JOIN, which may yet have made the rank's
+    // part there: it is left, named by the JOIN's nonce (railgated knows no
+    // incarnation the worker could name). Left behind, it made the rank's
+    // next process a second claim on the rank, refused for 30 s.
+    const auto nonces = s.join_nonces();
+    BOOST_REQUIRE(!nonces.empty());
+    const auto gens = s.leave_gens();
+    BOOST_TEST(!gens.empty());
+    for (std::uint32_t g : gens) BOOST_TEST(g == nonces.front());
 }
 
 // The JOINs of the rails after the first name the job's shape as the first
