@@ -497,16 +497,15 @@ lcore_command daemon::impl::adopt_command() const {
     return c;
 }
 
-std::string daemon::impl::hold_joins() {
+std::string daemon::impl::adopt(bool hold_joins) {
     lcore_command c = adopt_command();
-    c.hold_joins = true;
+    c.hold_joins = hold_joins;
     return on_lcores(c, -1);
 }
 
 std::string daemon::impl::advertise() {
-    std::string held = hold_joins();
-    lcore_command c = adopt_command();
-    std::string e = on_lcores(c, -1);
+    std::string held = adopt(true);
+    std::string e = adopt(false);
     return held.empty() ? e : held;
 }
 
@@ -795,19 +794,17 @@ std::string daemon::remove_rail(std::size_t i) {
     // Hold every JOIN, then make sure no job started listing it meanwhile;
     // the rail is advertised as it was until it goes (were it taken out and
     // put back, a job joining then would be given two rail lists).
-    std::string e = p_->hold_joins();
+    std::string e = p_->adopt(true);
     if (e.empty()) e = busy();
     if (!e.empty()) {
-        lcore_command back = p_->adopt_command();
-        p_->on_lcores(back, -1);
+        p_->adopt(false);
         return e;
     }
     // Stop advertising it and refuse JOINs on it; the lcores still holding
     // JOINs let them through as each takes the new list.
     rs.active = false;
     p_->rebuild_ack();
-    lcore_command adopt = p_->adopt_command();
-    if (std::string a = p_->on_lcores(adopt, -1); !a.empty()) return a;
+    if (std::string a = p_->adopt(false); !a.empty()) return a;
     lcore_command detach;
     detach.k = lcore_command::kind::detach;
     detach.rail = static_cast<int>(i);

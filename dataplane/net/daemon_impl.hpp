@@ -148,14 +148,14 @@ struct daemon::impl {
     // once per lcore with c.rail left as given). Returns "" or why not.
     std::string on_lcores(detail::lcore_command& c, int rail);
     detail::lcore_command adopt_command() const;
-    // Every lcore takes what rebuild_ack() and `policy` say now. The lcores
-    // take it one after the other, so first each takes it holding JOINs,
-    // then each lets them through: no JOIN is answered while two rails
-    // advertise differently (a job's rails would answer its ranks with two
-    // rail lists, chunks or policies). hold_joins alone (advertising what
-    // is advertised) holds them until the next adopt.
+    // Every lcore takes what rebuild_ack() and `policy` say now, holding
+    // JOINs (rails_changing) or letting them through.
+    std::string adopt(bool hold_joins);
+    // The same, in two passes: the lcores take it one after the other, so
+    // first each takes it holding JOINs, then each lets them through; no
+    // JOIN is answered while two rails advertise differently (a job's rails
+    // would answer its ranks with two rail lists, chunks or policies).
     std::string advertise();
-    std::string hold_joins();
     std::string check_bond(wire::rail_policy pol) const;
     std::unique_ptr<detail::rail_state> make_rail_state(std::size_t i, unsigned lcore);
 

@@ -19,6 +19,7 @@
 #include <rte_devargs.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_kvargs.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
@@ -42,11 +43,9 @@ namespace {
 unsigned af_packet_frame(const rte_device* dev, unsigned& framesz) {
     framesz = 2048;
     const rte_devargs* da = dev ? rte_dev_devargs(dev) : nullptr;
-    const std::string args = da && da->args ? da->args : "";
-    for (std::size_t at = 0; at < args.size();) {
-        const std::size_t end = std::min(args.find(',', at), args.size());
-        if (args.compare(at, 8, "framesz=") == 0) framesz = static_cast<unsigned>(std::atoi(args.c_str() + at + 8));
-        at = end + 1;
+    if (rte_kvargs* kv = da && da->args ? rte_kvargs_parse(da->args, nullptr) : nullptr) {
+        if (const char* v = rte_kvargs_get(kv, "framesz")) framesz = static_cast<unsigned>(std::atoi(v));
+        rte_kvargs_free(kv);
     }
     return framesz > 80 ? framesz - 80 : 0;
 }
