@@ -10,6 +10,8 @@
 #include <rte_mbuf.h>
 
 #include "dataplane/net/burst.hpp"
+#include "dataplane/net/kernel_if.hpp"
+#include "dataplane/net/port_mtu.hpp"
 #include "dataplane/proto/frame.hpp"
 #include "dataplane/proto/parse.hpp"
 
@@ -55,12 +57,30 @@ public:
     // the kernel, maybe on this very core.
     void wait(std::chrono::microseconds) noexcept override { sched_yield(); }
     const char* name() const noexcept override { return "dpdk"; }
-    // A message goes in one buffer (send() appends it whole).
+    // A message goes in one buffer (send() appends it whole), in a frame
+    // every port carries.
     std::size_t max_message_bytes() const noexcept override {
-        const std::size_t room = rte_pktmbuf_data_room_size(pool_);
-        return room > RTE_PKTMBUF_HEADROOM + frame::udp_frame_overhead
-                   ? room - RTE_PKTMBUF_HEADROOM - frame::udp_frame_overhead
-                   : 0;
+        std::size_t most = mbuf_message_bytes();
+        for (const rail& r : all_) most = std::min(most, port_message_bytes(r));
+        return most;
+    }
+    std::string message_limit(std::size_t bytes) const override {
+        const unsigned mtu = static_cast<unsigned>(bytes + frame::ipv4_bytes + frame::udp_bytes);
+        for (const rail& r : all_) {
+            if (port_message_bytes(r) >= bytes) continue;
+            const std::string port = "port " + std::to_string(r.port) + " (" + r.driver +
+                                     (r.mtu.ifname.empty() ? "" : " on " + r.mtu.ifname) + ")";
+            if (r.if_mtu && r.if_mtu < r.mtu.carried)
+                return port + ": its kernel interface has MTU " + std::to_string(r.if_mtu) + ", " +
+                       std::to_string(mtu) + " wanted (ip link set " + r.mtu.ifname + " mtu " + std::to_string(mtu) +
+                       ", and its peer's)";
+            return port + " carries MTU " + std::to_string(r.mtu.carried) +
+                   (r.mtu.framesz ? " " + r.mtu.frames() : "") + ", " + std::to_string(mtu) + " wanted" +
+                   (r.mtu.framesz ? ": " + r.mtu.advice(mtu) : "");
+        }
+        if (mbuf_message_bytes() < bytes)
+            return "its mbufs hold " + std::to_string(rte_pktmbuf_data_room_size(pool_)) + " B";
+        return "";
     }
     const char* checksums() const noexcept override {
         unsigned offloaded = 0;
@@ -177,11 +197,26 @@ public:
     }
 
 private:
+    std::size_t mbuf_message_bytes() const noexcept {
+        const std::size_t room = rte_pktmbuf_data_room_size(pool_);
+        return room > RTE_PKTMBUF_HEADROOM + frame::udp_frame_overhead
+                   ? room - RTE_PKTMBUF_HEADROOM - frame::udp_frame_overhead
+                   : 0;
+    }
+    static std::size_t port_message_bytes(const auto& r) noexcept {
+        unsigned mtu = r.mtu.carried;
+        if (r.if_mtu) mtu = std::min(mtu, r.if_mtu);
+        return mtu > frame::ipv4_bytes + frame::udp_bytes ? mtu - frame::ipv4_bytes - frame::udp_bytes : 0;
+    }
+
     struct rail {
         std::uint16_t port = 0;
         frame::endpoint self, server;
         bool resolved = false;
         bool rx_csum = false, tx_csum = false; // the port verifies / computes UDP checksums
+        std::string driver;
+        net::port_mtu mtu;   // what its frames carry
+        unsigned if_mtu = 0; // af_packet: its kernel interface's MTU (0: not read)
         rte_mbuf* held[burst_max];
         unsigned nheld = 0;
     };
@@ -203,6 +238,14 @@ private:
             r.tx_csum = true;
         }
         if (emulate_offload) r.rx_csum = r.tx_csum = true;
+        if (rc == 0) {
+            r.driver = info.driver_name ? info.driver_name : "?";
+            r.mtu = net::port_mtu_of(info, UINT16_MAX);
+            // af_packet's frames go through its kernel interface, which
+            // drops what is over its MTU, both ways (railgated sets its own
+            // rails'; a worker's is the host's to set).
+            if (r.mtu.framesz && !r.mtu.ifname.empty()) r.if_mtu = net::kernel_mtu(r.mtu.ifname);
+        }
         rte_eth_txconf txc = info.default_txconf;
         txc.offloads = conf.txmode.offloads;
         if (rc == 0) rc = rte_eth_dev_configure(port, 1, 1, &conf);

@@ -768,10 +768,12 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
                         }
                         if (wire::header_bytes + std::size_t{a.chunk_bytes} > t_.max_message_bytes()) {
                             s.why = failure::refused;
+                            const std::string why = t_.message_limit(wire::header_bytes + std::size_t{a.chunk_bytes});
                             return "railgated's JOIN_ACK gives " + std::to_string(a.chunk_bytes) + " B chunks; the " +
                                    t_.name() + " transport carries messages of at most " +
                                    std::to_string(t_.max_message_bytes()) + " B (" +
-                                   std::to_string(wire::header_bytes) + " B of header)";
+                                   std::to_string(wire::header_bytes) + " B of header)" +
+                                   (why.empty() ? "" : ": " + why);
                         }
                         s.ack = a;
                         s.joined = true;

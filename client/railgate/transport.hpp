@@ -104,6 +104,9 @@ public:
     // would be dropped, or not sent at all, every time). A UDP datagram's
     // by default.
     virtual std::size_t max_message_bytes() const noexcept { return 65507; }
+    // Why a message of `bytes` is more than it carries, and what would
+    // carry it ("" when there is nothing to add).
+    virtual std::string message_limit(std::size_t) const { return ""; }
     // The transport's name, for reports ("udp", "dpdk", "verbs").
     virtual const char* name() const noexcept = 0;
     // Who sums the UDP checksums of its frames, for reports: "software",

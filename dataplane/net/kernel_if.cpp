@@ -47,6 +47,11 @@ std::string set_kernel_mtu(const std::string& ifname, unsigned mtu) noexcept {
     return "cannot set MTU " + std::to_string(mtu) + " on " + ifname + ": " + std::strerror(errno);
 }
 
+unsigned kernel_mtu(const std::string& ifname) noexcept {
+    if_ioctl io(ifname);
+    return io(SIOCGIFMTU) && io.ifr.ifr_mtu > 0 ? static_cast<unsigned>(io.ifr.ifr_mtu) : 0;
+}
+
 std::string set_kernel_up(const std::string& ifname) noexcept {
     if_ioctl io(ifname);
     if (!io(SIOCGIFFLAGS)) return failed("flags of ", ifname);

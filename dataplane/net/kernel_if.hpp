@@ -9,6 +9,8 @@
 namespace railgate::net {
 
 std::string set_kernel_mtu(const std::string& ifname, unsigned mtu) noexcept;
+// The interface's MTU; 0 if it cannot be read.
+unsigned kernel_mtu(const std::string& ifname) noexcept;
 std::string set_kernel_up(const std::string& ifname) noexcept;
 // Gives the interface an address (host order) and brings it up.
 std::string set_kernel_address(const std::string& ifname, std::uint32_t ip, unsigned prefix);

@@ -16,10 +16,8 @@
 #include <stdexcept>
 
 #include <rte_dev.h>
-#include <rte_devargs.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
-#include <rte_kvargs.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
@@ -28,29 +26,12 @@
 #include "dataplane/net/daemon_impl.hpp"
 #include "dataplane/net/eal.hpp"
 #include "dataplane/net/kernel_if.hpp"
+#include "dataplane/net/port_mtu.hpp"
 #include "dataplane/net/topology.hpp"
 #include "dataplane/log/log.hpp"
 
 namespace railgate::net {
 using namespace detail;
-
-namespace {
-
-// An af_packet port's ring frame: framesz in its devargs, DPDK's 2048 by
-// default. The kernel writes a received frame 66 B into it (the tpacket2
-// header, aligned) and cuts what does not fit; the PMD drops a frame to
-// send over framesz - 32. The most MTU the port carries, and its framesz.
-unsigned af_packet_frame(const rte_device* dev, unsigned& framesz) {
-    framesz = 2048;
-    const rte_devargs* da = dev ? rte_dev_devargs(dev) : nullptr;
-    if (rte_kvargs* kv = da && da->args ? rte_kvargs_parse(da->args, nullptr) : nullptr) {
-        if (const char* v = rte_kvargs_get(kv, "framesz")) framesz = static_cast<unsigned>(std::atoi(v));
-        rte_kvargs_free(kv);
-    }
-    return framesz > 80 ? framesz - 80 : 0;
-}
-
-} // namespace
 
 namespace detail {
 
@@ -156,23 +137,13 @@ std::unique_ptr<rail_static> daemon::impl::open_rail(std::size_t i, const rail_c
     // Some vdevs report a fixed 1518-byte max frame (af_packet in 22.11)
     // although they carry what the kernel interface carries (af_packet
     // with a large framesz). Others mean it (tap's TX refuses more).
-    const std::uint32_t pmd_mtu = std::min<std::uint32_t>(
-        info.max_mtu, info.max_rx_pktlen > RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN
-                          ? info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN
-                          : rs->cfg.mtu);
-    // af_packet carries what its kernel interface and its ring frames do.
-    unsigned framesz = 0;
-    const std::uint32_t carry_max = rs->driver == "net_af_packet"
-                                        ? std::min<std::uint32_t>(wire::max_mtu, af_packet_frame(info.device, framesz))
-                                        : pmd_mtu;
+    const port_mtu pm = port_mtu_of(info, rs->cfg.mtu);
+    const std::uint32_t pmd_mtu = pm.pmd;
+    const std::uint32_t carry_max = std::min<std::uint32_t>(wire::max_mtu, pm.carried);
     if (rs->cfg.mtu > carry_max)
         throw std::runtime_error(where + "MTU " + std::to_string(rs->cfg.mtu) + " is more than " + rs->driver +
                                  " carries (" + std::to_string(carry_max) + ")" +
-                                 (framesz ? " in ring frames of " + std::to_string(framesz) +
-                                                " B: give its devargs framesz=" +
-                                                std::to_string((rs->cfg.mtu + 80 + 15) / 16 * 16) +
-                                                " or more, and a blocksz at least as large"
-                                          : std::string()));
+                                 (pm.framesz ? " " + pm.frames() + ": " + pm.advice(rs->cfg.mtu) : ""));
     rs->cfg.mtu_max = static_cast<std::uint16_t>(
         std::clamp<std::uint32_t>(rs->cfg.mtu_max ? rs->cfg.mtu_max : rs->cfg.mtu, rs->cfg.mtu, carry_max));
     rs->chunk_bytes = wire::chunk_bytes_for_mtu(rs->cfg.mtu);

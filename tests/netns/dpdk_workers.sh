@@ -128,6 +128,28 @@ elif [ -n "$pypath" ]; then
   wait $p1 || fail "C ABI rank 1 (udp): $(tail -n 3 "$log/dtypes-1.log")"
   cat "$log"/dtypes-*.log
 fi
+# A DPDK worker whose af_packet ports cannot carry railgated's chunks is
+# refused at its JOIN_ACK, naming the port and what would carry them (its
+# chunks were dropped in its ring or its kernel interface, unseen, and the
+# job waited out its timeouts): ring frames too small for MTU 1500's chunks,
+# then a kernel interface at MTU 1000.
+refused_port() { # TAG RAIL0-DEVARGS EXPECTED
+  ip netns exec "$w" timeout 30 "$railbench" --transport dpdk --rank 0 --server 198.18.0.1 --workers 1 \
+    --count 1024 -n 1 -w 0 --job $((job + 20)) --dpdk-rail "$2@198.18.0.11" \
+    --dpdk-rail net_af_packet1,iface=wk11@198.18.1.11 > "$log/refused-$1.log" 2>&1
+  local rc=$?
+  cat "$log/refused-$1.log"
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "$3" "$log/refused-$1.log" ||
+    fail "a worker on $2 was not refused with \"$3\" (exit $rc)"
+  job=$((job + 1))
+}
+refused_port frames "net_af_packet0,iface=wk10,framesz=1024,blocksz=4096" \
+  "port 0 (net_af_packet on wk10) carries MTU 944 in ring frames of 1024 B, 1476 wanted: give its devargs framesz=1568 or more"
+ip -n "$w" link set wk10 mtu 1000
+refused_port ifmtu "net_af_packet0,iface=wk10" \
+  "port 0 (net_af_packet on wk10): its kernel interface has MTU 1000, 1476 wanted (ip link set wk10 mtu 1476"
+ip -n "$w" link set wk10 mtu 1500
+echo "ok: af_packet ports that cannot carry the chunks refused, named"
 # A bad --dpdk-rail is refused before any EAL starts.
 "$railbench" --transport dpdk --server 198.18.0.1 --rank 0 --workers 1 --dpdk-rail net_null0 > "$log/bad.log" 2>&1
 [ $? -eq 2 ] && grep -q "is not DEVARGS@IP" "$log/bad.log" || fail "a --dpdk-rail without an address was not refused"
