@@ -197,18 +197,6 @@ public:
     }
 
 private:
-    std::size_t mbuf_message_bytes() const noexcept {
-        const std::size_t room = rte_pktmbuf_data_room_size(pool_);
-        return room > RTE_PKTMBUF_HEADROOM + frame::udp_frame_overhead
-                   ? room - RTE_PKTMBUF_HEADROOM - frame::udp_frame_overhead
-                   : 0;
-    }
-    static std::size_t port_message_bytes(const auto& r) noexcept {
-        unsigned mtu = r.mtu.carried;
-        if (r.if_mtu) mtu = std::min(mtu, r.if_mtu);
-        return mtu > frame::ipv4_bytes + frame::udp_bytes ? mtu - frame::ipv4_bytes - frame::udp_bytes : 0;
-    }
-
     struct rail {
         std::uint16_t port = 0;
         frame::endpoint self, server;
@@ -220,6 +208,20 @@ private:
         rte_mbuf* held[burst_max];
         unsigned nheld = 0;
     };
+
+    // The most header and payload a message has in one mbuf, and in a
+    // frame the rail's port carries.
+    std::size_t mbuf_message_bytes() const noexcept {
+        const std::size_t room = rte_pktmbuf_data_room_size(pool_);
+        return room > RTE_PKTMBUF_HEADROOM + frame::udp_frame_overhead
+                   ? room - RTE_PKTMBUF_HEADROOM - frame::udp_frame_overhead
+                   : 0;
+    }
+    static std::size_t port_message_bytes(const rail& r) noexcept {
+        unsigned mtu = r.mtu.carried;
+        if (r.if_mtu) mtu = std::min(mtu, r.if_mtu);
+        return mtu > frame::ipv4_bytes + frame::udp_bytes ? mtu - frame::ipv4_bytes - frame::udp_bytes : 0;
+    }
 
     // The port's UDP checksum offloads, where it has them (or emulates
     // them: the embedded switch), as railgated's rails use them.
