@@ -38,12 +38,16 @@ print("%.0f" % max(c["over_40us_per_s"] for c in json.load(sys.stdin)["cpus"]))'
 measure_stalls
 # A floor after the EAL pinned raillat's thread (the dpdk row first, as
 # tools/bench_verbs.sh orders them): its peer thread must still get the
-# other CPU, not take turns with it by the scheduler's tick (4 ms).
-ip netns exec "$ns" "$raillat" --compare dpdk,floor-ring -n 300 -w 30 --bw-size 0 > "$dir/pinned.log" 2>&1 ||
-  fail "raillat dpdk,floor-ring"
-awk '$1 == "floor-ring" && $4 + 0 < 100 {ok = 1} END {exit !ok}' "$dir/pinned.log" ||
-  { cat "$dir/pinned.log"; fail "floor-ring after the EAL: not a cross-CPU ping-pong"; }
-echo "ok: floor-ring after the EAL: $(awk '$1 == "floor-ring" {print $4}' "$dir/pinned.log") us"
+# other CPU, not take turns with it by the scheduler's tick (4 ms). Three
+# runs, one after the other (seconds apart: each starts an EAL): the dpdk
+# latency guard (below) is judged on them, railgated not yet running.
+for i in 1 2 3; do
+  ip netns exec "$ns" "$raillat" --compare dpdk,floor-ring -n 300 -w 30 --bw-size 0 > "$dir/pinned-$i.log" 2>&1 ||
+    fail "raillat dpdk,floor-ring"
+  awk '$1 == "floor-ring" && $4 + 0 < 100 {ok = 1} END {exit !ok}' "$dir/pinned-$i.log" ||
+    { cat "$dir/pinned-$i.log"; fail "floor-ring after the EAL: not a cross-CPU ping-pong"; }
+  echo "ok: floor-ring after the EAL: $(awk '$1 == "floor-ring" {print $4}' "$dir/pinned-$i.log") us"
+done
 ctl() { ip netns exec "$ns" "$railctl" --socket "$dir/gated.sock" "$@"; }
 # The rails' lcore: how often it counted its CPU as shared, and how long
 # it waited for it, from railctl's JSON stats: the KEYs' values on one
@@ -93,19 +97,44 @@ grep -qE " 1\.00x " "$dir/compare.log" || fail "no transport is the 1.00x refere
 # 2-3x slower and their floors do not (dpdk 2.08 us against a 0.1 us floor,
 # 20.8x, on an AMD EPYC runner): the bounds are 3x wider there, and the
 # release build's run is the guard.
+# udp: the compare run's row against the floors' run. dpdk: the lowest of
+# the three pinned runs' ratios, each dpdk row against the floor-ring
+# measured right after it in the same process, that floor taken within
+# 0.10-0.20 us. This host flips between two modes for seconds at a time
+# (2026-12-01, 5 runs of `raillat --compare dpdk,floor-ring` back to back:
+# dpdk 1.96 / 0.72 / 1.78 / 1.71 / 0.86 us, floor-ring 0.24 / 0.07 / 0.21 /
+# 0.07 / 0.06), and the floor does not always flip with the dpdk row: one
+# run against one floor read 17.4x (1.74 us against 0.07, taken as 0.10)
+# beside the 20.7x bound with nothing wrong, and 2.6x (0.66 against 0.25)
+# in another, where a 9x regression of the README's 0.50 us (4.5 us) would
+# have read 18x and passed. A regression slows all three runs; the lowest
+# ratio is the one the host's slow mode did not inflate. Within 0.10-0.20
+# us, a 9x regression of 0.50 us reads 22.5x or more whatever the floor.
 k=1
 [ "${RAILGATE_SANITIZED:-0}" = 1 ] && k=3
-python3 - "$dir/compare.log" "$dir/floors.log" "$k" <<'PY' || fail "latency guard"
+python3 - "$k" "$dir/compare.log" "$dir/floors.log" "$dir"/pinned-[123].log <<'PY' || fail "latency guard"
 import sys
-k = float(sys.argv.pop())
-rows = {l.split()[0]: l.split() for f in sys.argv[1:] for l in open(f) if l.split() and l.split()[0] in
-        ("udp", "dpdk", "floor-udp", "floor-ring")}
-typ = {k: float(v[3]) for k, v in rows.items()}
-for t, floor, bound in (("udp", "floor-udp", k * 3 * 2.0), ("dpdk", "floor-ring", k * 3 * 6.9)):
-    # A floor under 0.1 us is a same-core hand-off: judged against 0.1.
-    ratio = typ[t] / max(typ[floor], 0.1)
-    print(f"latency guard: {t} {typ[t]:.2f} us = {ratio:.1f}x {floor} {typ[floor]:.2f} us (bound {bound:.1f}x)")
+k = float(sys.argv[1])
+def typical(path):
+    return {l.split()[0]: float(l.split()[3]) for l in open(path)
+            if l.split() and l.split()[0] in ("udp", "dpdk", "floor-udp", "floor-ring")}
+compare, floors = typical(sys.argv[2]), typical(sys.argv[3])
+pinned = [typical(p) for p in sys.argv[4:]]
+def judge(t, floor, bound, runs, most=None):
+    seen = []
+    for lat, fl in runs:
+        # A floor under 0.1 us is a same-core hand-off: judged against 0.1.
+        base = max(fl, 0.1) if most is None else min(max(fl, 0.1), most)
+        seen.append((lat / base, lat, fl, base))
+    ratio, lat, fl, base = min(seen)
+    taken = "" if base == fl else f", taken as {base:.2f}"
+    others = "; the other runs " + ", ".join(f"{r:.1f}x ({l:.2f} us against {f:.2f})" for r, l, f, _ in sorted(seen)[1:]) \
+        if len(seen) > 1 else ""
+    print(f"latency guard: {t} {lat:.2f} us = {ratio:.1f}x {floor} {fl:.2f} us{taken} (bound {bound:.1f}x; "
+          f"9x slower would read {9 * ratio:.0f}x{others})")
     assert ratio <= bound, f"{t} is {ratio:.1f}x its floor, past the bound {bound:.1f}x"
+judge("udp", "floor-udp", k * 3 * 2.0, [(compare["udp"], floors["floor-udp"])])
+judge("dpdk", "floor-ring", k * 3 * 6.9, [(p["dpdk"], p["floor-ring"]) for p in pinned], most=0.20)
 PY
 [ "$(grep -c '^udp ' "$dir/samples.txt")" -eq 300 ] && [ "$(grep -c '^dpdk ' "$dir/samples.txt")" -eq 300 ] ||
   fail "--dump does not hold 300 samples per transport"
