@@ -204,7 +204,7 @@ private:
         bool rx_csum = false, tx_csum = false; // the port verifies / computes UDP checksums
         std::string driver;
         net::port_mtu mtu;   // what its frames carry
-        unsigned if_mtu = 0; // af_packet: its kernel interface's MTU (0: not read)
+        unsigned if_mtu = 0; // its kernel interface's MTU (0: none, or not read)
         rte_mbuf* held[burst_max];
         unsigned nheld = 0;
     };
@@ -243,10 +243,11 @@ private:
         if (rc == 0) {
             r.driver = info.driver_name ? info.driver_name : "?";
             r.mtu = net::port_mtu_of(info, UINT16_MAX);
-            // af_packet's frames go through its kernel interface, which
-            // drops what is over its MTU, both ways (railgated sets its own
-            // rails'; a worker's is the host's to set).
-            if (r.mtu.framesz && !r.mtu.ifname.empty()) r.if_mtu = net::kernel_mtu(r.mtu.ifname);
+            // A port with a kernel interface behind it (af_packet, af_xdp,
+            // tap) gets no frame over the interface's MTU: the kernel, or
+            // the veth or bridge before it, drops it (railgated sets its
+            // own rails' MTU; a worker's interface is the host's to set).
+            if (!r.mtu.ifname.empty()) r.if_mtu = net::kernel_mtu(r.mtu.ifname);
         }
         rte_eth_txconf txc = info.default_txconf;
         txc.offloads = conf.txmode.offloads;

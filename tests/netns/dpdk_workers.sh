@@ -128,11 +128,12 @@ elif [ -n "$pypath" ]; then
   wait $p1 || fail "C ABI rank 1 (udp): $(tail -n 3 "$log/dtypes-1.log")"
   cat "$log"/dtypes-*.log
 fi
-# A DPDK worker whose af_packet ports cannot carry railgated's chunks is
-# refused at its JOIN_ACK, naming the port and what would carry them (its
-# chunks were dropped in its ring or its kernel interface, unseen, and the
-# job waited out its timeouts): ring frames too small for MTU 1500's chunks,
-# then a kernel interface at MTU 1000.
+# A DPDK worker whose af_packet or af_xdp ports cannot carry railgated's
+# chunks is refused at its JOIN_ACK, naming the port and what would carry
+# them (its chunks were dropped in its ring or its kernel interface,
+# unseen, and the job waited out its timeouts): ring frames too small for
+# MTU 1500's chunks, then a kernel interface at MTU 1000 behind an
+# af_packet port, and behind an af_xdp one.
 refused_port() { # TAG RAIL0-DEVARGS EXPECTED
   ip netns exec "$w" timeout 30 "$railbench" --transport dpdk --rank 0 --server 198.18.0.1 --workers 1 \
     --count 1024 -n 1 -w 0 --job $((job + 20)) --dpdk-rail "$2@198.18.0.11" \
@@ -149,7 +150,11 @@ ip -n "$w" link set wk10 mtu 1000
 refused_port ifmtu "net_af_packet0,iface=wk10" \
   "port 0 (net_af_packet on wk10): its kernel interface has MTU 1000, 1476 wanted (ip link set wk10 mtu 1476"
 ip -n "$w" link set wk10 mtu 1500
-echo "ok: af_packet ports that cannot carry the chunks refused, named"
+ip -n "$w" link set wk00 mtu 1000
+refused_port xdp-ifmtu "net_af_xdp0,iface=wk00" \
+  "port 0 (net_af_xdp on wk00): its kernel interface has MTU 1000, 1476 wanted (ip link set wk00 mtu 1476"
+ip -n "$w" link set wk00 mtu 1500
+echo "ok: af_packet and af_xdp ports that cannot carry the chunks refused, named"
 # A bad --dpdk-rail is refused before any EAL starts.
 "$railbench" --transport dpdk --server 198.18.0.1 --rank 0 --workers 1 --dpdk-rail net_null0 > "$log/bad.log" 2>&1
 [ $? -eq 2 ] && grep -q "is not DEVARGS@IP" "$log/bad.log" || fail "a --dpdk-rail without an address was not refused"
