@@ -91,7 +91,7 @@ void close_port(rail_static& rs) noexcept {
 
 void drain_ring(rail_static& rs) noexcept {
     rte_mbuf* m;
-    while (rs.fwd && rte_ring_dequeue(rs.fwd, reinterpret_cast<void**>(&m)) == 0) rte_pktmbuf_free(m);
+    while (rs.fwd && ring_get(rs.fwd, &m, 1)) rte_pktmbuf_free(m);
 }
 
 // A closed rail's ring and pools. Rings hold other rails' mbufs: drain

@@ -136,7 +136,7 @@ void run_command(rail_state& rs, lcore_command& c) {
         if (!rs.routes) { // no longer a gateway: what waits to leave is dropped
             rs.drop_held();
             rte_mbuf* m;
-            while (rte_ring_dequeue(rs.s.fwd, reinterpret_cast<void**>(&m)) == 0) free_drop(rs, m, drop_reason::no_route);
+            while (ring_get(rs.s.fwd, &m, 1)) free_drop(rs, m, drop_reason::no_route);
         }
         return;
     case lcore_command::kind::port_mtu:
