@@ -400,11 +400,11 @@ void daemon::print_stats(std::FILE* out) const {
                      "rail %s: rx %" PRIu64 " pkts %" PRIu64 " B, tx %" PRIu64 " pkts %" PRIu64
                      " B, contributions %" PRIu64 ", aggregations %" PRIu64 ", results %" PRIu64
                      " (resent %" PRIu64 "), joins %" PRIu64 " (refused %" PRIu64 "), leaves %" PRIu64
-                     ", aborts %" PRIu64 ", arp %" PRIu64 ", icmp %" PRIu64 ", drops %" PRIu64 "\n",
+                     ", aborts %" PRIu64 ", arp %" PRIu64 ", icmp %" PRIu64 ", drops %" PRIu64 ", busy %.1f%% of its poll time\n",
                      rs->cfg.name.c_str(), v(c.rx_packets), v(c.rx_bytes), v(c.tx_packets), v(c.tx_bytes),
                      v(c.contributions), v(c.aggregations), v(c.results_sent), v(c.results_resent), v(c.joins),
                      v(c.join_errors), v(c.leaves), v(c.aborts), v(c.arp_replies), v(c.icmp_replies),
-                     c.total_drops());
+                     c.total_drops(), v(c.poll_cycles) ? 100.0 * double(v(c.busy_cycles)) / double(v(c.poll_cycles)) : 0.0);
         if (v(c.ecn_marked)) std::fprintf(out, "  ecn: %" PRIu64 " frames marked CE\n", v(c.ecn_marked));
         if (v(c.queried) || v(c.held))
             std::fprintf(out,
