@@ -121,7 +121,7 @@ void usage(std::FILE* f) {
                  "  -b, --minbytes SIZE     smallest message (default 1K; K/M/G suffixes)\n"
                  "  -e, --maxbytes SIZE     largest message (default 64M)\n"
                  "  -f, --stepfactor F      size multiplier (default 2)\n"
-                 "  -n, --iters N           timed iterations per size (default 20)\n"
+                 "  -n, --iters N           timed iterations per size, 1 or more (default 20)\n"
                  "  -w, --warmup_iters N    warm-up iterations (default 5)\n"
                  "      --no-barrier        with ranks in other processes, no one-element allreduce before\n"
                  "                          each operation (untimed; it keeps a rank still checking the last\n"
@@ -251,6 +251,7 @@ options parse(int argc, char** argv) {
             if (!(o.factor > 1.0)) die(a + ": factor must be > 1");
         } else if (a == "-n" || a == "--iters") {
             o.iters = static_cast<unsigned>(parse_uint(a, val(), 1000000));
+            if (o.iters == 0) die(a + " must be at least 1 (the timed iterations; -w sets the untimed ones)");
         } else if (a == "-w" || a == "--warmup_iters") {
             o.warmup = static_cast<unsigned>(parse_uint(a, val(), 1000000));
         } else if (a == "--no-barrier") {
