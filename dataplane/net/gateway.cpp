@@ -175,7 +175,8 @@ void flush_routed(rail_state& rs) noexcept {
                 rs.out[j].out = nullptr;
             }
         if (local) continue;
-        // Another lcore's: through the ring, which TSan does not see order.
+        // Another lcore serves it: through its forward ring (ring_put marks
+        // the hand-over for TSan, as port_tx does).
         const unsigned put = ring_put(out->fwd, batch, n);
         for (unsigned k = put; k < n; ++k) free_drop(rs, batch[k], drop_reason::fwd_queue_full);
     }
