@@ -13,6 +13,7 @@
 // bandwidth column.
 #include <pthread.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <netinet/in.h>
@@ -102,7 +103,8 @@ void usage(std::FILE* f) {
                  "  --stalls SECONDS      no transport: spin a thread on each CPU this process may use and\n"
                  "                        count the times its CPU was taken from it (interrupts, other\n"
                  "                        tasks, the hypervisor), as sysjitter does: the floor under any\n"
-                 "                        tail latency measured here\n"
+                 "                        tail latency measured here; and what a system call and a yield\n"
+                 "                        cost, and the kernel's clocksource\n"
                  "Latencies are half round trips, as ib_write_lat reports them.\n",
                  wire::default_udp_port);
 }
@@ -599,8 +601,44 @@ void spin_and_count(cpu_stalls& c, double seconds, const std::atomic<bool>& go) 
     c.span_ns = prev - t0;
 }
 
+// What one kernel crossing costs here, on this thread: a system call that
+// does nothing (getppid) and a sched_yield (with nothing else to run on the
+// CPU, a system call too; beside a busy task, up to its slice). The median
+// of runs of 200, for at most 21 runs or 50 ms each. A poll loop that
+// yields when idle and a kernel-UDP worker's sendmmsg and recvmmsg pay it;
+// a guest whose hypervisor traps them (page-table isolation in a PVM
+// guest, 1.0-1.3 us: commonly ten times what it costs without it) pays it many
+// times over, and figures taken on one kind of machine do not carry to
+// the other.
+struct crossing_costs {
+    double syscall_us = 0, yield_us = 0;
+};
+crossing_costs measure_crossings() {
+    auto median_us = [](auto&& op) {
+        constexpr int most = 21, per_run = 200;
+        constexpr std::uint64_t budget_ns = 50'000'000;
+        std::vector<double> v;
+        const std::uint64_t start = sample_ns();
+        for (std::uint64_t t0 = start; v.size() < most && t0 - start < budget_ns;) {
+            for (int i = 0; i < per_run; ++i) op();
+            const std::uint64_t t1 = sample_ns();
+            v.push_back(static_cast<double>(t1 - t0) / 1e3 / per_run);
+            t0 = t1;
+        }
+        std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+        return v[v.size() / 2];
+    };
+    crossing_costs c;
+    c.syscall_us = median_us([] { ::syscall(SYS_getppid); });
+    c.yield_us = median_us([] { ::sched_yield(); });
+    return c;
+}
+
 int run_stalls(const options& o) {
     sample_ns(); // calibrated before the threads start
+    const crossing_costs x = measure_crossings();
+    std::string clock = stats::clocksource(); // "tsc": fast_now_ns() reads the TSC; else clock_gettime
+    if (clock.empty()) clock = "unknown";
     const cpu_set_t set = start_cpus();
     std::vector<cpu_stalls> cs;
     for (int c = 0; c < CPU_SETSIZE; ++c)
@@ -626,12 +664,15 @@ int run_stalls(const options& o) {
                         i ? ", " : "", c.cpu, c.pinned ? "true" : "false", per_s(c, 0), per_s(c, 1), per_s(c, 2),
                         per_s(c, 3), lost_pct(c), us_of(c.longest_ns));
         }
-        std::printf("]}\n");
+        std::printf("], \"syscall_us\": %.3f, \"yield_us\": %.3f, \"clocksource\": \"%s\"}\n", x.syscall_us, x.yield_us,
+                    clock.c_str());
         return 0;
     }
     std::printf("# raillat --stalls %.2f: a thread spun on each CPU reading the clock; each gap over 10 us is a\n"
                 "# time the CPU was taken from it (an interrupt, another task, the hypervisor), per second\n",
                 o.stalls_s);
+    std::printf("# a system call (getppid) costs %.3f us here, a sched_yield %.3f us; the kernel's clocksource: %s\n",
+                x.syscall_us, x.yield_us, clock.c_str());
     std::printf("%5s %12s %12s %12s %12s %8s %12s\n", "cpu", ">10us/s", ">40us/s", ">100us/s", ">1ms/s", "lost%",
                 "longest(us)");
     for (const cpu_stalls& c : cs)

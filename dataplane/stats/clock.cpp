@@ -63,20 +63,31 @@ const tsc_rate& rate() noexcept {
 }
 #endif
 
-bool kernel_keeps_tsc() noexcept {
-    char name[32] = {};
+// The kernel's clocksource, without its newline ("" where unreadable).
+void clocksource_name(char (&name)[32]) noexcept {
+    name[0] = 0;
     if (std::FILE* f = std::fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r")) {
         if (!std::fgets(name, sizeof name, f)) name[0] = 0;
         std::fclose(f);
     }
-    return std::strncmp(name, "tsc", 3) == 0 && (name[3] == '\n' || name[3] == 0);
+    name[std::strcspn(name, "\n")] = 0;
 }
 
 } // namespace
 
+std::string clocksource() {
+    char name[32];
+    clocksource_name(name);
+    return name;
+}
+
 bool tsc_trusted() noexcept {
 #if defined(__x86_64__)
-    static const bool trusted = kernel_keeps_tsc() && rate().ns_per_tick > 0;
+    static const bool trusted = [] {
+        char name[32];
+        clocksource_name(name);
+        return std::strcmp(name, "tsc") == 0 && rate().ns_per_tick > 0;
+    }();
     return trusted;
 #else
     return false;

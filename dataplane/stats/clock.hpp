@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 namespace railgate::stats {
 
@@ -30,6 +31,9 @@ namespace railgate::stats {
 std::uint64_t fast_now_ns() noexcept;
 // Whether fast_now_ns() reads the TSC.
 bool tsc_trusted() noexcept;
+// The kernel's clocksource ("tsc", "kvm-clock", "hpet"; "" where it cannot
+// be read): the TSC is trusted only where it is "tsc".
+std::string clocksource();
 std::uint64_t coarse_now_ns() noexcept;
 std::uint64_t tsc_now_ns() noexcept;
 

@@ -2,7 +2,8 @@
 # raillat --stalls counts the times a CPU was taken from a spinning thread.
 # Beside a busy task on the same CPU (the scheduler shares the CPU in slices
 # of a millisecond or more) it must count stalls over 1 ms and lose a large
-# share of the time; --json parses; bad values are refused.
+# share of the time; --json parses; it gives what a system call and a yield
+# cost and the kernel's clocksource; bad values are refused.
 #   stalls.sh RAILLAT
 rl=$1
 tmp=$(mktemp -d)
@@ -13,6 +14,8 @@ cpu=$(taskset -pc $$ | sed 's/.*: //; s/[-,].*//')
 
 taskset -c "$cpu" "$rl" --stalls 0.5 > "$tmp/alone" 2>&1 || fail "--stalls 0.5: $(cat "$tmp/alone")"
 awk -v c="$cpu" '$1 == c && NF >= 7 {ok = 1} END {exit !ok}' "$tmp/alone" || fail "no row for CPU $cpu: $(cat "$tmp/alone")"
+grep -qE '^# a system call \(getppid\) costs [0-9.]+ us here, a sched_yield [0-9.]+ us; the kernel.s clocksource: [a-z0-9_-]+$' "$tmp/alone" ||
+  fail "no crossing costs: $(cat "$tmp/alone")"
 echo "ok: alone on CPU $cpu: $(awk -v c="$cpu" '$1 == c {print $6 "% lost, " $3 " stalls over 40 us a second"}' "$tmp/alone")"
 
 taskset -c "$cpu" sh -c 'while :; do :; done' &
@@ -32,6 +35,10 @@ assert c["pinned"], c
 assert c["lost_pct"] >= 20, c
 assert c["over_1ms_per_s"] >= 20 and c["longest_us"] >= 1000, c
 assert c["over_10us_per_s"] >= c["over_40us_per_s"] >= c["over_100us_per_s"] >= c["over_1ms_per_s"], c
+# A kernel crossing costs something, and not a millisecond (a yield beside
+# the busy task may wait for its slice, 50 ms at the most).
+assert 0 < j["syscall_us"] < 1000 and 0 < j["yield_us"] <= 50000, j
+assert j["clocksource"] and j["clocksource"] != "unknown", j
 print("ok: beside a busy task: %.0f%% lost, %.0f stalls over 1 ms a second, the longest %.0f us"
       % (c["lost_pct"], c["over_1ms_per_s"], c["longest_us"]))
 PY
