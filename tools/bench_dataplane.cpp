@@ -245,8 +245,8 @@ int main(int argc, char** argv) {
     if (c.total_drops() > c.drops[static_cast<unsigned>(drop_reason::duplicate)].load()) d.print_stats(stderr);
     const double contribs = static_cast<double>(c.contributions.load());
     std::printf("# bench_dataplane: 1 railgated lcore, net_ring rail, MTU %u (chunk %u B), W=%u, pool %u, %.1f s, "
-                "UDP checksums by %s\n",
-                mtu, chunk, workers, pool, t, nic_csum ? "the NIC (emulated offloads)" : "railgated");
+                "UDP checksums by %s, memory %s\n",
+                mtu, chunk, workers, pool, t, nic_csum ? "the NIC (emulated offloads)" : "railgated", net::eal_memory_kind());
     std::printf("  contributions %.0f (%.2f Mpps), aggregations %llu, results %llu, drops %llu\n", contribs,
                 contribs / t / 1e6, static_cast<unsigned long long>(c.aggregations.load()),
                 static_cast<unsigned long long>(results), static_cast<unsigned long long>(c.total_drops()));

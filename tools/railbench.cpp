@@ -971,9 +971,10 @@ int run_embedded(const options& o) {
     }
     const auto& ack = ws[0]->job_info();
     std::fprintf(notes, "# railbench: embedded railgated, %u rails%s, %u workers, dtype %s, mtu %u, chunk %u B, pool %u, "
-                "transport dpdk (net_ring), checksums %s, kernels %s\n",
+                "transport dpdk (net_ring), checksums %s, kernels %s, memory %s\n",
                 ack.n_rails, ack.policy == wire::rail_policy::lag ? " (LAG)" : "", o.workers,
-                std::string(wire::dtype_name(o.dt)).c_str(), o.mtu, ack.chunk_bytes, ack.pool_size, o.fabric_offload ? "offloaded" : "software", std::string(reduce::best().name).c_str());
+                std::string(wire::dtype_name(o.dt)).c_str(), o.mtu, ack.chunk_bytes, ack.pool_size, o.fabric_offload ? "offloaded" : "software", std::string(reduce::best().name).c_str(),
+                net::eal_memory_kind());
     stats::histogram lat, own;
     const std::uint64_t wrong = run_table(o, ws, ranks, lat, own, &d);
     stats::print_latency(notes, lat, "per-chunk round trip, all workers");

@@ -9,6 +9,9 @@
 #include <stdexcept>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <sys/mman.h>
@@ -71,10 +74,46 @@ void route_dpdk_log() {
     }
 }
 
+bool embedded_hugepages(std::uint64_t free_bytes, const char* env) {
+    if (env) {
+        const std::string v(env);
+        if (v == "0") return false;
+        if (v == "1") return true;
+        throw std::runtime_error("RAILGATE_HUGEPAGES='" + v + "': give 0 (no hugepages) or 1 (hugepages), or leave it "
+                                 "unset (hugepages where 1 GiB of them is free)");
+    }
+    return free_bytes >= (std::uint64_t{1} << 30);
+}
+
+std::uint64_t free_hugepage_bytes(const std::string& root) {
+    std::uint64_t bytes = 0;
+    std::error_code ec;
+    for (const auto& d : std::filesystem::directory_iterator(root + "/sys/kernel/mm/hugepages", ec)) {
+        const std::string n = d.path().filename().string(); // hugepages-2048kB
+        if (n.rfind("hugepages-", 0) != 0) continue;
+        const std::uint64_t kb = std::strtoull(n.c_str() + 10, nullptr, 10);
+        std::ifstream f(d.path() / "free_hugepages");
+        std::uint64_t pages = 0;
+        if (f >> pages) bytes += pages * kb * 1024;
+    }
+    return bytes;
+}
+
 std::vector<std::string> embedded_eal_args(const std::string& prog) {
+    // With hugepages the EAL takes them as it needs them (no -m), in
+    // memory (--in-memory: no hugetlbfs mount needed, no files left).
+    const std::uint64_t free = free_hugepage_bytes();
+    if (embedded_hugepages(free, std::getenv("RAILGATE_HUGEPAGES"))) {
+        if (!free) // the EAL would say only "Cannot get hugepage information" and EACCES
+            throw std::runtime_error("RAILGATE_HUGEPAGES=1: this host has no free hugepages (reserve them: echo 512 > "
+                                     "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages)");
+        return {prog, "--in-memory", "--no-pci", "--no-telemetry", "-l", "0-1", "--log-level", "lib.eal:error"};
+    }
     return {prog, "--no-huge", "--no-pci", "--no-shconf", "--no-telemetry", "-l", "0-1", "-m", "512",
             "--log-level", "lib.eal:error"};
 }
+
+const char* eal_memory_kind() { return rte_eal_has_hugepages() ? "hugepages" : "4 KiB pages (no hugepages)"; }
 
 namespace {
 

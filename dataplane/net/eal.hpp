@@ -2,6 +2,7 @@
 // transports include rte_* headers.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,9 +26,32 @@ public:
 // the eal, once.
 void route_dpdk_log();
 
-// The CI and embedded EAL arguments: no hugepages, no PCI, no shared config,
-// no telemetry, lcores 0-1, 512 MiB.
+// The embedded EAL arguments (railbench --embedded, raillat, the benchmarks
+// and the vdev tests): no PCI, no shared config or files, no telemetry,
+// lcores 0-1; and hugepages where the host has them free, else 512 MiB of
+// ordinary 4 KiB pages (--no-huge, what CI has). On 4 KiB pages an mbuf
+// pool spans hundreds of thousands of pages and the data path misses the
+// TLB: one lcore absorbed 61-68 Gbit/s at MTU 9000 against 86-89 on
+// hugepages (bench_dataplane, a 2-vCPU guest, doc/performance.md).
+// $RAILGATE_HUGEPAGES decides instead of the host: "0" never, "1" always
+// (the EAL then fails, saying so, where there are none).
+// Throws std::runtime_error on another value of it.
 std::vector<std::string> embedded_eal_args(const std::string& prog);
+
+// Whether embedded_eal_args takes hugepages, given the bytes of them free
+// (every size) and $RAILGATE_HUGEPAGES (nullptr: unset): free ones only
+// where at least 1 GiB is, so that a few such processes at once (tests,
+// a benchmark beside a railgated) do not run each other out.
+// Throws std::runtime_error on a value of the variable not "0" or "1".
+bool embedded_hugepages(std::uint64_t free_bytes, const char* env);
+
+// Free hugepages of every size, in bytes (0: none, or no sysfs), under
+// `root` ("" is the host; tests give a made-up tree).
+std::uint64_t free_hugepage_bytes(const std::string& root = "");
+
+// What the running EAL's memory is, for the benchmarks' headers:
+// "hugepages" or "4 KiB pages (no hugepages)".
+const char* eal_memory_kind();
 
 // A pktmbuf pool of n buffers with `data_room` bytes each on `socket`.
 // Without hugepages the pool is built with RTE_MEMPOOL_F_NO_IOVA_CONTIG:

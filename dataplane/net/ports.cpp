@@ -259,11 +259,24 @@ void daemon::impl::make_pools(std::size_t i, rail_static& rs) {
             return make_pktmbuf_pool(name, n, data_room, SOCKET_ID_ANY);
         }
     };
-    rs.pool = pool_on_node("rg_pool_" + std::to_string(i), cfg.mbufs_per_rail, room);
-    rs.hdr_pool = pool_on_node("rg_hdr_" + std::to_string(i), cfg.mbufs_per_rail * 2, RTE_PKTMBUF_HEADROOM + 128);
-    static std::atomic<unsigned> rings{0}; // names stay unique across daemons in one process
-    rs.fwd = rte_ring_create(("rg_fwd_" + std::to_string(rings++)).c_str(), 1024, sock, RING_F_SC_DEQ);
-    if (!rs.fwd) throw std::runtime_error("rail " + rs.cfg.name + ": forward ring: " + rte_strerror(rte_errno));
+    // What was made before a failure is freed: a daemon made again in the
+    // same process (railbench, the tests) takes the same pool names.
+    try {
+        rs.pool = pool_on_node("rg_pool_" + std::to_string(i), cfg.mbufs_per_rail, room);
+        rs.hdr_pool = pool_on_node("rg_hdr_" + std::to_string(i), cfg.mbufs_per_rail * 2, RTE_PKTMBUF_HEADROOM + 128);
+        static std::atomic<unsigned> rings{0}; // names stay unique across daemons in one process
+        const std::string ring = "rg_fwd_" + std::to_string(rings++);
+        rs.fwd = rte_ring_create(ring.c_str(), 1024, sock, RING_F_SC_DEQ);
+        if (!rs.fwd && sock != static_cast<int>(SOCKET_ID_ANY)) { // as the pools
+            log::warning("rail %s: forward ring: %s on NUMA node %d; allocating on any node", rs.cfg.name.c_str(),
+                         rte_strerror(rte_errno), sock);
+            rs.fwd = rte_ring_create(ring.c_str(), 1024, SOCKET_ID_ANY, RING_F_SC_DEQ);
+        }
+        if (!rs.fwd) throw std::runtime_error("rail " + rs.cfg.name + ": forward ring: " + rte_strerror(rte_errno));
+    } catch (...) {
+        free_memory(rs);
+        throw;
+    }
 }
 
 // A udp rail: the kernel's socket on the rail's address is its port.

@@ -1,8 +1,9 @@
 // railgated --check's look at the host, on a made-up tree of /sys, /dev and
 // /proc files: each finding a real node would meet (no hugepages, a CPU
 // that is not there, a NIC still on its kernel driver, vfio without an
-// IOMMU group, a missing interface, an RDMA port that is down). And the
-// log's line format (terminal and journald).
+// IOMMU group, a missing interface, an RDMA port that is down); the
+// embedded EAL's choice of hugepages. And the log's line format (terminal
+// and journald).
 #define BOOST_TEST_MODULE host_check
 #include <boost/test/unit_test.hpp>
 
@@ -17,6 +18,7 @@
 #include "control/config.hpp"
 #include "dataplane/agg/footprint.hpp"
 #include "dataplane/log/log.hpp"
+#include "dataplane/net/eal.hpp"
 #include "dataplane/railgated/host_check.hpp"
 
 using namespace railgate;
@@ -71,6 +73,30 @@ config::appliance pci_node(const std::string& lcores = "0-1") {
 }
 
 } // namespace
+
+// The embedded EAL (railbench --embedded, raillat, the vdev tests) takes
+// hugepages where 1 GiB of them is free, of every size together, and
+// $RAILGATE_HUGEPAGES overrides the host either way.
+BOOST_AUTO_TEST_CASE(the_embedded_eal_takes_hugepages_where_enough_are_free) {
+    fake_host h;
+    BOOST_TEST(net::free_hugepage_bytes(h.root.string()) == 0u); // no hugepages directory at all
+    h.hugepages(1024, 256);
+    BOOST_TEST(net::free_hugepage_bytes(h.root.string()) == 256ull << 21);
+    h.file("/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages", "2");
+    h.file("/sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages", "1");
+    h.file("/sys/kernel/mm/hugepages/README", "not a size"); // not a hugepages-N directory
+    const std::uint64_t free = net::free_hugepage_bytes(h.root.string());
+    BOOST_TEST(free == (256ull << 21) + (1ull << 30));
+
+    BOOST_TEST(net::embedded_hugepages(free, nullptr));
+    BOOST_TEST(net::embedded_hugepages(1ull << 30, nullptr));
+    BOOST_TEST(!net::embedded_hugepages((1ull << 30) - (2ull << 20), nullptr)); // 511 pages of 2 MiB: 4 KiB pages
+    BOOST_TEST(!net::embedded_hugepages(0, nullptr));
+    BOOST_TEST(!net::embedded_hugepages(free, "0"));
+    BOOST_TEST(net::embedded_hugepages(0, "1"));
+    for (const char* bad : {"", "yes", "2", "01", "1 "})
+        BOOST_CHECK_THROW(net::embedded_hugepages(free, bad), std::runtime_error);
+}
 
 BOOST_AUTO_TEST_CASE(pci_addresses_and_cpu_lists) {
     BOOST_TEST(host::pci_address("3b:00.0") == "0000:3b:00.0");
