@@ -604,12 +604,13 @@ void spin_and_count(cpu_stalls& c, double seconds, const std::atomic<bool>& go) 
 // What one kernel crossing costs here, on this thread: a system call that
 // does nothing (getppid) and a sched_yield (with nothing else to run on the
 // CPU, a system call too; beside a busy task, up to its slice). The median
-// of runs of 200, for at most 21 runs or 50 ms each. A poll loop that
-// yields when idle and a kernel-UDP worker's sendmmsg and recvmmsg pay it;
-// a guest whose hypervisor traps them (page-table isolation in a PVM
-// guest, 1.0-1.3 us: commonly ten times what it costs without it) pays it many
-// times over, and figures taken on one kind of machine do not carry to
-// the other.
+// of runs of 200 each: at most 21 runs, and none begun after 50 ms. A poll
+// loop that
+// yields when idle and a kernel-UDP worker's sendmmsg and recvmmsg pay
+// it; a guest whose hypervisor traps them (page-table isolation in a PVM
+// guest: 1.0-1.3 us, commonly ten times what it costs without) pays it
+// many times over, and figures taken on one kind of machine do not carry
+// to the other.
 struct crossing_costs {
     double syscall_us = 0, yield_us = 0;
 };

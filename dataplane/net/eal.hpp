@@ -29,10 +29,11 @@ void route_dpdk_log();
 // The embedded EAL arguments (railbench --embedded, raillat, the benchmarks
 // and the vdev tests): no PCI, no shared config or files, no telemetry,
 // lcores 0-1; and hugepages where the host has them free, else 512 MiB of
-// ordinary 4 KiB pages (--no-huge, what CI has). On 4 KiB pages an mbuf
-// pool spans hundreds of thousands of pages and the data path misses the
-// TLB: one lcore absorbed 61-68 Gbit/s at MTU 9000 against 86-89 on
-// hugepages (bench_dataplane, a 2-vCPU guest, doc/performance.md).
+// ordinary 4 KiB pages (--no-huge, what CI has). On 4 KiB pages the pools
+// span tens of thousands of pages and the data path misses the TLB:
+// railbench --embedded at MTU 9000 moved 1.4-1.9x the busbw on hugepages
+// (a 2-vCPU guest, one binary, alternated; one lcore alone 0.90-1.06x in
+// that stretch, 1.3-1.4x in a slower one: doc/performance.md).
 // $RAILGATE_HUGEPAGES decides instead of the host: "0" never, "1" always
 // (the EAL then fails, saying so, where there are none).
 // Throws std::runtime_error on another value of it.
