@@ -135,8 +135,11 @@ for t in json.load(sys.stdin):
   ninja -C $tsan tests/unit/test_placement tests/unit/test_control tests/unit/test_c_api tests/unit/test_capture \
     tests/vdev/test_rail_loop tests/vdev/test_udp_port dataplane/railgated railctl tools/railbench
   phase "TSan build"
-  RAILGATE_TSAN=1 meson test -C $tsan --setup sanitize --no-rebuild --print-errorlogs --num-processes 1 placement control \
-    c-api capture rail-loop-net_ring udp-port-loopback udp-rails-kernel-socket faults-loss-kill-stop-restart-rail-down \
+  # The unit tests two at a time (as in the other trees), then the rest one at a time.
+  RAILGATE_TSAN=1 meson test -C $tsan --setup sanitize --no-rebuild --print-errorlogs --num-processes 2 \
+    --logbase testlog-parallel placement control c-api capture
+  RAILGATE_TSAN=1 meson test -C $tsan --setup sanitize --no-rebuild --print-errorlogs --num-processes 1 \
+    rail-loop-net_ring udp-port-loopback udp-rails-kernel-socket faults-loss-kill-stop-restart-rail-down \
     live-changes-under-load dpdk-workers-af_xdp-af_packet-tap \
     railbench-embedded-fp32 railbench-embedded-lcore-workers railbench-embedded-mtu9000-pool3 railbench-window-under-loss
   phase "TSan tests"
