@@ -148,6 +148,9 @@ struct job_entry {
     std::uint32_t creator_host = 0; // who created it (admission)
     unsigned partial = 0;           // slots with some but not all contributions
     peer peers[wire::max_world];
+    // The process that left each rank (its LEAVE): a late copy of a JOIN it
+    // sent before is not a rank one operation behind (below, join()).
+    peer left[wire::max_world];
     std::uint64_t heard[wire::max_world] = {}; // per rank: tick of its last message
     slot* slots = nullptr;          // [pool]
     Extra x{};
@@ -280,7 +283,13 @@ public:
                 // refused below, replay theirs (the worker keeps its last
                 // input). Any other gap cannot be bridged.
                 r.detail = j->op;
-                if (static_cast<std::uint16_t>(b.op + 1) == j->op) {
+                // Not from the process that has left the rank: what it sends
+                // now is a late copy (a JOIN retried, or held in a queue)
+                // from before its last operation, and taking the job over
+                // for it ended the job under the ranks still in it.
+                const peer& gone_p = j->left[h.rank];
+                const bool late_copy = gone_p.nonce == who.nonce && gone_p.addr == who.addr && who.addr;
+                if (static_cast<std::uint16_t>(b.op + 1) == j->op && !late_copy) {
                     r.st = join_status::takeover;
                     r.err = wire::error_code::op_mismatch;
                     r.detail = b.op;
@@ -355,6 +364,7 @@ public:
             j->creator_host = who.host;
             j->partial = 0;
             j->x = Extra{};
+            for (peer& p : j->left) p = peer{};
             for (unsigned s = 0; s < pool; ++s) j->slots[s] = slot{};
             r.created = true;
         }
@@ -424,6 +434,7 @@ public:
             if (!s.bitmap) --j.partial;
         }
         j.joined &= ~bit;
+        j.left[rank] = j.peers[rank];
         j.peers[rank] = peer{};
         return j.joined == 0;
     }

@@ -324,6 +324,33 @@ BOOST_AUTO_TEST_CASE(a_rank_one_operation_behind_restarts_the_job_at_its_operati
     BOOST_TEST(t.active() == 1u);
 }
 
+// A late copy of a JOIN from the process that has left the rank (a JOIN it
+// retried, or one a queue held) is one operation behind the job, but no rank
+// that lost its result: it is refused, and the rank still in the job keeps
+// it. (live-changes-under-load, seed 1, in a clean-clone CI of 6ebd363: rank
+// 1 had its last results and left; a JOIN of its operation 0 took the job,
+// joined at operation 1 after a recovery, over under rank 0, which then
+// failed: "job 11's ranks joined at operation 0; this rank is at 5".)
+BOOST_AUTO_TEST_CASE(a_late_join_of_a_process_that_left_takes_nothing_over) {
+    table t(4, 8);
+    t.set_lifecycle(life());
+    wire::join_body at1 = body();
+    at1.op = 1;
+    BOOST_TEST((join(t, hdr(0, 2), 0, peer_of(0), at1).st == agg::join_status::joined));
+    agg::join_result r = join(t, hdr(1, 2), 1, peer_of(1), at1);
+    BOOST_TEST((r.st == agg::join_status::joined));
+    job& j = table::as(r.j);
+    BOOST_TEST(!t.leave(j, 1, [](unsigned, unsigned) {}));
+    r = join(t, hdr(1, 2), 2, peer_of(1), body()); // its JOIN of operation 0, late
+    BOOST_TEST((r.st == agg::join_status::refused));
+    BOOST_TEST(code(r) == C(wire::error_code::op_mismatch));
+    BOOST_TEST(t.find(7) == &j);
+    BOOST_TEST(j.joined == 1u); // rank 0 is still in it
+    // A new process for rank 1 one operation behind still takes it over.
+    r = join(t, hdr(1, 2), 3, peer_of(1, 2), body());
+    BOOST_TEST((r.st == agg::join_status::takeover));
+}
+
 BOOST_AUTO_TEST_CASE(another_member_set_is_refused_never_merged) {
     table t(4, 8);
     t.set_lifecycle(life());
