@@ -29,7 +29,8 @@ void route_dpdk_log();
 // The embedded EAL arguments (railbench --embedded, raillat, the benchmarks
 // and the vdev tests): no PCI, no shared config or files, no telemetry,
 // lcores 0-1; and hugepages where the host has them free, else 512 MiB of
-// ordinary 4 KiB pages (--no-huge, what CI has). On 4 KiB pages the pools
+// ordinary 4 KiB pages (--no-huge; CI reserves hugepages for its tests:
+// tools/setup.sh, as_test_host). On 4 KiB pages the pools
 // span tens of thousands of pages and the data path misses the TLB:
 // railbench --embedded at MTU 9000 moved 1.4-1.9x the busbw on hugepages
 // (a 2-vCPU guest, one binary, alternated; one lcore alone 0.90-1.06x in

@@ -28,7 +28,7 @@ kib() { awk -v k="$1" '$1 == k ":" {print $2}' "/proc/$gated_pid/status"; } # Vm
 
 # 1. 1024 jobs of 65535 slots: 101 GiB a rail.
 ip netns exec "$ns" "$railgated" --rail udp,interface=lo --ip 198.18.0.1 --max-jobs 1024 --pool 65535 \
-  --socket off --metrics off -- $test_eal_flags > "$log/big.log" 2>&1
+  --socket off --metrics off -- $test_eal_flags_4k > "$log/big.log" 2>&1
 rc=$?
 [ $rc = 1 ] || fail "railgated with 101 GiB of tables a rail exited $rc, not 1"
 grep -q "max_jobs 1024 x max_slots 65535: the aggregation tables take [0-9.]* GiB per rail.*lower max_jobs or max_slots" \
@@ -43,7 +43,7 @@ fi
 
 # 2. 256 jobs of 1024 slots: about 0.4 GiB a rail.
 ip netns exec "$ns" "$railgated" --rail udp,interface=lo --ip 198.18.0.1 --max-jobs 256 --pool 1024 \
-  --socket "$log/gated.sock" --metrics off -- $test_eal_flags > "$log/gated.log" 2>&1 &
+  --socket "$log/gated.sock" --metrics off -- $test_eal_flags_4k > "$log/gated.log" 2>&1 &
 gated_pid=$!
 wait_ready "$log/gated.log"
 size=$(kib VmSize)
@@ -79,7 +79,7 @@ echo "ok: the same rail taken once the cap was lifted"
 # last run's size (0.4 GiB of it its tables) and 256 MiB.
 cap=$((size + 256 * 1024))
 (ulimit -v "$cap" && exec ip netns exec "$ns" "$railgated" --rail udp,interface=lo --ip 198.18.0.1 --max-jobs 1024 \
-  --pool 1024 --socket off --metrics off -- $test_eal_flags) > "$log/start.log" 2>&1
+  --pool 1024 --socket off --metrics off -- $test_eal_flags_4k) > "$log/start.log" 2>&1
 rc=$?
 [ $rc = 1 ] || fail "railgated whose lcore cannot allocate its state exited $rc, not 1"
 grep -q "lcore [0-9]* cannot build its rails' states: std::bad_alloc" "$log/start.log" || fail "no reason given"
