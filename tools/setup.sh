@@ -109,17 +109,18 @@ sanitized_tree() {
 #    (bus_pci): the rxe suite took 155 s against 184, TSan's four longest
 #    tests 145 s against 165. The code under test is the same, and a test
 #    that needed another driver would fail, not skip.
-#  - On hugepages the embedded EAL (dataplane/net/eal.cpp) and the netns
-#    tests' railgated (tests/netns/lib.sh) take them as a real node does,
-#    where 1 GiB is free; on 4 KiB pages each start faults its packet pools
-#    in (railgated ready in 0.60-0.70 s against 0.35-0.55, railbench
-#    --embedded 0.82 s against 0.50). The e2e and vdev suites took 63 s
-#    against 81 (ASan+UBSan 92 against 107, TSan's 70 against 80). The
-#    4 KiB-page path keeps its tests: control-plane-railctl, raillat-compare,
-#    limits-against-memory and railbench-embedded-hugepages run on it.
+#  - On hugepages (with_hugepages) the embedded EAL (dataplane/net/eal.cpp)
+#    and the netns tests' railgated (tests/netns/lib.sh) take them as a
+#    real node does, where 1 GiB is free; on 4 KiB pages each start faults
+#    its packet pools in (railgated ready in 0.60-0.70 s against 0.35-0.55,
+#    railbench --embedded 0.82 s against 0.50). The e2e and vdev suites
+#    took 63 s against 81 (ASan+UBSan 92 against 107, TSan's 70 against
+#    80). The 4 KiB-page path keeps its tests: control-plane-railctl's,
+#    raillat-compare's and limits-against-memory's railgated run on it, and
+#    railbench-embedded-hugepages runs the embedded EAL on both.
 test_drivers=(mempool_ring bus_vdev net_ring net_null net_af_xdp net_af_packet net_memif net_tap)
 as_test_host() { # COMMAND...
-  local pmds dir d n rc=0 todo=() nr=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages before free
+  local pmds dir d n rc=0 todo=()
   pmds=$(echo "$(pkg-config --variable=libdir libdpdk 2>/dev/null)"/dpdk/pmds-*)
   if [ "$(id -u)" -ne 0 ] || [ ! -d "$pmds" ] || ! command -v unshare > /dev/null; then
     "$@"
@@ -136,14 +137,29 @@ as_test_host() { # COMMAND...
       [ -e "$pmds/librte_$n.so" ] && todo+=("$n")
     done
   done
-  # 1024 hugepages of 2 MiB free (the kernel may find fewer), given back after
-  if [ -w "$nr" ]; then
-    before=$(cat "$nr") free=$(cat "${nr%/*}/free_hugepages")
-    [ "$free" -ge 1024 ] || echo $((before + 1024 - free)) > "$nr" || true
-  fi
-  unshare --mount --propagation private sh -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' sh "$dir" "$pmds" "$@" || rc=$?
-  [ -z "${before:-}" ] || echo "$before" > "$nr"
+  with_hugepages unshare --mount --propagation private sh -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' \
+    sh "$dir" "$pmds" "$@" || rc=$?
   rm -rf "$dir"
+  return $rc
+}
+
+# with_hugepages COMMAND...: as root, COMMAND with 1024 hugepages of 2 MiB
+# free (the kernel may find fewer), those it reserved given back after, or
+# at the script's exit (an interrupt); otherwise COMMAND as it is.
+hugepages_nr=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages hugepages_before=
+give_hugepages_back() { [ -z "$hugepages_before" ] || echo "$hugepages_before" > "$hugepages_nr"; hugepages_before=; }
+trap give_hugepages_back EXIT
+with_hugepages() { # COMMAND...
+  local free rc=0
+  if [ "$(id -u)" -eq 0 ] && [ -w "$hugepages_nr" ]; then
+    free=$(cat "${hugepages_nr%/*}/free_hugepages")
+    if [ "$free" -lt 1024 ]; then
+      hugepages_before=$(cat "$hugepages_nr")
+      echo $((hugepages_before + 1024 - free)) > "$hugepages_nr" || true
+    fi
+  fi
+  "$@" || rc=$?
+  give_hugepages_back
   return $rc
 }
 
@@ -202,7 +218,7 @@ case "$mode" in
   demo)
     install_deps
     build
-    exec build/tools/railbench --embedded
+    with_hugepages build/tools/railbench --embedded
     ;;
   test)
     install_deps test

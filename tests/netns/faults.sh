@@ -193,17 +193,30 @@ timed_jobs() { # FIRST_JOB: 4 small jobs; prints their seconds
   for j in $1 $(($1 + 1)) $(($1 + 2)) $(($1 + 3)); do job "$j" --count 4097 -n 1 -w 0; done
   elapsed "$t0" "$(now)"
 }
-clean=$(timed_jobs 20) || { echo "$clean"; exit 1; }
-inj0=$(($(rail_stat r0 fault_injected) + $(rail_stat r1 fault_injected)))
+# leave_ack_cost CLEAN_JOB LOSSY_JOB: 4 jobs without the loss, 4 with it;
+# sets clean, lossy (seconds) and lost (the LEAVE_ACKs dropped).
+leave_ack_cost() {
+  local inj0
+  clean=$(timed_jobs "$1") || { echo "$clean"; exit 1; }
+  inj0=$(($(rail_stat r0 fault_injected) + $(rail_stat r1 fault_injected)))
+  for r in r0 r1; do ctl fault set $r drop=0.3,type=leave_ack,dir=tx,seed=11 > /dev/null || fail "fault set leave_ack"; done
+  lossy=$(timed_jobs "$2") || { echo "$lossy"; exit 1; }
+  lost=$(($(rail_stat r0 fault_injected) + $(rail_stat r1 fault_injected) - inj0))
+  for r in r0 r1; do ctl fault clear $r > /dev/null; done
+  [ "$lost" -ge 2 ] || fail "only $lost LEAVE_ACKs were lost"
+}
+within_cost() { awk -v a="$lossy" -v b="$clean" -v l="$(secs 0.8)" 'BEGIN { exit !(a - b <= l) }'; }
 again0=$(($(rail_stat r0 leaves_again) + $(rail_stat r1 leaves_again)))
-for r in r0 r1; do ctl fault set $r drop=0.3,type=leave_ack,dir=tx,seed=11 > /dev/null || fail "fault set leave_ack"; done
-lossy=$(timed_jobs 24) || { echo "$lossy"; exit 1; }
-lost=$(($(rail_stat r0 fault_injected) + $(rail_stat r1 fault_injected) - inj0))
-for r in r0 r1; do ctl fault clear $r > /dev/null; done
-again=$(($(rail_stat r0 leaves_again) + $(rail_stat r1 leaves_again) - again0))
-[ "$lost" -ge 2 ] || fail "only $lost LEAVE_ACKs were lost"
-awk -v a="$lossy" -v b="$clean" -v l="$(secs 0.8)" 'BEGIN { exit !(a - b <= l) }' ||
+leave_ack_cost 20 24
+# The bound must hold in one of two tries: a CI run read 0.83 s more once
+# (2.12 s against 1.29), on a busy stretch; a regression misses both.
+within_cost || {
+  echo "(4 jobs took $lossy s with $lost of their LEAVE_ACKs lost, $clean s without: once more, the machine may be busy)"
+  leave_ack_cost 50 54
+}
+within_cost ||
   fail "4 jobs took $lossy s with $lost of their LEAVE_ACKs lost, $clean s without: a lost LEAVE_ACK costs its worker its retries"
+again=$(($(rail_stat r0 leaves_again) + $(rail_stat r1 leaves_again) - again0))
 [ "$again" -ge 1 ] || fail "no LEAVE was acknowledged again ($lost LEAVE_ACKs lost)"
 ctl stats | grep -q "acknowledged again" || fail "railctl stats does not show the LEAVEs acknowledged again"
 echo "ok: $lost LEAVE_ACKs lost: 4 jobs of 3 ranks on 2 rails took $lossy s ($clean s without the loss; $again LEAVEs acknowledged again)"
