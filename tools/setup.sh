@@ -89,13 +89,6 @@ sanitized_tree() {
     -Db_sanitize="$2" -Db_lundef=false -Db_ndebug=false -Dfuzz=disabled -Dunity=on
 }
 
-# A tree's tests: the unit tests and the fuzzers (each bounded in time, one
-# CPU each) two at a time, then the rest one at a time (is_parallel: false:
-# the vdev, e2e, netns and rxe tests time their traffic, and a second test
-# on this machine's other CPU would take the CPU railgated polls on).
-# Here every package a test needs is installed, so a skipped test is a
-# failure: libFuzzer's crash exit (77) is meson's SKIP, and fuzz-worker
-# crashed unseen from aab44bc to ef5cf50, "skipped" in every CI run.
 # The host the suites run on: COMMAND in a private mount namespace where
 # DPDK's plugin directory holds only the drivers the tests use, with 2 GiB
 # of hugepages free. Outside root, COMMAND runs on the host as it is.
@@ -103,7 +96,7 @@ sanitized_tree() {
 #    each start: Debian's 128, with their libraries (mlx5, ipsec-mb,
 #    isal...). That cost 0.11 s a start here, 1.2 s under TSan and 2-4 s in
 #    the rxe guest (over 9p, under TCG), and the suites start an EAL
-#    hundreds of times (railgated, DPDK workers, raillat, railbench
+#    many times (railgated, DPDK workers, raillat, railbench
 #    --embedded). The namespace's directory holds the virtual rails' PMDs,
 #    the vdev bus, the default mempool ops and the drivers these link
 #    (bus_pci): the rxe suite took 155 s against 184, TSan's four longest
@@ -163,6 +156,13 @@ with_hugepages() { # COMMAND...
   return $rc
 }
 
+# A tree's tests: the unit tests and the fuzzers (each bounded in time, one
+# CPU each) two at a time, then the rest one at a time (is_parallel: false:
+# the vdev, e2e, netns and rxe tests time their traffic, and a second test
+# on this machine's other CPU would take the CPU railgated polls on).
+# Here every package a test needs is installed, so a skipped test is a
+# failure: libFuzzer's crash exit (77) is meson's SKIP, and fuzz-worker
+# crashed unseen from aab44bc to ef5cf50, "skipped" in every CI run.
 run_suites() { # DIR [MESON_TEST_ARGS...]
   local dir=$1 since skipped
   shift

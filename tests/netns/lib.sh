@@ -11,9 +11,10 @@ export RAILGATE_TOKEN=${RAILGATE_TOKEN:-$(od -An -N8 -tu8 /dev/urandom | tr -d '
 # for the embedded EAL ("0" never, "1" always). On 4 KiB pages a railgated
 # faults its packet pools in as it starts: ready in 0.60-0.70 s here
 # against 0.35-0.55 s on hugepages (the release tree's netns suites took
-# the same time either way, within the noise). Whatever the host has, limits.sh keeps 4 KiB pages for its
-# address-space caps (test_eal_flags_4k), and control_plane.sh and
-# raillat.sh give their railgated --no-huge themselves.
+# the same time either way, within the noise). Whatever the host has,
+# limits.sh keeps 4 KiB pages for its address-space caps
+# (test_eal_flags_4k), and control_plane.sh and raillat.sh give their
+# railgated --no-huge themselves.
 hugepages_free_mib=0
 for h in /sys/kernel/mm/hugepages/hugepages-*kB; do
   [ -r "$h/free_hugepages" ] || continue
