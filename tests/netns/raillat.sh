@@ -259,9 +259,11 @@ beside_busy_tasks() { # WHAT [P99_MAX [N [WEIGHTLESS]]]
     fail "$1 beside a busy task on every CPU: t_typical ${typical:-?} us, not under 500 (yielding: 4 ms ticks)"
   # railctl stats saw it: the lcore waited for its CPU and counted it
   # shared (a new episode, or the one going on through the busy tasks: the
-  # 0.5 s they ran before raillat at least).
+  # 0.5 s they ran before raillat at least). One going on may have begun
+  # just before the first read, its nice not yet lowered: a clean-clone CI
+  # run read core_shared 1 -> 1 with core_shared_seconds 0.011 -> 3.6.
   awk -v s0="$shared0" -v s1="$shared1" -v w0="$wait0" -v w1="$wait1" -v t0="$seconds0" -v t="$seconds1" -v c="$carried" \
-    'BEGIN {exit !(w1 > w0 && t > 0 && (c ? t - t0 >= 0.5 : s1 > s0))}' ||
+    'BEGIN {exit !(w1 > w0 && t > 0 && (t - t0 >= 0.5 || !c && s1 > s0))}' ||
     fail "$1: railctl stats beside a busy task: core_shared $shared0 -> $shared1, runq_wait_seconds $wait0 -> $wait1, core_shared_seconds $seconds0 -> $seconds1"
   echo "ok: $1: railctl stats: core shared $shared0 -> $shared1 times ($seconds1 s), waited $wait0 -> $wait1 s for the CPU"
   if [ -n "${2:-}" ] && ! under "$p99" "$2"; then
