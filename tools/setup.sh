@@ -113,21 +113,21 @@ sanitized_tree() {
 #    railbench-embedded-hugepages runs the embedded EAL on both.
 test_drivers=(mempool_ring bus_vdev net_ring net_null net_af_xdp net_af_packet net_memif net_tap)
 as_test_host() { # COMMAND...
-  local pmds dir d n rc=0 todo=()
+  local pmds dir d n rc=0 queue=()
   pmds=$(echo "$(pkg-config --variable=libdir libdpdk 2>/dev/null)"/dpdk/pmds-*)
   if [ "$(id -u)" -ne 0 ] || [ ! -d "$pmds" ] || ! command -v unshare > /dev/null; then
     "$@"
     return
   fi
   dir=$(mktemp -d)
-  todo=("${test_drivers[@]}")
-  while ((${#todo[@]})); do
-    d=${todo[0]} todo=("${todo[@]:1}")
+  queue=("${test_drivers[@]}")
+  while ((${#queue[@]})); do
+    d=${queue[0]} queue=("${queue[@]:1}")
     [ -e "$dir/librte_$d.so" ] && continue
     cp -P "$pmds/librte_$d".so* "$dir/"
     # the drivers this one links (the rest of DPDK lives beside libdpdk, not here)
     for n in $(readelf -d "$pmds/librte_$d.so" | sed -nE 's/.*Shared library: \[librte_([a-z0-9_]+)\.so\..*/\1/p'); do
-      [ -e "$pmds/librte_$n.so" ] && todo+=("$n")
+      [ -e "$pmds/librte_$n.so" ] && queue+=("$n")
     done
   done
   with_hugepages unshare --mount --propagation private sh -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' \

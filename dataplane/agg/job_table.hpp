@@ -63,6 +63,9 @@ struct peer {
     std::uint64_t nonce = 0; // the worker process's JOIN nonce
 };
 
+// Whether two peers are the same worker process: its address and its nonce.
+inline bool same_process(const peer& a, const peer& b) noexcept { return a.addr == b.addr && a.nonce == b.nonce; }
+
 struct lifecycle {
     std::uint64_t stall = 0;    // ticks a partly contributed slot may wait for the other ranks
     std::uint64_t assemble = 0; // ticks from a job's first JOIN until every rank has joined
@@ -275,7 +278,7 @@ public:
             }
             const std::uint64_t bit = std::uint64_t{1} << h.rank;
             const bool repeated =
-                (j->joined & bit) && j->peers[h.rank].addr == who.addr && j->peers[h.rank].nonce == who.nonce;
+                (j->joined & bit) && same_process(j->peers[h.rank], who);
             if (b.op != j->op && !repeated) {
                 // A rank one operation behind did not get that operation's
                 // result (railgated restarted while delivering it): the
@@ -287,8 +290,7 @@ public:
                 // now is a late copy (a JOIN retried, or held in a queue)
                 // from before its last operation, and taking the job over
                 // for it ended the job under the ranks still in it.
-                const peer& gone_p = j->left[h.rank];
-                const bool late_copy = gone_p.nonce == who.nonce && gone_p.addr == who.addr && who.addr;
+                const bool late_copy = who.addr && same_process(j->left[h.rank], who);
                 if (static_cast<std::uint16_t>(b.op + 1) == j->op && !late_copy) {
                     r.st = join_status::takeover;
                     r.err = wire::error_code::op_mismatch;
