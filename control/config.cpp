@@ -324,6 +324,7 @@ void read_daemon(reader& r, appliance& a, std::vector<error>&) {
                                      {"sleep", idle_mode::sleep}},
                         a.idle);
     r.integer("shared_nice", -20, 0, a.shared_nice);
+    r.integer("client_timeout_ms", 1000, 3600000, a.client_timeout_ms);
     if (const toml::node* n = r.get("eal_args"))
         r.fail(n, "eal_args", "moved to the [eal] table (its keys, and args = [...] for other EAL flags)");
     r.reject_unknown();

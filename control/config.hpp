@@ -145,6 +145,9 @@ struct appliance {
     // The nice an lcore that sleeps or naps takes while a busy task shares
     // its CPU and traffic is light (net::shared_weight); 0: keep its own.
     int shared_nice = -10;
+    // A control client silent this long mid-request, not reading its
+    // answers, or no longer asking about its capture is dropped.
+    unsigned client_timeout_ms = 5000;
     bool metrics_public = false;            // metrics may listen on a non-loopback address
     eal_options eal;
     unsigned max_jobs = 8, default_slots = 64, max_slots = 256, mbufs_per_rail = 8192;

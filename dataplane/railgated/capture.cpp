@@ -23,7 +23,7 @@ using control::fail;
 using control::json;
 using control::ok;
 
-capture_sessions::capture_sessions(net::daemon& d, writer w) : d_(d) {
+capture_sessions::capture_sessions(net::daemon& d, writer w, std::chrono::milliseconds lease) : d_(d), lease_(lease) {
     if (w == writer::caller) return;
     writer_ = std::thread([this] {
         pthread_setname_np(pthread_self(), "rg-capture");
@@ -160,7 +160,7 @@ json capture_sessions::status(const json& a) {
     const auto it = sessions_.find(id);
     if (it == sessions_.end())
         return fail("no capture " + std::to_string(id) + " (it ended, or nobody asked about it for " +
-                    std::to_string(lease.count()) + " s)");
+                    std::to_string(lease_.count()) + " ms)");
     session& s = *it->second.s;
     it->second.last_seen = std::chrono::steady_clock::now();
     if (s.counted_out.load()) halt(s);
@@ -190,11 +190,11 @@ void capture_sessions::reap() {
     for (auto it = sessions_.begin(); it != sessions_.end();) {
         session& s = *it->second.s;
         if (s.counted_out.load() || s.done.load()) halt(s); // a failed file ends the mirroring too
-        if (now - it->second.last_seen > lease) {
+        if (now - it->second.last_seen > lease_) {
             halt(s);
             s.abandoned.store(true, std::memory_order_release);
-            log::notice("capture %llu: nobody asked about it for %lld s, stopped",
-                         static_cast<unsigned long long>(it->first), static_cast<long long>(lease.count()));
+            log::notice("capture %llu: nobody asked about it for %lld ms, stopped",
+                         static_cast<unsigned long long>(it->first), static_cast<long long>(lease_.count()));
             it = sessions_.erase(it);
         } else {
             ++it;

@@ -13,8 +13,8 @@
 // reach the writer through a lock-free list, and everything else they
 // share is atomic. The control thread alone talks to the lcores (starting
 // and stopping the mirroring), on requests and on its tick (reap()): a
-// session nobody asked about for `lease` (its railctl was killed) is
-// stopped and dropped there.
+// session nobody asked about for its lease ([daemon] client_timeout_ms;
+// its railctl was killed) is stopped and dropped there.
 #pragma once
 
 #include <atomic>
@@ -33,14 +33,15 @@ namespace railgate {
 
 class capture_sessions {
 public:
-    static constexpr std::chrono::seconds lease{5};
     static constexpr std::uint32_t default_snaplen = 128;
     static constexpr std::size_t max_pending = std::size_t{4} << 20; // pcapng waiting for a slow file
 
     // `thread`: the writer runs on its own thread; `caller`: whoever calls
-    // pump() writes (bench_dataplane).
+    // pump() writes (bench_dataplane). A session nobody asked about for
+    // `lease` is dropped.
     enum class writer : std::uint8_t { thread, caller };
-    explicit capture_sessions(net::daemon& d, writer w = writer::thread);
+    explicit capture_sessions(net::daemon& d, writer w = writer::thread,
+                              std::chrono::milliseconds lease = std::chrono::milliseconds(5000));
     ~capture_sessions();
     capture_sessions(const capture_sessions&) = delete;
     capture_sessions& operator=(const capture_sessions&) = delete;
@@ -56,7 +57,7 @@ public:
     // still written.
     control::json stop(const control::json& args);
     // Stops the mirroring of sessions that counted out, and drops those
-    // nobody asked about for `lease`. Runs on the control thread's tick.
+    // nobody asked about for the lease. Runs on the control thread's tick.
     void reap();
     // writer::caller: one pass of the writer, then reap().
     void pump();
@@ -101,6 +102,7 @@ private:
     void finish(session& s, std::string error = {});
 
     net::daemon& d_;
+    std::chrono::milliseconds lease_;
     std::map<std::uint64_t, entry> sessions_; // the control thread's
     std::uint64_t next_id_ = 1;
     std::atomic<handoff*> incoming_{nullptr};  // control thread -> writer

@@ -51,7 +51,7 @@ private:
     config::appliance cfg_;
     config::lag_hash hash_;
     std::chrono::steady_clock::time_point started_;
-    capture_sessions capture_{d_};
+    capture_sessions capture_{d_, capture_sessions::writer::thread, std::chrono::milliseconds(cfg_.client_timeout_ms)};
 };
 
 } // namespace railgate

@@ -103,6 +103,9 @@ void usage(std::FILE* f) {
                  "                      (railctl fault set/clear changes it live)\n"
                  "  --stall-ms N        a slot waits N ms for its missing ranks before the job ends naming\n"
                  "                      them (default: the config's [jobs] stall_ms, 1000)\n"
+                 "  --client-timeout MS a control client silent this long mid-request, not reading its\n"
+                 "                      answers, or no longer asking about its capture is dropped\n"
+                 "                      (default: the config's [daemon] client_timeout_ms, 5000)\n"
                  "EAL-OPTIONS (after --) replace the config's [eal] table, e.g.\n"
                  "  railgated --rail 0000:3b:00.0 --ip 10.0.0.1 -- -l 0-1 --in-memory\n"
                  "Under systemd (Type=notify) railgated tells the service manager when it is ready.\n"
@@ -116,7 +119,8 @@ void usage(std::FILE* f) {
 // also tell a misplaced option on either side of "--".
 constexpr const char* valued_options[] = {"--config", "--log-level", "--rail", "--ip", "--mtu", "--lcore", "--port",
                                           "--pool", "--max-jobs", "--mbufs", "--socket", "--metrics",
-                                          "--stats-interval", "--idle", "--fault", "--stall-ms"};
+                                          "--stats-interval", "--idle", "--fault", "--stall-ms",
+                                          "--client-timeout"};
 constexpr const char* flag_options[] = {"--check", "--metrics-public", "--no-xdp-steer", "--version", "--help"};
 // Common EAL options, to say where they go when given before "--".
 constexpr const char* eal_options[] = {"-l", "-c", "-n", "-m", "-a", "-b", "--lcores", "--main-lcore", "--vdev",
@@ -198,7 +202,7 @@ int main(int argc, char** argv) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0); // reports and log lines in order in one file
     config::appliance app;
     std::string config_file, socket_override, metrics_override, fault_override;
-    unsigned stall_override = 0;
+    unsigned stall_override = 0, client_timeout_override = 0;
     bool check_only = false, xdp_steer = true, idle_set = false, cli_rails = false, metrics_public = false;
     net::idle_policy idle = net::idle_policy::spin;
     std::uint16_t udp_port = wire::default_udp_port;
@@ -295,6 +299,8 @@ int main(int argc, char** argv) {
             if (std::string e = fault::parse(fault_override, f); !e.empty()) die("--fault: " + e);
         } else if (a == "--stall-ms") {
             stall_override = static_cast<unsigned>(num(a, val(), 10, 3600000));
+        } else if (a == "--client-timeout") {
+            client_timeout_override = static_cast<unsigned>(num(a, val(), 1000, 3600000));
         } else if (in(a, eal_options)) {
             die("'" + a + "' is an EAL option: give it after -- (railgated [OPTIONS] -- EAL-OPTIONS), or in the "
                 "config's [eal] table");
@@ -327,6 +333,7 @@ int main(int argc, char** argv) {
         if (std::string e = config::check_metrics(app.metrics, app.metrics_public); !e.empty()) die("--metrics: " + e);
     if (!fault_override.empty()) app.fault = fault_override;
     if (stall_override) app.stall_ms = stall_override;
+    if (client_timeout_override) app.client_timeout_ms = client_timeout_override;
     // The EAL's flags: after "--", else the config's [eal] table.
     std::vector<std::string> eal_args{argv[0]};
     if (!eal_cli.empty()) {
@@ -516,6 +523,7 @@ int main(int argc, char** argv) {
             so.mode = app.socket_mode;
             so.owner = app.socket_owner;
             so.group = app.socket_group;
+            so.incomplete_timeout = std::chrono::milliseconds(app.client_timeout_ms);
             ctl = std::make_unique<control::server>(
                 so,
                 [&](const control::request& r) { return cp ? cp->handle(r) : verbs_only_handle(*vp, app, started, r); },

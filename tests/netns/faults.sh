@@ -147,13 +147,17 @@ pause_during() { # JOB WHO LABEL [SECONDS [ARGS...]]
   local j=$1 who=$2 label=$3 pause=${4:-0.3} pids=() r victim
   shift 4 2> /dev/null || shift $#
   place=$(cpus_off_lcores "$gated_pid")
-  for r in 0 1 2; do worker "$r" "$j" --count 4000000 -n 10 -w 0 "$@"; pids+=($wpid); done
+  for r in 0 1 2; do worker "$r" "$j" --count 4000000 -n 6 -w 0 "$@"; pids+=($wpid); done
   place=
   wait_running "$j"
   if [ "$who" = railgated ]; then victim=$gated_pid; else victim=${pids[$who]}; fi
   kill -STOP "$victim"
   sleep "$pause"
   kill -CONT "$victim"
+  # (The job must outlast the pause, or what follows judges nothing.)
+  for r in 0 1 2; do
+    kill -0 "${pids[$r]}" 2> /dev/null || fail "$label paused: rank $r had ended before the pause did (make the job longer)"
+  done
   for r in 0 1 2; do wait "${pids[$r]}" || fail "$label paused: rank $r failed: $(tail -n 2 "$log/w-$j-$r.log")"; done
   grep -q "Out of bounds values : 0 OK" "$log/w-$j-0.log" || fail "$label paused: wrong values"
   retx=0
@@ -323,7 +327,9 @@ echo "ok: rank 1 paused 0.3 s: the job finished bit-exact, $retx chunks retransm
 # at once, naming an innocent rank ("rank 1 sent nothing to slot 0 ... for
 # 2998 ms while the other ranks did"). Its lcore counts the absence.
 stalls0=$(($(rail_stat r0 stalls) + $(rail_stat r1 stalls)))
-pause_during 24 railgated "railgated (past its stall time)" "$(secs 1.5)" --peer-timeout "$(ms 10000)" -n 40
+# 12 operations: 0.2-0.25 s each here, 2 done when the pause begins (40
+# took 11 s of CI's 30 minutes, 8 of them after it).
+pause_during 24 railgated "railgated (past its stall time)" "$(secs 1.5)" --peer-timeout "$(ms 10000)" -n 12
 stalls=$(($(rail_stat r0 stalls) + $(rail_stat r1 stalls) - stalls0))
 [ "$stalls" = 0 ] || fail "railgated paused past its stall time: it ended $stalls job(s) as stalled"
 away=$(ctl --json stats | python3 -c 'import json,sys; print(sum(l.get("absences", 0) for l in json.load(sys.stdin)["lcores"]))')
@@ -377,7 +383,7 @@ t=$(survivors_fail "$t0" "railgated stopped answering" "${pids[@]}") || { echo "
 echo "ok: railgated killed: every worker failed after at most $t s (railgated stopped answering)"
 start_gated 2
 pids=()
-for r in 0 1 2; do worker "$r" 14 --count 4000000 -n 10 -w 0 --retry 3; pids+=($wpid); done
+for r in 0 1 2; do worker "$r" 14 --count 4000000 -n 8 -w 0 --retry 3; pids+=($wpid); done
 wait_running 14
 sleep 0.5
 kill -KILL "$gated_pid"
@@ -397,7 +403,7 @@ if [ "$all_steps" = 1 ]; then
 # operation from the input they kept and all finish bit-exact. (Silent on
 # every rail, rank 2 would keep the job and resume it instead: 5c.)
 pids=()
-for r in 0 1 2; do worker "$r" 18 --count 1000 -n 12000 -w 0 --retry 5; pids+=($wpid); done
+for r in 0 1 2; do worker "$r" 18 --count 1000 -n 8000 -w 0 --retry 5; pids+=($wpid); done
 wait_running 18
 ctl fault set r0 drop=1,rank=2,dir=tx > /dev/null || fail "fault set rank 2"
 sleep "$(secs 2.5)"
@@ -419,8 +425,11 @@ echo "ok: rank 2 lost an operation's result (railgated's sends to it dropped on 
 # rank 1 ended the job and every rank re-joined and replayed; a rank whose
 # peers had finished and left re-joined alone, a job that expired at each
 # retry.
+# 5000 operations: about 0.45 ms each here, about 1,100 done when the
+# silence begins, the rest (2.3 s) after it; a job that ended first fails
+# the resume check below. (12000 took 7.5 s after the silence.)
 pids=()
-for r in 0 1 2; do worker "$r" 31 --count 1000 -n 12000 -w 0 --retry 2; pids+=($wpid); done
+for r in 0 1 2; do worker "$r" 31 --count 1000 -n 5000 -w 0 --retry 2; pids+=($wpid); done
 wait_running 31
 for r in r0 r1; do
   ctl fault set $r drop=1,rank=1,type=result+pong+held,dir=tx > /dev/null || fail "fault set: silent to rank 1"
@@ -461,7 +470,7 @@ fi # steps 5b-5d
 
 # --- 6. a rail down mid-job: the job restripes and finishes.
 pids=()
-for r in 0 1 2; do worker "$r" 15 --count 4000000 -n 10 -w 0 --retry 3; pids+=($wpid); done
+for r in 0 1 2; do worker "$r" 15 --count 4000000 -n 6 -w 0 --retry 3; pids+=($wpid); done
 wait_running 15
 t0=$(now)
 ip -n "$w" link set rgw1 down
@@ -481,7 +490,7 @@ echo "ok: rail 1's link down mid-job: railgated ended the job, the workers re-jo
 if [ "$all_steps" = 1 ]; then # the silent rail
 # A rail that stops answering mid-job (every frame dropped), its link up.
 pids=()
-for r in 0 1 2; do worker "$r" 17 --count 4000000 -n 10 -w 0 --retry 3; pids+=($wpid); done
+for r in 0 1 2; do worker "$r" 17 --count 4000000 -n 6 -w 0 --retry 3; pids+=($wpid); done
 wait_running 17
 ctl fault set r1 drop=1 > /dev/null
 for r in 0 1 2; do wait "${pids[$r]}" || { tail -n 5 "$log"/w-17-*.log; fail "silent rail: rank $r did not finish"; }; done

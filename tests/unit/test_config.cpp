@@ -269,6 +269,14 @@ BOOST_AUTO_TEST_CASE(shared_nice) {
                "t.toml:2:15: daemon.shared_nice: must be an integer");
 }
 
+// How long a silent control client is kept: 5 s unless set; 1 s at least.
+BOOST_AUTO_TEST_CASE(client_timeout) {
+    BOOST_TEST(parse(rail0).cfg.client_timeout_ms == 5000u);
+    BOOST_TEST(parse("[daemon]\nclient_timeout_ms = 1000\n" + rail0).cfg.client_timeout_ms == 1000u);
+    BOOST_TEST(only_error("[daemon]\nclient_timeout_ms = 999\n" + rail0) ==
+               "t.toml:2:21: daemon.client_timeout_ms: 999 out of range 1000..3600000");
+}
+
 BOOST_AUTO_TEST_CASE(gateway_routes) {
     BOOST_TEST(parse(rail0).cfg.neighbour_reachable == 30u);
     BOOST_TEST(parse("[daemon]\nneighbour_reachable = 5\n" + rail0).cfg.neighbour_reachable == 5u);
