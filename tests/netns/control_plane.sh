@@ -203,7 +203,7 @@ run_bench() { # JOB WORKERS -> rank 0's log in $dir/bench-JOB.log
   local pids=() rc=0
   for r in $(seq 0 $(($2 - 1))); do
     in_ns timeout 120 "$railbench" --transport udp --server 198.18.0.1 --rank "$r" --workers "$2" \
-      --count 4000037,1001 -n "${ITERS:-3}" -w 0 --job "$1" > "$dir/bench-$1-$r.log" 2>&1 &
+      --count 4000037,1001 -n "${ITERS:-2}" -w 0 --job "$1" > "$dir/bench-$1-$r.log" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
