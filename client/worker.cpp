@@ -582,10 +582,12 @@ std::string worker::join() {
     const failure why = s.why;
     for (unsigned attempt = 0; attempt < o_.retries; ++attempt) {
         s.err = e;
+        retrying(e, attempt);
         e = recover_while_retries(attempt);
         if (e.empty()) {
             ++s.recoveries;
             s.err.clear();
+            tell("joined again");
             return e;
         }
         if (!recoverable(s.why) && s.why != failure::timeout) return failed + "; recovering: " + e;
@@ -1772,9 +1774,18 @@ std::string worker::recover_while_retries(unsigned& attempt) {
     std::string e = recover();
     while (!e.empty() && s_->why == failure::timeout && attempt + 1 < o_.retries) {
         ++attempt;
+        retrying("re-join: " + e, attempt);
         e = recover();
     }
     return e;
+}
+
+void worker::tell(const std::string& what) const {
+    if (o_.on_retry) o_.on_retry(what);
+}
+
+void worker::retrying(const std::string& failed, unsigned attempt) const {
+    tell(failed + "; re-joining (retry " + std::to_string(attempt + 1) + " of " + std::to_string(o_.retries) + ")");
 }
 
 void worker::run(void* data, std::size_t count, wire::dtype dt) {
@@ -1870,18 +1881,24 @@ std::string worker::allreduce(void* data, std::size_t count, wire::dtype dt) {
         s.backup_dt = dt;
     }
     bool resuming = false;
+    const std::uint64_t op_no = s.ops; // for on_retry's lines (built only on a failure)
+    const auto op = [op_no] { return "operation " + std::to_string(op_no); };
     for (unsigned attempt = 0;; ++attempt) {
         s.keep_job = keep && attempt < o_.retries;
         if (resuming) resume();
         else run(data, count, dt);
         if (s.err.empty() || !s.keep_job || !recoverable(s.why)) {
-            if (s.err.empty() && resuming) ++s.resumes;
+            if (s.err.empty() && resuming) {
+                ++s.resumes;
+                tell("railgated answered: " + op() + " went on where it stood");
+            }
             s.keep_job = false;
             return s.err;
         }
         // railgated fell silent: first asked again, the job as it was (once
         // per failure; a resume does not use up a retry).
         if (!resuming && s.gone_silent && s.joined) {
+            tell(op() + ": " + s.err + "; asking railgated again for the job as it was");
             resuming = true;
             --attempt;
             continue;
@@ -1890,16 +1907,20 @@ std::string worker::allreduce(void* data, std::size_t count, wire::dtype dt) {
         s.keep_job = false; // a replay that fails ends its job
         const std::string failed = s.err;
         const failure why = s.why;
+        retrying(op() + ": " + failed, attempt);
         std::string e = recover_while_retries(attempt);
         if (!e.empty() && can_replay()) {
+            tell(e + "; replaying operation " + std::to_string(s.prev_op) + " for a rank that lost its result");
             e = replay();
         }
         if (!e.empty()) {
             s.err = failed + "; recovering: " + e;
             s.why = why;
+            tell("giving up: " + e);
             return s.err;
         }
         ++s.recoveries;
+        tell("joined again; running " + op() + " again");
         std::memcpy(data, s.backup.data(), s.backup.size());
     }
 }

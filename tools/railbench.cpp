@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <optional>
 #include <span>
@@ -57,6 +58,7 @@ struct options {
     unsigned stall_ms = 0;             // --stall-ms (embedded railgated; 0: its default)
     unsigned peer_timeout_ms = 0;      // --peer-timeout (0: the library's)
     unsigned join_timeout_ms = 0;      // --join-timeout (0: the library's)
+    unsigned op_timeout_ms = 0;        // --op-timeout (0: the library's)
     std::uint64_t seed = 1;
     std::vector<std::uint64_t> counts; // explicit element counts (--count), overrides -b/-e
     int gid_index = -1;                // verbs: -1 automatic
@@ -156,10 +158,13 @@ void usage(std::FILE* f) {
                  "                          silent on every rail: first the job is asked again, kept, until\n"
                  "                          the join timeout (a pause: the operation resumes). A re-join\n"
                  "                          left unanswered for the join timeout (a slow restart) uses up\n"
-                 "                          a retry and goes on\n"
+                 "                          a retry and goes on. Each recovery is told on stderr, with the\n"
+                 "                          time and the rank\n"
                  "      --peer-timeout MS   a rail silent this long is down, every rail silent is railgated\n"
                  "                          gone (default 1000)\n"
                  "      --join-timeout MS   how long a JOIN may take (default 5000)\n"
+                 "      --op-timeout MS     an operation without a result this long fails, saying where each\n"
+                 "                          rail stood (default 60000)\n"
                  "      --fault SPEC        embedded: the virtual switch drops, duplicates, reorders and\n"
                  "                          corrupts frames both ways: drop=P,dup=P,reorder=P,corrupt=P,seed=S\n"
                  "                          [,rank=N][,type=T][,dir=rx|tx] (one rank's messages; one message\n"
@@ -360,6 +365,9 @@ options parse(int argc, char** argv) {
             o.peer_timeout_ms = static_cast<unsigned>(parse_uint(a, val(), 3600000));
         } else if (a == "--join-timeout") {
             o.join_timeout_ms = static_cast<unsigned>(parse_uint(a, val(), 3600000));
+        } else if (a == "--op-timeout") {
+            o.op_timeout_ms = static_cast<unsigned>(parse_uint(a, val(), 3600000));
+            if (!o.op_timeout_ms) die("--op-timeout: 0 ms");
         } else if (a == "--stall-ms") {
             o.stall_ms = static_cast<unsigned>(parse_uint(a, val(), 3600000));
             if (o.stall_ms < 10) die("--stall-ms: at least 10");
@@ -696,8 +704,21 @@ client::worker_options worker_opts(const options& o, unsigned rank) {
     wo.cc.target_ns = o.cc_target_ns;
     wo.tail_probes = o.tail_probes;
     wo.retries = o.retries;
+    // Each recovery as it happens, on the wall clock: a job's log then says
+    // what a rank did before it finished or gave up (a chaos test reads it
+    // beside its commands' times).
+    if (o.retries)
+        wo.on_retry = [rank](const std::string& what) {
+            timespec ts{};
+            ::clock_gettime(CLOCK_REALTIME, &ts);
+            tm t{};
+            ::localtime_r(&ts.tv_sec, &t);
+            std::fprintf(stderr, "railbench: %02d:%02d:%02d.%03ld rank %u: %s\n", t.tm_hour, t.tm_min, t.tm_sec,
+                         ts.tv_nsec / 1000000, rank, what.c_str());
+        };
     if (o.peer_timeout_ms) wo.peer_timeout = std::chrono::milliseconds(o.peer_timeout_ms);
     if (o.join_timeout_ms) wo.join_timeout = std::chrono::milliseconds(o.join_timeout_ms);
+    if (o.op_timeout_ms) wo.op_timeout = std::chrono::milliseconds(o.op_timeout_ms);
     std::uint64_t mc = 0;
     for (auto c : counts_of(o)) mc = std::max(mc, c);
     wo.max_count = mc;

@@ -118,6 +118,12 @@ struct worker_options {
     // transport's rails may run on separate threads (UDP).
     const engine::engine* engine = nullptr;
     int numa = -1;
+    // Called, on the calling thread, with a line about each failure the
+    // worker recovers from (or tries to) as it happens: what failed, and
+    // what it does (asks railgated again, re-joins: retry k of N), then how
+    // that went. A job's log then says why an operation took seconds, or
+    // what a rank did before it gave up (as NCCL's warnings do). Null: quiet.
+    std::function<void(const std::string&)> on_retry;
 };
 
 // The congestion-control modes (railbench --cc, rg_config's RG_CC_*): the
@@ -285,6 +291,8 @@ private:
     // recover(), again while no JOIN_ACK answers (railgated not back yet)
     // and retries remain after `attempt`, each re-join one more.
     std::string recover_while_retries(unsigned& attempt);
+    void tell(const std::string& what) const; // options.on_retry
+    void retrying(const std::string& failed, unsigned attempt) const;
     std::string join_once();
     // adoptions: how many times this JOIN took the job's excluded rails.
     std::string join_on(unsigned first, std::uint32_t excluded, unsigned adoptions = 0);

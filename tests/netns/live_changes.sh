@@ -14,10 +14,12 @@
 # out, and draws the commands as before 2026-12-01). The commands come from a seeded generator
 # (RAILGATE_CHAOS_SEED, default 1; the seed is printed): the same seed
 # draws the same commands (which freezes are skipped, to keep them 5 s
-# apart, depends on time).
+# apart, depends on time; since 2026-12-02 a skipped one no longer shifts
+# the draws after it).
 # It must hold that:
-#  - every job finishes bit-exact; none takes more than 60 s (nothing waits
-#    out an operation timeout);
+#  - every job finishes bit-exact; none takes more than 60 s, and no
+#    operation goes 20 s without a result (--op-timeout: a rank that gives
+#    up says where each rail stood; each recovery is in its log, timed);
 #  - every command is answered (done, or refused with a reason), none is
 #    left unanswered or timed out;
 #  - once the tenants stop, no job is left on any rail, and railgated exits
@@ -63,30 +65,37 @@ adds=0 # each hot-plug probes a device of its own name
 
 end=$((SECONDS + seconds))
 # tenant JOB WORLD SEED: jobs one after the other until the end; a line
-# per job in $log/tenant-JOB.txt: "ok N SECONDS COUNT" or "FAIL N SECONDS COUNT".
+# per job in $log/tenant-JOB.txt: "ok N SECONDS COUNT START" or "FAIL N
+# SECONDS COUNT START" (START: the wall time, to read beside the commands').
 tenant() {
-  local job=$1 world=$2 i=0 r pids p rc t0 count
+  local job=$1 world=$2 i=0 r pids p rc t0 count start
   RANDOM=$3
   while [ $SECONDS -lt $end ]; do
     i=$((i + 1))
     count=$((RANDOM * (RANDOM % 64) + RANDOM + 1))
     pids=()
-    t0=$SECONDS
+    t0=$SECONDS start=$(date +%T.%3N)
     for r in $(seq 0 $((world - 1))); do
       ip netns exec "$w" timeout 90 "$railbench" --transport udp --server 198.18.0.1 --rank "$r" --workers "$world" \
-        --job "$job" --count "$count" -n 3 -w 0 --peer-timeout 5000 --join-timeout 10000 --retry 5 \
+        --job "$job" --count "$count" -n 3 -w 0 --peer-timeout 5000 --join-timeout 10000 --op-timeout 20000 --retry 5 \
         > "$log/w-$job-$i-$r.log" 2>&1 &
       pids+=($!)
     done
-    rc=0
-    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    rc=0 r=0
+    for p in "${pids[@]}"; do
+      wait "$p"
+      echo $? > "$log/w-$job-$i-$r.rc" # 124: still running at 90 s
+      [ "$(cat "$log/w-$job-$i-$r.rc")" = 0 ] || rc=1
+      r=$((r + 1))
+    done
     if [ $rc -eq 0 ] && grep -q "Out of bounds values : 0 OK" "$log/w-$job-$i-0.log"; then
-      echo "ok $i $((SECONDS - t0)) $count"
+      echo "ok $i $((SECONDS - t0)) $count $start"
     else
-      echo "FAIL $i $((SECONDS - t0)) $count"
-      # railgated as the failed job left it (the failure's dump below
-      # comes after the other tenant's jobs and the faults' clearing).
-      { date +%T.%3N; ctl --json status; ctl tc list; ctl stats; } > "$log/at-fail-$job-$i.txt" 2>&1
+      echo "FAIL $i $((SECONDS - t0)) $count $start"
+      # railgated as the failed job left it (the failure's report below
+      # comes after the other tenant's jobs and the faults' clearing): its
+      # rails, their shapers, and every counter that is not 0.
+      { date +%T.%3N; ctl status; ctl tc list; ctl stats | grep -v "[: ] 0$"; } > "$log/at-fail-$job-$i.txt" 2>&1
     fi
   done > "$log/tenant-$job.txt"
 }
@@ -121,6 +130,7 @@ while [ $SECONDS -lt $end ]; do
       ;;
     17) c="rail remove r2" ;;
   esac
+  pause=$((RANDOM % 4)) # drawn here: a skipped freeze shifts no later draw
   # A freeze comes 5 s after the last one began at the earliest: back to
   # back (the second waits for the lcore, then begins) they would add up
   # past the workers' peer timeout, which is railgated gone by definition.
@@ -147,7 +157,7 @@ while [ $SECONDS -lt $end ]; do
   { [ $rc -eq 0 ] || { [ $rc -eq 1 ] && grep -q . "$log/ctl-$n.log"; }; } ||
     fail "command $n ($c) exited $rc: $(cat "$log/ctl-$n.log") (seed $seed)"
   kill -0 "$gated_pid" 2> /dev/null || fail "railgated died after command $n ($c) (seed $seed): $(tail -n 5 "$log/railgated.log")"
-  sleep "0.$((RANDOM % 4))"
+  sleep "0.$pause"
 done
 wait $t11 $t12
 for r in 0 1; do ctl fault clear "r$r" > /dev/null || fail "fault clear r$r"; done
@@ -163,21 +173,29 @@ echo "seed $seed: $n commands in $seconds s ($refused refused), $jobs_ok jobs bi
 cut -d' ' -f4- "$log/commands.txt" | awk '{ print $1, $2 }' | sort | uniq -c | sort -rn |
   awk '{ printf "%s%d %s %s", (NR > 1 ? ", " : "commands: "), $1, $2, $3 } END { print "" }'
 [ "$rails_too" = 1 ] && echo "r2: added $added times, removed $removed times; $three jobs striped over 3 rails"
+# A failure's report, the most telling last (meson keeps a failed test's
+# last 100 lines): every command with its time, railgated's log, then the
+# failed job that began first: railgated's state as it left it (its rails,
+# every counter not 0) and what each of its ranks said (the error, its
+# recoveries, the retransmit and window counts).
 if [ "$jobs_failed" -gt 0 ]; then
-  ctl stats > "$log/stats-at-failure.log" 2>&1
-  # Every command with its time, and railgated's state as each failed job
-  # left it: what the next failure of this kind needs to be understood.
   echo "--- commands"
   cat "$log/commands.txt"
-  for f in "$log"/at-fail-*.txt; do echo "--- $f"; cat "$f"; done
-  grep -h "^FAIL" "$log"/tenant-*.txt | head -n 3
-  for f in $(grep -l "^FAIL" "$log"/tenant-*.txt); do
+  echo "--- railgated's log"
+  tail -n 8 "$log/railgated.log"
+  echo "--- failed jobs (run, seconds, count, start)"
+  for f in "$log"/tenant-*.txt; do
     job=${f##*tenant-}
-    job=${job%.txt}
-    i=$(grep -m1 "^FAIL" "$f" | cut -d' ' -f2)
-    grep -h "railbench" "$log/w-$job-$i-"*.log | head -n 6
+    grep "^FAIL" "$f" | sed "s/^FAIL/job ${job%.txt}/"
+  done | sort -k6 | tee "$log/failed.txt" | head -n 5
+  read -r _ job i _ < "$log/failed.txt"
+  cat "$log/at-fail-$job-$i.txt"
+  for w in "$log/w-$job-$i-"*.log; do
+    echo "--- ${w##*/}: exit $(cat "${w%.log}.rc")$(grep -m1 "^# railbench" "$w" | cut -d, -f2-3)"
+    grep -v "^#  *\\[\\|^#   t_\\|^# per-chunk\\|^#$\\|^# railbench\\|^# *size" "$w" | tail -n 8
   done
-  fail "$jobs_failed job(s) failed under live changes (seed $seed)"
+  echo "FAIL: $jobs_failed job(s) failed under live changes (seed $seed; job $job's run $i above)"
+  exit 1
 fi
 [ "$jobs_ok" -ge 4 ] || fail "only $jobs_ok jobs ran in $seconds s"
 [ "$slowest" -le 60 ] || fail "a job took $slowest s (seed $seed)"

@@ -404,9 +404,15 @@ BOOST_AUTO_TEST_CASE(a_recoverable_join_failure_is_retried_with_retries) {
         auto t = client::make_udp_transport(INADDR_LOOPBACK, s.port());
         client::worker_options o = options();
         o.retries = 2;
+        std::vector<std::string> told; // options.on_retry's lines
+        o.on_retry = [&told](const std::string& what) { told.push_back(what); };
         client::worker w{*t, o};
         BOOST_TEST(w.join() == "");
         BOOST_TEST(w.recoveries() == 1u);
+        BOOST_REQUIRE(told.size() == 2u);
+        BOOST_TEST(told[0].find("refused the join on rail 1") != std::string::npos);
+        BOOST_TEST(told[0].find("; re-joining (retry 1 of 2)") != std::string::npos);
+        BOOST_TEST(told[1] == "joined again");
         BOOST_TEST(s.shapes().size() >= 2u);
         BOOST_TEST(s.aborts() >= 1u);
         w.leave();
@@ -455,6 +461,8 @@ BOOST_AUTO_TEST_CASE(a_rejoin_waits_out_a_slow_restart_while_retries_last) {
     o.peer_timeout = std::chrono::milliseconds(100);
     o.join_timeout = std::chrono::milliseconds(300);
     o.retries = 8;
+    std::vector<std::string> told; // options.on_retry's lines
+    o.on_retry = [&told](const std::string& what) { told.push_back(what); };
     client::worker w{*t, o};
     BOOST_REQUIRE(w.join() == "");
     std::vector<float> x(4000);
@@ -469,6 +477,17 @@ BOOST_AUTO_TEST_CASE(a_rejoin_waits_out_a_slow_restart_while_retries_last) {
     BOOST_TEST(e == "");
     BOOST_TEST(w.recoveries() == 1u);
     BOOST_TEST(took >= 1400); // it waited for railgated
+    // Each step told as it came: railgated gone (asked again for the job),
+    // still silent (a re-join), re-joins unanswered (more retries), back.
+    for (const std::string& l : told) BOOST_TEST_MESSAGE("on_retry: " << l);
+    BOOST_REQUIRE(told.size() >= 4u);
+    BOOST_TEST(told.front().find("operation 1: ") == 0u);
+    BOOST_TEST(told.front().find("; asking railgated again for the job as it was") != std::string::npos);
+    BOOST_TEST(told[1].find("operation 1: ") == 0u);
+    BOOST_TEST(told[1].find("; re-joining (retry 1 of 8)") != std::string::npos);
+    BOOST_TEST(told[2].find("re-join: ") == 0u);
+    BOOST_TEST(told[2].find("; re-joining (retry 2 of 8)") != std::string::npos);
+    BOOST_TEST(told.back() == "joined again; running operation 1 again");
     for (std::size_t i = 0; i < x.size(); ++i) BOOST_REQUIRE_EQUAL(x[i], static_cast<float>(i));
     w.leave();
 }
