@@ -53,6 +53,7 @@ const char* const help_main =
     "  tc list [--rail R] | set R [tc N] rate RATE [burst B] | set R tc N weight W | set R tc N strict\n"
     "  route list | add PREFIX R [via IP] | del PREFIX   the gateway's routes\n"
     "  stats [--rail R] [--watch [S]] [--count N]   packets, bytes, aggregations, drops by reason; each lcore's wait for its CPU\n"
+    "  job list [--rail R]                 the jobs each rail holds: ranks joined, the oldest unfinished slot\n"
     "  latency [--rail R] [--job J] [--worker] [--tc N] [--reset] [--plot FILE.svg]   latency histograms\n"
     "  fault show [R] | set R SPEC | clear R | freeze R MS   the rails' fault injector (tests, labs)\n"
     "  capture R[,R..]|all [--rx] [--tx] [--drops] [--count N] [--seconds S] [--snaplen B] [--job J] -w FILE.pcapng\n"
@@ -101,6 +102,12 @@ const std::map<std::string, const char*> help_cmd = {
               "  while another task had it, and how often and how long it counted its CPU as shared\n"
               "  with a busy task (it then sleeps or naps when idle). --watch repeats every\n"
               "  S seconds (1) with rates, --count stops after N rounds.\n"},
+    {"job", "usage: railctl job list [--rail R]\n"
+            "  The jobs each DPDK rail (or rail R) holds now: id, world, the ranks joined there, the\n"
+            "  operation they joined at, the rails and policy it spans, its chunk, its age; its\n"
+            "  oldest partly contributed slot (generation, offset, how long it has waited, the ranks\n"
+            "  it waits for) and how long ago each rank was last heard. What to read when a job does\n"
+            "  not progress: a rank that never contributed, or one not heard from.\n"},
     {"latency", "usage: railctl latency [--rail R] [--job J] [--worker] [--tc N] [--reset] [--plot FILE.svg]\n"
                 "  --tc N: how long traffic class N's frames waited in a shaped rail's scheduler.\n"
                 "  railgated's aggregation latency (first contribution to result sent) per chunk, or\n"
@@ -289,15 +296,20 @@ void print_tc(const json& r) {
                     t["drops"].get<unsigned long long>());
 }
 
+// "WHAT [--rail R]" (a[0] is WHAT): the request's arguments.
+json rail_option(const std::vector<std::string>& a, const std::string& what) {
+    json args = json::object();
+    for (std::size_t i = 1; i < a.size(); ++i) {
+        if (a[i] == "--rail" && i + 1 < a.size()) args["rail"] = a[++i];
+        else usage(what + ": unexpected '" + a[i] + "'");
+    }
+    return args;
+}
+
 int cmd_tc(const std::vector<std::string>& a) {
     if (a.empty()) usage("tc needs list or set");
     if (a[0] == "list") {
-        json args = json::object();
-        for (std::size_t i = 1; i < a.size(); ++i) {
-            if (a[i] == "--rail" && i + 1 < a.size()) args["rail"] = a[++i];
-            else usage("tc list: unexpected '" + a[i] + "'");
-        }
-        const json r = call("tc.list", args);
+        const json r = call("tc.list", rail_option(a, "tc list"));
         if (json_out) return print_json(r), 0;
         for (const json& x : r["rails"]) print_tc(x);
         return 0;
@@ -321,6 +333,54 @@ int cmd_tc(const std::vector<std::string>& a) {
     const json r = call("tc.set", args);
     if (json_out) return print_json(r), 0;
     print_tc(r);
+    return 0;
+}
+
+// "0,2,5" (none: "-").
+std::string rank_list(const json& l) {
+    std::string t;
+    for (const json& r : l) t += (t.empty() ? "" : ",") + std::to_string(r.get<unsigned>());
+    return t.empty() ? "-" : t;
+}
+
+int cmd_job(const std::vector<std::string>& a) {
+    if (a.empty() || a[0] != "list") usage("job needs list");
+    const json r = call("job.list", rail_option(a, "job list"));
+    if (json_out) return print_json(r), 0;
+    if (r["jobs"].empty()) {
+        std::printf("no jobs\n");
+        return 0;
+    }
+    std::printf("%-8s %-10s %-5s %-12s %-5s %-5s %-6s %-9s %-10s %s\n", "RAIL", "JOB", "WORLD", "JOINED", "OP",
+                "RAILS", "POLICY", "CHUNK", "AGE", "OLDEST PARTIAL SLOT");
+    for (const json& j : r["jobs"]) {
+        std::string oldest = "-";
+        if (j.contains("oldest_partial")) {
+            const json& o = j["oldest_partial"];
+            char t[160];
+            std::snprintf(t, sizeof t, "slot %u gen %u offset %llu: %.0f ms for ranks %s (%u partial)",
+                          o["slot"].get<unsigned>(), o["gen"].get<unsigned>(), o["offset"].get<unsigned long long>(),
+                          o["waited_ms"].get<double>(), rank_list(o["waiting_for"]).c_str(),
+                          j["partial_slots"].get<unsigned>());
+            oldest = t;
+        }
+        std::printf("%-8s %-10u %-5u %-12s %-5u %-5u %-6s %-9s %-10s %s\n", j["rail"].get<std::string>().c_str(),
+                    j["job"].get<unsigned>(), j["world"].get<unsigned>(), rank_list(j["joined"]).c_str(),
+                    j["op"].get<unsigned>(), j["rails"].get<unsigned>(), j["policy"].get<std::string>().c_str(),
+                    (std::to_string(j["chunk_bytes"].get<unsigned>()) + " B").c_str(),
+                    (std::to_string(static_cast<unsigned long long>(j["age_ms"].get<double>())) + " ms").c_str(),
+                    oldest.c_str());
+        std::string heard;
+        unsigned rank = 0;
+        for (const json& h : j["heard_ms"]) {
+            const double ms = h.get<double>();
+            heard += (rank ? ", " : "") + std::to_string(rank) + ": " +
+                     (ms < 0 ? std::string("not joined") : std::to_string(static_cast<unsigned long long>(ms)) + " ms");
+            ++rank;
+        }
+        std::printf("         instance 0x%08x%s, last heard from each rank: %s\n", j["instance"].get<unsigned>(),
+                    j["assembled"].get<bool>() ? "" : ", assembling", heard.c_str());
+    }
     return 0;
 }
 
@@ -791,6 +851,7 @@ int main(int argc, char** argv) {
         if (cmd == "policy") return cmd_policy(args);
         if (cmd == "tc") return cmd_tc(args);
         if (cmd == "route") return cmd_route(args);
+        if (cmd == "job") return cmd_job(args);
         if (cmd == "fault") return cmd_fault(args);
         if (cmd == "stats") return cmd_stats(args);
         if (cmd == "latency") return cmd_latency(args);

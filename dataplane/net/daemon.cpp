@@ -656,6 +656,16 @@ std::string daemon::latency(int rail, const std::optional<std::uint32_t>& job, b
     return {};
 }
 
+std::string daemon::jobs(int rail, std::vector<job_view>& out) {
+    std::lock_guard lock(p_->ctl);
+    if (rail >= static_cast<int>(p_->rails.size())) return "no rail " + std::to_string(rail);
+    lcore_command c;
+    c.k = lcore_command::kind::jobs;
+    c.rail = rail;
+    c.jobs = &out;
+    return p_->on_lcores(c, rail);
+}
+
 std::string daemon::tc_latency(int rail, unsigned tc, bool reset, stats::histogram& out) {
     std::lock_guard lock(p_->ctl);
     if (rail >= static_cast<int>(p_->rails.size())) return "no rail " + std::to_string(rail);

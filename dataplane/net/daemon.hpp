@@ -90,6 +90,35 @@ struct rail_status {
     fault::spec fault;       // the fault injector's (all zero: off)
 };
 
+// A job as one rail holds it (railctl job list): who joined, and what its
+// oldest unfinished slot waits for. Times are milliseconds before the
+// snapshot.
+struct job_view {
+    std::string rail;
+    std::uint32_t id = 0;
+    std::uint32_t instance = 0;    // its incarnation (JOIN_ACK's and ERRORs' gen)
+    std::uint16_t world = 0;
+    std::uint64_t joined = 0;      // ranks joined on this rail (bits)
+    std::uint16_t op = 0;          // the operation its ranks joined at
+    wire::dtype dt = wire::dtype::fp32;
+    std::uint32_t chunk_bytes = 0;
+    std::uint16_t pool = 0;
+    bool lag = false;
+    unsigned rails = 0;            // the rails it spans
+    std::uint32_t excluded = 0;    // rails it stripes around (bits)
+    double age_ms = 0;             // since its first JOIN here
+    bool assembled = false;        // every rank has joined
+    unsigned partial = 0;          // slots holding some ranks' contributions, not all
+    // Its oldest partial slot (-1: none): its generation, chunk offset,
+    // how long it has waited, and the ranks it waits for.
+    int oldest_slot = -1;
+    std::uint32_t oldest_gen = 0;
+    std::uint64_t oldest_offset = 0;
+    double oldest_wait_ms = 0;
+    std::uint64_t waiting_for = 0;
+    std::vector<double> heard_ms;  // per rank: since its last message (-1: not joined)
+};
+
 // What a rail lcore does when a pass over its rails found nothing. Spinning
 // is right on isolated cores. Yielding lets the kernel's own work on that
 // core run (ksoftirqd: the packet path of af_xdp/af_packet rails), which
@@ -234,6 +263,9 @@ public:
     // How long frames of traffic class `tc` waited in a shaped rail's
     // scheduler (every rail when rail < 0), ns; empty on unshaped rails.
     std::string tc_latency(int rail, unsigned tc, bool reset, stats::histogram& out);
+    // The jobs every rail (rail < 0) or one holds now, appended to `out`:
+    // what an operator or a test reads when a job does not progress.
+    std::string jobs(int rail, std::vector<job_view>& out);
     std::string latency(int rail, const std::optional<std::uint32_t>& job, bool worker, bool reset,
                         stats::histogram& out);
     // Adds a rail while the loops run: hot-plugs `devargs` (a vdev or PCI

@@ -35,7 +35,8 @@ struct lcore_command {
         fault,     // the fault injector's spec (all zero: off)
         rails_down, // end every job striped over a rail that went down
         capture,    // mirror packets into a capture ring (null: stop)
-        freeze      // stop going round the loop for freeze_ms (railctl fault freeze)
+        freeze,     // stop going round the loop for freeze_ms (railctl fault freeze)
+        jobs        // append the rail's jobs to `jobs` (railctl job list)
     } k = kind::snapshot;
     int rail = -1;                      // rail index; -1: every rail of the lcore
     // snapshot
@@ -67,6 +68,8 @@ struct lcore_command {
     capture_filter filter;
     // freeze
     std::uint32_t freeze_ms = 0;
+    // jobs
+    std::vector<job_view>* jobs = nullptr;
     std::string err;                    // filled by the lcore
 };
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cinttypes>
 #include <cstdio>
 
@@ -489,6 +490,45 @@ json control_plane::handle(const control::request& r) {
                               {"since_pass_seconds", static_cast<double>(l.since_pass_ns) / 1e9}});
         }
         return ok({{"rails", rails}, {"lcores", lcores}});
+    }
+    if (r.command == "job.list") {
+        if (!(e = control::check_keys(a, {"rail"})).empty()) return fail(e);
+        int idx = -1;
+        if (!(e = find_rail(a, idx, false)).empty()) return fail(e);
+        std::vector<net::job_view> js;
+        if (!(e = d_.jobs(idx, js)).empty()) return fail(e);
+        const auto ranks = [](std::uint64_t bits) {
+            json l = json::array();
+            for (; bits; bits &= bits - 1) l.push_back(std::countr_zero(bits));
+            return l;
+        };
+        json jobs = json::array();
+        for (const net::job_view& v : js) {
+            json x = {{"rail", v.rail},
+                      {"job", v.id},
+                      {"instance", v.instance},
+                      {"world", v.world},
+                      {"joined", ranks(v.joined)},
+                      {"assembled", v.assembled},
+                      {"op", v.op},
+                      {"dtype", std::string(wire::dtype_name(v.dt))},
+                      {"chunk_bytes", v.chunk_bytes},
+                      {"pool", v.pool},
+                      {"policy", v.lag ? "lag" : "rail"},
+                      {"rails", v.rails},
+                      {"excluded_rails", ranks(v.excluded)},
+                      {"age_ms", v.age_ms},
+                      {"partial_slots", v.partial},
+                      {"heard_ms", v.heard_ms}};
+            if (v.oldest_slot >= 0)
+                x["oldest_partial"] = {{"slot", v.oldest_slot},
+                                       {"gen", v.oldest_gen},
+                                       {"offset", v.oldest_offset},
+                                       {"waited_ms", v.oldest_wait_ms},
+                                       {"waiting_for", ranks(v.waiting_for)}};
+            jobs.push_back(std::move(x));
+        }
+        return ok({{"jobs", jobs}});
     }
     if (r.command == "latency") {
         if (!(e = control::check_keys(a, {"rail", "job", "reset", "worker", "tc"})).empty()) return fail(e);

@@ -164,6 +164,10 @@ expect_fail "rail add with a taken name" "rail 'r1' exists" rail add r1 net_tap2
 expect_fail "rail remove of the join rail" "it cannot be removed" rail remove r0
 expect_fail "unknown command" "unknown command 'frobnicate'" frobnicate
 expect_fail "unknown rail for stats" "rail 'nope' does not exist" stats --rail nope
+expect_fail "unknown rail for job list" "rail 'nope' does not exist" job list --rail nope
+expect_fail "job without list" "job needs list" job show
+expect_fail "job list with an extra word" "job list: unexpected 'now'" job list now
+[ "$(ctl job list)" = "no jobs" ] || fail "job list with no job running: $(ctl job list 2>&1)"
 # Garbage straight on the socket: an error line each, then a good request works.
 in_ns python3 - "$sock" > "$dir/garbage.log" <<'PY' || fail "garbage on the socket"
 import json, socket, sys
@@ -406,6 +410,25 @@ across_change() { # JOB MTU
   pids+=($!)
   for _ in $(seq 100); do [ "$(jobs_on)" -ge 1 ] && break; sleep 0.05; done
   [ "$(jobs_on)" -ge 1 ] || fail "job $1: rank 0 did not join both rails"
+  # railctl job list: the job on both rails, rank 0 in it, rank 1 not yet;
+  # on r0, rank 0's barrier (a one-element allreduce) waits in slot 0 for
+  # rank 1; r1 has nothing of it yet.
+  ctl --json job list > "$dir/jobs-$1.json" || fail "job list"
+  python3 - "$dir/jobs-$1.json" "$1" << 'EOF' || fail "job list while job $1 assembles: $(ctl job list 2>&1)"
+import json, sys
+jobs = [j for j in json.load(open(sys.argv[1]))["jobs"] if j["job"] == int(sys.argv[2])]
+assert sorted(j["rail"] for j in jobs) == ["r0", "r1"], jobs
+for j in jobs:
+    assert j["world"] == 2 and j["joined"] == [0] and not j["assembled"], j
+    assert j["chunk_bytes"] == 1408 and j["policy"] == "rail" and j["rails"] == 2, j
+    assert j["heard_ms"][1] == -1 and 0 <= j["heard_ms"][0] < 10000, j
+    if j["rail"] == "r1":
+        assert "oldest_partial" not in j, j
+    else:
+        o = j["oldest_partial"]
+        assert o["slot"] == 0 and o["gen"] == 0 and o["offset"] == 0 and o["waiting_for"] == [1], j
+EOF
+  ctl job list | grep -q "assembling" || fail "railctl job list does not say the job assembles: $(ctl job list 2>&1)"
   ctl rail set r0 mtu "$2" > "$dir/across-$1-mtu0.log" && ctl rail set r1 mtu "$2" > "$dir/across-$1-mtu1.log" ||
     fail "job $1: rail set mtu $2"
   in_ns timeout 60 "$railbench" --transport udp --server 198.18.0.1 --rank 1 --workers 2 --count 1000003 -n 2 -w 0 \

@@ -157,7 +157,15 @@ pause_during() { # JOB WHO LABEL [SECONDS [ARGS...]]
   wait_running "$j"
   if [ "$who" = railgated ]; then victim=$gated_pid; else victim=${pids[$who]}; fi
   kill -STOP "$victim"
+  # $during (a command, if set) looks at railgated meanwhile; the pause
+  # lasts until it is done too.
+  local look=
+  if [ -n "${during:-}" ]; then
+    $during &
+    look=$!
+  fi
   sleep "$pause"
+  [ -z "$look" ] || wait "$look" || fail "$label paused: $during failed"
   kill -CONT "$victim"
   # (The job must outlast the pause, or what follows judges nothing.)
   for r in 0 1 2; do
@@ -314,7 +322,37 @@ echo "ok: railgated paused 0.3 s: the job finished bit-exact, $retx chunks retra
 # answers HELD), and they wait, their timers doubling, sending nothing
 # again; the job finishes bit-exact.
 held0=$(($(rail_stat r0 held) + $(rail_stat r1 held)))
-pause_during 19 1 "rank 1"
+# Meanwhile railctl job list says what job 19 waits for: its oldest partly
+# contributed slot waits for rank 1 alone, on both rails (or on r0 alone,
+# when the pause found the ranks at a barrier: a one-chunk allreduce), and
+# rank 1 has been silent since the pause began (what an operator reads
+# when a job does not progress).
+waits_for_rank_1() {
+  # Until ranks 0 and 2 have filled a slot that rank 1 does not (the pause
+  # may find them computing their inputs, before the first barrier): every
+  # 50 ms, for at most 0.6 of the stall time (the pause stays under it).
+  local until
+  until=$(awk -v t="$(now)" -v s="$(ms 600)" 'BEGIN { printf "%.3f", t + s / 1000 }')
+  while :; do
+    sleep 0.05
+    ctl --json job list > "$log/jobs-19.json" || return 1
+    grep -q oldest_partial "$log/jobs-19.json" && break
+    awk -v t="$(now)" -v u="$until" 'BEGIN { exit !(t > u) }' && break
+  done
+  python3 - "$log/jobs-19.json" << 'EOF' || { echo "FAIL: job list during rank 1's pause: $(ctl job list 2>&1)"; return 1; }
+import json, sys
+jobs = [j for j in json.load(open(sys.argv[1]))["jobs"] if j["job"] == 19]
+assert sorted(j["rail"] for j in jobs) == ["r0", "r1"], jobs
+assert any("oldest_partial" in j for j in jobs if j["rail"] == "r0"), jobs
+for j in jobs:
+    assert j["joined"] == [0, 1, 2] and j["assembled"], j
+    assert "oldest_partial" not in j or j["oldest_partial"]["waiting_for"] == [1] and j["partial_slots"] >= 1, j
+    assert j["heard_ms"][1] >= 50, j
+EOF
+  echo "railctl job list while rank 1 is stopped:"
+  ctl job list
+}
+during=waits_for_rank_1 pause_during 19 1 "rank 1"
 held=$(($(rail_stat r0 held) + $(rail_stat r1 held) - held0))
 [ "$held" -gt 0 ] || fail "rank 1 paused: no PING of ranks 0 and 2 was answered HELD ($retx retransmits)"
 # Nothing is lost, so nothing need go again (0 measured in release runs; a

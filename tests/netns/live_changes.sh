@@ -94,8 +94,8 @@ tenant() {
       echo "FAIL $i $((SECONDS - t0)) $count $start"
       # railgated as the failed job left it (the failure's report below
       # comes after the other tenant's jobs and the faults' clearing): its
-      # rails, their shapers, and every counter that is not 0.
-      { date +%T.%3N; ctl status; ctl tc list; ctl stats | grep -v "[: ] 0$"; } > "$log/at-fail-$job-$i.txt" 2>&1
+      # rails, the jobs they hold, their shapers, every counter not 0.
+      { date +%T.%3N; ctl status; ctl job list; ctl tc list; ctl stats | grep -v "[: ] 0$"; } > "$log/at-fail-$job-$i.txt" 2>&1
     fi
   done > "$log/tenant-$job.txt"
 }
