@@ -103,11 +103,11 @@ const std::map<std::string, const char*> help_cmd = {
               "  with a busy task (it then sleeps or naps when idle). --watch repeats every\n"
               "  S seconds (1) with rates, --count stops after N rounds.\n"},
     {"job", "usage: railctl job list [--rail R]\n"
-            "  The jobs each DPDK rail (or rail R) holds now: id, world, the ranks joined there, the\n"
-            "  operation they joined at, the rails and policy it spans, its chunk, its age; its\n"
-            "  oldest partly contributed slot (generation, offset, how long it has waited, the ranks\n"
-            "  it waits for) and how long ago each rank was last heard. What to read when a job does\n"
-            "  not progress: a rank that never contributed, or one not heard from.\n"},
+            "  The jobs each rail, DPDK or verbs (or rail R), holds now: id, world, the ranks joined\n"
+            "  there, the operation they joined at, the rails and policy it spans, its chunk, its age;\n"
+            "  its oldest partly contributed slot (generation, offset on DPDK rails, how long it has\n"
+            "  waited, the ranks it waits for) and how long ago each rank was last heard. What to read\n"
+            "  when a job does not progress: a rank that never contributed, or one not heard from.\n"},
     {"latency", "usage: railctl latency [--rail R] [--job J] [--worker] [--tc N] [--reset] [--plot FILE.svg]\n"
                 "  --tc N: how long traffic class N's frames waited in a shaped rail's scheduler.\n"
                 "  railgated's aggregation latency (first contribution to result sent) per chunk, or\n"
@@ -357,11 +357,12 @@ int cmd_job(const std::vector<std::string>& a) {
         std::string oldest = "-";
         if (j.contains("oldest_partial")) {
             const json& o = j["oldest_partial"];
+            // A verbs rail's slots name no offset (its WRITEs carry slot and generation).
+            const std::string at = o.contains("offset") ? " offset " + std::to_string(o["offset"].get<unsigned long long>()) : "";
             char t[160];
-            std::snprintf(t, sizeof t, "slot %u gen %u offset %llu: %.0f ms for ranks %s (%u partial)",
-                          o["slot"].get<unsigned>(), o["gen"].get<unsigned>(), o["offset"].get<unsigned long long>(),
-                          o["waited_ms"].get<double>(), rank_list(o["waiting_for"]).c_str(),
-                          j["partial_slots"].get<unsigned>());
+            std::snprintf(t, sizeof t, "slot %u gen %u%s: %.0f ms for ranks %s (%u partial)", o["slot"].get<unsigned>(),
+                          o["gen"].get<unsigned>(), at.c_str(), o["waited_ms"].get<double>(),
+                          rank_list(o["waiting_for"]).c_str(), j["partial_slots"].get<unsigned>());
             oldest = t;
         }
         std::printf("%-8s %-10u %-5u %-12s %-5u %-5u %-6s %-9s %-10s %s\n", j["rail"].get<std::string>().c_str(),

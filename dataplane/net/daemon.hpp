@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/agg/job_view.hpp"
 #include "dataplane/bpf/xdp_steer.hpp"
 #include "dataplane/fault/injector.hpp"
 #include "dataplane/net/capture.hpp"
@@ -90,34 +91,8 @@ struct rail_status {
     fault::spec fault;       // the fault injector's (all zero: off)
 };
 
-// A job as one rail holds it (railctl job list): who joined, and what its
-// oldest unfinished slot waits for. Times are milliseconds before the
-// snapshot.
-struct job_view {
-    std::string rail;
-    std::uint32_t id = 0;
-    std::uint32_t instance = 0;    // its incarnation (JOIN_ACK's and ERRORs' gen)
-    std::uint16_t world = 0;
-    std::uint64_t joined = 0;      // ranks joined on this rail (bits)
-    std::uint16_t op = 0;          // the operation its ranks joined at
-    wire::dtype dt = wire::dtype::fp32;
-    std::uint32_t chunk_bytes = 0;
-    std::uint16_t pool = 0;
-    bool lag = false;
-    unsigned rails = 0;            // the rails it spans
-    std::uint32_t excluded = 0;    // rails it stripes around (bits)
-    double age_ms = 0;             // since its first JOIN here
-    bool assembled = false;        // every rank has joined
-    unsigned partial = 0;          // slots holding some ranks' contributions, not all
-    // Its oldest partial slot (-1: none): its generation, chunk offset,
-    // how long it has waited, and the ranks it waits for.
-    int oldest_slot = -1;
-    std::uint32_t oldest_gen = 0;
-    std::uint64_t oldest_offset = 0;
-    double oldest_wait_ms = 0;
-    std::uint64_t waiting_for = 0;
-    std::vector<double> heard_ms;  // per rank: since its last message (-1: not joined)
-};
+// A job as one rail holds it (railctl job list).
+using job_view = agg::job_view;
 
 // What a rail lcore does when a pass over its rails found nothing. Spinning
 // is right on isolated cores. Yielding lets the kernel's own work on that

@@ -94,43 +94,7 @@ void maybe_apply_pending_mtu(rail_state& rs) noexcept {
 
 // The rail's jobs as they stand (railctl job list), appended to out.
 void describe_jobs(const rail_state& rs, std::vector<job_view>& out) {
-    const std::uint64_t now = rte_rdtsc();
-    const auto ms_before = [&](std::uint64_t t) {
-        return t && t < now ? static_cast<double>(now - t) / static_cast<double>(rs.ms_tsc) : 0.0;
-    };
-    for (const agg::job& j : rs.agg.jobs_table().all()) {
-        if (j.st != agg::job_state::active) continue;
-        job_view v;
-        v.rail = rs.s.cfg.name;
-        v.id = j.id;
-        v.instance = j.instance;
-        v.world = j.world;
-        v.joined = j.joined;
-        v.op = j.op;
-        v.dt = j.dt;
-        v.chunk_bytes = j.chunk_bytes();
-        v.pool = j.pool;
-        v.lag = j.lag;
-        v.rails = j.rails;
-        v.excluded = j.excluded;
-        v.age_ms = ms_before(j.created);
-        v.assembled = j.assembled != 0;
-        for (unsigned si = 0; si < j.pool; ++si) {
-            const agg::slot& sl = j.slots[si];
-            if (!sl.bitmap || sl.bitmap == j.all_ranks()) continue;
-            ++v.partial;
-            if (v.oldest_slot < 0 || sl.started < j.slots[v.oldest_slot].started) v.oldest_slot = static_cast<int>(si);
-        }
-        if (v.oldest_slot >= 0) {
-            const agg::slot& sl = j.slots[v.oldest_slot];
-            v.oldest_gen = sl.gen;
-            v.oldest_offset = sl.offset;
-            v.oldest_wait_ms = ms_before(sl.started);
-            v.waiting_for = j.all_ranks() & ~sl.bitmap;
-        }
-        for (unsigned r = 0; r < j.world; ++r) v.heard_ms.push_back(j.joined >> r & 1 ? ms_before(j.heard[r]) : -1.0);
-        out.push_back(std::move(v));
-    }
+    agg::describe_jobs(rs.agg.jobs_table(), rs.s.cfg.name, "dpdk", true, rte_rdtsc(), static_cast<double>(rs.ms_tsc), out);
 }
 
 void run_command(rail_state& rs, lcore_command& c) {

@@ -493,42 +493,20 @@ json control_plane::handle(const control::request& r) {
     }
     if (r.command == "job.list") {
         if (!(e = control::check_keys(a, {"rail"})).empty()) return fail(e);
+        std::vector<agg::job_view> js;
+        // A verbs rail's name selects it alone.
+        if (verbs_ && a.contains("rail") && a["rail"].is_string()) {
+            const int v = verbs_rail_index(*verbs_, a["rail"].get<std::string>());
+            if (v >= 0) {
+                if (!(e = verbs_->jobs(v, js)).empty()) return fail(e);
+                return ok({{"jobs", jobs_json(js)}});
+            }
+        }
         int idx = -1;
         if (!(e = find_rail(a, idx, false)).empty()) return fail(e);
-        std::vector<net::job_view> js;
         if (!(e = d_.jobs(idx, js)).empty()) return fail(e);
-        const auto ranks = [](std::uint64_t bits) {
-            json l = json::array();
-            for (; bits; bits &= bits - 1) l.push_back(std::countr_zero(bits));
-            return l;
-        };
-        json jobs = json::array();
-        for (const net::job_view& v : js) {
-            json x = {{"rail", v.rail},
-                      {"job", v.id},
-                      {"instance", v.instance},
-                      {"world", v.world},
-                      {"joined", ranks(v.joined)},
-                      {"assembled", v.assembled},
-                      {"op", v.op},
-                      {"dtype", std::string(wire::dtype_name(v.dt))},
-                      {"chunk_bytes", v.chunk_bytes},
-                      {"pool", v.pool},
-                      {"policy", v.lag ? "lag" : "rail"},
-                      {"rails", v.rails},
-                      {"excluded_rails", ranks(v.excluded)},
-                      {"age_ms", v.age_ms},
-                      {"partial_slots", v.partial},
-                      {"heard_ms", v.heard_ms}};
-            if (v.oldest_slot >= 0)
-                x["oldest_partial"] = {{"slot", v.oldest_slot},
-                                       {"gen", v.oldest_gen},
-                                       {"offset", v.oldest_offset},
-                                       {"waited_ms", v.oldest_wait_ms},
-                                       {"waiting_for", ranks(v.waiting_for)}};
-            jobs.push_back(std::move(x));
-        }
-        return ok({{"jobs", jobs}});
+        if (verbs_ && idx < 0 && !(e = verbs_->jobs(-1, js)).empty()) return fail(e);
+        return ok({{"jobs", jobs_json(js)}});
     }
     if (r.command == "latency") {
         if (!(e = control::check_keys(a, {"rail", "job", "reset", "worker", "tc"})).empty()) return fail(e);

@@ -1,6 +1,9 @@
 #include "dataplane/railgated/verbs_control.hpp"
 #include <unistd.h>
 
+#include <bit>
+#include <optional>
+
 #include "control/version.hpp"
 #include "dataplane/proto/ipv4.hpp"
 #include "dataplane/reduce/reduce.hpp"
@@ -30,6 +33,51 @@ json verbs_rails_json(const verbs::plane& p) {
         rails.push_back(j);
     }
     return rails;
+}
+
+int verbs_rail_index(const verbs::plane& p, const std::string& name) {
+    const auto st = p.status();
+    for (std::size_t i = 0; i < st.size(); ++i)
+        if (st[i].name == name) return static_cast<int>(i);
+    return -1;
+}
+
+json jobs_json(const std::vector<agg::job_view>& js) {
+    const auto ranks = [](std::uint64_t bits) {
+        json l = json::array();
+        for (; bits; bits &= bits - 1) l.push_back(std::countr_zero(bits));
+        return l;
+    };
+    json jobs = json::array();
+    for (const agg::job_view& v : js) {
+        json x = {{"rail", v.rail},
+                  {"transport", v.transport},
+                  {"job", v.id},
+                  {"instance", v.instance},
+                  {"world", v.world},
+                  {"joined", ranks(v.joined)},
+                  {"assembled", v.assembled},
+                  {"op", v.op},
+                  {"dtype", std::string(wire::dtype_name(v.dt))},
+                  {"chunk_bytes", v.chunk_bytes},
+                  {"pool", v.pool},
+                  {"policy", v.lag ? "lag" : "rail"},
+                  {"rails", v.rails},
+                  {"excluded_rails", ranks(v.excluded)},
+                  {"age_ms", v.age_ms},
+                  {"partial_slots", v.partial},
+                  {"heard_ms", v.heard_ms}};
+        if (v.oldest_slot >= 0) {
+            json o = {{"slot", v.oldest_slot},
+                      {"gen", v.oldest_gen},
+                      {"waited_ms", v.oldest_wait_ms},
+                      {"waiting_for", ranks(v.waiting_for)}};
+            if (v.offset_known) o["offset"] = v.oldest_offset;
+            x["oldest_partial"] = o;
+        }
+        jobs.push_back(std::move(x));
+    }
+    return jobs;
 }
 
 json verbs_counters_json(const verbs::plane& p, const std::string& only) {
@@ -124,7 +172,18 @@ json verbs_only_handle(const verbs::plane& p, const config::appliance& cfg,
         if (!only.empty() && rails.empty()) return control::fail("no rail named '" + only + "'");
         return control::ok({{"rails", rails}});
     }
-    return control::fail("'" + r.command + "' needs DPDK rails; this railgated runs verbs rails only (status, stats)");
+    if (r.command == "job.list") {
+        if (!(e = control::check_keys(r.args, {"rail"})).empty()) return control::fail(e);
+        std::optional<std::string> only;
+        if (!(e = control::get_string(r.args, "rail", only)).empty()) return control::fail(e);
+        const int idx = only ? verbs_rail_index(p, *only) : -1;
+        if (only && idx < 0) return control::fail("no rail named '" + *only + "'");
+        std::vector<agg::job_view> js;
+        if (!(e = p.jobs(idx, js)).empty()) return control::fail(e);
+        return control::ok({{"jobs", jobs_json(js)}});
+    }
+    return control::fail("'" + r.command + "' needs DPDK rails; this railgated runs verbs rails only (status, stats, "
+                         "job list)");
 }
 
 } // namespace railgate

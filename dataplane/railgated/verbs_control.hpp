@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "control/config.hpp"
 #include "control/protocol.hpp"
@@ -41,6 +42,10 @@ void shared_counters_json(const Counters& c, control::json& j) {
 }
 
 control::json verbs_rails_json(const verbs::plane& p);
+// The index of the verbs rail named `name`, or -1.
+int verbs_rail_index(const verbs::plane& p, const std::string& name);
+// job list's "jobs" array, whatever rails hold them.
+control::json jobs_json(const std::vector<agg::job_view>& jobs);
 // Counters of every verbs rail, or of the one named `only`.
 control::json verbs_counters_json(const verbs::plane& p, const std::string& only = "");
 
@@ -58,7 +63,7 @@ std::string build_info_prometheus();
 // `standalone` (a verbs-only railgated) they begin with build_info.
 std::string verbs_prometheus(const verbs::plane& p, bool standalone = false);
 
-// status and stats for a verbs-only daemon; other commands are refused with
+// status, stats and job list for a verbs-only daemon; other commands are refused with
 // the reason.
 control::json verbs_only_handle(const verbs::plane& p, const config::appliance& cfg,
                                 std::chrono::steady_clock::time_point started, const control::request& r);

@@ -4,6 +4,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <chrono>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -116,6 +117,11 @@ struct plane::rail_state {
     std::uint64_t next_expire_ns = now_ns();
     std::uint64_t looked_ns = next_expire_ns; // expire()'s last read of the clock
     std::atomic<std::uint64_t> beat_ns{looked_ns}; // the same, for plane::passes()
+    // plane::jobs()'s request, answered by the rail's thread in expire():
+    // the vector to append to, taken (exchanged for null) before it is
+    // filled; `answered` is set after.
+    std::atomic<std::vector<agg::job_view>*> asked{nullptr};
+    std::atomic<bool> answered{false};
 
     // Members above are declared in creation order: the connections (their
     // QPs, CQs and MRs) go first, then the jobs' MRs, the PD, the channels.
@@ -301,6 +307,35 @@ std::vector<rail_status> plane::status() const {
         v.push_back(s);
     }
     return v;
+}
+
+std::string plane::jobs(int rail, std::vector<agg::job_view>& out, unsigned wait_ms) const {
+    for (std::size_t i = 0; i < rails_.size(); ++i) {
+        if (rail >= 0 && i != static_cast<std::size_t>(rail)) continue;
+        rail_state& rs = *rails_[i];
+        if (threads_.empty()) { // not launched (or stopped): nobody else reads the table
+            agg::describe_jobs(rs.jobs, rs.cfg.name, "verbs", false, rail_state::now_ns(), 1e6, out);
+            continue;
+        }
+        std::vector<agg::job_view> mine;
+        rs.answered.store(false, std::memory_order_relaxed);
+        rs.asked.store(&mine, std::memory_order_release);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+        while (!rs.answered.load(std::memory_order_acquire)) {
+            if (std::chrono::steady_clock::now() >= until) {
+                std::vector<agg::job_view>* expected = &mine;
+                // Not taken: withdrawn. Taken: being filled, done shortly.
+                if (rs.asked.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel))
+                    return "verbs rail " + rs.cfg.name + "'s thread did not answer within " + std::to_string(wait_ms) +
+                           " ms (it has not looked at its jobs for " +
+                           std::to_string((stats::coarse_now_ns() - rs.beat_ns.load(std::memory_order_relaxed)) / 1000000) +
+                           " ms)";
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+        for (agg::job_view& v : mine) out.push_back(std::move(v));
+    }
+    return {};
 }
 
 void plane::print_placement(std::FILE* f) const {
@@ -729,6 +764,7 @@ void plane::rail_state::on_join(conn& c, const wire::header& h, std::span<const 
     const std::uint64_t now = now_ns();
     agg::job_shape shape;
     shape.chunk_elems = job_chunk / static_cast<std::uint32_t>(wire::dtype_size(h.dt));
+    shape.rails = static_cast<std::uint8_t>(ack.n_rails); // every verbs job spans the plane's rails (job list shows it)
     // A job's result memory is registered before it is admitted: a JOIN
     // that cannot get it is refused and leaves nothing behind.
     region_memory results;
@@ -941,6 +977,10 @@ void plane::rail_state::expire() {
     }
     looked_ns = t;
     beat_ns.store(t, std::memory_order_relaxed);
+    if (std::vector<agg::job_view>* out = asked.exchange(nullptr, std::memory_order_acquire)) [[unlikely]] {
+        agg::describe_jobs(jobs, cfg.name, "verbs", false, t, 1e6, *out);
+        answered.store(true, std::memory_order_release);
+    }
     if (t < next_expire_ns) return;
     next_expire_ns = t + 10'000'000;
     jobs.expire(t, [&](vjob& x, const agg::end_event& e) {

@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "dataplane/agg/job_view.hpp"
 #include "dataplane/engine/engine.hpp"
 #include "dataplane/proto/drop_reason.hpp"
 #include "dataplane/proto/wire.hpp"
@@ -116,6 +117,12 @@ public:
     std::vector<rail_pass> passes() const;
     const rail_counters& counters(std::size_t rail) const noexcept;
     std::vector<rail_status> status() const;
+    // The jobs every rail (rail < 0) or rail `rail` holds as they stand
+    // (railctl job list), appended to out: each rail's thread describes its
+    // own between passes (within 100 ms: its longest sleep). "" or why not
+    // (a rail thread that did not answer within `wait_ms`). For the control
+    // plane's thread, one call at a time.
+    std::string jobs(int rail, std::vector<agg::job_view>& out, unsigned wait_ms = 2000) const;
     void print_placement(std::FILE* f) const;
     void print_stats(std::FILE* f) const;
 

@@ -3,8 +3,9 @@
 # (tests/rxe/verbs.toml) on rxe0, three worker processes allreduce odd
 # element counts in every dtype through it, and every result is checked
 # bit for bit against the rank-order sum (railbench exits non-zero on any
-# wrong element). Then with 512 KiB verbs chunks, and through the C ABI
-# (librailgate's Python binding) over verbs.
+# wrong element). railctl job list beside a udp rail. Then with 512 KiB
+# verbs chunks, and through the C ABI (librailgate's Python binding) over
+# verbs.
 #   verbs_allreduce.sh RXE_VM BUILD_DIR
 set -u
 . "$(dirname "$0")/host.sh" "$0" "$@"
@@ -55,6 +56,36 @@ grep -qE '^railgate_build_info\{version="[0-9.]+",git="[^"]+",kernels="[a-z0-9_]
   { echo "FAIL: a verbs-only railgated's /metrics lacks railgate_build_info"; cat "$WORK/metrics.txt"; exit 1; }
 kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; exit 1; }
 grep -q "verbs rail v1: connects 12" "$WORK/railgated.log" || { echo "FAIL: no exit stats"; tail "$WORK/railgated.log"; exit 1; }
+
+# Verbs rails beside a DPDK-side rail (a udp rail on lo): railctl job list
+# shows a running verbs job with the verbs rails' names, alone with --rail
+# v0, none on the udp rail.
+{ sed -n '/^\[pools\]/,$p' "$WORK/verbs.toml"
+  printf '\n[eal]\nhugepages = false\npci = false\ntelemetry = false\nmemory_mb = 256\n'
+  printf '\n[[rail]]\nname = "u0"\ntransport = "udp"\ninterface = "lo"\nip = "198.18.7.1"\n'; } > "$WORK/mixed.toml"
+start_railgated "$BUILD" "$WORK/mixed.toml" "$WORK/ctl3.sock" "$WORK/railgated3.log"
+timeout 100 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 --job 70 -s 4 -n 100000000 -w 0 --bw-size 0 \
+  > "$WORK/lat.log" 2>&1 &
+lat=$!
+listed=
+for _ in $(seq 100); do
+  "$BUILD/railctl" --socket "$WORK/ctl3.sock" --json job list > "$WORK/jobs.json" 2>&1 &&
+    python3 - "$WORK/jobs.json" 2> "$WORK/jobs.err" <<'PY' && { listed=1; break; }
+import json, sys
+jobs = json.load(open(sys.argv[1]))["jobs"]
+assert sorted((j["rail"], j["transport"], j["job"], j["world"], j["joined"]) for j in jobs) == \
+    [("v0", "verbs", 70, 1, [0]), ("v1", "verbs", 70, 1, [0])], jobs
+PY
+  sleep 0.2
+done
+[ -n "$listed" ] || { echo "FAIL: job list beside a udp rail"; cat "$WORK/jobs.json" "$WORK/jobs.err" "$WORK/railgated3.log"; exit 1; }
+"$BUILD/railctl" --socket "$WORK/ctl3.sock" job list
+"$BUILD/railctl" --socket "$WORK/ctl3.sock" --json job list --rail v0 |
+  python3 -c 'import json, sys; assert [j["rail"] for j in json.load(sys.stdin)["jobs"]] == ["v0"]' ||
+  { echo "FAIL: job list --rail v0"; exit 1; }
+[ "$("$BUILD/railctl" --socket "$WORK/ctl3.sock" job list --rail u0)" = "no jobs" ] || { echo "FAIL: job list --rail u0"; exit 1; }
+kill $lat; wait $lat
+kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; cat "$WORK/railgated3.log"; exit 1; }
 
 # Large verbs chunks (1 MiB and 512 KiB rails: a 512 KiB job chunk, above
 # the u16 of the UDP layout): bit-exact, and reduced by the engine.

@@ -6,8 +6,9 @@
 #    exact; JOINs naming a job shape not the plane's are refused;
 #  - a worker killed mid-job: the others get an error naming it, railgated
 #    keeps running, and the next job completes;
-#  - a worker stopped (SIGSTOP, its QP alive, nothing in flight): the job
-#    stalls and the others are told which rank, the job is gone;
+#  - a worker stopped (SIGSTOP, its QP alive, nothing in flight): railctl
+#    job list shows a slot waiting for that rank alone; the job stalls and
+#    the others are told which rank, the job is gone;
 #  - railgated stopped under raillat (timers on the coarse clock): named
 #    silent after the peer timeout;
 #  - railgated stopped 1.5 times its stall time under workers whose peer
@@ -111,6 +112,30 @@ ranks s 7 --count 100003 -n 1000 -w 0
 rb1=$(pgrep -P ${pid[1]}) # railbench itself, not the timeout around it
 t0=$(date +%s.%N)
 kill -STOP "$rb1"
+# While it stalls, railctl job list shows what the job waits for: on a
+# verbs rail, a slot holding ranks 0 and 2's chunks, waiting for rank 1
+# alone, rank 1 unheard (this railgated runs verbs rails only).
+listed=
+for _ in $(seq 40); do
+  "$BUILD/railctl" --socket "$WORK/ctl.sock" --json job list > "$WORK/jobs.json" 2> "$WORK/jobs.err" &&
+    python3 - "$WORK/jobs.json" 2> "$WORK/jobs.err" <<'PY' && { listed=1; break; }
+import json, sys
+jobs = [j for j in json.load(open(sys.argv[1]))["jobs"] if j["job"] == 7]
+assert len(jobs) == 2 and all(j["transport"] == "verbs" and j["joined"] == [0, 1, 2] and j["world"] == 3 and
+                              j["rails"] == 2 for j in jobs), jobs
+assert any(j.get("oldest_partial", {}).get("waiting_for") == [1] and "offset" not in j["oldest_partial"] and
+           j["heard_ms"][1] >= 300 for j in jobs), jobs
+PY
+  sleep 0.1
+done
+[ -n "$listed" ] || { echo "FAIL: job list never showed job 7 waiting for rank 1"; cat "$WORK/jobs.json" "$WORK/jobs.err"; exit 1; }
+"$BUILD/railctl" --socket "$WORK/ctl.sock" job list
+"$BUILD/railctl" --socket "$WORK/ctl.sock" --json job list --rail v1 |
+  python3 -c 'import json, sys; assert {j["rail"] for j in json.load(sys.stdin)["jobs"]} <= {"v1"}' ||
+  { echo "FAIL: job list --rail v1 listed another rail"; exit 1; }
+"$BUILD/railctl" --socket "$WORK/ctl.sock" job list --rail v9 > "$WORK/jobs.err" 2>&1 &&
+  { echo "FAIL: job list of an unknown rail answered"; exit 1; }
+grep -q "no rail named 'v9'" "$WORK/jobs.err" || { echo "FAIL: unknown rail: $(cat "$WORK/jobs.err")"; exit 1; }
 for r in 0 2; do
   wait ${pid[$r]} && { echo "FAIL: rank $r succeeded although rank 1 stopped"; exit 1; }
   grep -q "rank 1 sent nothing to slot" "$WORK/s$r.log" ||
