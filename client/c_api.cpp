@@ -167,6 +167,10 @@ struct rg_comm {
             wo.op_timeout = std::chrono::milliseconds(cfg.timeout_ms);
             wo.join_timeout = std::chrono::milliseconds(cfg.join_timeout_ms);
             wo.peer_timeout = std::chrono::milliseconds(cfg.peer_timeout_ms ? cfg.peer_timeout_ms : default_peer_timeout_ms());
+            if (cfg.on_retry)
+                wo.on_retry = [fn = cfg.on_retry, ctx = cfg.on_retry_ctx, rank = cfg.rank,
+                               job = "job " + std::to_string(wo.job_id) + " (" + std::string(wire::dtype_name(dt)) +
+                                     "): "](const std::string& line) { fn(ctx, rank, (job + line).c_str()); };
             mb.w = std::make_unique<client::worker>(*t, wo);
         }
         err = mb.w->join();

@@ -109,6 +109,19 @@ typedef struct rg_config {
      * RG_ERR_RAIL_DOWN or RG_ERR_DAEMON_GONE (default 1000; 0: the default).
      * Raise it where chunks take long to cross (slow or emulated fabrics). */
     uint32_t peer_timeout_ms;
+    /* Told each failure the communicator recovers from (or tries to) as it
+     * happens, with config.retries: what failed and what it does, then how
+     * that went, one line each, e.g. "job 7 (fp32): operation 12: railgated
+     * stopped answering on every rail for 1000 ms ...; asking railgated again
+     * for the job as it was", then "job 7 (fp32): railgated answered:
+     * operation 12 went on where it stood" (a re-join: "...; re-joining
+     * (retry 1 of 3)"; the end of the tries: "giving up: ..."). Called with
+     * on_retry_ctx and the rank, on the thread that runs the allreduce (the
+     * communicator's progress thread, or a blocking caller's); the line
+     * lives until it returns. It must not call the communicator. NULL (the
+     * default): nothing is told; the counters (rg_get_stats) count. */
+    void (*on_retry)(void *ctx, uint32_t rank, const char *line);
+    void *on_retry_ctx;
 } rg_config;
 
 enum { RG_CC_OFF = 0, RG_CC_DELAY = 1, RG_CC_QUEUE = 2 };

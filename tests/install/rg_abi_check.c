@@ -8,13 +8,19 @@
  *   rg_abi_check die SERVER RANK WORLD JOB N  N allreduces, then rank
  *       WORLD-1 exits without leaving and the others must fail naming it
  *   rg_abi_check refused SERVER RANK WORLD JOB  the join must be refused
+ *   rg_abi_check pause SERVER RANK WORLD JOB N  N allreduces 30 ms apart,
+ *       each checked, with retries and a 300 ms peer timeout, printing
+ *       what config.on_retry is told ("on_retry: rank R: LINE"): railgated
+ *       paused past the peer timeout meanwhile is waited out
  * The job's token comes from $RAILGATE_TOKEN. Exit 0 on success.
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep under -std=c11 */
 #include <railgate.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define COUNT 100003 /* not a multiple of any chunk */
 
@@ -232,6 +238,58 @@ static int die(const char *server, unsigned rank, unsigned world, unsigned job, 
     return 0;
 }
 
+static unsigned told; /* on_retry's lines */
+static void on_retry(void *ctx, uint32_t rank, const char *line) {
+    printf("on_retry: rank %u: %s\n", (unsigned)rank, line);
+    fflush(stdout);
+    ++*(unsigned *)ctx;
+}
+
+static int pause_ops(const char *server, unsigned rank, unsigned world, unsigned job, unsigned ops) {
+    enum { n = 4099 };
+    rg_config c;
+    rg_comm *comm = NULL;
+    const char *tok = getenv("RAILGATE_TOKEN");
+    rg_config_init(&c);
+    c.server = server;
+    c.rank = rank;
+    c.world = world;
+    c.job = job;
+    c.token = tok ? strtoull(tok, NULL, 10) : 0;
+    c.max_count = n;
+    c.retries = 3;
+    c.peer_timeout_ms = 300;
+    c.on_retry = on_retry;
+    c.on_retry_ctx = &told;
+    if (rg_create(&c, &comm) != RG_OK || rg_join(comm) != RG_OK) return fail("create and join", comm);
+    printf("joined: rank %u\n", rank);
+    fflush(stdout);
+    float *f = malloc(n * sizeof *f);
+    unsigned k, i, r;
+    if (!f) return fail("malloc", NULL);
+    for (k = 0; k < ops; ++k) {
+        for (i = 0; i < n; ++i) f[i] = value(rank, i) + (float)k;
+        if (rg_allreduce(comm, f, f, n, RG_FP32) != RG_OK) return fail("allreduce", comm);
+        for (i = 0; i < n; ++i) {
+            float e = 0.0f;
+            for (r = 0; r < world; ++r) e += value(r, i) + (float)k;
+            if (f[i] != e) {
+                fprintf(stderr, "rg_abi_check: allreduce %u element %u: %g, expected %g\n", k, i, f[i], e);
+                return 1;
+            }
+        }
+        struct timespec ts = {0, 30 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    rg_stats s = RG_STATS_INIT;
+    if (rg_get_stats(comm, &s) != RG_OK) return fail("rg_get_stats", comm);
+    rg_destroy(comm);
+    free(f);
+    printf("ok: rank %u: %u allreduces bit-exact, %u lines told, %llu recoveries\n", rank, ops, told,
+           (unsigned long long)s.recoveries);
+    return 0;
+}
+
 static int refused(const char *server, unsigned rank, unsigned world, unsigned job) {
     rg_status st;
     rg_comm *comm = make(server, rank, world, job, &st);
@@ -252,7 +310,9 @@ int main(int argc, char **argv) {
         if (strcmp(argv[1], "run") == 0) return run(argv[2], rank, world, job);
         if (strcmp(argv[1], "refused") == 0) return refused(argv[2], rank, world, job);
         if (strcmp(argv[1], "die") == 0 && argc >= 7) return die(argv[2], rank, world, job, (unsigned)atoi(argv[6]));
+        if (strcmp(argv[1], "pause") == 0 && argc >= 7)
+            return pause_ops(argv[2], rank, world, job, (unsigned)atoi(argv[6]));
     }
-    fprintf(stderr, "usage: rg_abi_check usage | run|refused SERVER RANK WORLD JOB | die SERVER RANK WORLD JOB N\n");
+    fprintf(stderr, "usage: rg_abi_check usage | run|refused SERVER RANK WORLD JOB | die|pause SERVER RANK WORLD JOB N\n");
     return 2;
 }

@@ -6,10 +6,15 @@
 # railgated on two af_packet rails in a namespace. Three ranks run every
 # dtype, blocking and async, in place and out of place, bit-exact; a join
 # with another token is refused; a rank that dies is named in the others'
-# errors.
-#   c_abi_live.sh RG_ABI_CHECK RAILGATED
+# errors. railgated paused past the ranks' peer timeout under 2 ranks with
+# retries (one C, one Python: librailgate's Python package through the
+# same library; C both in the sanitized tree): each keeps the job, asks
+# again and goes on where it stood, bit-exact, and says so through
+# config.on_retry (the C rank prints its lines; the Python rank's go to
+# the "railgate" logger's warnings, its default).
+#   c_abi_live.sh RG_ABI_CHECK RAILGATED [PYTHONPATH]
 set -u
-check=$1 railgated=$2
+check=$1 railgated=$2 pypath=${3:-}
 . "$(dirname "$0")/lib.sh"
 require_netns
 log=$(mktemp -d)
@@ -22,6 +27,47 @@ start_two_rail_gated "$railgated" "$d" "$w" "$log/railgated.log"
 abi_ranks "$check" "$w" run 3 10
 abi_token_refused "$check" "$w"
 abi_ranks "$check" "$w" die 3 40 3
+# The pause: 60 allreduces 30 ms apart; railgated stopped for 1.2 s once
+# both ranks have joined (and a few operations in).
+pause_rank() { # RANK
+  if [ "$1" = 1 ] && [ -n "$pypath" ] && [ -z "${RAILGATE_SANITIZED:-}" ]; then
+    ip netns exec "$w" env PYTHONPATH="$pypath" timeout 60 /usr/bin/python3 - 198.18.0.1 1 2 50 60 <<'PY'
+import array, os, sys, time
+import railgate
+server, rank, world, job, ops = sys.argv[1], *map(int, sys.argv[2:])
+n = 4099
+value = lambda r, i: ((i * 7 + r * 3) % 29) * 0.25
+with railgate.Comm(server, job=job, token=int(os.environ["RAILGATE_TOKEN"]), rank=rank, world=world, max_count=n,
+                   retries=3, peer_timeout_ms=300) as c:
+    print(f"joined: rank {rank}", flush=True)
+    for k in range(ops):
+        f = array.array("f", [value(rank, i) + k for i in range(n)])
+        c.allreduce(f, n, railgate.FP32)
+        want = array.array("f", [sum(value(r, i) + k for r in range(world)) for i in range(n)])
+        assert f == want, f"allreduce {k}: wrong elements"
+        time.sleep(0.03)
+    print(f"ok: rank {rank} (python): {ops} allreduces bit-exact, {c.stats()['recoveries']} recoveries", flush=True)
+PY
+  else
+    timeout 60 ip netns exec "$w" "$check" pause 198.18.0.1 "$1" 2 50 60
+  fi
+}
+for r in 0 1; do pause_rank $r > "$log/pause-$r.log" 2>&1 & pids[$r]=$!; done
+for _ in $(seq 100); do
+  grep -q joined "$log/pause-0.log" && grep -q joined "$log/pause-1.log" && break
+  sleep 0.1
+done
+sleep 0.3
+kill -STOP "$gated_pid"
+sleep 1.2
+kill -CONT "$gated_pid"
+for r in 0 1; do
+  wait "${pids[$r]}" || fail "pause, rank $r: $(cat "$log/pause-$r.log")"
+  cat "$log/pause-$r.log"
+  grep -q "rank $r: job 50 (fp32): operation [0-9]*: railgated stopped answering on every rail for .*; asking railgated again for the job as it was" "$log/pause-$r.log" &&
+    grep -q "rank $r: job 50 (fp32): railgated answered: operation [0-9]* went on where it stood" "$log/pause-$r.log" ||
+    fail "rank $r was not told of the pause and the resume through on_retry"
+done
 stop_gated
 grep -q "still in use" "$log/railgated.log" && fail "buffers leaked ($(grep "still in use" "$log/railgated.log"))"
 echo PASS

@@ -16,6 +16,7 @@ installed it (railgate/_paths.py), else the dynamic loader.
 """
 
 import ctypes
+import logging
 import os
 
 from . import _paths
@@ -61,7 +62,18 @@ class _Config(ctypes.Structure):
         ("dscp", ctypes.c_uint8),
         ("congestion_control", ctypes.c_uint8),
         ("peer_timeout_ms", ctypes.c_uint32),
+        ("on_retry", ctypes.c_void_p),
+        ("on_retry_ctx", ctypes.c_void_p),
     ]
+
+
+# rg_config.on_retry: void (*)(void *ctx, uint32_t rank, const char *line).
+_ON_RETRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_char_p)
+_log = logging.getLogger("railgate")
+
+
+def _log_retry(rank, line):
+    _log.warning("rank %d: %s", rank, line)
 
 
 class _Stats(ctypes.Structure):
@@ -170,7 +182,12 @@ class Comm:
 
     def __init__(self, server, job, token, rank, world, transport="udp", rails=None, port=0,
                  dtype=FP32, max_count=0, retries=0, timeout_ms=60000, join_timeout_ms=5000, gid_index=-1,
-                 dscp=0, congestion_control="queue", peer_timeout_ms=0):
+                 dscp=0, congestion_control="queue", peer_timeout_ms=0, on_retry=_log_retry):
+        """on_retry(rank, line) is told each failure the communicator recovers
+        from (or tries to), as it happens (with retries): what failed and what
+        it does, then how that went. By default a warning on the "railgate"
+        logger; None: quiet. It runs on the library's thread and must not call
+        the communicator."""
         c = _Config()
         _lib.rg_config_init(ctypes.byref(c))
         self._strings = [s.encode() if s is not None else None for s in (server, transport, rails)]
@@ -188,6 +205,12 @@ class Comm:
         if congestion_control not in modes:
             raise ValueError(f"congestion_control: False, True, 'off', 'delay' or 'queue', not {congestion_control!r}")
         c.congestion_control = modes[congestion_control]
+        self._on_retry = None  # the C callback, kept alive as long as the communicator
+        if on_retry is not None:
+            def told(_ctx, rank, line, fn=on_retry):
+                fn(rank, line.decode(errors="replace"))
+            self._on_retry = _ON_RETRY(told)
+            c.on_retry = ctypes.cast(self._on_retry, ctypes.c_void_p)
         h = ctypes.c_void_p()
         st = _lib.rg_create(ctypes.byref(c), ctypes.byref(h))
         if st != OK:

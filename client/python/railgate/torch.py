@@ -55,10 +55,14 @@ class State:
                 the slot pool (see the guide)
     peer_timeout_ms  how long every rail may stay silent before railgated is
                 taken for gone (default: the library's, 1000)
+    on_retry    on_retry(rank, line): each recovery as it happens (with
+                retries); default: a warning on the "railgate" logger; None:
+                quiet (railgate.Comm)
     """
 
     def __init__(self, server, process_group=None, transport="udp", rails=None, port=0, job=None, token=None,
-                 retries=0, timeout_ms=60000, join_timeout_ms=30000, congestion_control="queue", peer_timeout_ms=0):
+                 retries=0, timeout_ms=60000, join_timeout_ms=30000, congestion_control="queue", peer_timeout_ms=0,
+                 on_retry=railgate._log_retry):
         global _states
         _states += 1
         group = process_group or dist.group.WORLD
@@ -70,7 +74,8 @@ class State:
         self.comm = railgate.Comm(server, job=job, token=token, rank=self.rank, world=self.world,
                                   transport=transport, rails=rails, port=port, retries=retries,
                                   timeout_ms=timeout_ms, join_timeout_ms=join_timeout_ms,
-                                  congestion_control=congestion_control, peer_timeout_ms=peer_timeout_ms)
+                                  congestion_control=congestion_control, peer_timeout_ms=peer_timeout_ms,
+                                  on_retry=on_retry)
         self._pending = queue.Queue()
         self._staging = {}   # CUDA buckets' pinned host buffers, by (bucket index, dtype, numel)
         self._waiter = threading.Thread(target=self._complete, name="railgate-waiter", daemon=True)
