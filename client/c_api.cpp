@@ -44,7 +44,8 @@ rg_status status_of(client::failure f) noexcept {
     case client::failure::usage: return RG_ERR_USAGE;
     case client::failure::refused: return RG_ERR_REFUSED;
     case client::failure::rank_failed: return RG_ERR_RANK_FAILED;
-    case client::failure::aborted: return RG_ERR_ABORTED;
+    case client::failure::aborted:
+    case client::failure::stopped: return RG_ERR_ABORTED;
     case client::failure::rail_down: return RG_ERR_RAIL_DOWN;
     case client::failure::daemon_gone: return RG_ERR_DAEMON_GONE;
     case client::failure::expired: return RG_ERR_EXPIRED;

@@ -60,7 +60,7 @@ typedef enum rg_status {
     RG_ERR_SYSTEM = -2,       /* the transport could not be set up (socket, device, EAL, QP) */
     RG_ERR_REFUSED = -3,      /* railgated refused the JOIN (job id in use, rank taken, table full...) */
     RG_ERR_RANK_FAILED = -4,  /* a rank of the job died, stopped or restarted: the error names it */
-    RG_ERR_ABORTED = -5,      /* another rank aborted the job */
+    RG_ERR_ABORTED = -5,      /* another rank aborted the job, or railgated's operator ended it (railctl job abort) */
     RG_ERR_RAIL_DOWN = -6,    /* a rail stopped answering or went down */
     RG_ERR_DAEMON_GONE = -7,  /* railgated stopped answering, or restarted */
     RG_ERR_EXPIRED = -8,      /* railgated ended the job: it did not assemble, or went idle */

@@ -78,6 +78,8 @@ failure failure_of(wire::error_code c) noexcept {
     case wire::error_code::rail_down: return failure::rail_down;
     // Another run of the same id and token: re-joining would clash again.
     case wire::error_code::rank_claimed: return failure::refused;
+    // The operator's word is final: no retry joins the job again.
+    case wire::error_code::operator_abort: return failure::stopped;
     default: return failure::aborted;
     }
 }
@@ -148,6 +150,7 @@ std::string_view failure_name(failure f) noexcept {
     case failure::daemon_gone: return "daemon_gone";
     case failure::expired: return "expired";
     case failure::timeout: return "timeout";
+    case failure::stopped: return "stopped";
     }
     return "?";
 }

@@ -54,6 +54,7 @@ const char* const help_main =
     "  route list | add PREFIX R [via IP] | del PREFIX   the gateway's routes\n"
     "  stats [--rail R] [--watch [S]] [--count N]   packets, bytes, aggregations, drops by reason; each lcore's wait for its CPU\n"
     "  job list [--rail R]                 the jobs each rail holds: ranks joined, the oldest unfinished slot\n"
+    "  job abort J [--why TEXT]            end job J on every rail: its workers fail and do not re-join\n"
     "  latency [--rail R] [--job J] [--worker] [--tc N] [--reset] [--plot FILE.svg]   latency histograms\n"
     "  fault show [R] | set R SPEC | clear R | freeze R MS   the rails' fault injector (tests, labs)\n"
     "  capture R[,R..]|all [--rx] [--tx] [--drops] [--count N] [--seconds S] [--snaplen B] [--job J] -w FILE.pcapng\n"
@@ -102,12 +103,14 @@ const std::map<std::string, const char*> help_cmd = {
               "  while another task had it, and how often and how long it counted its CPU as shared\n"
               "  with a busy task (it then sleeps or naps when idle). --watch repeats every\n"
               "  S seconds (1) with rates, --count stops after N rounds.\n"},
-    {"job", "usage: railctl job list [--rail R]\n"
+    {"job", "usage: railctl job list [--rail R] | abort J [--why TEXT]\n"
             "  The jobs each rail, DPDK or verbs (or rail R), holds now: id, world, the ranks joined\n"
             "  there, the operation they joined at, the rails and policy it spans, its chunk, its age;\n"
             "  its oldest partly contributed slot (generation, offset on DPDK rails, how long it has\n"
             "  waited, the ranks it waits for) and how long ago each rank was last heard. What to read\n"
-            "  when a job does not progress: a rank that never contributed, or one not heard from.\n"},
+            "  when a job does not progress: a rank that never contributed, or one not heard from.\n"
+            "  abort: ends job J on every rail that holds it; each worker's operation fails with\n"
+            "  'the operator ended job J (railctl job abort): TEXT' and is not retried.\n"},
     {"latency", "usage: railctl latency [--rail R] [--job J] [--worker] [--tc N] [--reset] [--plot FILE.svg]\n"
                 "  --tc N: how long traffic class N's frames waited in a shaped rail's scheduler.\n"
                 "  railgated's aggregation latency (first contribution to result sent) per chunk, or\n"
@@ -344,7 +347,22 @@ std::string rank_list(const json& l) {
 }
 
 int cmd_job(const std::vector<std::string>& a) {
-    if (a.empty() || a[0] != "list") usage("job needs list");
+    if (!a.empty() && a[0] == "abort") {
+        if (a.size() != 2 && !(a.size() == 4 && a[2] == "--why")) usage("job abort J [--why TEXT]");
+        const std::string& j = a[1]; // a job id is 32 bits: 10 digits (railgated checks the range)
+        if (j.empty() || j.size() > 10 || j.find_first_not_of("0123456789") != std::string::npos)
+            usage("job '" + j + "' is not a job id");
+        json args = {{"job", std::stoull(j)}};
+        if (a.size() == 4) args["why"] = a[3];
+        const json r = call("job.abort", args);
+        if (json_out) return print_json(r), 0;
+        std::string rails;
+        for (const json& x : r["rails"]) rails += (rails.empty() ? "" : ", ") + x.get<std::string>();
+        std::printf("job %u ended on %s: %u members told; they do not re-join\n", r["job"].get<unsigned>(), rails.c_str(),
+                    r["members_told"].get<unsigned>());
+        return 0;
+    }
+    if (a.empty() || a[0] != "list") usage("job needs list or abort");
     const json r = call("job.list", rail_option(a, "job list"));
     if (json_out) return print_json(r), 0;
     if (r["jobs"].empty()) {

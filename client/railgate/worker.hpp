@@ -152,6 +152,7 @@ enum class failure : std::uint8_t {
     daemon_gone,  // railgated stopped answering, or restarted and no longer knows the job
     expired,      // railgated ended the job: it did not assemble, or went idle
     timeout,      // no progress for op_timeout, or no JOIN_ACK within join_timeout
+    stopped,      // railgated's operator ended the job (railctl job abort): never re-joined
 };
 std::string_view failure_name(failure f) noexcept;
 

@@ -666,6 +666,19 @@ std::string daemon::jobs(int rail, std::vector<job_view>& out) {
     return p_->on_lcores(c, rail);
 }
 
+std::string daemon::abort_job(std::uint32_t id, const std::string& text, std::vector<std::string>& ended_on,
+                              unsigned& told) {
+    std::lock_guard lock(p_->ctl);
+    lcore_command c;
+    c.k = lcore_command::kind::abort_job;
+    c.abort_id = id;
+    c.abort_text = text;
+    c.ended_on = &ended_on;
+    std::string e = p_->on_lcores(c, -1);
+    told = c.told;
+    return e;
+}
+
 std::string daemon::tc_latency(int rail, unsigned tc, bool reset, stats::histogram& out) {
     std::lock_guard lock(p_->ctl);
     if (rail >= static_cast<int>(p_->rails.size())) return "no rail " + std::to_string(rail);

@@ -241,6 +241,11 @@ public:
     // The jobs every rail (rail < 0) or one holds now, appended to `out`:
     // what an operator or a test reads when a job does not progress.
     std::string jobs(int rail, std::vector<job_view>& out);
+    // railctl job abort: ends job `id` on every rail that holds it, its
+    // members told `text` (operator_abort); they do not re-join. The rails
+    // it ended on are appended to ended_on, and `told` is the members told
+    // (one per rank and rail). "" or why not.
+    std::string abort_job(std::uint32_t id, const std::string& text, std::vector<std::string>& ended_on, unsigned& told);
     std::string latency(int rail, const std::optional<std::uint32_t>& job, bool worker, bool reset,
                         stats::histogram& out);
     // Adds a rail while the loops run: hot-plugs `devargs` (a vdev or PCI

@@ -36,7 +36,8 @@ struct lcore_command {
         rails_down, // end every job striped over a rail that went down
         capture,    // mirror packets into a capture ring (null: stop)
         freeze,     // stop going round the loop for freeze_ms (railctl fault freeze)
-        jobs        // append the rail's jobs to `jobs` (railctl job list)
+        jobs,       // append the rail's jobs to `jobs` (railctl job list)
+        abort_job   // end job `abort_id`, its members told `abort_text` (railctl job abort)
     } k = kind::snapshot;
     int rail = -1;                      // rail index; -1: every rail of the lcore
     // snapshot
@@ -70,6 +71,12 @@ struct lcore_command {
     std::uint32_t freeze_ms = 0;
     // jobs
     std::vector<job_view>* jobs = nullptr;
+    // abort_job: the job, the text its members get; the lcores add the
+    // rails that ended it and the members they told
+    std::uint32_t abort_id = 0;
+    std::string abort_text;
+    std::vector<std::string>* ended_on = nullptr;
+    unsigned told = 0;
     std::string err;                    // filled by the lcore
 };
 

@@ -879,6 +879,15 @@ void expire_jobs(rail_state& rs, std::uint64_t now) noexcept {
     });
 }
 
+unsigned end_job_for_operator(rail_state& rs, std::uint32_t id, std::string_view text) noexcept {
+    agg::job* j = rs.agg.find(id);
+    if (!j) return 0;
+    const unsigned told = static_cast<unsigned>(std::popcount(j->joined));
+    bump(rs.ctr.operator_aborts);
+    end_job(rs, *j, wire::error_code::operator_abort, 0, text);
+    return told;
+}
+
 void end_jobs_on_rails(rail_state& rs, std::uint32_t down) noexcept {
     for (agg::job& j : rs.agg.jobs_table().all()) {
         if (j.st != agg::job_state::active || j.lag || !(down & ~j.excluded)) continue;

@@ -17,5 +17,8 @@ void expire_jobs(rail_state& rs, std::uint64_t now_tsc) noexcept;
 // Advertised rails (bits by stripe) went down: every job striped over one
 // of them ends, its members told which (they re-join around them).
 void end_jobs_on_rails(rail_state& rs, std::uint32_t down) noexcept;
+// railctl job abort: job `id`, if the rail holds it, ends; its members are
+// told `text` (operator_abort). Returns the ranks told (0: no such job).
+unsigned end_job_for_operator(rail_state& rs, std::uint32_t id, std::string_view text) noexcept;
 
 } // namespace railgate::net::detail

@@ -28,6 +28,7 @@ struct alignas(64) rail_counters {
     counter queried{0};         // PINGs naming a chunk railgated has, answered HELD or with the kept result
     counter ecn_marked{0};      // frames marked CE joining a standing TC queue (rail_config::ecn_mark_items)
     counter joins{0}, join_errors{0}, leaves{0}, aborts{0};
+    counter operator_aborts{0}; // jobs railctl job abort ended here
     counter leaves_again{0};    // LEAVEs of a rank that had left, acknowledged again (its LEAVE_ACK was lost)
     // Job lifecycle: jobs ended because a slot waited for a rank too long,
     // because they did not assemble or went idle, and replaced by a rank's

@@ -171,6 +171,13 @@ void run_command(rail_state& rs, lcore_command& c) {
         end_jobs_on_rails(rs, c.down);
         flush(rs);
         return;
+    case lcore_command::kind::abort_job:
+        if (const unsigned told = end_job_for_operator(rs, c.abort_id, c.abort_text)) {
+            c.told += told;
+            if (c.ended_on) c.ended_on->push_back(rs.s.cfg.name);
+            flush(rs);
+        }
+        return;
     }
 }
 

@@ -68,6 +68,7 @@ std::string_view error_name(error_code c) noexcept {
     case error_code::rank_claimed: return "two processes claim the rank of a job that has not started";
     case error_code::shape_mismatch: return "the job's chunk or policy on this rail differs from its first rail's";
     case error_code::rails_changing: return "railgated is changing its rails' advertisement: join again";
+    case error_code::operator_abort: return "railgated's operator ended the job";
     }
     return "unknown error";
 }

@@ -139,8 +139,11 @@ enum class error_code : std::uint32_t {
     // until every lcore has, JOINs are refused so that no job's rails answer
     // from two. The worker JOINs again (milliseconds).
     rails_changing = 21,
+    // railgated's operator ended the job (railctl job abort; the text says
+    // why): its workers give up the operation and do not re-join it.
+    operator_abort = 22,
 };
-inline constexpr std::uint32_t error_code_max = 21;
+inline constexpr std::uint32_t error_code_max = 22;
 
 // Host-order view of the 40-byte header.
 struct header {

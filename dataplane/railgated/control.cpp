@@ -508,6 +508,17 @@ json control_plane::handle(const control::request& r) {
         if (verbs_ && idx < 0 && !(e = verbs_->jobs(-1, js)).empty()) return fail(e);
         return ok({{"jobs", jobs_json(js)}});
     }
+    if (r.command == "job.abort") {
+        std::uint32_t job = 0;
+        std::string text;
+        if (!(e = abort_args(a, job, text)).empty()) return fail(e);
+        std::vector<std::string> ended_on;
+        unsigned told = 0;
+        if (!(e = d_.abort_job(job, text, ended_on, told)).empty()) return fail(e);
+        if (verbs_ && !(e = verbs_->abort_job(job, text, ended_on, told)).empty()) return fail(e);
+        if (!ended_on.empty()) log_change(r, "job.abort " + std::to_string(job));
+        return abort_answer(job, ended_on, told);
+    }
     if (r.command == "latency") {
         if (!(e = control::check_keys(a, {"rail", "job", "reset", "worker", "tc"})).empty()) return fail(e);
         int idx = -1;
@@ -575,6 +586,8 @@ std::string control_plane::prometheus() {
         {"railgate_results_resent_total", "RESULTs sent again for a retransmitted contribution.",
          &net::rail_counters::results_resent},
         {"railgate_aborts_total", "Jobs a worker aborted.", &net::rail_counters::aborts},
+        {"railgate_operator_aborts_total", "Jobs the operator ended (railctl job abort).",
+         &net::rail_counters::operator_aborts},
         {"railgate_ecn_marked_total", "Frames marked ECN CE joining a standing traffic-class queue.",
          &net::rail_counters::ecn_marked},
         {"railgate_udp_coalesced_total", "udp rails: datagrams that arrived in coalesced (UDP GRO) messages.",

@@ -1,10 +1,12 @@
 #include "dataplane/railgated/verbs_control.hpp"
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <optional>
 
 #include "control/version.hpp"
+#include "dataplane/log/log.hpp"
 #include "dataplane/proto/ipv4.hpp"
 #include "dataplane/reduce/reduce.hpp"
 
@@ -78,6 +80,32 @@ json jobs_json(const std::vector<agg::job_view>& js) {
         jobs.push_back(std::move(x));
     }
     return jobs;
+}
+
+std::string abort_args(const json& args, std::uint32_t& job, std::string& text) {
+    std::string e;
+    std::optional<std::uint64_t> id;
+    std::optional<std::string> why;
+    if (!(e = control::check_keys(args, {"job", "why"})).empty() ||
+        !(e = control::get_uint(args, "job", UINT32_MAX, id)).empty() || !(e = control::get_string(args, "why", why)).empty())
+        return e;
+    if (!id) return "argument 'job' missing";
+    job = static_cast<std::uint32_t>(*id);
+    text = "the operator ended job " + std::to_string(job) + " (railctl job abort)";
+    if (why && !why->empty()) {
+        constexpr std::size_t most = 120;
+        if (why->size() > most) return "why: at most " + std::to_string(most) + " characters";
+        for (char ch : *why)
+            if (ch < 0x20 || ch > 0x7e) return "why: printable ASCII only";
+        text += ": " + *why;
+    }
+    return {};
+}
+
+json abort_answer(std::uint32_t job, std::vector<std::string> ended_on, unsigned told) {
+    if (ended_on.empty()) return control::fail("job " + std::to_string(job) + " runs on no rail (railctl job list)");
+    std::sort(ended_on.begin(), ended_on.end());
+    return control::ok({{"job", job}, {"rails", ended_on}, {"members_told", told}});
 }
 
 json verbs_counters_json(const verbs::plane& p, const std::string& only) {
@@ -182,8 +210,18 @@ json verbs_only_handle(const verbs::plane& p, const config::appliance& cfg,
         if (!(e = p.jobs(idx, js)).empty()) return control::fail(e);
         return control::ok({{"jobs", jobs_json(js)}});
     }
+    if (r.command == "job.abort") {
+        std::uint32_t job = 0;
+        std::string text;
+        if (!(e = abort_args(r.args, job, text)).empty()) return control::fail(e);
+        std::vector<std::string> ended_on;
+        unsigned told = 0;
+        if (!(e = p.abort_job(job, text, ended_on, told)).empty()) return control::fail(e);
+        if (!ended_on.empty()) log::notice("control: uid %ld pid %ld: job.abort %u", r.peer_uid, r.peer_pid, job);
+        return abort_answer(job, ended_on, told);
+    }
     return control::fail("'" + r.command + "' needs DPDK rails; this railgated runs verbs rails only (status, stats, "
-                         "job list)");
+                         "job list, job abort)");
 }
 
 } // namespace railgate

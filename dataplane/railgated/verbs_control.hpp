@@ -26,7 +26,8 @@ void shared_counters_json(const Counters& c, control::json& j) {
     auto v = [](const std::atomic<std::uint64_t>& x) { return x.load(std::memory_order_relaxed); };
     const std::pair<const char*, const std::atomic<std::uint64_t>*> fields[] = {
         {"contributions", &c.contributions}, {"joins", &c.joins}, {"join_errors", &c.join_errors},
-        {"leaves", &c.leaves}, {"leaves_again", &c.leaves_again}, {"aborts", &c.aborts}, {"stalls", &c.stalls},
+        {"leaves", &c.leaves}, {"leaves_again", &c.leaves_again}, {"aborts", &c.aborts},
+        {"operator_aborts", &c.operator_aborts}, {"stalls", &c.stalls},
         {"expirations", &c.expirations}, {"takeovers", &c.takeovers}, {"pongs", &c.pongs},
         {"rtt_reports", &c.rtt_reports}};
     for (const auto& [name, x] : fields) j[name] = v(*x);
@@ -46,6 +47,13 @@ control::json verbs_rails_json(const verbs::plane& p);
 int verbs_rail_index(const verbs::plane& p, const std::string& name);
 // job list's "jobs" array, whatever rails hold them.
 control::json jobs_json(const std::vector<agg::job_view>& jobs);
+// job abort's arguments (job, why) checked: the job id, and the text its
+// members get ("the operator ended job J (railctl job abort): WHY").
+// "" or why not.
+std::string abort_args(const control::json& args, std::uint32_t& job, std::string& text);
+// job abort's answer: the rails the job ended on and the members told, or
+// that no rail holds the job.
+control::json abort_answer(std::uint32_t job, std::vector<std::string> ended_on, unsigned told);
 // Counters of every verbs rail, or of the one named `only`.
 control::json verbs_counters_json(const verbs::plane& p, const std::string& only = "");
 
@@ -63,7 +71,7 @@ std::string build_info_prometheus();
 // `standalone` (a verbs-only railgated) they begin with build_info.
 std::string verbs_prometheus(const verbs::plane& p, bool standalone = false);
 
-// status, stats and job list for a verbs-only daemon; other commands are refused with
+// status, stats, job list and job abort for a verbs-only daemon; other commands are refused with
 // the reason.
 control::json verbs_only_handle(const verbs::plane& p, const config::appliance& cfg,
                                 std::chrono::steady_clock::time_point started, const control::request& r);

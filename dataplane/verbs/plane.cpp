@@ -117,11 +117,21 @@ struct plane::rail_state {
     std::uint64_t next_expire_ns = now_ns();
     std::uint64_t looked_ns = next_expire_ns; // expire()'s last read of the clock
     std::atomic<std::uint64_t> beat_ns{looked_ns}; // the same, for plane::passes()
-    // plane::jobs()'s request, answered by the rail's thread in expire():
-    // the vector to append to, taken (exchanged for null) before it is
-    // filled; `answered` is set after.
-    std::atomic<std::vector<agg::job_view>*> asked{nullptr};
+    // The control plane's request (plane::jobs, plane::abort_job), answered
+    // by the rail's thread in expire(): taken (exchanged for null) before
+    // it is carried out; `answered` is set after.
+    struct request {
+        std::vector<agg::job_view>* jobs = nullptr; // list the jobs into it; else:
+        std::uint32_t abort = 0;                    // end this job for the operator
+        std::string text;
+        unsigned told = 0;                          // the members told
+    };
+    std::atomic<request*> asked{nullptr};
     std::atomic<bool> answered{false};
+    void answer(request& q);
+    // From the control plane's thread: q carried out by the rail's thread
+    // (or here, with the rail's thread not running). "" or why not.
+    std::string ask(request& q, bool running, unsigned wait_ms);
 
     // Members above are declared in creation order: the connections (their
     // QPs, CQs and MRs) go first, then the jobs' MRs, the PD, the channels.
@@ -309,31 +319,59 @@ std::vector<rail_status> plane::status() const {
     return v;
 }
 
+void plane::rail_state::answer(request& q) {
+    if (q.jobs) return agg::describe_jobs(jobs, cfg.name, "verbs", false, now_ns(), 1e6, *q.jobs);
+    vjob* x = jobs.find(q.abort);
+    if (!x) return;
+    q.told = static_cast<unsigned>(std::popcount(x->joined));
+    bump(ctr.operator_aborts);
+    abort_job(*x, wire::error_code::operator_abort, 0, q.text, nullptr);
+}
+
+std::string plane::rail_state::ask(request& q, bool running, unsigned wait_ms) {
+    if (!running) { // not launched (or stopped): nobody else touches the rail
+        answer(q);
+        return {};
+    }
+    answered.store(false, std::memory_order_relaxed);
+    asked.store(&q, std::memory_order_release);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+    while (!answered.load(std::memory_order_acquire)) {
+        if (std::chrono::steady_clock::now() >= until) {
+            request* expected = &q;
+            // Not taken: withdrawn. Taken: being carried out, done shortly.
+            if (asked.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel))
+                return "verbs rail " + cfg.name + "'s thread did not answer within " + std::to_string(wait_ms) +
+                       " ms (it has not looked at its jobs for " +
+                       std::to_string((stats::coarse_now_ns() - beat_ns.load(std::memory_order_relaxed)) / 1000000) +
+                       " ms)";
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return {};
+}
+
 std::string plane::jobs(int rail, std::vector<agg::job_view>& out, unsigned wait_ms) const {
     for (std::size_t i = 0; i < rails_.size(); ++i) {
         if (rail >= 0 && i != static_cast<std::size_t>(rail)) continue;
-        rail_state& rs = *rails_[i];
-        if (threads_.empty()) { // not launched (or stopped): nobody else reads the table
-            agg::describe_jobs(rs.jobs, rs.cfg.name, "verbs", false, rail_state::now_ns(), 1e6, out);
-            continue;
-        }
+        rail_state::request q;
         std::vector<agg::job_view> mine;
-        rs.answered.store(false, std::memory_order_relaxed);
-        rs.asked.store(&mine, std::memory_order_release);
-        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
-        while (!rs.answered.load(std::memory_order_acquire)) {
-            if (std::chrono::steady_clock::now() >= until) {
-                std::vector<agg::job_view>* expected = &mine;
-                // Not taken: withdrawn. Taken: being filled, done shortly.
-                if (rs.asked.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel))
-                    return "verbs rail " + rs.cfg.name + "'s thread did not answer within " + std::to_string(wait_ms) +
-                           " ms (it has not looked at its jobs for " +
-                           std::to_string((stats::coarse_now_ns() - rs.beat_ns.load(std::memory_order_relaxed)) / 1000000) +
-                           " ms)";
-            }
-            std::this_thread::sleep_for(std::chrono::microseconds(200));
-        }
+        q.jobs = &mine;
+        if (std::string e = rails_[i]->ask(q, !threads_.empty(), wait_ms); !e.empty()) return e;
         for (agg::job_view& v : mine) out.push_back(std::move(v));
+    }
+    return {};
+}
+
+std::string plane::abort_job(std::uint32_t id, const std::string& text, std::vector<std::string>& ended_on,
+                             unsigned& told, unsigned wait_ms) const {
+    for (const auto& rs : rails_) {
+        rail_state::request q;
+        q.abort = id;
+        q.text = text;
+        if (std::string e = rs->ask(q, !threads_.empty(), wait_ms); !e.empty()) return e;
+        if (q.told) ended_on.push_back(rs->cfg.name);
+        told += q.told;
     }
     return {};
 }
@@ -977,8 +1015,8 @@ void plane::rail_state::expire() {
     }
     looked_ns = t;
     beat_ns.store(t, std::memory_order_relaxed);
-    if (std::vector<agg::job_view>* out = asked.exchange(nullptr, std::memory_order_acquire)) [[unlikely]] {
-        agg::describe_jobs(jobs, cfg.name, "verbs", false, t, 1e6, *out);
+    if (request* q = asked.exchange(nullptr, std::memory_order_acquire)) [[unlikely]] {
+        answer(*q);
         answered.store(true, std::memory_order_release);
     }
     if (t < next_expire_ns) return;

@@ -73,6 +73,7 @@ struct rail_counters {
         engine_reductions{0}, // slots reduced across the NUMA arena (large chunks)
         stalls{0}, expirations{0}, takeovers{0}, pongs{0}, // job lifecycle, as on DPDK rails
         leaves_again{0}, // LEAVEs repeated by a rank that had left, acknowledged again
+        operator_aborts{0}, // jobs railctl job abort ended
         absences{0};     // times the rail's thread did not run for 250 ms or more (the jobs' clocks skip it)
     std::atomic<std::uint64_t> drops[drop_reason_count]{};
     void drop(drop_reason r) noexcept { drops[static_cast<unsigned>(r)].fetch_add(1, std::memory_order_relaxed); }
@@ -123,6 +124,12 @@ public:
     // (a rail thread that did not answer within `wait_ms`). For the control
     // plane's thread, one call at a time.
     std::string jobs(int rail, std::vector<agg::job_view>& out, unsigned wait_ms = 2000) const;
+    // railctl job abort: job `id` ends on every rail that holds it, its
+    // members told `text` (operator_abort), by each rail's thread as above.
+    // The rails it ended on are appended to ended_on; `told` grows by the
+    // members told. "" or why not.
+    std::string abort_job(std::uint32_t id, const std::string& text, std::vector<std::string>& ended_on,
+                          unsigned& told, unsigned wait_ms = 2000) const;
     void print_placement(std::FILE* f) const;
     void print_stats(std::FILE* f) const;
 

@@ -447,6 +447,33 @@ across_change 20 9000
 ctl rail set r0 mtu 1500 > /dev/null && ctl rail set r1 mtu 1500 > /dev/null || fail "restore mtu 1500"
 ok "a rank joining after MTU 1500->1000 (the ports draining) and 1500->9000 runs the job's 1408 B chunks: bit-exact"
 
+# --- railctl job abort: rank 0 of job 21 (--retry 3) joins both rails and
+# waits in its barrier for rank 1; the operator ends the job. Rank 0 fails
+# at once, told who ended it and why, and does not re-join; no rail holds
+# the job any more; a second abort, and bad arguments, are refused.
+in_ns timeout 60 "$railbench" --transport udp --server 198.18.0.1 --rank 0 --workers 2 --count 1000 -n 2 -w 0 \
+  --retry 3 --job 21 > "$dir/abort-21.log" 2>&1 &
+abort_pid=$!
+for _ in $(seq 100); do [ "$(jobs_on)" -ge 1 ] && break; sleep 0.05; done
+[ "$(jobs_on)" -ge 1 ] || fail "job 21: rank 0 did not join both rails"
+ctl job abort 21 --why "maintenance window" > "$dir/abort.log" 2>&1 || fail "job abort 21: $(cat "$dir/abort.log")"
+grep -q "^job 21 ended on r0, r1: 2 members told; they do not re-join$" "$dir/abort.log" ||
+  fail "job abort said: $(cat "$dir/abort.log")"
+wait $abort_pid && fail "rank 0 of job 21 finished although the operator ended its job"
+grep -q "the operator ended job 21 (railctl job abort): maintenance window" "$dir/abort-21.log" ||
+  fail "rank 0 was not told who ended job 21: $(tail -n 3 "$dir/abort-21.log")"
+grep -q "re-joining" "$dir/abort-21.log" && fail "rank 0 re-joined the job the operator ended: $(cat "$dir/abort-21.log")"
+[ "$(ctl job list)" = "no jobs" ] || fail "job 21 left behind: $(ctl job list 2>&1)"
+[ "$(ctl --json stats | python3 -c 'import json,sys; print(sum(r.get("operator_aborts", 0) for r in json.load(sys.stdin)["rails"]))')" = 2 ] ||
+  fail "operator_aborts: $(ctl --json stats)"
+before=$(snapshot) policy_before=$(policy_now) # the rails as the MTU changes above left them
+expect_fail "job abort of a job no rail holds" "job 21 runs on no rail" job abort 21
+expect_fail "job abort without a job" "job abort J [--why TEXT]" job abort
+expect_fail "job abort of a word" "job 'x' is not a job id" job abort x
+expect_fail "job abort of an id past 32 bits" "out of range" job abort 4294967296
+expect_fail "job abort with an unprintable why" "printable ASCII only" job abort 5 --why $'a\tb'
+ok "job abort: rank 0 of job 21 told the operator ended it, not re-joined (--retry 3), the job gone from both rails"
+
 # --- gid list on a fixture sysfs tree, and nccl-env
 mkdir -p "$dir/ib/rxe0/ports/1/gids" "$dir/ib/rxe0/ports/1/gid_attrs/types" "$dir/ib/rxe0/ports/1/gid_attrs/ndevs"
 echo 0000:0000:0000:0000:0000:ffff:c612:0001 > "$dir/ib/rxe0/ports/1/gids/1"

@@ -59,7 +59,7 @@ grep -q "verbs rail v1: connects 12" "$WORK/railgated.log" || { echo "FAIL: no e
 
 # Verbs rails beside a DPDK-side rail (a udp rail on lo): railctl job list
 # shows a running verbs job with the verbs rails' names, alone with --rail
-# v0, none on the udp rail.
+# v0, none on the udp rail; railctl job abort ends it.
 { sed -n '/^\[pools\]/,$p' "$WORK/verbs.toml"
   printf '\n[eal]\nhugepages = false\npci = false\ntelemetry = false\nmemory_mb = 256\n'
   printf '\n[[rail]]\nname = "u0"\ntransport = "udp"\ninterface = "lo"\nip = "198.18.7.1"\n'; } > "$WORK/mixed.toml"
@@ -84,7 +84,14 @@ done
   python3 -c 'import json, sys; assert [j["rail"] for j in json.load(sys.stdin)["jobs"]] == ["v0"]' ||
   { echo "FAIL: job list --rail v0"; exit 1; }
 [ "$("$BUILD/railctl" --socket "$WORK/ctl3.sock" job list --rail u0)" = "no jobs" ] || { echo "FAIL: job list --rail u0"; exit 1; }
-kill $lat; wait $lat
+# railctl job abort ends it on both verbs rails; raillat fails, told why.
+"$BUILD/railctl" --socket "$WORK/ctl3.sock" job abort 70 --why "rxe drill" > "$WORK/abort.log" 2>&1
+cat "$WORK/abort.log"
+grep -q "^job 70 ended on v0, v1: 2 members told" "$WORK/abort.log" || { echo "FAIL: job abort 70"; exit 1; }
+wait $lat && { echo "FAIL: raillat finished although its job was aborted"; exit 1; }
+grep -q "the operator ended job 70 (railctl job abort): rxe drill" "$WORK/lat.log" ||
+  { echo "FAIL: raillat was not told who ended job 70"; tail -n 3 "$WORK/lat.log"; exit 1; }
+[ "$("$BUILD/railctl" --socket "$WORK/ctl3.sock" job list)" = "no jobs" ] || { echo "FAIL: job 70 left behind"; exit 1; }
 kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; cat "$WORK/railgated3.log"; exit 1; }
 
 # Large verbs chunks (1 MiB and 512 KiB rails: a 512 KiB job chunk, above

@@ -9,6 +9,8 @@
 #  - a worker stopped (SIGSTOP, its QP alive, nothing in flight): railctl
 #    job list shows a slot waiting for that rank alone; the job stalls and
 #    the others are told which rank, the job is gone;
+#  - railctl job abort of a running job: every rank fails, told why, none
+#    re-joins;
 #  - railgated stopped under raillat (timers on the coarse clock): named
 #    silent after the peer timeout;
 #  - railgated stopped 1.5 times its stall time under workers whose peer
@@ -148,6 +150,26 @@ awk -v t="$t" -v s=$stall_s 'BEGIN { exit !(t <= 2 * s) }' || { echo "FAIL: took
 "$BUILD/railctl" --socket "$WORK/ctl.sock" --json status | python3 -c '
 import json, sys
 assert all(r["active_jobs"] == 0 for r in json.load(sys.stdin)["verbs_rails"])' || { echo "FAIL: the stalled job stayed"; exit 1; }
+
+# The operator ends a running job (railctl job abort, a verbs-only
+# railgated): each of 3 ranks with --retry fails, told who ended it and
+# why, and none re-joins; the job is gone from both rails.
+ranks o 11 --count 100003 -n 1000 -w 0 --retry 3
+still_running o
+"$BUILD/railctl" --socket "$WORK/ctl.sock" job abort 11 --why "drill" > "$WORK/abort.log" 2>&1
+cat "$WORK/abort.log"
+# Each rail's thread takes the request when it next looks at its jobs'
+# clocks: told on v0 first, the workers may end the job on v1 themselves
+# (their abort) before v1's thread looks.
+grep -qE "^job 11 ended on (v0: 3|v0, v1: 6) members told" "$WORK/abort.log" || { echo "FAIL: job abort 11"; exit 1; }
+for r in 0 1 2; do
+  wait ${pid[$r]} && { echo "FAIL: rank $r finished although the operator ended job 11"; exit 1; }
+  grep -q "the operator ended job 11 (railctl job abort): drill" "$WORK/o$r.log" ||
+    { echo "FAIL: rank $r was not told who ended job 11"; tail -n 3 "$WORK/o$r.log"; exit 1; }
+  grep -q "re-joining" "$WORK/o$r.log" && { echo "FAIL: rank $r re-joined job 11"; exit 1; }
+done
+[ "$("$BUILD/railctl" --socket "$WORK/ctl.sock" job list)" = "no jobs" ] || { echo "FAIL: job 11 left behind"; exit 1; }
+echo "job abort on verbs rails: 3 ranks told, none re-joined"
 
 # railgated stopped (SIGSTOP: its QPs live, the kernel still acknowledges
 # every WRITE) under raillat, whose worker reads no precise clock (no

@@ -381,6 +381,16 @@ BOOST_AUTO_TEST_CASE(rails_that_disagree_on_the_shape_end_the_job_recoverably) {
     }
 }
 
+// The operator's abort (railctl job abort) is final: it fails the
+// operation as stopped, which no retry recovers (a rank's abort does);
+// control_plane.sh and verbs_faults.sh show it end to end (--retry 3).
+BOOST_AUTO_TEST_CASE(an_operators_abort_is_not_retried) {
+    BOOST_TEST(!client::worker::recoverable(client::failure::stopped));
+    BOOST_TEST(client::worker::recoverable(client::failure::aborted));
+    BOOST_TEST(client::failure_name(client::failure::stopped) == "stopped");
+    BOOST_TEST(wire::error_name(wire::error_code::operator_abort) == "railgated's operator ended the job");
+}
+
 // railgated holds JOINs while its lcores take a new rail list, MTU or
 // policy (rails_changing): the worker JOINs again, every 10 ms rather than
 // every 100, and joins once the rail answers.

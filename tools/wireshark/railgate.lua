@@ -31,7 +31,7 @@ local errors = {
     [5] = "job_table_full", [6] = "bad_request", [7] = "aborted", [8] = "pool_mismatch", [9] = "job_in_use",
     [10] = "rank_taken", [11] = "rails_mismatch", [12] = "too_many_pending", [13] = "no_buffers",
     [14] = "rank_failed", [15] = "unknown_job", [16] = "expired", [17] = "rail_down", [18] = "op_mismatch", [19] = "rank_claimed",
-    [20] = "shape_mismatch",
+    [20] = "shape_mismatch", [21] = "rails_changing", [22] = "operator_abort",
 }
 local policies = { [0] = "rail", [1] = "lag" }
 local lag_hashes = { [0] = "l2", [1] = "l3l4" }
