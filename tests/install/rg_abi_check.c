@@ -104,18 +104,23 @@ static int check_usage(void) {
     return 0;
 }
 
+/* The job's config: its token from $RAILGATE_TOKEN, COUNT elements at most. */
+static void config_for(rg_config *c, const char *server, unsigned rank, unsigned world, unsigned job) {
+    const char *tok = getenv("RAILGATE_TOKEN");
+    rg_config_init(c);
+    c->server = server;
+    c->rank = rank;
+    c->world = world;
+    c->job = job;
+    c->token = tok ? strtoull(tok, NULL, 10) : 0;
+    c->max_count = COUNT;
+    c->timeout_ms = 20000;
+}
+
 static rg_comm *make(const char *server, unsigned rank, unsigned world, unsigned job, rg_status *st) {
     rg_config c;
     rg_comm *comm = NULL;
-    const char *tok = getenv("RAILGATE_TOKEN");
-    rg_config_init(&c);
-    c.server = server;
-    c.rank = rank;
-    c.world = world;
-    c.job = job;
-    c.token = tok ? strtoull(tok, NULL, 10) : 0;
-    c.max_count = COUNT;
-    c.timeout_ms = 20000;
+    config_for(&c, server, rank, world, job);
     *st = rg_create(&c, &comm);
     if (*st != RG_OK) return NULL;
     *st = rg_join(comm);
@@ -249,13 +254,7 @@ static int pause_ops(const char *server, unsigned rank, unsigned world, unsigned
     enum { n = 4099 };
     rg_config c;
     rg_comm *comm = NULL;
-    const char *tok = getenv("RAILGATE_TOKEN");
-    rg_config_init(&c);
-    c.server = server;
-    c.rank = rank;
-    c.world = world;
-    c.job = job;
-    c.token = tok ? strtoull(tok, NULL, 10) : 0;
+    config_for(&c, server, rank, world, job);
     c.max_count = n;
     c.retries = 3;
     c.peer_timeout_ms = 300;
