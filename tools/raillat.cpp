@@ -41,6 +41,7 @@
 #include "dataplane/net/eal.hpp"
 #include "dataplane/proto/ipv4.hpp"
 #include "dataplane/stats/clock.hpp"
+#include "dataplane/stats/stall_period.hpp"
 #include "tools/bench_common.hpp"
 
 using namespace railgate;
@@ -103,8 +104,9 @@ void usage(std::FILE* f) {
                  "  --stalls SECONDS      no transport: spin a thread on each CPU this process may use and\n"
                  "                        count the times its CPU was taken from it (interrupts, other\n"
                  "                        tasks, the hypervisor), as sysjitter does: the floor under any\n"
-                 "                        tail latency measured here; and what a system call and a yield\n"
-                 "                        cost, and the kernel's clocksource\n"
+                 "                        tail latency measured here; whether they come at a period (a\n"
+                 "                        tick: a hypervisor's or the kernel's); and what a system call\n"
+                 "                        and a yield cost, and the kernel's clocksource\n"
                  "Latencies are half round trips, as ib_write_lat reports them.\n",
                  wire::default_udp_port);
 }
@@ -575,7 +577,10 @@ struct cpu_stalls {
     bool pinned = false;
     std::uint64_t over[4] = {}; // gaps over 10, 40, 100 and 1000 us
     std::uint64_t lost_ns = 0, longest_ns = 0, span_ns = 0;
+    std::vector<stats::stall> over_20us; // reserved before the spin: whether they come at a period
 };
+constexpr std::uint64_t period_stall_ns = 20'000;
+constexpr std::size_t period_stalls_kept = 1 << 17;
 constexpr std::uint64_t stall_bounds_ns[4] = {10'000, 40'000, 100'000, 1'000'000};
 
 void spin_and_count(cpu_stalls& c, double seconds, const std::atomic<bool>& go) noexcept {
@@ -595,6 +600,8 @@ void spin_and_count(cpu_stalls& c, double seconds, const std::atomic<bool>& go) 
             c.lost_ns += gap;
             c.longest_ns = std::max(c.longest_ns, gap);
             for (unsigned k = 0; k < 4; ++k) c.over[k] += gap > stall_bounds_ns[k];
+            if (gap > period_stall_ns && c.over_20us.size() < c.over_20us.capacity())
+                c.over_20us.push_back({t - gap - t0, gap});
         }
         if (t >= end) break;
     }
@@ -643,13 +650,19 @@ int run_stalls(const options& o) {
     const cpu_set_t set = start_cpus();
     std::vector<cpu_stalls> cs;
     for (int c = 0; c < CPU_SETSIZE; ++c)
-        if (CPU_ISSET(c, &set)) cs.push_back(cpu_stalls{.cpu = c});
+        if (CPU_ISSET(c, &set)) {
+            cs.emplace_back();
+            cs.back().cpu = c;
+        }
     if (cs.empty()) die("--stalls: no CPU to run on");
+    for (cpu_stalls& c : cs) c.over_20us.reserve(period_stalls_kept);
     std::atomic<bool> go{false};
     std::vector<std::thread> ts;
     for (cpu_stalls& c : cs) ts.emplace_back([&c, &o, &go] { spin_and_count(c, o.stalls_s, go); });
     go.store(true, std::memory_order_release);
     for (std::thread& t : ts) t.join();
+    std::vector<stats::stall_period> period;
+    for (const cpu_stalls& c : cs) period.push_back(stats::find_period(c.over_20us));
     auto per_s = [](const cpu_stalls& c, unsigned k) {
         return c.span_ns ? static_cast<double>(c.over[k]) * 1e9 / static_cast<double>(c.span_ns) : 0.0;
     };
@@ -661,9 +674,11 @@ int run_stalls(const options& o) {
         for (std::size_t i = 0; i < cs.size(); ++i) {
             const cpu_stalls& c = cs[i];
             std::printf("%s{\"cpu\": %d, \"pinned\": %s, \"over_10us_per_s\": %.2f, \"over_40us_per_s\": %.2f, "
-                        "\"over_100us_per_s\": %.2f, \"over_1ms_per_s\": %.2f, \"lost_pct\": %.3f, \"longest_us\": %.1f}",
+                        "\"over_100us_per_s\": %.2f, \"over_1ms_per_s\": %.2f, \"lost_pct\": %.3f, \"longest_us\": %.1f, "
+                        "\"period_us\": %.1f, \"period_stall_us\": %.1f, \"period_share\": %.3f}",
                         i ? ", " : "", c.cpu, c.pinned ? "true" : "false", per_s(c, 0), per_s(c, 1), per_s(c, 2),
-                        per_s(c, 3), lost_pct(c), us_of(c.longest_ns));
+                        per_s(c, 3), lost_pct(c), us_of(c.longest_ns), us_of(period[i].period_ns),
+                        us_of(period[i].median_len_ns), period[i].share());
         }
         std::printf("], \"syscall_us\": %.3f, \"yield_us\": %.3f, \"clocksource\": \"%s\"}\n", x.syscall_us, x.yield_us,
                     clock.c_str());
@@ -679,6 +694,18 @@ int run_stalls(const options& o) {
     for (const cpu_stalls& c : cs)
         std::printf("%5d %12.1f %12.1f %12.1f %12.1f %8.2f %12.1f%s\n", c.cpu, per_s(c, 0), per_s(c, 1), per_s(c, 2),
                     per_s(c, 3), lost_pct(c), us_of(c.longest_ns), c.pinned ? "" : "  (not pinned)");
+    // A tick's stalls: whatever is in flight on that CPU when one comes
+    // waits it out, whatever the code.
+    for (std::size_t i = 0; i < cs.size(); ++i) {
+        const stats::stall_period& p = period[i];
+        if (p.period_ns)
+            std::printf("# cpu %d: a stall every %.1f us, %.1f us long (the median), %zu of its %zu stalls over %.0f us: "
+                        "a tick; anything in flight on this CPU then waits that long\n",
+                        cs[i].cpu, us_of(p.period_ns), us_of(p.median_len_ns), p.members, p.of, us_of(period_stall_ns));
+        else
+            std::printf("# cpu %d: no period among its %zu stalls over %.0f us\n", cs[i].cpu, p.of,
+                        us_of(period_stall_ns));
+    }
     return 0;
 }
 

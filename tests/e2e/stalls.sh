@@ -3,7 +3,8 @@
 # Beside a busy task on the same CPU (the scheduler shares the CPU in slices
 # of a millisecond or more) it must count stalls over 1 ms and lose a large
 # share of the time; --json parses; it gives what a system call and a yield
-# cost and the kernel's clocksource; bad values are refused.
+# cost and the kernel's clocksource, and whether its stalls come at a period;
+# bad values are refused.
 #   stalls.sh RAILLAT
 rl=$1
 tmp=$(mktemp -d)
@@ -17,6 +18,10 @@ awk -v c="$cpu" '$1 == c && NF >= 7 {ok = 1} END {exit !ok}' "$tmp/alone" || fai
 grep -qE '^# a system call \(getppid\) costs [0-9.]+ us here, a sched_yield [0-9.]+ us; the kernel.s clocksource: [a-z0-9_-]+$' "$tmp/alone" ||
   fail "no crossing costs: $(cat "$tmp/alone")"
 echo "ok: alone on CPU $cpu: $(awk -v c="$cpu" '$1 == c {print $6 "% lost, " $3 " stalls over 40 us a second"}' "$tmp/alone")"
+# Whether its stalls come at a period: said either way, one line a CPU.
+grep -qE "^# cpu $cpu: (a stall every [0-9.]+ us, [0-9.]+ us long \(the median\), [0-9]+ of its [0-9]+ stalls over 20 us: a tick|no period among its [0-9]+ stalls over 20 us)" \
+  "$tmp/alone" || fail "no period line for CPU $cpu: $(cat "$tmp/alone")"
+echo "ok: $(grep "^# cpu $cpu:" "$tmp/alone" | cut -c3-)"
 
 taskset -c "$cpu" sh -c 'while :; do :; done' &
 spinner=$!
@@ -39,6 +44,10 @@ assert c["over_10us_per_s"] >= c["over_40us_per_s"] >= c["over_100us_per_s"] >= 
 # the busy task may wait for its slice, 50 ms at the most).
 assert 0 < j["syscall_us"] < 1000 and 0 < j["yield_us"] <= 50000, j
 assert j["clocksource"] and j["clocksource"] != "unknown", j
+# The period among its stalls over 20 us: none (0), or one with stalls of
+# at least 20 us and most of them its own.
+assert c["period_us"] >= 0 and 0 <= c["period_share"] <= 1, c
+assert c["period_us"] == 0 or (c["period_stall_us"] >= 20 and c["period_share"] >= 0.5), c
 print("ok: beside a busy task: %.0f%% lost, %.0f stalls over 1 ms a second, the longest %.0f us"
       % (c["lost_pct"], c["over_1ms_per_s"], c["longest_us"]))
 PY
