@@ -23,8 +23,9 @@ constexpr unsigned burst_max = 64;
 class dpdk_transport final : public transport {
 public:
     dpdk_transport(const std::vector<dpdk_port>& ports, std::uint32_t server_ip, std::uint16_t server_port,
-                   rte_mempool* pool, std::function<void()> pump, burst_hook tx_hook, bool hook_holds)
-        : pool_(pool), pump_(std::move(pump)), tx_hook_(std::move(tx_hook)), hook_holds_(hook_holds && tx_hook_) {
+                   rte_mempool* pool, std::function<void()> pump, burst_hook tx_hook, bool hook_holds, burst_hook rx_hook)
+        : pool_(pool), pump_(std::move(pump)), tx_hook_(std::move(tx_hook)), rx_hook_(std::move(rx_hook)),
+          hook_holds_(hook_holds && tx_hook_) {
         if (ports.empty()) throw std::runtime_error("dpdk transport: no ports");
         for (const dpdk_port& p : ports) {
             rail r;
@@ -180,10 +181,18 @@ public:
         rte_pktmbuf_free_bulk(r.held, r.nheld);
         r.nheld = 0;
         max = std::min(max, burst_max);
-        const std::uint16_t got = net::port_rx(r.port, 0, r.held, static_cast<std::uint16_t>(max));
+        unsigned got;
+        if (rx_hook_ && max) {
+            // Half the room (out[] has max): the hook may add duplicates
+            // and a frame it held.
+            got = net::port_rx(r.port, 0, r.held, static_cast<std::uint16_t>(std::max(1u, max / 2)));
+            rx_hook_(ri, r.held, got, max);
+        } else {
+            got = net::port_rx(r.port, 0, r.held, static_cast<std::uint16_t>(max));
+        }
         unsigned n = 0;
         unsigned keep = 0;
-        for (std::uint16_t i = 0; i < got; ++i) {
+        for (unsigned i = 0; i < got; ++i) {
             rte_mbuf* m = r.held[i];
             if (accept(r, m, out[n])) {
                 ++n;
@@ -331,7 +340,7 @@ private:
 
     rte_mempool* pool_;
     std::function<void()> pump_;
-    burst_hook tx_hook_;
+    burst_hook tx_hook_, rx_hook_;
     bool hook_holds_;
     std::vector<rail> all_;
     unsigned n_open_ = 0;
@@ -342,9 +351,10 @@ private:
 
 std::unique_ptr<transport> make_dpdk_transport(const std::vector<dpdk_port>& ports, std::uint32_t server_ip,
                                                std::uint16_t server_port, rte_mempool* pool,
-                                               std::function<void()> pump, burst_hook tx_hook, bool hook_holds) {
+                                               std::function<void()> pump, burst_hook tx_hook, bool hook_holds,
+                                               burst_hook rx_hook) {
     return std::make_unique<dpdk_transport>(ports, server_ip, server_port, pool, std::move(pump), std::move(tx_hook),
-                                            hook_holds);
+                                            hook_holds, std::move(rx_hook));
 }
 
 } // namespace railgate::client

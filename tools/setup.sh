@@ -208,7 +208,8 @@ for t in json.load(sys.stdin):
   RAILGATE_TSAN=1 as_test_host meson test -C $tsan --setup sanitize --no-rebuild --print-errorlogs --num-processes 1 \
     rail-loop-net_ring udp-port-loopback udp-rails-kernel-socket faults-loss-kill-stop-restart-rail-down \
     live-changes-under-load dpdk-workers-af_xdp-af_packet-tap \
-    railbench-embedded-fp32 railbench-embedded-lcore-workers railbench-embedded-mtu9000-pool3 railbench-window-under-loss
+    railbench-embedded-fp32 railbench-embedded-lcore-workers railbench-embedded-mtu9000-pool3 railbench-window-under-loss \
+    railbench-embedded-one-worker-link
   phase "TSan tests"
 }
 

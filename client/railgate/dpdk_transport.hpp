@@ -27,15 +27,17 @@ struct dpdk_port {
 };
 
 // What the embedded switch does to a worker's outgoing burst before it
-// leaves (its fault injector): may drop, reorder, duplicate into room for
-// `cap` frames; n is updated.
+// leaves (its fault injector), or to an incoming one as it arrives (a
+// direct link's: the offloads' marks and the fault injector): may drop,
+// reorder, duplicate into room for `cap` frames; n is updated.
 using burst_hook = std::function<void(unsigned rail, rte_mbuf** frames, unsigned& n, unsigned cap)>;
 
 // Configures and starts every port (1 RX + 1 TX queue, mbufs from `pool`).
 // `pump`, if set, runs at the start of every recv(): the embedded mode's
 // virtual switch, and `tx_hook` on every burst sent; with `hook_holds`
 // (it may hold frames back: reordering) also with none at every recv(),
-// so that what it held leaves within a poll. Frames carry UDP
+// so that what it held leaves within a poll; `rx_hook`, if set, on every
+// burst received, empty ones too (it may hold frames back). Frames carry UDP
 // checksums (in software, or left to a port that offloads them); received
 // ones without a right one (checked in software unless the port marked it
 // verified), or from anyone but railgated's rail, are dropped (dropped()).
@@ -43,6 +45,6 @@ using burst_hook = std::function<void(unsigned rail, rte_mbuf** frames, unsigned
 std::unique_ptr<transport> make_dpdk_transport(const std::vector<dpdk_port>& ports, std::uint32_t server_ip,
                                                std::uint16_t server_port, rte_mempool* pool,
                                                std::function<void()> pump = {}, burst_hook tx_hook = {},
-                                               bool hook_holds = false);
+                                               bool hook_holds = false, burst_hook rx_hook = {});
 
 } // namespace railgate::client

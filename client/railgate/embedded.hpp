@@ -5,6 +5,10 @@
 //   railgated rail r  --tx-->  down[r]  --pump()-->  worker w's rx ring,
 //                                                    by destination IPv4
 //
+// With one worker there is no switch: its port on rail r reads down[r]
+// itself (a link), and what the pump does to each frame (the checksum
+// offloads' marks, the fault injector's draws) is done as it receives.
+//
 // Addresses: railgated rail r is 198.18.r.1; worker w on rail r is
 // 198.18.r.(10+w) (RFC 2544 benchmarking range; nothing leaves the process).
 // Threading: each worker runs on one thread at a time, but different
@@ -90,6 +94,8 @@ private:
     unsigned rails_, workers_;
     std::uint16_t mtu_;
     bool offload_;
+    bool direct_; // one worker: a link, no switch (its ports read railgated's rings)
+    void fault_down(unsigned rail, rte_mbuf** v, unsigned& n, unsigned cap) noexcept;
     rte_mempool* pool_ = nullptr;
     std::vector<rte_ring*> up_, down_, wdown_; // wdown_[w * rails + r]
     std::vector<std::uint16_t> daemon_ports_, worker_ports_;
@@ -98,7 +104,7 @@ private:
     bool faulty_ = false;
     std::vector<rte_mbuf*> late_up_, late_down_; // reordered frames waiting: [w * rails + r], [r]
     net::fault_tally up_tally_, down_tally_;
-    std::atomic_flag pumping_, up_faults_; // pump(); the draws to railgated
+    std::atomic_flag pumping_, up_faults_, down_faults_; // pump(); the draws to railgated; a link's to the worker
 };
 
 } // namespace railgate::client
