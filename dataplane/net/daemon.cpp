@@ -166,7 +166,8 @@ void daemon::print_placement(std::FILE* out) const {
                      rs->cfg.name.c_str(), rs->port, rs->cfg.port_name.empty() ? "-" : rs->cfg.port_name.c_str(),
                      rs->driver.c_str(), rs->socket, rs->lcore, format_ipv4(rs->self.ip).c_str(),
                      rs->self.udp_port, m[0], m[1], m[2], m[3], m[4], m[5], rs->cfg.mtu, rs->chunk_bytes,
-                     rs->multiseg_tx ? ", zero-copy results" : ", copied results");
+                     rs->multiseg_tx ? (", zero-copy results over " + std::to_string(detail::result_copybreak) + " B").c_str()
+                                     : ", copied results");
         if (rs->steering)
             std::fprintf(out, "    xdp: railgate program id %u on %s steers UDP %s:%u to the rail; the kernel keeps "
                               "ARP, ICMP and other traffic\n",

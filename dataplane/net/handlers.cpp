@@ -412,13 +412,6 @@ private:
 // result on this rail's traffic-class queue is added here. `flags`:
 // wire::flag_retransmit on a result sent again (the rank asked for it).
 // Returns where it waits to leave (a shaped rail's queue), if it does.
-// A result of at most this many bytes goes copied behind its headers in
-// one buffer, not chained to the kept payload (a clone): the copy of a few
-// cache-hot lines costs less than a second and third buffer, the payload's
-// reference count taken here and dropped by whoever frees the frame (the
-// worker's thread, embedded), and a chain to read (drivers' rx_copybreak).
-constexpr std::uint32_t result_copybreak = 256;
-
 tx_place send_result(rail_state& rs, const agg::job& j, const agg::slot& s, unsigned rank, const frame::endpoint& dst,
                      result_sum& payload_sum, rte_mbuf* carrier = nullptr,
                      std::optional<std::uint32_t> echo = std::nullopt, std::uint8_t flags = 0) noexcept {

@@ -52,12 +52,21 @@ using aggregator = agg::rail_aggregator<mbuf_release>;
 
 struct rail_state;
 
+// A result of at most this many bytes goes copied behind its headers in
+// one buffer, not chained to the kept payload: the copy of a few cache-hot
+// lines costs less than a second and third buffer, the payload's reference
+// count taken on the lcore and dropped by whoever frees the frame (the
+// worker's thread, embedded), and a chain to read (drivers' rx_copybreak).
+constexpr std::uint32_t result_copybreak = 256;
+
 struct rail_static {
     rail_config cfg;
     std::uint16_t port = 0;
     int socket = 0;
     unsigned lcore = 0;
     frame::endpoint self;
+    // Its port sends chains: a result goes as its headers chained to the
+    // slot's kept payload (a clone), when it is over result_copybreak.
     bool multiseg_tx = false;
     std::uint32_t chunk_bytes = 0;
     // Control-plane state (never read by lcores): in the set JOIN_ACKs
