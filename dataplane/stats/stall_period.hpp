@@ -43,12 +43,15 @@ inline stall_period find_period(std::span<const stall> s, double min_share = 0.5
     stall_period r;
     r.of = s.size();
     if (s.size() < 8) return r;
+    // Each bin's intervals: how many, and their sum (a period's exact length).
     std::vector<std::uint32_t> count(longest_ns / bin_ns + 2, 0);
+    std::vector<std::uint64_t> sum(count.size(), 0);
     for (std::size_t i = 0; i < s.size(); ++i)
         for (std::size_t j = i + 1; j < s.size() && j <= i + ahead; ++j) {
             const std::uint64_t d = s[j].at_ns - s[i].at_ns;
             if (d >= longest_ns) break;
             ++count[d / bin_ns];
+            sum[d / bin_ns] += d;
         }
     // A bin with its neighbours: a period's intervals straddle a bin's edge.
     // Below 20 us, stalls in a row are one event (an interrupt, then its
@@ -60,37 +63,20 @@ inline stall_period find_period(std::span<const stall> s, double min_share = 0.5
     if (best == 0) return r;
     std::size_t pick = first;
     while (score(pick) * 10 < best * 8) ++pick; // the shortest nearly as common
-    // Its exact length: the mean of the intervals in those bins.
-    std::uint64_t sum = 0, n = 0;
-    const std::uint64_t lo = (pick - 1) * bin_ns, hi = (pick + 2) * bin_ns;
-    for (std::size_t i = 0; i < s.size(); ++i)
-        for (std::size_t j = i + 1; j < s.size() && j <= i + ahead; ++j) {
-            const std::uint64_t d = s[j].at_ns - s[i].at_ns;
-            if (d >= hi) break;
-            if (d >= lo) {
-                sum += d;
-                ++n;
-            }
-        }
-    if (n == 0) return r;
-    const std::uint64_t p = sum / n;
+    const std::uint64_t p = (sum[pick - 1] + sum[pick] + sum[pick + 1]) / score(pick);
     const std::uint64_t tol = std::max<std::uint64_t>(10'000, p / 50);
-    // Members: a stall one period (within the tolerance) before or after.
-    std::vector<std::uint64_t> lens;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-        bool member = false;
-        for (std::size_t j = i + 1; j < s.size() && !member; ++j) {
+    // Members: a stall one period (within the tolerance) before or after;
+    // each pair found marks both.
+    std::vector<bool> member(s.size(), false);
+    for (std::size_t i = 0; i < s.size(); ++i)
+        for (std::size_t j = i + 1; j < s.size(); ++j) {
             const std::uint64_t d = s[j].at_ns - s[i].at_ns;
             if (d > p + tol) break;
-            member = d + tol >= p;
+            if (d + tol >= p) member[i] = member[j] = true;
         }
-        for (std::size_t j = i; j-- > 0 && !member;) {
-            const std::uint64_t d = s[i].at_ns - s[j].at_ns;
-            if (d > p + tol) break;
-            member = d + tol >= p;
-        }
-        if (member) lens.push_back(s[i].len_ns);
-    }
+    std::vector<std::uint64_t> lens;
+    for (std::size_t i = 0; i < s.size(); ++i)
+        if (member[i]) lens.push_back(s[i].len_ns);
     if (lens.size() < 8 || static_cast<double>(lens.size()) < min_share * static_cast<double>(s.size())) return r;
     std::nth_element(lens.begin(), lens.begin() + static_cast<std::ptrdiff_t>(lens.size() / 2), lens.end());
     r.period_ns = p;
