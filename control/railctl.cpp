@@ -358,8 +358,9 @@ int cmd_job(const std::vector<std::string>& a) {
         if (json_out) return print_json(r), 0;
         std::string rails;
         for (const json& x : r["rails"]) rails += (rails.empty() ? "" : ", ") + x.get<std::string>();
-        std::printf("job %u ended on %s: %u members told; they do not re-join\n", r["job"].get<unsigned>(), rails.c_str(),
-                    r["members_told"].get<unsigned>());
+        const unsigned told = r["members_told"].get<unsigned>();
+        std::printf("job %u ended on %s: %u member%s told; they do not re-join\n", r["job"].get<unsigned>(), rails.c_str(),
+                    told, told == 1 ? "" : "s");
         return 0;
     }
     if (a.empty() || a[0] != "list") usage("job needs list or abort");

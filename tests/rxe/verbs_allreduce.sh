@@ -85,9 +85,12 @@ done
   { echo "FAIL: job list --rail v0"; exit 1; }
 [ "$("$BUILD/railctl" --socket "$WORK/ctl3.sock" job list --rail u0)" = "no jobs" ] || { echo "FAIL: job list --rail u0"; exit 1; }
 # railctl job abort ends it on both verbs rails; raillat fails, told why.
+# Each rail's thread takes the request when it next looks at its jobs'
+# clocks: told on v0 first, raillat may end the job on v1 itself (its
+# abort) before v1's thread looks, and then only v0 counts a member told.
 "$BUILD/railctl" --socket "$WORK/ctl3.sock" job abort 70 --why "rxe drill" > "$WORK/abort.log" 2>&1
 cat "$WORK/abort.log"
-grep -q "^job 70 ended on v0, v1: 2 members told" "$WORK/abort.log" || { echo "FAIL: job abort 70"; exit 1; }
+grep -qE "^job 70 ended on (v0: 1 member|v0, v1: 2 members) told" "$WORK/abort.log" || { echo "FAIL: job abort 70"; exit 1; }
 wait $lat && { echo "FAIL: raillat finished although its job was aborted"; exit 1; }
 grep -q "the operator ended job 70 (railctl job abort): rxe drill" "$WORK/lat.log" ||
   { echo "FAIL: raillat was not told who ended job 70"; tail -n 3 "$WORK/lat.log"; exit 1; }
