@@ -109,6 +109,9 @@ for dt in fp32 bf16; do
 done
 # The C ABI over verbs: librailgate through its Python binding (ctypes), 2
 # ranks, fp32 and int32 in one communicator (two jobs); every element checked.
+# Not in a sanitized tree: its librailgate needs the sanitizers' runtime,
+# which an uninstrumented python3 does not load (the release tree's run).
+if [ -z "${RAILGATE_SANITIZED:-}" ]; then
 pids=()
 for r in 0 1; do
   timeout 120 env PYTHONPATH="$BUILD/client/python" python3 - "$r" > "$WORK/c$r.log" 2>&1 <<'PY' &
@@ -131,6 +134,7 @@ for r in 0 1; do
   wait "${pids[$r]}" || { echo "FAIL: the C ABI over verbs, rank $r"; cat "$WORK/c$r.log"; exit 1; }
 done
 cat "$WORK/c0.log"
+fi
 "$BUILD/railctl" --socket "$WORK/ctl2.sock" --json stats > "$WORK/stats2.json"
 python3 - "$WORK/stats2.json" <<'PY' || { echo "FAIL: large-chunk counters"; exit 1; }
 import json, sys
