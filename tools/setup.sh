@@ -187,11 +187,11 @@ phase() { echo "setup: $1 took $((SECONDS - phase_t0)) s ($SECONDS s in all)"; p
 sanitize() {
   local dir=build-sanitize tsan=build-tsan targets
   sanitized_tree $dir address,undefined
-  # What the sanitize setup runs: not the benchmarks, not the rxe probes.
+  # What the sanitize setup runs: not the benchmarks.
   targets=$(meson introspect $dir --targets | python3 -c '
 import json, os, sys
 for t in json.load(sys.stdin):
-    if t["type"] == "custom" or t["type"] == "executable" and not t["name"].startswith(("bench_", "verbs_", "rxe")):
+    if t["type"] == "custom" or t["type"] == "executable" and not t["name"].startswith("bench_"):
         print(" ".join(os.path.relpath(f, sys.argv[1]) for f in t["filename"]))' "$dir")
   # shellcheck disable=SC2086
   ninja -C $dir $targets
