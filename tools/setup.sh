@@ -57,7 +57,8 @@ build() {
 }
 
 # The product built with ASan+UBSan (build-sanitize) runs the unit, vdev,
-# e2e and netns suites; built with TSan (build-tsan), the tests of the
+# e2e and netns suites, and the verbs fault test in the rxe guest
+# (rxe-sanitized); built with TSan (build-tsan), the tests of the
 # engine's threads (placement), of the control socket's server thread
 # (control), of librailgate (c-api) and of capture's ring (capture), and
 # railgated itself on udp rails (udp-rails-kernel-socket: jobs, railctl's
@@ -67,10 +68,12 @@ build() {
 # kill and restart, a link going down, the exit), railgated under a stream of
 # railctl's live changes while jobs run (live-changes-under-load: MTUs,
 # policies, faults, freezes, shaping, snapshots and a rail hot-plugged and
-# removed, which the control thread hands the lcores), and the embedded
+# removed, which the control thread hands the lcores), the embedded
 # default with its
 # DPDK workers, also under faults (frames cross threads there through DPDK,
-# which railgate's TSan build annotates: dataplane/net/burst.hpp).
+# which railgate's TSan build annotates: dataplane/net/burst.hpp), and the
+# verbs allreduce in the rxe guest (railctl's requests handed to each verbs
+# rail's thread, two rails' reduces in one engine arena).
 # Optimised (-O1) so that the netns traffic keeps its timing. Built with
 # clang: it compiles the sanitized tree in half GCC's time here (256 s
 # against 523 s for build-sanitize), its UBSan checks more (enum loads), and
@@ -200,7 +203,8 @@ for t in json.load(sys.stdin):
   phase "ASan+UBSan tests"
   sanitized_tree $tsan thread
   ninja -C $tsan tests/unit/test_placement tests/unit/test_control tests/unit/test_c_api tests/unit/test_capture \
-    tests/vdev/test_rail_loop tests/vdev/test_udp_port dataplane/railgated railctl tools/railbench
+    tests/vdev/test_rail_loop tests/vdev/test_udp_port dataplane/railgated railctl tools/railbench \
+    tools/raillat tests/unit/test_histogram
   phase "TSan build"
   # The unit tests two at a time (as in the other trees), then the rest one at a time.
   RAILGATE_TSAN=1 as_test_host meson test -C $tsan --setup sanitize --no-rebuild --print-errorlogs --num-processes 2 \
@@ -209,7 +213,7 @@ for t in json.load(sys.stdin):
     rail-loop-net_ring udp-port-loopback udp-rails-kernel-socket faults-loss-kill-stop-restart-rail-down \
     live-changes-under-load dpdk-workers-af_xdp-af_packet-tap \
     railbench-embedded-fp32 railbench-embedded-lcore-workers railbench-embedded-mtu9000-pool3 railbench-window-under-loss \
-    railbench-embedded-one-worker-link
+    railbench-embedded-one-worker-link rxe-verbs-allreduce-tsan
   phase "TSan tests"
 }
 

@@ -26,6 +26,23 @@ constexpr bool can_bind = true;
 constexpr bool can_bind = true;
 #endif
 
+// a.execute(f), what the caller wrote before it (its arguments, its locals,
+// f itself) released to the thread that runs f: a caller that finds the
+// arena's slots taken hands f to a thread already inside (oneTBB's
+// delegation) through a queue ThreadSanitizer cannot see (Debian's libtbb
+// is not built with it). It reported one verbs rail's thread, running
+// another rail's reduce, as racing with that rail's thread on its arguments
+// (rxe-verbs-allreduce-tsan). The flag is a global: the runner reaches it
+// without reading anything of the caller's first (the closure is).
+std::atomic<std::uint64_t> handed_over{0};
+template <class F> void execute_handed(tbb::task_arena& a, F&& f) {
+    handed_over.fetch_add(1, std::memory_order_release);
+    a.execute([&f] {
+        (void)handed_over.load(std::memory_order_acquire);
+        f();
+    });
+}
+
 } // namespace
 
 struct engine::impl {
@@ -92,7 +109,7 @@ void engine::reduce(const reduce::kernels& k, wire::dtype dt, void* dst, const v
     // ThreadSanitizer cannot see, and it reported the caller's read of
     // dst as a race with the task that wrote it.
     std::atomic<std::size_t> summed{0};
-    a.execute([&] {
+    execute_handed(a, [&] {
         tbb::parallel_for(tbb::blocked_range<std::size_t>(0, count, grain),
                           [&](const tbb::blocked_range<std::size_t>& r) {
                               const void* s[wire::max_world];
@@ -107,7 +124,7 @@ void engine::reduce(const reduce::kernels& k, wire::dtype dt, void* dst, const v
 }
 
 void engine::run_each(unsigned n, int numa_node, const std::function<void(unsigned)>& fn) const {
-    p_->arenas[arena_of(numa_node)]->execute([&] {
+    execute_handed(*p_->arenas[arena_of(numa_node)], [&] {
         tbb::parallel_for(tbb::blocked_range<unsigned>(0, n, 1),
                           [&](const tbb::blocked_range<unsigned>& r) {
                               for (unsigned i = r.begin(); i != r.end(); ++i) fn(i);

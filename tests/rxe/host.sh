@@ -10,7 +10,7 @@ if [ "${2:-}" != --guest ]; then
   # The guest starts from an environment of its own: a sanitized tree's
   # options (meson test --setup sanitize) go in with the command.
   fwd=()
-  for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS RAILGATE_SANITIZED; do
+  for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS RAILGATE_SANITIZED RAILGATE_TSAN; do
     [ -n "${!v:-}" ] && fwd+=("$v=${!v}")
   done
   "$2" --timeout 500 -- env "${fwd[@]}" bash "$here/$(basename "$1")" --guest "$3"
