@@ -341,7 +341,14 @@ waits_for_rank_1() {
   while :; do
     sleep 0.05
     ctl --json job list > "$log/jobs-19.json" || return 1
-    grep -q oldest_partial "$log/jobs-19.json" && break
+    # Rank 0's chunk alone makes a slot partial too (waiting for ranks 1
+    # and 2: CI caught it 3 ms after rank 0 filled it, rank 2 still making
+    # its input): wait until r0's oldest partial slot waits for rank 1
+    # alone, and any on r1 too.
+    python3 -c 'import json, sys
+waits = {j["rail"]: j["oldest_partial"]["waiting_for"] for j in json.load(open(sys.argv[1]))["jobs"]
+         if j["job"] == 19 and "oldest_partial" in j}
+sys.exit(not (waits.get("r0") == [1] and all(w == [1] for w in waits.values())))' "$log/jobs-19.json" && break
     awk -v t="$(now)" -v u="$until" 'BEGIN { exit !(t > u) }' && break
   done
   python3 - "$log/jobs-19.json" << 'EOF' || { echo "FAIL: job list during rank 1's pause: $(ctl job list 2>&1)"; return 1; }
