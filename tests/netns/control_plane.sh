@@ -412,9 +412,12 @@ across_change() { # JOB MTU
   [ "$(jobs_on)" -ge 1 ] || fail "job $1: rank 0 did not join both rails"
   # railctl job list: the job on both rails, rank 0 in it, rank 1 not yet;
   # on r0, rank 0's barrier (a one-element allreduce) waits in slot 0 for
-  # rank 1; r1 has nothing of it yet.
-  ctl --json job list > "$dir/jobs-$1.json" || fail "job list"
-  python3 - "$dir/jobs-$1.json" "$1" << 'EOF' || fail "job list while job $1 assembles: $(ctl job list 2>&1)"
+  # rank 1; r1 has nothing of it yet. Polled: rank 0 sends its barrier
+  # after its JOINs are answered, so the first list may come before it.
+  local listed=
+  for _ in $(seq 100); do
+    ctl --json job list > "$dir/jobs-$1.json" || fail "job list"
+    python3 - "$dir/jobs-$1.json" "$1" 2> "$dir/jobs-$1.err" << 'EOF' && { listed=1; break; }
 import json, sys
 jobs = [j for j in json.load(open(sys.argv[1]))["jobs"] if j["job"] == int(sys.argv[2])]
 assert sorted(j["rail"] for j in jobs) == ["r0", "r1"], jobs
@@ -428,6 +431,9 @@ for j in jobs:
         o = j["oldest_partial"]
         assert o["slot"] == 0 and o["gen"] == 0 and o["offset"] == 0 and o["waiting_for"] == [1], j
 EOF
+    sleep 0.05
+  done
+  [ -n "$listed" ] || fail "job list while job $1 assembles: $(cat "$dir/jobs-$1.err"; ctl job list 2>&1)"
   ctl job list | grep -q "assembling" || fail "railctl job list does not say the job assembles: $(ctl job list 2>&1)"
   ctl rail set r0 mtu "$2" > "$dir/across-$1-mtu0.log" && ctl rail set r1 mtu "$2" > "$dir/across-$1-mtu1.log" ||
     fail "job $1: rail set mtu $2"
