@@ -71,9 +71,12 @@ build() {
 # removed, which the control thread hands the lcores), the embedded
 # default with its
 # DPDK workers, also under faults (frames cross threads there through DPDK,
-# which railgate's TSan build annotates: dataplane/net/burst.hpp), and the
-# verbs allreduce in the rxe guest (railctl's requests handed to each verbs
-# rail's thread, two rails' reduces in one engine arena).
+# which railgate's TSan build annotates: dataplane/net/burst.hpp). The
+# TSan tree's verbs allreduce in the rxe guest (rxe-verbs-allreduce-tsan,
+# 84 s) is left to a run by hand: with it CI took 1,764 s of its 30
+# minutes here (ninja -C build-tsan tools/raillat tests/unit/test_histogram
+# dataplane/railgated railctl tools/railbench, then RAILGATE_TSAN=1 meson
+# test -C build-tsan --setup sanitize rxe-verbs-allreduce-tsan, as root).
 # Optimised (-O1) so that the netns traffic keeps its timing. Built with
 # clang: it compiles the sanitized tree in half GCC's time here (256 s
 # against 523 s for build-sanitize), its UBSan checks more (enum loads), and
@@ -203,8 +206,7 @@ for t in json.load(sys.stdin):
   phase "ASan+UBSan tests"
   sanitized_tree $tsan thread
   ninja -C $tsan tests/unit/test_placement tests/unit/test_control tests/unit/test_c_api tests/unit/test_capture \
-    tests/vdev/test_rail_loop tests/vdev/test_udp_port dataplane/railgated railctl tools/railbench \
-    tools/raillat tests/unit/test_histogram
+    tests/vdev/test_rail_loop tests/vdev/test_udp_port dataplane/railgated railctl tools/railbench
   phase "TSan build"
   # The unit tests two at a time (as in the other trees), then the rest one at a time.
   RAILGATE_TSAN=1 as_test_host meson test -C $tsan --setup sanitize --no-rebuild --print-errorlogs --num-processes 2 \
@@ -213,7 +215,7 @@ for t in json.load(sys.stdin):
     rail-loop-net_ring udp-port-loopback udp-rails-kernel-socket faults-loss-kill-stop-restart-rail-down \
     live-changes-under-load dpdk-workers-af_xdp-af_packet-tap \
     railbench-embedded-fp32 railbench-embedded-lcore-workers railbench-embedded-mtu9000-pool3 railbench-window-under-loss \
-    railbench-embedded-one-worker-link rxe-verbs-allreduce-tsan
+    railbench-embedded-one-worker-link
   phase "TSan tests"
 }
 
