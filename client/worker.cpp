@@ -1680,8 +1680,12 @@ void worker::finish() {
     // railgated that was only paused still holds the job, and its other
     // ranks (one may have finished and left) need it (see resume()).
     if (s.why != failure::none && s.why != failure::usage && !s.joined_on.empty() && !(s.gone_silent && s.keep_job)) {
+        // The operator's abort is passed on as such: a rank that reads the
+        // other rails' word first must not take it for a rank's abort, and
+        // re-join (wire::relayed_abort).
         const wire::error_code code = s.why == failure::rail_down     ? wire::error_code::rail_down
                                       : s.why == failure::rank_failed ? wire::error_code::rank_failed
+                                      : s.why == failure::stopped     ? wire::error_code::operator_abort
                                                                       : wire::error_code::aborted;
         abort(s.err, code, s.why == failure::rail_down ? s.down | s.excluded : s.detail);
     }

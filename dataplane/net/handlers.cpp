@@ -685,9 +685,8 @@ void handle_abort(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<
     printable(why, sizeof why, body);
     char t[wire::max_error_text];
     std::snprintf(t, sizeof t, "rank %u aborted the job%s%s", h.rank, why[0] ? ": " : "", why);
-    const auto code = static_cast<wire::error_code>(h.aux);
-    const bool relay = code == wire::error_code::rank_failed || code == wire::error_code::rail_down;
-    end_job(rs, *j, relay ? code : wire::error_code::aborted, relay ? h.offset : h.rank, t, h.rank);
+    const auto code = wire::relayed_abort(static_cast<wire::error_code>(h.aux));
+    end_job(rs, *j, code, code == wire::error_code::aborted ? h.rank : h.offset, t, h.rank);
     rte_pktmbuf_free(m);
 }
 

@@ -145,6 +145,20 @@ enum class error_code : std::uint32_t {
 };
 inline constexpr std::uint32_t error_code_max = 22;
 
+// What railgated tells a job's other members when one aborts it (a
+// worker's ERROR, `code` in its aux): the worker's own code when it passes
+// on what railgated told it on another rail of the job (a failed rank,
+// rails gone down, the operator's abort), so that every rank fails alike
+// on every rail whichever rail's word it reads first; `aborted` otherwise.
+// Before 2026-12-03 the operator's abort came back as `aborted` from the
+// rails a worker ended the job on, and a rank that read that first
+// re-joined (CI's rxe-verbs-faults-sanitized).
+constexpr error_code relayed_abort(error_code code) noexcept {
+    return code == error_code::rank_failed || code == error_code::rail_down || code == error_code::operator_abort
+               ? code
+               : error_code::aborted;
+}
+
 // Host-order view of the 40-byte header.
 struct header {
     std::uint8_t version = protocol_version;

@@ -748,10 +748,9 @@ void plane::rail_state::on_control(conn& c, const std::uint8_t* msg, std::size_t
         bump(ctr.aborts);
         std::string why;
         for (std::uint8_t ch : body) why += ch >= 0x20 && ch < 0x7f ? static_cast<char>(ch) : '?';
-        const auto code = static_cast<wire::error_code>(h.aux);
-        const bool relay = code == wire::error_code::rank_failed || code == wire::error_code::rail_down;
+        const auto code = wire::relayed_abort(static_cast<wire::error_code>(h.aux));
         detach(c);
-        abort_job(x, relay ? code : wire::error_code::aborted, relay ? h.offset : h.rank,
+        abort_job(x, code, code == wire::error_code::aborted ? h.rank : h.offset,
                   "rank " + std::to_string(h.rank) + " aborted the job" + (why.empty() ? "" : ": " + why), &c);
         return;
     }

@@ -179,11 +179,14 @@ namespace {
 // chunk (a railgated from before the shape word), or shape_mismatch; or
 // `late`, the same ack 900 ms after the first JOIN (a slow connection); or
 // `never`, with rail 0 answering a PING with the job's end; or `changing`,
-// rails_changing for 150 ms from the first JOIN, then the ack. What arrives
-// as an ERROR (a worker's abort) on rail 0 is counted, and PINGs there.
+// rails_changing for 150 ms from the first JOIN, then the ack; or
+// `operator_ends`, the same ack, with rail 0 answering a contribution with
+// the operator's abort (railctl job abort). What arrives as an ERROR (a
+// worker's abort) on rail 0 is counted, and PINGs there; on rail 1, each
+// ERROR's code.
 class two_rail_server {
 public:
-    enum class answer { same, other_chunk, refuse, refuse_once, other_rails, other_index, late, never, changing };
+    enum class answer { same, other_chunk, refuse, refuse_once, other_rails, other_index, late, never, changing, operator_ends };
     explicit two_rail_server(answer second) : second_(second) {
         fd_[0] = test::bind_loopback(port_[0]);
         fd_[1] = test::bind_loopback(port_[1]);
@@ -211,6 +214,10 @@ public:
         return leave_gens_;
     }
     unsigned pings() const { return pings_.load(); }
+    std::vector<std::uint32_t> rail1_abort_codes() const {
+        std::lock_guard g(mu_);
+        return codes_;
+    }
 
 private:
     void loop() {
@@ -262,6 +269,15 @@ private:
                     len = wire::header_bytes;
                 } else if (h.type == wire::msg_type::error && r == 0) {
                     ++aborts_;
+                } else if (h.type == wire::msg_type::error) {
+                    std::lock_guard g(mu_);
+                    codes_.push_back(h.aux);
+                } else if (h.type == wire::msg_type::contrib && r == 0 && second_ == answer::operator_ends) {
+                    const std::string_view text = "the operator ended job 6 (railctl job abort): drill";
+                    wire::encode_header(wire::error_header(h, wire::error_code::operator_abort, 0, 0x80000001u),
+                                        out.data());
+                    std::memcpy(out.data() + wire::header_bytes, text.data(), text.size());
+                    len = wire::header_bytes + text.size();
                 } else if (h.type == wire::msg_type::ping && r == 0) {
                     ++pings_;
                     if (second_ == answer::never) {
@@ -292,7 +308,7 @@ private:
     int fd_[2] = {-1, -1};
     std::uint16_t port_[2] = {0, 0};
     mutable std::mutex mu_;
-    std::vector<std::uint32_t> shapes_, nonces_, leave_gens_;
+    std::vector<std::uint32_t> shapes_, nonces_, leave_gens_, codes_;
     std::atomic<unsigned> aborts_{0};
     std::atomic<unsigned> pings_{0};
     std::atomic<bool> stop_{false};
@@ -389,6 +405,36 @@ BOOST_AUTO_TEST_CASE(an_operators_abort_is_not_retried) {
     BOOST_TEST(client::worker::recoverable(client::failure::aborted));
     BOOST_TEST(client::failure_name(client::failure::stopped) == "stopped");
     BOOST_TEST(wire::error_name(wire::error_code::operator_abort) == "railgated's operator ended the job");
+}
+
+// Told on rail 0 mid-operation that the operator ended the job, a worker
+// with retries fails as stopped, does not re-join, and ends the job on rail
+// 1 passing the operator's word on (operator_abort, not a rank's abort):
+// a rank that reads rail 1 first must not take it for a rank's abort and
+// re-join (CI's rxe-verbs-faults-sanitized caught one doing so).
+BOOST_AUTO_TEST_CASE(an_operators_abort_read_on_one_rail_is_passed_on_to_the_others) {
+    two_rail_server s(two_rail_server::answer::operator_ends);
+    auto t = client::make_udp_transport(INADDR_LOOPBACK, s.port());
+    client::worker_options o = options();
+    o.retries = 3;
+    std::vector<std::string> told;
+    o.on_retry = [&told](const std::string& what) { told.push_back(what); };
+    client::worker w{*t, o};
+    BOOST_REQUIRE(w.join() == "");
+    BOOST_REQUIRE(w.stripe_rails().size() == 2u);
+    std::vector<float> x(4000, 1.0f);
+    const std::string e = w.allreduce(x.data(), x.size(), wire::dtype::fp32);
+    BOOST_TEST(e.find("the operator ended job 6 (railctl job abort): drill") != std::string::npos, e);
+    BOOST_TEST(client::failure_name(w.failed_with()) == client::failure_name(client::failure::stopped));
+    BOOST_TEST(told.empty()); // no re-join
+    BOOST_TEST(s.shapes().size() == 1u); // rail 1's one JOIN
+    std::vector<std::uint32_t> codes;
+    for (int i = 0; i < 100 && codes.empty(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        codes = s.rail1_abort_codes();
+    }
+    BOOST_REQUIRE(!codes.empty());
+    for (std::uint32_t c : codes) BOOST_TEST(c == static_cast<std::uint32_t>(wire::error_code::operator_abort));
 }
 
 // railgated holds JOINs while its lcores take a new rail list, MTU or

@@ -1138,7 +1138,44 @@ BOOST_AUTO_TEST_CASE(pings_aborts_and_leaves_count_for_their_incarnation_only) {
     BOOST_REQUIRE(out.size() == 1u);
     BOOST_TEST(out[0].h.rank == 1u);
     BOOST_TEST(out[0].text == "rank 0 aborted the job: mine");
+    BOOST_TEST(out[0].h.aux == static_cast<std::uint32_t>(wire::error_code::aborted));
+    BOOST_TEST(out[0].h.offset == 0u); // the rank that aborted
     BOOST_TEST(active(*f.d) == 0u);
+}
+
+// A rank told on another rail that the operator ended its job (railctl job
+// abort) ends it here with that code, and the other ranks are told so: a
+// rank that reads this rail's word first does not re-join (a rank's own
+// abort is retried). CI's rxe-verbs-faults-sanitized had a rank re-join
+// when this came back as `aborted`.
+BOOST_AUTO_TEST_CASE(an_abort_passing_on_the_operators_word_is_relayed_as_such) {
+    rail_fixture f("vd_relay");
+    const std::uint32_t inst = join_ranks(f, 3);
+    wire::header a = hdr(wire::msg_type::error, 2, 3);
+    a.gen = inst;
+    a.aux = static_cast<std::uint32_t>(wire::error_code::operator_abort);
+    static constexpr char why[] = "the operator ended job 5 (railctl job abort): drill";
+    f.inject(f.udp(a, why, sizeof why - 1));
+    const auto out = messages(f.collect(2));
+    BOOST_REQUIRE(out.size() == 2u);
+    for (const sent& e : out) {
+        BOOST_TEST((e.h.type == wire::msg_type::error));
+        BOOST_TEST(e.h.rank < 2u);
+        BOOST_TEST(e.h.gen == inst);
+        BOOST_TEST(e.h.aux == static_cast<std::uint32_t>(wire::error_code::operator_abort));
+        BOOST_TEST(e.text == std::string("rank 2 aborted the job: ") + why, e.text);
+    }
+    BOOST_TEST(active(*f.d) == 0u);
+    // A code a worker has no business passing on (a JOIN's refusal) comes
+    // back as a rank's abort.
+    const std::uint32_t next = join_ranks(f, 3);
+    a.gen = next;
+    a.aux = static_cast<std::uint32_t>(wire::error_code::job_table_full);
+    f.inject(f.udp(a, nullptr, 0));
+    for (const sent& e : messages(f.collect(2))) {
+        BOOST_TEST(e.h.aux == static_cast<std::uint32_t>(wire::error_code::aborted));
+        BOOST_TEST(e.h.offset == 2u);
+    }
 }
 
 // A worker that gives up a join before a rail's JOIN_ACK came does not know
