@@ -1,6 +1,7 @@
 #include "dataplane/engine/engine.hpp"
 
 #include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
 #include <tbb/info.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
@@ -46,9 +47,15 @@ template <class F> void execute_handed(tbb::task_arena& a, F&& f) {
 } // namespace
 
 struct engine::impl {
-    std::vector<int> node_ids;                          // NUMA node per arena
-    std::vector<std::unique_ptr<tbb::task_arena>> arenas;
-    std::vector<int> tbb_numa;                          // what oneTBB sees
+    std::vector<int> node_ids; // NUMA node per arena
+    // Each node's arena as made (not initialised): what each calling
+    // thread's arenas are copies of (a copy has the settings, not the
+    // threads' slots).
+    std::vector<tbb::task_arena> arenas;
+    tbb::enumerable_thread_specific<std::vector<tbb::task_arena>> callers{[this] { return arenas; }};
+    std::vector<int> tbb_numa; // what oneTBB sees
+
+    tbb::task_arena& mine(std::size_t arena) { return callers.local()[arena]; }
 };
 
 engine::engine(const topology& topo, std::size_t threshold_bytes)
@@ -63,11 +70,11 @@ engine::engine(const topology& topo, std::size_t threshold_bytes)
         // keeps the node's thread count and the OS places its threads.
         if (std::find(p_->tbb_numa.begin(), p_->tbb_numa.end(), n.os_index) != p_->tbb_numa.end())
             c.numa_id = n.os_index;
-        p_->arenas.push_back(std::make_unique<tbb::task_arena>(c));
+        p_->arenas.emplace_back(c);
         p_->node_ids.push_back(n.os_index);
     }
     if (p_->arenas.empty()) {
-        p_->arenas.push_back(std::make_unique<tbb::task_arena>());
+        p_->arenas.emplace_back();
         p_->node_ids.push_back(-1);
     }
 }
@@ -82,13 +89,13 @@ std::size_t engine::arena_of(int numa_node) const noexcept {
     return 0;
 }
 
-int engine::arena_concurrency(std::size_t a) const noexcept { return p_->arenas[a]->max_concurrency(); }
+int engine::arena_concurrency(std::size_t a) const noexcept { return p_->arenas[a].max_concurrency(); }
 
 std::string engine::describe() const {
     std::string s;
     for (std::size_t i = 0; i < p_->arenas.size(); ++i)
         s += (i ? "; " : "") + std::string("node ") + std::to_string(p_->node_ids[i]) + ": " +
-             std::to_string(p_->arenas[i]->max_concurrency()) + " threads";
+             std::to_string(p_->arenas[i].max_concurrency()) + " threads";
     if (p_->arenas.size() < 2) return s + " (one node: unbound)";
     s += " (oneTBB numa ids";
     for (int id : p_->tbb_numa) s += " " + std::to_string(id);
@@ -100,7 +107,7 @@ void engine::reduce(const reduce::kernels& k, wire::dtype dt, void* dst, const v
     const std::size_t es = wire::dtype_size(dt);
     const reduce::sum_fn f = k[dt];
     if (count * es < threshold_) return f(dst, src, nsrc, count);
-    tbb::task_arena& a = *p_->arenas[arena_of(numa_node)];
+    tbb::task_arena& a = p_->mine(arena_of(numa_node));
     // Grains of 64 KiB per input: large enough to amortise a task, small
     // enough to balance; aligned to 64 elements for the SIMD kernels.
     const std::size_t grain = std::max<std::size_t>(64, (64 * 1024 / es) & ~std::size_t{63});
@@ -124,7 +131,7 @@ void engine::reduce(const reduce::kernels& k, wire::dtype dt, void* dst, const v
 }
 
 void engine::run_each(unsigned n, int numa_node, const std::function<void(unsigned)>& fn) const {
-    execute_handed(*p_->arenas[arena_of(numa_node)], [&] {
+    execute_handed(p_->mine(arena_of(numa_node)), [&] {
         tbb::parallel_for(tbb::blocked_range<unsigned>(0, n, 1),
                           [&](const tbb::blocked_range<unsigned>& r) {
                               for (unsigned i = r.begin(); i != r.end(); ++i) fn(i);

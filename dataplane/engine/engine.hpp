@@ -26,6 +26,15 @@ public:
     // One arena per node of `topo`, each with its node's CPU count and, where
     // oneTBB can bind (tbbbind + hwloc), constrained to that node. A single
     // node's arena is not bound (there is nowhere else to run).
+    // Each thread that calls reduce or run_each has arenas of its own (made
+    // on its first call; TBB's threads are shared between them): callers
+    // on one node do not wait for each other. With one arena for all, a
+    // second caller found its one slot for outside threads taken and waited
+    // until a thread inside ran its work (oneTBB's delegation): two verbs
+    // rails' reduces ran one after the other, one rail's thread summing the
+    // other's while its own completions waited. (Slots for more callers in
+    // one arena halved a 256 KiB reduce: TBB's thread then looked for work
+    // in the empty ones.)
     explicit engine(const topology& topo, std::size_t threshold_bytes = 256 * 1024);
     ~engine();
     engine(const engine&) = delete;

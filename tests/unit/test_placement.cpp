@@ -2,13 +2,19 @@
 // that a 2-socket, 8-NIC machine is testable on this one: every rail is
 // served on its NIC's node, never across nodes unless the config says so
 // (with a warning), and the engine has one arena per node whose parallel
-// reduce is bit-identical to the single-thread kernel.
+// reduce is bit-identical to the single-thread kernel, and which a second
+// caller enters without waiting for the first.
 #define BOOST_TEST_MODULE placement
 #include <boost/test/unit_test.hpp>
 
+#include <tbb/info.h>
+
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "dataplane/engine/engine.hpp"
@@ -92,4 +98,50 @@ BOOST_AUTO_TEST_CASE(one_arena_per_node_and_bit_exact_parallel_reduce) {
         e.reduce(k, dt, parallel.data(), src, 4, n, 1);
         BOOST_TEST((serial == parallel), "dtype " << wire::dtype_name(dt));
     }
+}
+
+// Two callers in one node's arena at once (railgated's verbs rails, each
+// reducing its chunks on its own thread): the second does not wait for the
+// first. Here the first holds its slot and TBB's one thread of a 2-CPU
+// node (a run_each whose two functions wait), and the second's reduce
+// must finish meanwhile. With oneTBB's one slot for outside threads, the
+// second's reduce was handed to a thread inside, and waited until the
+// first's functions gave up (5 s).
+BOOST_AUTO_TEST_CASE(a_second_caller_does_not_wait_for_the_first) {
+    using clk = std::chrono::steady_clock;
+    const topology t = topology::load("package:1 numa:1 core:2 pu:1");
+    const railgate::engine::engine e(t, 0); // threshold 0: every reduce in the arena
+    BOOST_TEST(e.arena_concurrency(0) == 2);
+    const int node = t.nodes[0].os_index;
+    std::atomic<unsigned> started{0}, saw_second{0};
+    std::atomic<bool> second_done{false};
+    std::thread first([&] {
+        e.run_each(2, node, [&](unsigned) {
+            ++started;
+            const auto until = clk::now() + std::chrono::seconds(5);
+            while (!second_done.load() && clk::now() < until) std::this_thread::yield();
+            if (second_done.load()) ++saw_second;
+        });
+    });
+    for (int i = 0; i < 5000 && started.load() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (started.load() < 2) {
+        // No TBB thread came (a 1-CPU host has none): nothing to show.
+        second_done = true;
+        first.join();
+        BOOST_TEST_MESSAGE("TBB's thread never joined the arena: " << tbb::info::default_concurrency() << " CPUs");
+        return;
+    }
+    // One grain of fp32: the second caller sums it itself, and takes no
+    // other task while it waits (it never waits).
+    std::vector<float> a(1024, 1.0f), b(1024, 2.0f), sum(1024);
+    const void* src[2] = {a.data(), b.data()};
+    const auto t0 = clk::now();
+    e.reduce(reduce::best(), wire::dtype::fp32, sum.data(), src, 2, sum.size(), node);
+    const double took = std::chrono::duration<double>(clk::now() - t0).count();
+    second_done = true;
+    first.join();
+    BOOST_TEST_MESSAGE("the second caller's reduce took " << took * 1e3 << " ms");
+    BOOST_TEST(took < 2.0);
+    BOOST_TEST(saw_second.load() == 2u); // the first's functions were still waiting
+    BOOST_TEST((sum == std::vector<float>(1024, 3.0f)));
 }
