@@ -16,10 +16,11 @@ BUILD=$2 WORK=$(mktemp -d)
 # jobs' stall time and the workers' peer timeout are 5 s here, as there
 # (the defaults, 1 s, would end a job for a pause of the host's). This test
 # judges results, not how soon a failure is found.
-# Under TSan (RAILGATE_TSAN=1) 20 s: with 512 KiB chunks both verbs rails'
-# threads went 5.0 to 5.5 s without going round their loops while every
-# poller spins on the guest's two vCPUs (with the engine's one arena per
-# node and with an arena per caller alike; where they wait is not known).
+# Under TSan (RAILGATE_TSAN=1) 20 s: the guest's CPU (qemu64, SSE4.2) takes
+# the scalar sum kernels, which TSan instruments load by load; under TCG a
+# 512 KiB job takes 4.3 s and each rail's thread spends 5 to 10 s in
+# engine::reduce between its beats (gdb: both rails' threads and TBB's in
+# sum_fp32_scalar).
 pause_ms=5000
 [ "${RAILGATE_TSAN:-0}" = 1 ] && pause_ms=20000
 for c in verbs verbs_large; do
