@@ -18,6 +18,7 @@
 #include "dataplane/reduce/reduce.hpp"
 #include "dataplane/stats/clock.hpp"
 #include "dataplane/log/log.hpp"
+#include "dataplane/verbs/pass_clock.hpp"
 
 namespace railgate::verbs {
 namespace {
@@ -115,8 +116,8 @@ struct plane::rail_state {
     unsigned pass = 0;
     std::uint64_t next_conn_id = 1;
     std::uint64_t next_expire_ns = now_ns();
-    std::uint64_t looked_ns = next_expire_ns; // expire()'s last read of the clock
-    std::atomic<std::uint64_t> beat_ns{looked_ns}; // the same, for plane::passes()
+    pass_clock looks{next_expire_ns}; // when the thread looks (expire()), and its last look
+    std::atomic<std::uint64_t> beat_ns{looks.looked()}; // the same, for plane::passes()
     // The control plane's request (plane::jobs, plane::abort_job), answered
     // by the rail's thread in expire(): taken (exchanged for null) before
     // it is carried out; `answered` is set after.
@@ -412,7 +413,7 @@ void plane::print_stats(std::FILE* f) const {
 
 void plane::rail_state::run(const std::atomic<bool>& stop) {
     // The clock from the thread's start, not the plane's construction.
-    looked_ns = now_ns();
+    looks.look(now_ns());
     unsigned idle = 0;
     while (!stop.load(std::memory_order_relaxed)) {
         bool work = false;
@@ -421,7 +422,7 @@ void plane::rail_state::run(const std::atomic<bool>& stop) {
             reap();
         }
         for (std::size_t i = 0; i < conns.size(); ++i) work |= poll_conn(*conns[i]);
-        if (pass % cm_poll_passes == 0) expire();
+        if (looks.due(pass, work, now_ns)) expire();
         if (work) {
             idle = 0;
         } else if (lim.spin_passes && ++idle >= lim.spin_passes) {
@@ -1004,15 +1005,15 @@ void plane::rail_state::maybe_free(vjob& x) {
 void plane::rail_state::expire() {
     // Every 10 ms (the coarse clock: a tick late at most).
     const std::uint64_t t = now_ns();
-    // Looked at every 256 passes and after each sleep (100 ms at most): a
-    // gap of 250 ms or more is time the thread did not run, and what the
-    // ranks sent meanwhile waits in the queues. The jobs' clocks skip it,
-    // so that nobody is judged stalled for railgated's own absence.
-    if (t - looked_ns >= 250'000'000) [[unlikely]] {
-        jobs.absent(t - looked_ns, t);
+    // Looked at every 256 passes, 10 ms after the last look on a pass with
+    // work, and after each sleep (100 ms at most): a gap of 250 ms or more
+    // is time the thread did not run, and what the ranks sent meanwhile
+    // waits in the queues. The jobs' clocks skip it, so that nobody is
+    // judged stalled for railgated's own absence (pass_clock.hpp).
+    if (const std::uint64_t gap = looks.look(t)) [[unlikely]] {
+        jobs.absent(gap, t);
         bump(ctr.absences);
     }
-    looked_ns = t;
     beat_ns.store(t, std::memory_order_relaxed);
     if (request* q = asked.exchange(nullptr, std::memory_order_acquire)) [[unlikely]] {
         answer(*q);
