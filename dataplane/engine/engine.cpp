@@ -1,7 +1,6 @@
 #include "dataplane/engine/engine.hpp"
 
 #include <tbb/blocked_range.h>
-#include <tbb/enumerable_thread_specific.h>
 #include <tbb/info.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
@@ -9,6 +8,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 namespace railgate::engine {
 namespace {
@@ -44,18 +46,68 @@ template <class F> void execute_handed(tbb::task_arena& a, F&& f) {
     });
 }
 
+// A node's arenas for calling threads: one per caller at a time, not per
+// thread that ever called. A caller takes a free one (or a new copy of the
+// node's, which has its settings but not its slots) and gives it back when
+// its call returns, so a process whose short-lived threads each call once
+// keeps as many arenas as were ever in use at once.
+class arena_pool {
+public:
+    explicit arena_pool(const tbb::task_arena& model) : model_(model) {}
+
+    class lease {
+    public:
+        lease(arena_pool& p, std::unique_ptr<tbb::task_arena> a) noexcept : pool_(p), a_(std::move(a)) {}
+        lease(const lease&) = delete;
+        lease& operator=(const lease&) = delete;
+        ~lease() { pool_.give_back(std::move(a_)); }
+        tbb::task_arena& operator*() const noexcept { return *a_; }
+
+    private:
+        arena_pool& pool_;
+        std::unique_ptr<tbb::task_arena> a_;
+    };
+
+    lease take() {
+        {
+            const std::lock_guard<std::mutex> g(m_);
+            if (!free_.empty()) {
+                std::unique_ptr<tbb::task_arena> a = std::move(free_.back());
+                free_.pop_back();
+                return lease(*this, std::move(a));
+            }
+            ++made_;
+            free_.reserve(made_); // so that give_back() never allocates
+        }
+        return lease(*this, std::make_unique<tbb::task_arena>(model_));
+    }
+
+    std::size_t made() const {
+        const std::lock_guard<std::mutex> g(m_);
+        return made_;
+    }
+
+private:
+    void give_back(std::unique_ptr<tbb::task_arena> a) noexcept {
+        const std::lock_guard<std::mutex> g(m_);
+        free_.push_back(std::move(a)); // within the room take() reserved
+    }
+
+    const tbb::task_arena& model_;
+    mutable std::mutex m_;
+    std::vector<std::unique_ptr<tbb::task_arena>> free_;
+    std::size_t made_ = 0;
+};
+
 } // namespace
 
 struct engine::impl {
     std::vector<int> node_ids; // NUMA node per arena
-    // Each node's arena as made (not initialised): what each calling
-    // thread's arenas are copies of (a copy has the settings, not the
-    // threads' slots).
+    // Each node's arena as made (not initialised): what the callers' arenas
+    // are copies of.
     std::vector<tbb::task_arena> arenas;
-    tbb::enumerable_thread_specific<std::vector<tbb::task_arena>> callers{[this] { return arenas; }};
+    std::vector<std::unique_ptr<arena_pool>> callers; // per node
     std::vector<int> tbb_numa; // what oneTBB sees
-
-    tbb::task_arena& mine(std::size_t arena) { return callers.local()[arena]; }
 };
 
 engine::engine(const topology& topo, std::size_t threshold_bytes)
@@ -77,6 +129,7 @@ engine::engine(const topology& topo, std::size_t threshold_bytes)
         p_->arenas.emplace_back();
         p_->node_ids.push_back(-1);
     }
+    for (const tbb::task_arena& a : p_->arenas) p_->callers.push_back(std::make_unique<arena_pool>(a));
 }
 
 engine::~engine() = default;
@@ -90,6 +143,8 @@ std::size_t engine::arena_of(int numa_node) const noexcept {
 }
 
 int engine::arena_concurrency(std::size_t a) const noexcept { return p_->arenas[a].max_concurrency(); }
+
+std::size_t engine::caller_arenas(std::size_t a) const { return p_->callers[a]->made(); }
 
 std::string engine::describe() const {
     std::string s;
@@ -107,7 +162,7 @@ void engine::reduce(const reduce::kernels& k, wire::dtype dt, void* dst, const v
     const std::size_t es = wire::dtype_size(dt);
     const reduce::sum_fn f = k[dt];
     if (count * es < threshold_) return f(dst, src, nsrc, count);
-    tbb::task_arena& a = p_->mine(arena_of(numa_node));
+    const arena_pool::lease a = p_->callers[arena_of(numa_node)]->take();
     // Grains of 64 KiB per input: large enough to amortise a task, small
     // enough to balance; aligned to 64 elements for the SIMD kernels.
     const std::size_t grain = std::max<std::size_t>(64, (64 * 1024 / es) & ~std::size_t{63});
@@ -116,7 +171,7 @@ void engine::reduce(const reduce::kernels& k, wire::dtype dt, void* dst, const v
     // ThreadSanitizer cannot see, and it reported the caller's read of
     // dst as a race with the task that wrote it.
     std::atomic<std::size_t> summed{0};
-    execute_handed(a, [&] {
+    execute_handed(*a, [&] {
         tbb::parallel_for(tbb::blocked_range<std::size_t>(0, count, grain),
                           [&](const tbb::blocked_range<std::size_t>& r) {
                               const void* s[wire::max_world];
@@ -131,7 +186,8 @@ void engine::reduce(const reduce::kernels& k, wire::dtype dt, void* dst, const v
 }
 
 void engine::run_each(unsigned n, int numa_node, const std::function<void(unsigned)>& fn) const {
-    execute_handed(p_->mine(arena_of(numa_node)), [&] {
+    const arena_pool::lease a = p_->callers[arena_of(numa_node)]->take();
+    execute_handed(*a, [&] {
         tbb::parallel_for(tbb::blocked_range<unsigned>(0, n, 1),
                           [&](const tbb::blocked_range<unsigned>& r) {
                               for (unsigned i = r.begin(); i != r.end(); ++i) fn(i);

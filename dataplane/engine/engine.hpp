@@ -26,9 +26,11 @@ public:
     // One arena per node of `topo`, each with its node's CPU count and, where
     // oneTBB can bind (tbbbind + hwloc), constrained to that node. A single
     // node's arena is not bound (there is nowhere else to run).
-    // Each thread that calls reduce or run_each has arenas of its own (made
-    // on its first call; TBB's threads are shared between them): callers
-    // on one node do not wait for each other. With one arena for all, a
+    // Each call to reduce or run_each that goes parallel has an arena of its
+    // own while it runs (a copy of its node's, taken from the node's free
+    // ones or made, and given back after; TBB's threads are shared between
+    // them): callers on one node do not wait for each other, and a node
+    // keeps as many arenas as it ever had callers at once. With one arena for all, a
     // second caller found its one slot for outside threads taken and waited
     // until a thread inside ran its work (oneTBB's delegation): two verbs
     // rails' reduces ran one after the other, one rail's thread summing the
@@ -44,6 +46,8 @@ public:
     // The arena index for a NUMA node (its own, or arena 0 for -1/unknown).
     std::size_t arena_of(int numa_node) const noexcept;
     int arena_concurrency(std::size_t arena) const noexcept;
+    // How many arenas `arena`'s node has made for its callers so far.
+    std::size_t caller_arenas(std::size_t arena) const;
     std::size_t threshold_bytes() const noexcept { return threshold_; }
     // "node 0: 8 threads; node 1: 8 threads (tbb numa ids 0 1)", for logs.
     std::string describe() const;

@@ -144,4 +144,41 @@ BOOST_AUTO_TEST_CASE(a_second_caller_does_not_wait_for_the_first) {
     BOOST_TEST(took < 2.0);
     BOOST_TEST(saw_second.load() == 2u); // the first's functions were still waiting
     BOOST_TEST((sum == std::vector<float>(1024, 3.0f)));
+    BOOST_TEST(e.caller_arenas(0) == 2u); // one for each caller at once
+}
+
+// Threads that call once and exit (a binding's short-lived threads) leave
+// no arenas behind: a node keeps as many as it had callers at once. With
+// an arena per thread that ever called, the 64 made 64.
+BOOST_AUTO_TEST_CASE(callers_that_come_and_go_leave_no_arenas_behind) {
+    const topology t = topology::load("package:1 numa:1 core:2 pu:1");
+    const railgate::engine::engine e(t, 0);
+    const int node = t.nodes[0].os_index;
+    std::vector<float> a(4096, 1.0f), b(4096, 2.0f);
+    const void* src[2] = {a.data(), b.data()};
+    for (int i = 0; i < 64; ++i) {
+        std::vector<float> sum(4096);
+        std::thread([&] { e.reduce(reduce::best(), wire::dtype::fp32, sum.data(), src, 2, sum.size(), node); }).join();
+        BOOST_TEST((sum == std::vector<float>(4096, 3.0f)));
+    }
+    BOOST_TEST(e.caller_arenas(0) == 1u);
+    // Callers at once, each many times: at most one arena each, all sums exact.
+    constexpr unsigned callers = 6;
+    std::vector<std::thread> v;
+    std::atomic<unsigned> wrong{0};
+    for (unsigned c = 0; c < callers; ++c)
+        v.emplace_back([&] {
+            std::vector<float> sum(4096);
+            for (int i = 0; i < 200; ++i) {
+                e.reduce(reduce::best(), wire::dtype::fp32, sum.data(), src, 2, sum.size(), node);
+                if (sum != std::vector<float>(4096, 3.0f)) ++wrong;
+                std::vector<int> order(4);
+                e.run_each(2, node, [&](unsigned k) { order[k] = 1; });
+                if (order[0] + order[1] != 2) ++wrong;
+            }
+        });
+    for (std::thread& th : v) th.join();
+    BOOST_TEST(wrong.load() == 0u);
+    BOOST_TEST(e.caller_arenas(0) >= 1u);
+    BOOST_TEST(e.caller_arenas(0) <= callers);
 }
