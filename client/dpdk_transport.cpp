@@ -90,9 +90,11 @@ public:
     }
     std::uint64_t dropped() const noexcept override { return dropped_.load(std::memory_order_relaxed); }
     // Each rail is its own port and queue; the pool is thread-safe (threads
-    // without an lcore id bypass its per-lcore caches). Not with a pump: the
-    // embedded mode's virtual switch serves every port.
-    bool parallel_rails() const noexcept override { return !pump_; }
+    // without an lcore id bypass its per-lcore caches). So is the embedded
+    // mode's virtual switch (its pump runs on one thread at a time, the
+    // others find it taken and read their ports; its fault dice have a
+    // lock of their own).
+    bool parallel_rails() const noexcept override { return true; }
 
     std::string open_rails(std::span<const wire::rail_entry> rails, const std::function<void()>&) override {
         if (rails.size() > all_.size())

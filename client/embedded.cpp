@@ -70,6 +70,13 @@ template <class F> void each_prefetched(void* const* v, unsigned n, F&& f) noexc
     }
 }
 
+// Whether ring r holds anything, as a hint: rte_ring_empty() reads the
+// indices plainly, and with railgated's lcore driving rails too another
+// thread may be dequeuing (under the pump's flag) as this one looks.
+bool ring_holds(const rte_ring* r) noexcept {
+    return __atomic_load_n(&r->prod.tail, __ATOMIC_ACQUIRE) != __atomic_load_n(&r->cons.tail, __ATOMIC_RELAXED);
+}
+
 // Frees what a ring (a PMD's) holds.
 void empty_ring(rte_ring* r) noexcept {
     void* objs[64];
@@ -216,7 +223,7 @@ unsigned embedded_fabric::pump() noexcept {
     // thread's stores in flight (a burst's copies into frames) to land: it
     // took 40% of pump()'s samples, called on every recv. A frame the fault
     // injector holds back goes on a later pump, ring empty or not.
-    if (direct_ || (!faulty_ && std::all_of(down_.begin(), down_.end(), [](rte_ring* r) { return rte_ring_empty(r) != 0; })))
+    if (direct_ || (!faulty_ && std::none_of(down_.begin(), down_.end(), ring_holds)))
         return 0; // a link has no switch: its worker's port reads railgated's ring
     if (pumping_.test_and_set(std::memory_order_acquire)) return 0;
     unsigned moved = 0;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstring>
 #include <future>
+#include <stdexcept>
 #include <thread>
 #include <utility>
 
@@ -1702,6 +1703,16 @@ bool worker::progress() {
     return true;
 }
 
+bool worker::step_rail(unsigned r) {
+    state& s = *s_;
+    if (!s.active || s.failed) return true;
+    return progress_rail(r) || s.failed;
+}
+
+unsigned worker::op_rails() const noexcept { return s_->active ? s_->rails : 0; }
+
+bool worker::rails_in_parallel() const noexcept { return t_.parallel_rails(); }
+
 void worker::wait(std::chrono::microseconds max) {
     for (auto& rr : s_->run) {
         if (rr.pending.empty()) continue;
@@ -1955,6 +1966,27 @@ void complete(std::span<worker* const> ws) {
             else std::this_thread::yield();
         }
     }
+}
+
+shared_rails::shared_rails(std::span<worker* const> ws, std::size_t guest_rails) {
+    for (worker* w : ws) {
+        if (!w->rails_in_parallel())
+            throw std::logic_error("shared_rails: a worker whose transport serves its rails one thread at a time");
+        for (unsigned r = 0; r < w->op_rails(); ++r) units_.push_back({w, r});
+    }
+    first_guest_ = units_.size() - std::min(guest_rails, units_.size());
+    left_.store(units_.size(), std::memory_order_relaxed);
+}
+
+bool shared_rails::pass(bool guest) noexcept {
+    const std::size_t from = guest ? first_guest_ : 0, to = guest ? units_.size() : first_guest_;
+    for (std::size_t u = from; u < to; ++u) {
+        unit& x = units_[u];
+        if (x.done || !x.w->step_rail(x.rail)) continue;
+        x.done = true;
+        left_.fetch_sub(1, std::memory_order_release); // what the rail did, for complete()'s thread
+    }
+    return left_.load(std::memory_order_acquire) == 0;
 }
 
 void alive_while(std::span<worker* const> ws, const std::function<void()>& work) {

@@ -185,11 +185,12 @@ void usage(std::FILE* f) {
                  "      --ecn-mark N        embedded, with --rail-rate: railgated marks ECN CE on results\n"
                  "                          queued behind N or more (what --cc delay and queue react to)\n"
                  "      --rail-threads      udp, dpdk: one pipeline per rail on the TBB engine's threads\n"
-                 "      --lcore-workers auto|on|off  embedded: railgated's lcore drives the odd-numbered\n"
-                 "                          workers in its idle passes, this thread the even ones (on), or\n"
-                 "                          this thread drives all (off); auto: on for jumbo chunks and\n"
-                 "                          operations of 8 windows or more whose data outgrows the\n"
-                 "                          last-level cache\n"
+                 "      --lcore-workers auto|on|off  embedded: railgated's lcore drives some of the\n"
+                 "                          workers' rails in its idle passes, this thread the others: half\n"
+                 "                          with jumbo chunks, a quarter with small ones (on); or this\n"
+                 "                          thread drives all (off); auto: operations of 8 windows or more\n"
+                 "                          try half, a quarter and none on untimed trial operations and\n"
+                 "                          keep the quickest (not under --fault)\n"
                  "      --checksums offload|software  embedded: the switch's ports offload UDP checksums, as\n"
                  "                          lo and veths do (offload, the default), or every frame's are\n"
                  "                          computed and checked in software\n"
@@ -488,18 +489,6 @@ void print_machine(const options& o, const std::vector<unsigned>& ranks, const s
     std::printf("], \"wrong\": %" PRIu64 ", \"avg_busbw_GBps\": %.6g}\n", wrong, avg_busbw);
 }
 
-// The size of one last-level cache instance (sysfs; 32 MiB if unknown).
-std::uint64_t last_level_cache_bytes() {
-    std::uint64_t v = 0;
-    if (std::FILE* f = std::fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r")) {
-        unsigned long long n = 0;
-        char unit = 0;
-        if (std::fscanf(f, "%llu%c", &n, &unit) >= 1) v = unit == 'K' ? n << 10 : unit == 'M' ? n << 20 : n;
-        std::fclose(f);
-    }
-    return v ? v : std::uint64_t{32} << 20;
-}
-
 // Runs f, the long work between operations (allocating the buffers, making
 // the inputs and the reference, checking a result). With ranks in other
 // processes, a rank that starts the next operation first makes railgated
@@ -527,35 +516,43 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
         ref.resize(max_count * es);
         for (auto& b : buf) b.resize(max_count * es);
     });
-    // With `host` (embedded), railgated's lcore drives the odd workers and
-    // this thread the even ones: the two cores share the workers' copies.
-    std::vector<client::worker*> mine, hosted;
-    for (std::size_t l = 0; l < ws.size(); ++l) (l % 2 && host ? hosted : mine).push_back(ws[l]);
-    // auto: jumbo chunks (4 KiB or more), operations of 8 windows (every
-    // rail's slots) or more, whose buffers (one per worker) outgrow the
-    // last-level cache: there the copies wait on memory, railgated's core
-    // has few frames to handle and idles, and two cores share the copies
-    // well. With small chunks railgated's core is busy with its own
-    // per-frame work; a shorter operation is a few round trips; one whose
-    // data stays cached is bound by turnarounds: each is quicker from one
-    // thread, with railgated's core to itself (doc/performance.md).
-    const std::uint64_t llc = last_level_cache_bytes();
-    auto share_cores = [&](std::uint64_t n) {
-        if (!host || o.lcore_workers == options::share::off) return false;
-        if (o.lcore_workers == options::share::on) return true;
+    // With `host` (embedded), railgated's lcore, in the passes where its
+    // rails had nothing, drives some of the workers' rails and this thread
+    // the others (client::shared_rails): the two cores share the workers'
+    // copies. How many is measured (auto), per size, on trial operations
+    // before the warm-up: none, a quarter and half of the rails, each
+    // twice in turn, the quickest (its best) kept. It depends on the
+    // chunks and the machine: with 1408-byte chunks railgated's core has
+    // a frame every few hundred ns of its own, and half left an operation
+    // as long as its own work plus a worker's (2 workers, 64 MiB: 1.69
+    // against 1.86 GB/s for a quarter); with jumbo chunks half was best
+    // (3.74 against 3.45). With the data in the cache an operation waits on
+    // turnarounds, which the lcore's guest lengthens: 2 workers at MTU
+    // 9000, 4 and 16 MiB, lost 7-18% with half on the runner with a 32 MiB
+    // last-level cache, and gain 13-33% on this one (doc/performance.md).
+    // Only operations of 8 windows (every rail's slots) or more share: a
+    // shorter one is a few round trips, each quicker from one thread. `on`
+    // skips the trials: half with jumbo chunks, a quarter with small ones.
+    const std::size_t op_rails = ws.size() * std::max<std::size_t>(1, ws[0]->stripe_rails().size());
+    const std::size_t quarter = std::max<std::size_t>(1, op_rails / 4), half = op_rails / 2;
+    // What an operation of n elements tries, first to last (empty: this
+    // thread drives every rail: off, too short, or not embedded).
+    auto lcore_rails = [&](std::uint64_t n) -> std::vector<std::size_t> {
+        if (!host || ws.size() < 2 || o.lcore_workers == options::share::off) return {};
         const auto& a = ws[0]->job_info();
+        if (o.lcore_workers == options::share::on) return {a.chunk_bytes >= 4096 ? half : quarter};
+        // Under injected faults the recoveries, not the placement, set an
+        // operation's time (and trial operations would add to the counts
+        // of resends that tests bound).
+        if (o.fault.any()) return {};
         const std::uint64_t bytes = n * es;
-        return a.chunk_bytes >= 4096 &&
-               bytes >= 8ull * a.pool_size * a.chunk_bytes * std::max<unsigned>(1, a.n_rails) &&
-               bytes * ws.size() > llc;
+        if (bytes < 8ull * a.pool_size * a.chunk_bytes * std::max<unsigned>(1, a.n_rails)) return {};
+        // Alone last: the trials' first operation is the coldest.
+        return half > quarter ? std::vector<std::size_t>{half, quarter, 0} : std::vector<std::size_t>{half, 0};
     };
     net::lcore_guest guest;
-    guest.ctx = &hosted;
-    guest.step = [](void* p) noexcept {
-        bool done = true;
-        for (client::worker* w : *static_cast<std::vector<client::worker*>*>(p)) done &= w->progress();
-        return done;
-    };
+    guest.step = [](void* p) noexcept { return static_cast<client::shared_rails*>(p)->pass(true); };
+    std::vector<std::string> shares; // what auto chose, per size
 
     std::fprintf(notes, "#\n# %12s %12s %8s %6s %12s %12s %12s %8s\n", "size", "count", "type", "redop", "time(us)",
                 "algbw(GB/s)", "busbw(GB/s)", "#wrong");
@@ -575,16 +572,33 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
         });
         double total_s = 0;
         std::uint64_t wrong = 0;
+        // The lcore's rails in this operation: with one candidate, it; with
+        // more, each in turn over the trials, then the quickest.
+        const std::vector<std::size_t> tries = lcore_rails(count);
+        const unsigned trials = tries.size() > 1 ? 2 * static_cast<unsigned>(tries.size()) : 0;
+        std::size_t k = tries.empty() ? 0 : tries[0];
+        std::vector<double> best(tries.size(), 1e300);
         auto allreduce = [&](const std::vector<void*>& b, std::uint64_t n) {
             if (ws.size() == 1) { // one pipeline per rail with --rail-threads
                 ws[0]->allreduce(b[0], n, o.dt);
                 return;
             }
             for (std::size_t l = 0; l < ws.size(); ++l) ws[l]->start(b[l], n, o.dt);
-            if (!share_cores(n) || !host->host(guest)) return client::complete(ws);
-            client::complete(mine);
+            if (!k) return client::complete(ws);
+            client::shared_rails rails(ws, k);
+            guest.ctx = &rails;
+            if (!host->host(guest)) return client::complete(ws);
+            // This thread's rails, and the lcore's too once it has left them
+            // undone (its loop stopped: railgated shutting down).
+            for (unsigned spins = 0;;) {
+                bool all = rails.pass(false);
+                if (!all && guest.done.load(std::memory_order_acquire)) all = rails.pass(true);
+                if (all) break;
+                if (++spins % 64 == 0) std::this_thread::yield();
+            }
             for (unsigned spins = 0; !guest.done.load(std::memory_order_acquire);)
                 if (++spins % 64 == 0) std::this_thread::yield();
+            client::complete(ws); // ends the operations
         };
         std::vector<void*> whole, one;
         std::vector<std::uint8_t> scratch(ws.size() * es);
@@ -592,7 +606,7 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
             whole.push_back(buf[l].data());
             one.push_back(scratch.data() + l * es);
         }
-        for (unsigned it = 0; it < o.warmup + o.iters; ++it) {
+        for (unsigned it = 0; it < trials + o.warmup + o.iters; ++it) {
             // Here, not under between_ops: a copy, short, and the timed
             // operation reads the buffer from this thread's caches.
             for (std::size_t l = 0; l < ranks.size(); ++l) bench::restore_input(buf[l].data(), in[ranks[l]].data(), count * es);
@@ -611,16 +625,29 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
                 allreduce(one, 1);
                 if (failed()) return UINT64_MAX;
             }
-            if (it == o.warmup)
+            if (it == trials + o.warmup)
                 for (auto* w : ws) {
                     w->chunk_rtt().reset();
                     w->chunk_rtt_own().reset();
                 }
+            if (it < trials) k = tries[it % tries.size()];
+            if (trials && it == trials) {
+                const std::size_t i = static_cast<std::size_t>(std::min_element(best.begin(), best.end()) - best.begin());
+                k = tries[i];
+                std::string t = std::to_string(count * es) + " B: " + std::to_string(k) + " (";
+                for (std::size_t j = 0; j < tries.size(); ++j)
+                    t += (j ? ", " : "") + std::to_string(tries[j]) + " " + std::to_string(static_cast<long>(best[j] * 1e6)) + " us";
+                shares.push_back(t + ")");
+            }
             const auto t0 = std::chrono::steady_clock::now();
             allreduce(whole, count);
             const auto t1 = std::chrono::steady_clock::now();
             if (failed()) return UINT64_MAX;
-            if (it >= o.warmup) total_s += std::chrono::duration<double>(t1 - t0).count();
+            if (it < trials) {
+                double& b = best[it % tries.size()];
+                b = std::min(b, std::chrono::duration<double>(t1 - t0).count());
+            }
+            if (it >= trials + o.warmup) total_s += std::chrono::duration<double>(t1 - t0).count();
             between_ops(ws, others, count * es * ranks.size(), [&] {
                 for (std::size_t l = 0; l < ranks.size(); ++l)
                     wrong += bench::count_wrong(buf[l].data(), ref.data(), count, o.dt);
@@ -642,6 +669,11 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
                         std::string(nccl_type_name(o.dt)).c_str(), "sum", t * 1e6, algbw, busbw, wrong);
             std::fflush(stdout);
         }
+    }
+    if (!shares.empty()) {
+        std::fprintf(notes, "# rails of %zu railgated's lcore drove (auto: the quickest of trial operations):", op_rails);
+        for (const std::string& x : shares) std::fprintf(notes, " %s;", x.c_str());
+        std::fprintf(notes, "\n");
     }
     std::fprintf(notes, "# Out of bounds values : %" PRIu64 " %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
     std::fprintf(notes, "# Avg bus bandwidth    : %.3f GB/s\n#\n", busbw_sum / static_cast<double>(counts.size()));

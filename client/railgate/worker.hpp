@@ -32,6 +32,7 @@
 // allreduce() runs one pipeline per rail on the engine's threads.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -191,6 +192,16 @@ public:
     // error() is non-empty if the operation failed.
     void start(void* data, std::size_t count, wire::dtype dt);
     bool progress();
+    // The same a rail at a time, for threads that share the workers' rails
+    // (railbench --embedded: its thread and railgated's lcore): one step
+    // of rail `rail`'s pipeline (0 to op_rails() - 1); true once its chunks
+    // are all back or the operation failed. Threads may step different
+    // rails at once where rails_in_parallel(), each rail one thread at a
+    // time, handed from one to the next with release and acquire; once no
+    // thread steps any, progress() (or complete()) ends the operation.
+    bool step_rail(unsigned rail);
+    unsigned op_rails() const noexcept;
+    bool rails_in_parallel() const noexcept;
     // Between progress() calls that found nothing: sleeps until a result
     // may have arrived, at most `max` (kernel transports; poll-mode ones
     // return at once). complete() does this after a short spin.
@@ -308,6 +319,38 @@ private:
 // that workers sharing cores with each other or with railgated do not hold
 // a core for a whole scheduler tick while the others wait.
 void complete(std::span<worker* const> ws);
+
+// The rails of operations start()ed on workers `ws`, split between two
+// threads that drive them together (railbench --embedded: its thread and
+// railgated's lcore, in the passes where its rails had nothing): the
+// guest steps the last `guest_rails` of the workers' rails (worker by
+// worker, rail by rail), the caller the others. A split by rail rather
+// than by worker lets the lcore take less than half when its own work is
+// heavy (MTU 1500: a frame every few hundred ns). A split that moved
+// each rail to whichever thread was free (a flag per rail) was slower
+// than none: 64 MiB at MTU 1500 1.25 against 1.59 GB/s, each rail's
+// state going from core to core. Every worker must have
+// rails_in_parallel(). A thread may pass() for the other once that one has
+// left for good (acquire its leaving). Once pass() has returned true and
+// the guest has left, complete(ws) ends the operations.
+class shared_rails {
+public:
+    shared_rails(std::span<worker* const> ws, std::size_t guest_rails);
+    // One step of each of the thread's rails not yet done; true once
+    // every rail (both threads') is done.
+    bool pass(bool guest) noexcept;
+    std::size_t size() const noexcept { return units_.size(); }
+
+private:
+    struct unit {
+        worker* w;
+        unsigned rail;
+        bool done = false; // its thread's own
+    };
+    std::vector<unit> units_;
+    std::size_t first_guest_;
+    std::atomic<std::size_t> left_;
+};
 
 // Runs work() on a thread while this one keeps the joined workers `ws`
 // alive (keepalive() about every stall_ms / 4): how a caller does long work
