@@ -3,9 +3,11 @@
 #define BOOST_TEST_MODULE rail_loop
 #include <boost/test/unit_test.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -20,6 +22,9 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
+#include "client/railgate/embedded.hpp"
+#include "client/railgate/transport.hpp"
+#include "client/railgate/worker.hpp"
 #include "dataplane/net/burst.hpp"
 #include "dataplane/net/daemon.hpp"
 #include "dataplane/net/eal.hpp"
@@ -1589,4 +1594,127 @@ BOOST_AUTO_TEST_CASE(checksum_offloads_are_used_and_injected_corruption_stays_vi
     f.drain();
     const std::vector<std::string> leaks = f.d->close();
     for (const std::string& l : leaks) BOOST_ERROR(l);
+}
+
+// railbench --embedded's split of the workers' rails (client::shared_rails):
+// railgated's lcore steps the last k of them, in the passes where its rails
+// had nothing, this thread the others. Every sum exact for every k from
+// none to all, each rail stepped by its own thread only (a rail stepped
+// by both would also be a race TSan reports), the lcore's by it.
+namespace {
+
+// The embedded switch's transport, noting which threads read each rail.
+class watched_transport final : public client::transport {
+public:
+    explicit watched_transport(std::unique_ptr<client::transport> t)
+        : t_(std::move(t)), main_(std::this_thread::get_id()) {}
+    struct seen {
+        std::atomic<bool> main{false}, other{false};
+    };
+    std::atomic<bool> watching{false};
+    const seen& rail(unsigned r) const { return seen_[r]; }
+    void forget() {
+        for (seen& s : seen_) s.main = s.other = false;
+    }
+
+    unsigned n_rails() const noexcept override { return t_->n_rails(); }
+    std::string open_rails(std::span<const wire::rail_entry> rails, const std::function<void()>& meanwhile) override {
+        return t_->open_rails(rails, meanwhile);
+    }
+    unsigned send(unsigned rail, const client::tx_msg* msgs, unsigned n) noexcept override { return t_->send(rail, msgs, n); }
+    unsigned recv(unsigned rail, client::rx_msg* out, unsigned max) noexcept override {
+        if (watching.load(std::memory_order_relaxed))
+            (std::this_thread::get_id() == main_ ? seen_[rail].main : seen_[rail].other).store(true);
+        return t_->recv(rail, out, max);
+    }
+    std::uint64_t dropped() const noexcept override { return t_->dropped(); }
+    bool parallel_rails() const noexcept override { return t_->parallel_rails(); }
+    std::size_t max_message_bytes() const noexcept override { return t_->max_message_bytes(); }
+    std::string message_limit(std::size_t bytes) const override { return t_->message_limit(bytes); }
+    const char* name() const noexcept override { return t_->name(); }
+    const char* checksums() const noexcept override { return t_->checksums(); }
+
+private:
+    std::unique_ptr<client::transport> t_;
+    std::thread::id main_;
+    std::array<seen, 8> seen_; // n_rails() counts the rails open, none before the JOIN
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(an_lcore_and_this_thread_share_the_workers_rails_each_its_own) {
+    constexpr unsigned workers = 3, rails = 2, all = workers * rails;
+    client::embedded_fabric fabric(rails, workers, 1500, true);
+    net::daemon_config dc;
+    dc.rails = fabric.daemon_rails();
+    for (net::rail_config& r : dc.rails) r.lcore = 1; // both on the lcore of its own CPU, as railbench's
+    dc.mbufs_per_rail = 4096;
+    dc.default_pool = fabric.default_pool();
+    net::daemon d(dc);
+    d.launch();
+    std::vector<std::unique_ptr<watched_transport>> ts;
+    std::vector<std::unique_ptr<client::worker>> owners;
+    std::vector<client::worker*> ws;
+    for (unsigned w = 0; w < workers; ++w) {
+        ts.push_back(std::make_unique<watched_transport>(fabric.worker_transport(w, 0)));
+        client::worker_options o;
+        o.job_id = 77;
+        o.job_token = 0x5ba7ed;
+        o.rank = static_cast<std::uint16_t>(w);
+        o.world = workers;
+        owners.push_back(std::make_unique<client::worker>(*ts.back(), o));
+        BOOST_REQUIRE_EQUAL(owners.back()->join(), "");
+        ws.push_back(owners.back().get());
+    }
+    BOOST_REQUIRE(ws[0]->rails_in_parallel());
+    net::lcore_guest guest;
+    guest.step = [](void* p) noexcept { return static_cast<client::shared_rails*>(p)->pass(true); };
+    constexpr std::size_t count = 100003; // 71 chunks of 1408 B and a bit, per worker
+    std::vector<std::vector<float>> buf(workers, std::vector<float>(count));
+    for (const std::size_t k : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{all}}) {
+        BOOST_TEST_CONTEXT("the lcore's rails: " << k) {
+            for (unsigned w = 0; w < workers; ++w)
+                for (std::size_t i = 0; i < count; ++i) buf[w][i] = static_cast<float>((i + 7 * w + k) % 1000);
+            // start() sends the first window, and reads, from this thread.
+            for (unsigned w = 0; w < workers; ++w) ws[w]->start(buf[w].data(), count, wire::dtype::fp32);
+            for (auto& t : ts) {
+                t->forget();
+                t->watching = true;
+            }
+            client::shared_rails shared(ws, k);
+            BOOST_REQUIRE_EQUAL(shared.size(), std::size_t{all});
+            guest.ctx = &shared;
+            BOOST_REQUIRE(d.host(guest));
+            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+            while (!shared.pass(false) && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+            BOOST_REQUIRE(wait_done(guest));
+            for (auto& t : ts) t->watching = false;
+            client::complete(ws);
+            for (unsigned w = 0; w < workers; ++w) BOOST_REQUIRE_EQUAL(ws[w]->error(), "");
+            std::size_t wrong = 0;
+            for (unsigned w = 0; w < workers; ++w)
+                for (std::size_t i = 0; i < count; ++i) {
+                    float sum = 0;
+                    for (unsigned v = 0; v < workers; ++v) sum += static_cast<float>((i + 7 * v + k) % 1000);
+                    wrong += buf[w][i] != sum;
+                }
+            BOOST_TEST(wrong == 0u);
+            // Rail u is worker u / rails's rail u % rails; the lcore's are the last k.
+            for (unsigned u = 0; u < all; ++u) {
+                const watched_transport::seen& s = ts[u / rails]->rail(u % rails);
+                const bool lcores = u >= all - k;
+                BOOST_TEST_CONTEXT("rail " << u) {
+                    BOOST_TEST(s.main.load() == !lcores);
+                    BOOST_TEST(s.other.load() == lcores);
+                }
+            }
+        }
+    }
+    for (client::worker* w : ws) w->leave();
+    d.stop();
+    ws.clear();
+    owners.clear();
+    ts.clear();
+    fabric.drain();
+    BOOST_TEST(d.close().empty()); // every buffer back
 }
