@@ -1989,6 +1989,15 @@ bool shared_rails::pass(bool guest) noexcept {
     return left_.load(std::memory_order_acquire) == 0;
 }
 
+void shared_rails::drive(const std::atomic<bool>& guest_left) noexcept {
+    for (unsigned spins = 0;;) {
+        bool all = pass(false);
+        if (!all && guest_left.load(std::memory_order_acquire)) all = pass(true);
+        if (all) return;
+        if (++spins % 64 == 0) std::this_thread::yield();
+    }
+}
+
 void alive_while(std::span<worker* const> ws, const std::function<void()>& work) {
     // The shortest stall time of the workers' jobs (0: not joined, or a
     // railgated without one).

@@ -588,14 +588,7 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
             client::shared_rails rails(ws, k);
             guest.ctx = &rails;
             if (!host->host(guest)) return client::complete(ws);
-            // This thread's rails, and the lcore's too once it has left them
-            // undone (its loop stopped: railgated shutting down).
-            for (unsigned spins = 0;;) {
-                bool all = rails.pass(false);
-                if (!all && guest.done.load(std::memory_order_acquire)) all = rails.pass(true);
-                if (all) break;
-                if (++spins % 64 == 0) std::this_thread::yield();
-            }
+            rails.drive(guest.done); // and the lcore's, if its loop stops first
             for (unsigned spins = 0; !guest.done.load(std::memory_order_acquire);)
                 if (++spins % 64 == 0) std::this_thread::yield();
             client::complete(ws); // ends the operations

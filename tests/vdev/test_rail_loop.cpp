@@ -1603,18 +1603,18 @@ BOOST_AUTO_TEST_CASE(checksum_offloads_are_used_and_injected_corruption_stays_vi
 // by both would also be a race TSan reports), the lcore's by it.
 namespace {
 
-// The embedded switch's transport, noting which threads read each rail.
+// The embedded switch's transport, noting whether railgated's lcore
+// (`lcore`) or another thread read each rail.
 class watched_transport final : public client::transport {
 public:
-    explicit watched_transport(std::unique_ptr<client::transport> t)
-        : t_(std::move(t)), main_(std::this_thread::get_id()) {}
+    watched_transport(std::unique_ptr<client::transport> t, unsigned lcore) : t_(std::move(t)), lcore_(lcore) {}
     struct seen {
-        std::atomic<bool> main{false}, other{false};
+        std::atomic<bool> on_lcore{false}, off_lcore{false};
     };
     std::atomic<bool> watching{false};
     const seen& rail(unsigned r) const { return seen_[r]; }
     void forget() {
-        for (seen& s : seen_) s.main = s.other = false;
+        for (seen& s : seen_) s.on_lcore = s.off_lcore = false;
     }
 
     unsigned n_rails() const noexcept override { return t_->n_rails(); }
@@ -1624,7 +1624,7 @@ public:
     unsigned send(unsigned rail, const client::tx_msg* msgs, unsigned n) noexcept override { return t_->send(rail, msgs, n); }
     unsigned recv(unsigned rail, client::rx_msg* out, unsigned max) noexcept override {
         if (watching.load(std::memory_order_relaxed))
-            (std::this_thread::get_id() == main_ ? seen_[rail].main : seen_[rail].other).store(true);
+            (rte_lcore_id() == lcore_ ? seen_[rail].on_lcore : seen_[rail].off_lcore).store(true);
         return t_->recv(rail, out, max);
     }
     std::uint64_t dropped() const noexcept override { return t_->dropped(); }
@@ -1636,61 +1636,90 @@ public:
 
 private:
     std::unique_ptr<client::transport> t_;
-    std::thread::id main_;
+    unsigned lcore_;
     std::array<seen, 8> seen_; // n_rails() counts the rails open, none before the JOIN
 };
 
 } // namespace
 
-BOOST_AUTO_TEST_CASE(an_lcore_and_this_thread_share_the_workers_rails_each_its_own) {
-    constexpr unsigned workers = 3, rails = 2, all = workers * rails;
-    client::embedded_fabric fabric(rails, workers, 1500, true);
-    net::daemon_config dc;
-    dc.rails = fabric.daemon_rails();
-    for (net::rail_config& r : dc.rails) r.lcore = 1; // both on the lcore of its own CPU, as railbench's
-    dc.mbufs_per_rail = 4096;
-    dc.default_pool = fabric.default_pool();
-    net::daemon d(dc);
-    d.launch();
+// An in-process railgated on the embedded switch's rails, both on lcore 1
+// (its own CPU, as railbench's), and 3 workers joined to one job.
+struct shared_job {
+    static constexpr unsigned workers = 3, rails = 2, all = workers * rails, lcore = 1;
+    client::embedded_fabric fabric{rails, workers, 1500, true};
+    std::unique_ptr<net::daemon> d;
     std::vector<std::unique_ptr<watched_transport>> ts;
     std::vector<std::unique_ptr<client::worker>> owners;
     std::vector<client::worker*> ws;
-    for (unsigned w = 0; w < workers; ++w) {
-        ts.push_back(std::make_unique<watched_transport>(fabric.worker_transport(w, 0)));
-        client::worker_options o;
-        o.job_id = 77;
-        o.job_token = 0x5ba7ed;
-        o.rank = static_cast<std::uint16_t>(w);
-        o.world = workers;
-        owners.push_back(std::make_unique<client::worker>(*ts.back(), o));
-        BOOST_REQUIRE_EQUAL(owners.back()->join(), "");
-        ws.push_back(owners.back().get());
-    }
-    BOOST_REQUIRE(ws[0]->rails_in_parallel());
     net::lcore_guest guest;
-    guest.step = [](void* p) noexcept { return static_cast<client::shared_rails*>(p)->pass(true); };
+
+    explicit shared_job(std::chrono::milliseconds peer_timeout = std::chrono::milliseconds(1000)) {
+        net::daemon_config dc;
+        dc.rails = fabric.daemon_rails();
+        for (net::rail_config& r : dc.rails) r.lcore = lcore;
+        dc.mbufs_per_rail = 4096;
+        dc.default_pool = fabric.default_pool();
+        d = std::make_unique<net::daemon>(dc);
+        d->launch();
+        for (unsigned w = 0; w < workers; ++w) {
+            ts.push_back(std::make_unique<watched_transport>(fabric.worker_transport(w, 0), lcore));
+            client::worker_options o;
+            o.job_id = 77;
+            o.job_token = 0x5ba7ed;
+            o.rank = static_cast<std::uint16_t>(w);
+            o.world = workers;
+            o.peer_timeout = peer_timeout;
+            owners.push_back(std::make_unique<client::worker>(*ts.back(), o));
+            BOOST_REQUIRE_EQUAL(owners.back()->join(), "");
+            ws.push_back(owners.back().get());
+        }
+        BOOST_REQUIRE(ws[0]->rails_in_parallel());
+        guest.step = [](void* p) noexcept { return static_cast<client::shared_rails*>(p)->pass(true); };
+    }
+    // Starts an allreduce of every worker's buffer, the transports watched
+    // from then on (start() sends the first window, and reads, from this
+    // thread).
+    void start(std::vector<std::vector<float>>& buf) {
+        for (unsigned w = 0; w < workers; ++w) ws[w]->start(buf[w].data(), buf[w].size(), wire::dtype::fp32);
+        for (auto& t : ts) {
+            t->forget();
+            t->watching = true;
+        }
+    }
+    void stop_watching() {
+        for (auto& t : ts) t->watching = false;
+    }
+    // Every buffer back, once the workers and the switch let go of theirs.
+    void close() {
+        for (client::worker* w : ws) w->leave();
+        d->stop();
+        ws.clear();
+        owners.clear();
+        ts.clear();
+        fabric.drain();
+        BOOST_TEST(d->close().empty());
+    }
+};
+
+BOOST_AUTO_TEST_CASE(an_lcore_and_a_thread_share_the_workers_rails_each_its_own_and_take_over_the_lcores) {
+    shared_job j(std::chrono::milliseconds(500));
+    constexpr unsigned workers = shared_job::workers, rails = shared_job::rails, all = shared_job::all;
     constexpr std::size_t count = 100003; // 71 chunks of 1408 B and a bit, per worker
     std::vector<std::vector<float>> buf(workers, std::vector<float>(count));
     for (const std::size_t k : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{all}}) {
         BOOST_TEST_CONTEXT("the lcore's rails: " << k) {
             for (unsigned w = 0; w < workers; ++w)
                 for (std::size_t i = 0; i < count; ++i) buf[w][i] = static_cast<float>((i + 7 * w + k) % 1000);
-            // start() sends the first window, and reads, from this thread.
-            for (unsigned w = 0; w < workers; ++w) ws[w]->start(buf[w].data(), count, wire::dtype::fp32);
-            for (auto& t : ts) {
-                t->forget();
-                t->watching = true;
-            }
-            client::shared_rails shared(ws, k);
+            j.start(buf);
+            client::shared_rails shared(j.ws, k);
             BOOST_REQUIRE_EQUAL(shared.size(), std::size_t{all});
-            guest.ctx = &shared;
-            BOOST_REQUIRE(d.host(guest));
-            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-            while (!shared.pass(false) && std::chrono::steady_clock::now() < until) std::this_thread::yield();
-            BOOST_REQUIRE(wait_done(guest));
-            for (auto& t : ts) t->watching = false;
-            client::complete(ws);
-            for (unsigned w = 0; w < workers; ++w) BOOST_REQUIRE_EQUAL(ws[w]->error(), "");
+            j.guest.ctx = &shared;
+            BOOST_REQUIRE(j.d->host(j.guest));
+            shared.drive(j.guest.done);
+            BOOST_REQUIRE(wait_done(j.guest));
+            j.stop_watching();
+            client::complete(j.ws);
+            for (unsigned w = 0; w < workers; ++w) BOOST_REQUIRE_EQUAL(j.ws[w]->error(), "");
             std::size_t wrong = 0;
             for (unsigned w = 0; w < workers; ++w)
                 for (std::size_t i = 0; i < count; ++i) {
@@ -1701,20 +1730,46 @@ BOOST_AUTO_TEST_CASE(an_lcore_and_this_thread_share_the_workers_rails_each_its_o
             BOOST_TEST(wrong == 0u);
             // Rail u is worker u / rails's rail u % rails; the lcore's are the last k.
             for (unsigned u = 0; u < all; ++u) {
-                const watched_transport::seen& s = ts[u / rails]->rail(u % rails);
+                const watched_transport::seen& s = j.ts[u / rails]->rail(u % rails);
                 const bool lcores = u >= all - k;
                 BOOST_TEST_CONTEXT("rail " << u) {
-                    BOOST_TEST(s.main.load() == !lcores);
-                    BOOST_TEST(s.other.load() == lcores);
+                    BOOST_TEST(s.off_lcore.load() == !lcores);
+                    BOOST_TEST(s.on_lcore.load() == lcores);
                 }
             }
         }
     }
-    for (client::worker* w : ws) w->leave();
-    d.stop();
-    ws.clear();
-    owners.clear();
-    ts.clear();
-    fabric.drain();
-    BOOST_TEST(d.close().empty()); // every buffer back
+    // Then railgated stops while its lcore holds every rail of an
+    // operation: the lcore leaves them (lcore_guest::done), the driving
+    // thread takes them over, and the operation ends as railgated gone on
+    // every worker, not in a hang. (This thread, the EAL's main lcore,
+    // stops railgated; one embedded switch a process: its ports' names.)
+    std::vector<std::vector<float>> big(workers, std::vector<float>(4 << 20, 1.0f)); // 3,000 chunks a worker
+    j.start(big);
+    client::shared_rails shared(j.ws, shared_job::all);
+    j.guest.ctx = &shared;
+    BOOST_REQUIRE(j.d->host(j.guest));
+    double took = 0;
+    std::thread driver([&] {
+        const auto t0 = std::chrono::steady_clock::now();
+        shared.drive(j.guest.done);
+        took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    j.d->stop();
+    driver.join();
+    BOOST_TEST_MESSAGE("the operation ended after " << took << " s");
+    BOOST_REQUIRE(j.guest.done.load());
+    j.stop_watching();
+    bool taken_over = false;
+    for (unsigned u = 0; u < shared_job::all; ++u)
+        taken_over |= j.ts[u / shared_job::rails]->rail(u % shared_job::rails).off_lcore.load();
+    BOOST_TEST(taken_over); // the driving thread stepped rails that were the lcore's
+    client::complete(j.ws);
+    for (client::worker* w : j.ws) {
+        BOOST_TEST((w->failed_with() == client::failure::daemon_gone), "failed with " << client::failure_name(w->failed_with()));
+        BOOST_TEST(!w->error().empty());
+    }
+    BOOST_TEST(took < 20.0);
+    j.close();
 }
