@@ -1991,9 +1991,10 @@ bool shared_rails::pass(bool guest) noexcept {
 
 void shared_rails::drive(const std::atomic<bool>& guest_left) noexcept {
     for (unsigned spins = 0;;) {
+        const bool left = guest_left.load(std::memory_order_acquire);
         bool all = pass(false);
-        if (!all && guest_left.load(std::memory_order_acquire)) all = pass(true);
-        if (all) return;
+        if (!all && left) all = pass(true);
+        if (all && left) return;
         if (++spins % 64 == 0) std::this_thread::yield();
     }
 }

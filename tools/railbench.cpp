@@ -589,9 +589,7 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
             guest.ctx = &rails;
             if (!host->host(guest)) return client::complete(ws);
             rails.drive(guest.done); // and the lcore's, if its loop stops first
-            for (unsigned spins = 0; !guest.done.load(std::memory_order_acquire);)
-                if (++spins % 64 == 0) std::this_thread::yield();
-            client::complete(ws); // ends the operations
+            client::complete(ws);    // ends the operations
         };
         std::vector<void*> whole, one;
         std::vector<std::uint8_t> scratch(ws.size() * es);

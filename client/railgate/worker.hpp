@@ -330,8 +330,8 @@ void complete(std::span<worker* const> ws);
 // each rail to whichever thread was free (a flag per rail) was slower
 // than none: 64 MiB at MTU 1500 1.25 against 1.59 GB/s, each rail's
 // state going from core to core. Every worker must have
-// rails_in_parallel(). Once pass() has returned true and the guest has
-// left, complete(ws) ends the operations.
+// rails_in_parallel(). Once drive() has returned, complete(ws) ends the
+// operations.
 class shared_rails {
 public:
     shared_rails(std::span<worker* const> ws, std::size_t guest_rails);
@@ -341,7 +341,8 @@ public:
     // The caller's rails to their end, yielding now and then while they
     // wait, and the guest's too once `guest_left` says (acquire) that the
     // guest has left them for good (its host stopped: railgated shutting
-    // down; they then end as railgated gone, not in a hang).
+    // down; they then end as railgated gone, not in a hang). Returns once
+    // every rail is done and the guest has left.
     void drive(const std::atomic<bool>& guest_left) noexcept;
     std::size_t size() const noexcept { return units_.size(); }
 
