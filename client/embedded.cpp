@@ -128,6 +128,7 @@ unsigned embedded_fabric::default_pool() const noexcept {
     constexpr unsigned window_bytes = 64 << 10;
     const unsigned chunk = wire::chunk_bytes_for_mtu(mtu_);
     if (chunk >= 8192) return 4; // jumbo: see the header
+    if (chunk && chunk < 2048) return 64; // MTU 1500: see the header
     return chunk ? std::clamp(window_bytes / chunk, 4u, 64u) : 64u;
 }
 

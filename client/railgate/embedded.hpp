@@ -57,10 +57,11 @@ public:
     // railgated's rail configuration over the ring ports.
     std::vector<net::rail_config> daemon_rails() const;
     // The slots per rail railgated should grant a job that asks for none
-    // here (its default_pool): 64 KiB of chunks in flight per rail (46 of
-    // 1408 bytes at MTU 1500, 16 of 4 KiB at 4200), 4 to 64 slots; 4 jumbo
-    // chunks of 8 KiB or more (MTU 9000). In one process the round trip is
-    // a few microseconds of ring and poll, so a deeper window only queues:
+    // here (its default_pool): 64 KiB of chunks in flight per rail (16 of
+    // 4 KiB at MTU 4200), 4 to 64 slots; 64 chunks under 2 KiB (MTU 1500:
+    // 88 KiB of 1408-byte chunks); 4 jumbo chunks of 8 KiB or more (MTU
+    // 9000). In one process the round trip is a few microseconds of ring
+    // and poll, so a deeper window only queues:
     // with 2 workers at MTU 9000, 64 slots gave a per-chunk round trip of
     // 364 us (p50) and 192 spurious retransmits where 8 gave 25 us and
     // none, and 4 MiB allreduces 0.65x the throughput (64 MiB: 0.92x). One
@@ -68,7 +69,10 @@ public:
     // whole window before the others' first chunk: with jumbo chunks, 4
     // slots against 7 made 256 KiB allreduces 1.07-1.28x faster and 4-64
     // MiB ones 0.95-0.99x (doc/performance.md); at MTU 1500, 23 slots
-    // against 46 gained nothing and lost 4% at 64 MiB.
+    // against 46 gained nothing and lost 4% at 64 MiB, and 64 against 46
+    // gained (2 workers, medians of 5 alternated runs) 4% at 256 KiB, 2% at
+    // 4 MiB and 9% at 64 MiB (4 workers: 6% at 256 KiB, even above), where
+    // 80 lost 64 MiB's gain; at MTU 4200, 22 slots against 16 lost 2-5%.
     unsigned default_pool() const noexcept;
     // Worker w's transport (its R ports, pumping the switch on recv); its
     // frames carry `tos` (DSCP << 2: the traffic class).

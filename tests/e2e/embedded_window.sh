@@ -1,8 +1,8 @@
 #!/bin/sh
 # railbench --embedded: railgated grants a job that asks for no pool 64 KiB
-# of chunks per rail (46 slots of 1408 bytes at MTU 1500, 16 of 4 KiB at
-# 4200, at least 4), 4 jumbo chunks (8896 bytes at MTU 9000), and --pool
-# still asks for its own.
+# of chunks per rail (16 of 4 KiB at 4200, at least 4), 64 chunks under
+# 2 KiB (1408 bytes at MTU 1500), 4 jumbo chunks (8896 bytes at MTU 9000),
+# and --pool still asks for its own.
 #   embedded_window.sh RAILBENCH
 set -u
 railbench=$1
@@ -17,7 +17,8 @@ check() { # WANT ARGS...
   [ "$got" = "$want" ] || { echo "FAIL: railbench --embedded $*: pool '$got', want $want" >&2; exit 1; }
   echo "ok: $* -> pool $got"
 }
-check 46 --mtu 1500
+check 64 --mtu 1500
+check 64 --mtu 1000
 check 4 --mtu 9000
 check 16 --mtu 4200
 check 32 --mtu 9000 --pool 32
