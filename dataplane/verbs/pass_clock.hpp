@@ -24,7 +24,11 @@ namespace railgate::verbs {
 class pass_clock {
 public:
     static constexpr unsigned every_passes = 256;
-    static constexpr std::uint64_t busy_ns = 10'000'000;
+    // The lifecycle's tick: a look runs it when one has passed since the
+    // last run (plane::rail_state::expire), and a busy thread looks once one
+    // has passed since its last look.
+    static constexpr std::uint64_t tick_ns = 10'000'000;
+    static constexpr std::uint64_t busy_ns = tick_ns;
     static constexpr std::uint64_t away_ns = 250'000'000;
 
     explicit pass_clock(std::uint64_t now_ns) noexcept : looked_(now_ns) {}

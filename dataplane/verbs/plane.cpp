@@ -1003,7 +1003,7 @@ void plane::rail_state::maybe_free(vjob& x) {
 
 // The lifecycle's clock: jobs that stalled, did not assemble or went idle.
 void plane::rail_state::expire() {
-    // Every 10 ms (the coarse clock: a tick late at most).
+    // Every pass_clock::tick_ns, 10 ms (the coarse clock: a tick late at most).
     const std::uint64_t t = now_ns();
     // Looked at every 256 passes, 10 ms after the last look on a pass with
     // work, and after each sleep (100 ms at most): a gap of 250 ms or more
@@ -1020,7 +1020,7 @@ void plane::rail_state::expire() {
         answered.store(true, std::memory_order_release);
     }
     if (t < next_expire_ns) return;
-    next_expire_ns = t + 10'000'000;
+    next_expire_ns = t + pass_clock::tick_ns;
     jobs.expire(t, [&](vjob& x, const agg::end_event& e) {
         std::string who;
         for (unsigned r = 0; r < 64; ++r)
