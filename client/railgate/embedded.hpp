@@ -71,8 +71,10 @@ public:
     // MiB ones 0.95-0.99x (doc/performance.md); at MTU 1500, 23 slots
     // against 46 gained nothing and lost 4% at 64 MiB, and 64 against 46
     // gained (2 workers, medians of 5 alternated runs) 4% at 256 KiB, 2% at
-    // 4 MiB and 9% at 64 MiB (4 workers: 6% at 256 KiB, even above), where
-    // 80 lost 64 MiB's gain; at MTU 4200, 22 slots against 16 lost 2-5%.
+    // 4 MiB and 9% at 64 MiB (4 workers: 6% at 256 KiB, even above): with
+    // 46, railgated's lcore polled idle for 40% of a 64 MiB operation and
+    // the window sat at the pool. 80 lost 64 MiB's gain; at MTU 4200, 22
+    // slots against 16 lost 2-5%.
     unsigned default_pool() const noexcept;
     // Worker w's transport (its R ports, pumping the switch on recv); its
     // frames carry `tos` (DSCP << 2: the traffic class).
