@@ -452,7 +452,10 @@ struct worker::state {
     // memory line by line (the hardware prefetcher barely starts within a
     // 1408-byte chunk). Embedded, MTU 1500, 2 workers: up to 1.3x at 4 MiB
     // and 1.5x at 64 MiB where the copy waits on memory, the same elsewhere;
-    // 1, 2 and 4 places measured alike (doc/performance.md).
+    // 1, 2 and 4 places measured alike (doc/performance.md). Not a jumbo
+    // chunk: its 140 lines asked for at once fill the line fill buffers, as
+    // in progress_rail (MTU 9000, 6 rounds alternated: 256 KiB 1.07x, 4 MiB
+    // 1.02x, 64 MiB 1.03x without; 4 workers 4 and 64 MiB 1.03-1.05x).
     static constexpr std::uint64_t prefetch_ahead = 2;
     static_assert(sizeof(slot_state) == 32, "a slot's state is half a cache line");
     void prefetch(unsigned r, std::uint64_t k) const noexcept {
@@ -460,6 +463,7 @@ struct worker::state {
         if (off >= count) return;
         const std::uint8_t* p = data + off * esize;
         const std::uint64_t bytes = std::min<std::uint64_t>(chunk_elems, count - off) * esize;
+        if (bytes >= 8192) return; // jumbo: the hardware streams it (see below)
         for (std::uint64_t i = 0; i < bytes; i += 64) __builtin_prefetch(p + i, 0, 3);
     }
     bool in_flight(const rail_run& rr, std::uint64_t k) const noexcept {
