@@ -453,17 +453,22 @@ struct worker::state {
     // 1408-byte chunk). Embedded, MTU 1500, 2 workers: up to 1.3x at 4 MiB
     // and 1.5x at 64 MiB where the copy waits on memory, the same elsewhere;
     // 1, 2 and 4 places measured alike (doc/performance.md). Not a jumbo
-    // chunk: its 140 lines asked for at once fill the line fill buffers, as
-    // in progress_rail (MTU 9000, 6 rounds alternated: 256 KiB 1.07x, 4 MiB
-    // 1.02x, 64 MiB 1.03x without; 4 workers 4 and 64 MiB 1.03-1.05x).
+    // chunk (prefetch_below): its 140 lines asked for at once fill the line
+    // fill buffers, as in progress_rail (MTU 9000, 6 rounds alternated: 256
+    // KiB 1.07x, 4 MiB 1.02x, 64 MiB 1.03x without; 4 workers 4 and 64 MiB
+    // 1.03-1.05x).
     static constexpr std::uint64_t prefetch_ahead = 2;
+    // The chunks and results the worker asks the cache for ahead of their
+    // copies: smaller than this (MTU 1500 and 4200's); the hardware streams
+    // jumbo ones (MTU 9000's 8896 bytes).
+    static constexpr std::uint64_t prefetch_below = 8192;
     static_assert(sizeof(slot_state) == 32, "a slot's state is half a cache line");
     void prefetch(unsigned r, std::uint64_t k) const noexcept {
         const std::uint64_t off = chunk_offset(r, k);
         if (off >= count) return;
         const std::uint8_t* p = data + off * esize;
         const std::uint64_t bytes = std::min<std::uint64_t>(chunk_elems, count - off) * esize;
-        if (bytes >= 8192) return; // jumbo: the hardware streams it (see below)
+        if (bytes >= prefetch_below) return;
         for (std::uint64_t i = 0; i < bytes; i += 64) __builtin_prefetch(p + i, 0, 3);
     }
     bool in_flight(const rail_run& rr, std::uint64_t k) const noexcept {
@@ -1102,7 +1107,7 @@ bool worker::progress_rail(unsigned r) {
         // 256 KiB 1.05x, 4 MiB 1.04x, 64 MiB 1.03x without; 4 workers
         // 1.02-1.07x). 4 KiB results still gain from it (MTU 4200 64 MiB:
         // 0.95x without).
-        if (i + 1 < n && rr.rx[i + 1].bytes() < 8192) {
+        if (i + 1 < n && rr.rx[i + 1].bytes() < state::prefetch_below) {
             const rx_msg& next = rr.rx[i + 1];
             next.prefetch();
             if (next.h.offset < s.count) {

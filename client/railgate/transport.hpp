@@ -51,7 +51,7 @@ struct rx_msg {
     bool intact_without_payload() const noexcept { return bytes() == 0 && (!unchecked || head_sum == 0xffff); }
     // Asks for the payload's cache lines (the copy out's source): a jumbo
     // frame's at most; the hardware streams the rest of larger ones. The
-    // worker asks for results under 8 KiB only (progress_rail says why).
+    // worker asks for results under 8 KiB only (worker.cpp, prefetch_below).
     void prefetch() const noexcept {
         for (unsigned f = 0; f < 2; ++f)
             for (std::uint32_t i = 0; i < std::min<std::uint32_t>(frag_len[f], 16384); i += 64)
