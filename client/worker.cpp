@@ -1112,7 +1112,7 @@ bool worker::progress_rail(unsigned r) {
             next.prefetch();
             if (next.h.offset < s.count) {
                 const std::uint8_t* d = s.data + next.h.offset * s.esize;
-                const std::size_t len = std::min<std::size_t>({next.bytes(), 16384, (s.count - next.h.offset) * s.esize});
+                const std::size_t len = std::min<std::size_t>(next.bytes(), (s.count - next.h.offset) * s.esize);
                 for (std::size_t b = 0; b < len; b += 64) __builtin_prefetch(d + b, 1, 3);
             }
         }

@@ -49,13 +49,12 @@ struct rx_msg {
     bool copy_to(void* dst) const noexcept;
     // A message with no payload (a HELD, a LEAVE_ACK) whose checksum holds.
     bool intact_without_payload() const noexcept { return bytes() == 0 && (!unchecked || head_sum == 0xffff); }
-    // Asks for the payload's cache lines (the copy out's source): a jumbo
-    // frame's at most; the hardware streams the rest of larger ones. The
-    // worker asks for results under 8 KiB only (worker.cpp, prefetch_below).
+    // Asks for the payload's cache lines (the copy out's source). The
+    // worker asks for results under 8 KiB only (worker.cpp, prefetch_below):
+    // the hardware streams larger ones.
     void prefetch() const noexcept {
         for (unsigned f = 0; f < 2; ++f)
-            for (std::uint32_t i = 0; i < std::min<std::uint32_t>(frag_len[f], 16384); i += 64)
-                __builtin_prefetch(frag[f] + i, 0, 3);
+            for (std::uint32_t i = 0; i < frag_len[f]; i += 64) __builtin_prefetch(frag[f] + i, 0, 3);
     }
 };
 
