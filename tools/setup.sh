@@ -75,8 +75,9 @@ build() {
 # TSan tree's verbs allreduce in the rxe guest (rxe-verbs-allreduce-tsan,
 # 84 s) is left to a run by hand: with it CI took 1,764 s of its 30
 # minutes here (ninja -C build-tsan tools/raillat tests/unit/test_histogram
-# dataplane/railgated railctl tools/railbench, then RAILGATE_TSAN=1 meson
-# test -C build-tsan --setup sanitize rxe-verbs-allreduce-tsan, as root).
+# dataplane/railgated railctl tools/railbench, then meson test -C
+# build-tsan rxe-verbs-allreduce-tsan, as root: the test sets the
+# sanitizers' options and RAILGATE_TSAN itself).
 # Optimised (-O1) so that the netns traffic keeps its timing. Built with
 # clang: it compiles the sanitized tree in half GCC's time here (256 s
 # against 523 s for build-sanitize), its UBSan checks more (enum loads), and
