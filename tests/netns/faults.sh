@@ -438,9 +438,18 @@ t=$(survivors_fail "$t0" "railgated stopped answering" "${pids[@]}") || { echo "
 echo "ok: railgated killed: every worker failed after at most $t s (railgated stopped answering)"
 start_gated 2
 pids=()
-for r in 0 1 2; do worker "$r" 14 --count "$op" -n 8 -w 0 --retry 3; pids+=($wpid); done
+for r in 0 1 2; do worker "$r" 14 --count "$op" -n 12 -w 0 --retry 3; pids+=($wpid); done
+# Killed once rail r0 has summed an operation's chunks (each rail has
+# half of an operation's 1408-byte chunks), not after a fixed time: on a
+# quick run 8 operations of 16 MB were done 1 s after they started, before
+# the kill, and nothing was left to recover (CI, 2026-12-04).
 wait_running 14
-sleep 0.5
+per_op=$((op * 4 / 1408 / 2))
+for _ in $(seq $((200 * k))); do
+  [ "$(rail_stat r0 aggregations)" -ge "$per_op" ] && break
+  sleep 0.05
+done
+[ "$(rail_stat r0 aggregations)" -ge "$per_op" ] || fail "railgated restart: job 14 summed no operation in $((10 * k)) s"
 kill -KILL "$gated_pid"
 wait "$gated_pid" 2> /dev/null
 sleep "$(secs 1)"
