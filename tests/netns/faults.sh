@@ -107,8 +107,6 @@ job() {
   grep -q "Out of bounds values : 0 OK" "$log/w-$j-0.log" || fail "job $j: wrong values"
 }
 active_jobs() { ctl --json status | python3 -c 'import json,sys; print(sum(r["active_jobs"] for r in json.load(sys.stdin)["rails"]))'; }
-# Waits until every rank of a job has joined and begun (the table's header
-# follows the JOIN), then lets it run half a second.
 # wait_running JOB: until the job's 3 ranks have joined (their table
 # headers) and railgated has summed a chunk of theirs (rail r0's
 # aggregations move: every rank is sending). Not a fixed time after the
@@ -414,7 +412,9 @@ wait "$wpid" && fail "a restarted rank joined its live job"
 # starts it slowly), it takes over and the job restarts; if it comes before
 # the job completed a chunk (under the sanitizers the ranks fill their 16 MB
 # inputs for seconds after they joined), both claims are named and the job
-# ends. Each clearly, and never with an old result.
+# ends (since wait_running waits for a summed chunk, that case should no
+# longer arise; it stays an accepted outcome). Each clearly, and never
+# with an old result.
 next=12
 if grep -q "rank 1 of job 12 is joined from 198.18.0.10" "$log/w-12-1.log"; then
   survivors_fail "$(now)" "rank 1 sent nothing" "${pids[0]}" "${pids[2]}" > /dev/null
