@@ -108,10 +108,14 @@ job() {
 }
 active_jobs() { ctl --json status | python3 -c 'import json,sys; print(sum(r["active_jobs"] for r in json.load(sys.stdin)["rails"]))'; }
 # wait_running JOB: until the job's 3 ranks have joined (their table
-# headers) and railgated has summed a chunk of theirs (rail r0's
-# aggregations move: every rank is sending). Not a fixed time after the
+# headers) and railgated has summed 8 chunks of theirs on rail r0: more
+# than the one-element barrier before each operation (one chunk on r0), so
+# every rank is into an operation's data. Not a fixed time after the
 # headers: what follows (a kill, a pause, a link down) must find the job
-# under way, and on a quick run 0.5 s was most of a 6-operation job.
+# under way, and on a quick run 0.5 s was most of a 6-operation job. (One
+# chunk was not enough: right after the barrier a rank paused before it
+# had the barrier's result left r0's slot 0 held, not waiting for it, and
+# the pause step's look at the job list failed: ci124.)
 wait_running() { # JOB
   local base
   for _ in $(seq $((100 * k))); do
@@ -119,10 +123,10 @@ wait_running() { # JOB
       grep -q "size" "$log/w-$1-2.log" 2> /dev/null; then
       base=$(rail_stat r0 aggregations)
       for _ in $(seq $((200 * k))); do
-        [ "$(rail_stat r0 aggregations)" -gt "$base" ] && return
+        [ "$(rail_stat r0 aggregations)" -ge $((base + 8)) ] && return
         sleep 0.05
       done
-      fail "job $1: its ranks joined, but railgated summed nothing of theirs in $((10 * k)) s"
+      fail "job $1: its ranks joined, but railgated summed under 8 chunks of theirs in $((10 * k)) s"
     fi
     sleep 0.1
   done
@@ -412,7 +416,7 @@ wait "$wpid" && fail "a restarted rank joined its live job"
 # starts it slowly), it takes over and the job restarts; if it comes before
 # the job completed a chunk (under the sanitizers the ranks fill their 16 MB
 # inputs for seconds after they joined), both claims are named and the job
-# ends (since wait_running waits for a summed chunk, that case should no
+# ends (since wait_running waits for summed chunks, that case should no
 # longer arise; it stays an accepted outcome). Each clearly, and never
 # with an old result.
 next=12
