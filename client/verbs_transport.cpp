@@ -2,15 +2,18 @@
 
 #include <arpa/inet.h>
 #include <poll.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
 
 #include "dataplane/proto/ipv4.hpp"
 #include "dataplane/proto/parse.hpp"
+#include "dataplane/verbs/ll_ring.hpp"
 
 namespace railgate::client {
 namespace {
@@ -28,7 +31,7 @@ using verbs::wr_kind;
 // `meanwhile` (if set) every 50 ms of the wait.
 std::string expect_event(rdma_event_channel* ch, rdma_cm_event_type want, std::chrono::milliseconds timeout,
                          const std::string& where, const std::function<void()>& meanwhile,
-                         unsigned* peer_mtu = nullptr) {
+                         verbs::cm_hello* peer = nullptr) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     rdma_cm_event* e = nullptr;
     for (;;) {
@@ -41,7 +44,7 @@ std::string expect_event(rdma_event_channel* ch, rdma_cm_event_type want, std::c
     if (!e) return where + ": no answer within " + std::to_string(timeout.count()) + " ms";
     const rdma_cm_event_type got = e->event;
     const int status = e->status;
-    if (peer_mtu) *peer_mtu = verbs::decode_cm_private(e->param.conn.private_data, e->param.conn.private_data_len);
+    if (peer) *peer = verbs::decode_cm_private(e->param.conn.private_data, e->param.conn.private_data_len);
     rdma_ack_cm_event(e);
     if (got == want) return "";
     if (got == RDMA_CM_EVENT_REJECTED)
@@ -61,8 +64,16 @@ struct verbs_transport::rail {
     verbs::mr_ptr ctl_mr;
     verbs::region_memory data; // pool slots: contributions leave from here, results land here
     verbs::mr_ptr data_mr;
+    // The eager rings (ll_ring.hpp): results land in ll_in; contributions
+    // are staged in ll_out and written to railgated's ring at ll_peer.
+    verbs::region_memory ll_in, ll_out;
+    verbs::mr_ptr ll_in_mr, ll_out_mr;
     std::unique_ptr<verbs::queue_pair> qp;
     bool connected = false;
+    bool ll = false;
+    std::uint64_t ll_in_seq = 0, ll_out_seq = 0; // the next entry each way
+    std::uint64_t ll_peer_addr = 0;
+    std::uint32_t ll_peer_rkey = 0;
 
     bool have_peer = false;
     wire::region_body peer{};
@@ -99,7 +110,7 @@ struct verbs_transport::rail {
     }
 
     bool post(std::uint64_t wr_id, ibv_wr_opcode op, const void* local, std::uint32_t len, std::uint32_t lkey,
-              std::uint64_t raddr = 0, std::uint32_t imm = 0) noexcept {
+              std::uint64_t raddr = 0, std::uint32_t imm = 0, std::uint32_t rkey = 0) noexcept {
         ibv_sge sge{reinterpret_cast<std::uintptr_t>(local), len, lkey};
         ibv_send_wr wr{};
         wr.wr_id = make_wr_id(wr_kind::send, sends.next_seq());
@@ -108,15 +119,62 @@ struct verbs_transport::rail {
         wr.opcode = op;
         wr.send_flags = (sends.signal_next(kind_of(wr_id) == wr_kind::ctl_send) ? IBV_SEND_SIGNALED : 0) |
                         (len <= qp->max_inline() ? IBV_SEND_INLINE : 0);
-        if (op == IBV_WR_RDMA_WRITE_WITH_IMM) {
+        if (op != IBV_WR_SEND) {
             wr.imm_data = htonl(imm);
             wr.wr.rdma.remote_addr = raddr;
-            wr.wr.rdma.rkey = peer.rkey;
+            wr.wr.rdma.rkey = op == IBV_WR_RDMA_WRITE ? rkey : peer.rkey;
         }
         ibv_send_wr* bad = nullptr;
         if (ibv_post_send(qp->qp(), &wr, &bad)) return false;
         sends.posted(wr_id);
         return true;
+    }
+
+    // Entry ll_out_seq of the eager stream: imm, a length word of `len` and
+    // `bytes` bytes of payload (len == bytes but in write_raw_eager).
+    bool post_eager(std::uint32_t imm, const void* payload, std::uint32_t len, std::uint32_t bytes) noexcept {
+        const std::size_t at = verbs::ll::offset_of(ll_out_seq);
+        auto* w = reinterpret_cast<std::uint64_t*>(static_cast<std::uint8_t*>(ll_out.p) + at);
+        auto n = static_cast<std::uint32_t>(verbs::ll::encode(w, ll_out_seq, imm, payload, bytes));
+        if (len != bytes) w[1] = verbs::ll::word(len, verbs::ll::flag_of(ll_out_seq));
+        // Staged in ll_out at the entry's own place: rewritten only a ring
+        // later, after railgated has read this one (a pool of slots in flight).
+        if (!post(make_wr_id(wr_kind::data, 0), IBV_WR_RDMA_WRITE, w, n, ll_out_mr->lkey, ll_peer_addr + at, 0,
+                  ll_peer_rkey))
+            return false;
+        ++ll_out_seq;
+        return true;
+    }
+
+    // Railgated's eager entries, in order, as results (or counted drops).
+    unsigned poll_eager(rx_msg* out, unsigned max, std::uint64_t& dropped) noexcept {
+        unsigned got = 0;
+        while (got < max) {
+            const auto* e = reinterpret_cast<const std::uint64_t*>(static_cast<const std::uint8_t*>(ll_in.p) +
+                                                                   verbs::ll::offset_of(ll_in_seq));
+            verbs::ll::entry en;
+            std::uint8_t payload[verbs::ll::max_payload];
+            const verbs::ll::status st = verbs::ll::poll(e, ll_in_seq, en, payload);
+            if (st == verbs::ll::status::empty) break;
+            ++ll_in_seq;
+            const unsigned s = wire::verbs_imm_slot(en.imm);
+            if (st == verbs::ll::status::bad || s >= pool || !slots[s].busy ||
+                wire::verbs_imm_gen(en.imm) != (slots[s].h.gen & 0xffffu) ||
+                en.len != std::size_t{slots[s].h.count} * wire::dtype_size(slots[s].h.dt)) {
+                ++dropped;
+                continue;
+            }
+            std::memcpy(slot_buf(s), payload, en.len);
+            rx_msg& m = out[got++];
+            m = rx_msg{};
+            m.h = slots[s].h;
+            m.h.type = wire::msg_type::result;
+            m.h.flags = 0;
+            m.frag[0] = slot_buf(s);
+            m.frag_len[0] = en.len;
+            slots[s].busy = false;
+        }
+        return got;
     }
 
     bool send_ctl(const wire::header& h, const void* body, std::size_t len) noexcept {
@@ -196,23 +254,42 @@ std::unique_ptr<verbs_transport::rail> connect_rail(std::uint32_t ip, std::uint1
     if (std::string e = r->qp->move_to(IBV_QPS_INIT); !e.empty()) throw std::runtime_error(where + ": " + e);
     for (std::uint32_t i = 0; i < rq_depth; ++i)
         if (!r->post_recv(i)) throw std::runtime_error(where + ": ibv_post_recv failed");
-    std::uint8_t priv[verbs::cm_private_bytes];
-    verbs::encode_cm_private(verbs::port_path_mtu(id, o.qp.path_mtu), priv);
+    verbs::cm_hello hello;
+    hello.path_mtu = verbs::port_path_mtu(id, o.qp.path_mtu);
+    if (o.eager_rings) {
+        r->ll_in = verbs::region_memory(verbs::ll::ring_bytes, -1);
+        r->ll_out = verbs::region_memory(verbs::ll::ring_bytes, -1);
+        std::memset(r->ll_in.p, 0, verbs::ll::ring_bytes);
+        r->ll_in_mr.reset(ibv_reg_mr(r->pd.get(), r->ll_in.p, verbs::ll::ring_bytes,
+                                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+        r->ll_out_mr.reset(ibv_reg_mr(r->pd.get(), r->ll_out.p, verbs::ll::ring_bytes, verbs::local_write));
+        if (!r->ll_in_mr || !r->ll_out_mr) throw std::runtime_error(where + ": ibv_reg_mr: " + std::strerror(errno));
+        hello.ll = true;
+        hello.ll_addr = reinterpret_cast<std::uintptr_t>(r->ll_in.p);
+        hello.ll_rkey = r->ll_in_mr->rkey;
+    }
+    std::uint8_t priv[verbs::cm_private_ll_bytes];
     rdma_conn_param p{};
     p.private_data = priv;
-    p.private_data_len = sizeof priv;
+    p.private_data_len = static_cast<std::uint8_t>(verbs::encode_cm_private(hello, priv));
     p.qp_num = r->qp->qp()->qp_num;
     p.retry_count = 7;
     p.rnr_retry_count = 7;
     if (rdma_connect(id, &p)) throw std::runtime_error(where + ": rdma_connect: " + std::strerror(errno));
-    // railgated answers with the path MTU both ends use.
-    unsigned theirs = 0;
+    // railgated answers with the path MTU both ends use, and its eager ring
+    // when it takes ours.
+    verbs::cm_hello theirs;
     if (std::string e = expect_event(r->ch.get(), RDMA_CM_EVENT_CONNECT_RESPONSE, o.connect_timeout, where, meanwhile,
                                      &theirs);
         !e.empty())
         throw std::runtime_error(e);
-    if (!theirs) throw std::runtime_error(where + ": the peer is not railgated (no RGV1 connection data)");
-    r->qp->cap_path_mtu(theirs);
+    if (!theirs.path_mtu) throw std::runtime_error(where + ": the peer is not railgated (no RGV1 connection data)");
+    r->qp->cap_path_mtu(theirs.path_mtu);
+    if (theirs.ll && r->ll_in_mr) {
+        r->ll = true;
+        r->ll_peer_addr = theirs.ll_addr;
+        r->ll_peer_rkey = theirs.ll_rkey;
+    }
     std::string e = r->qp->move_to(IBV_QPS_RTR);
     if (e.empty()) e = r->qp->move_to(IBV_QPS_RTS);
     if (!e.empty()) throw std::runtime_error(where + ": " + e);
@@ -224,6 +301,7 @@ std::unique_ptr<verbs_transport::rail> connect_rail(std::uint32_t ip, std::uint1
 } // namespace
 
 verbs_transport::verbs_transport(std::uint32_t server_ip, std::uint16_t port, const verbs_options& o) : o_(o) {
+    if (const char* e = std::getenv("RAILGATE_VERBS_LL"); e && std::strcmp(e, "0") == 0) o_.eager_rings = false;
     rails_.push_back(connect_rail(server_ip, port, o_));
     addrs_.push_back({server_ip, port});
 }
@@ -282,6 +360,12 @@ unsigned verbs_transport::send(unsigned ri, const tx_msg* msgs, unsigned n) noex
         const unsigned s = m.h.slot;
         if (s >= r.pool || m.bytes > r.chunk) {
             ++dropped_;
+            continue;
+        }
+        if (r.ll && m.bytes <= verbs::ll::max_payload) {
+            if (!r.post_eager(wire::verbs_imm(m.h.slot, m.h.gen), m.payload, m.bytes, m.bytes)) break;
+            r.slots[s].busy = true;
+            r.slots[s].h = m.h;
             continue;
         }
         std::memcpy(r.slot_buf(s), m.payload, m.bytes);
@@ -383,6 +467,7 @@ unsigned verbs_transport::recv(unsigned ri, rx_msg* out, unsigned max) noexcept 
         m.frag_len[0] = static_cast<std::uint32_t>(body.size());
         r.repost.push_back(b);
     }
+    if (r.ll) got += r.poll_eager(out + got, max - got, dropped_);
     return got;
 }
 
@@ -390,7 +475,12 @@ std::uint64_t verbs_transport::dropped() const noexcept { return dropped_; }
 
 // Arms every rail's CQ, then polls once more: completions that slipped in
 // before the arming would raise no event, so they are stashed for recv().
+// With eager rings a result raises no completion: poll, yielding the CPU.
 void verbs_transport::wait(std::chrono::microseconds max) noexcept {
+    if (std::any_of(rails_.begin(), rails_.end(), [](const auto& r) { return r->ll && r->failed.empty(); })) {
+        sched_yield();
+        return;
+    }
     std::vector<pollfd> fds;
     for (auto& r : rails_) {
         if (!r->qp) continue; // a rail that could not be reconnected
@@ -417,6 +507,17 @@ bool verbs_transport::write_raw(unsigned ri, unsigned slot, std::uint32_t imm, s
     return r.post(make_wr_id(wr_kind::data, slot), IBV_WR_RDMA_WRITE_WITH_IMM, r.slot_buf(slot), bytes,
                   r.data_mr->lkey, r.peer.addr + std::uint64_t{slot} * r.chunk, imm);
 }
+
+bool verbs_transport::write_raw_eager(unsigned ri, unsigned slot, std::uint32_t imm, std::uint32_t len,
+                                      std::uint32_t bytes) noexcept {
+    if (ri >= rails_.size()) return false;
+    rail& r = *rails_[ri];
+    if (!r.ll || !r.data_mr || slot >= r.pool || bytes > verbs::ll::max_payload || bytes > r.chunk || r.sends.full())
+        return false;
+    return r.post_eager(imm, r.slot_buf(slot), len, bytes);
+}
+
+bool verbs_transport::eager(unsigned ri) const noexcept { return ri < rails_.size() && rails_[ri]->ll; }
 
 int verbs_transport::gid_index() const noexcept { return rails_[0]->qp ? rails_[0]->qp->gid_index() : -1; }
 unsigned verbs_transport::path_mtu() const noexcept { return rails_[0]->qp ? rails_[0]->qp->path_mtu() : 0; }

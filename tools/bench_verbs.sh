@@ -83,7 +83,7 @@ for k in $(seq "$rounds"); do
   echo "== round $k/$rounds: ib_send_lat -s 4 -n $N (SEND/RECV: the receiver takes a completion, as railgated's WRITE_WITH_IMM does)"
   perftest ib_send_lat -d rxe0 -x 1 -s 4 -n "$N" | tee "$W/ib_send_lat.$k.log" | grep -E "^ *#bytes|^ *4 "
   start verbs "$W/verbs.toml" --idle spin
-  echo "== round $k/$rounds: raillat --transport verbs -s 4 -n $N (railgated busy-polls its verbs rail, raillat busy-polls)"
+  echo "== round $k/$rounds: raillat --transport verbs -s 4 -n $N (railgated busy-polls its verbs rail, raillat busy-polls: the eager rings)"
   "$B/tools/raillat" --transport verbs --server 198.18.0.1 -s 4 -n "$N" -w $((N / 10)) --bw-size 0 | tee "$W/raillat.$k.log"
   [ "$k" = "$rounds" ] || { kill -INT $rg; wait $rg; }
 done

@@ -4,6 +4,10 @@
 // immediate (slot, generation) into railgated's region for this rank; the
 // result comes back the same way into the same slot buffer. RC is
 // reliable and ordered, so the worker never retransmits over it.
+// Chunks of at most 120 bytes take the eager rings instead when railgated
+// accepts them (dataplane/verbs/ll_ring.hpp): a plain RDMA WRITE each way,
+// read by polling memory. The worker then polls instead of sleeping on its
+// completion channel while it waits (railgated busy-polls that rail too).
 #pragma once
 
 #include <chrono>
@@ -20,6 +24,10 @@ namespace railgate::client {
 struct verbs_options {
     verbs::qp_settings qp;   // GID index, path MTU, traffic class, SL of the worker's QPs
     std::chrono::milliseconds connect_timeout{5000};
+    // Offer railgated an eager ring per rail (RAILGATE_VERBS_LL=0 in the
+    // environment turns it off, as it may for an A/B or an HCA that
+    // reorders a WRITE's 8-byte words).
+    bool eager_rings = true;
 };
 
 class verbs_transport : public transport {
@@ -49,6 +57,14 @@ public:
     // of slot `slot`'s buffer into railgated's slot `slot` with an arbitrary
     // immediate. Returns false when the rail is not ready.
     bool write_raw(unsigned rail, unsigned slot, std::uint32_t imm, std::uint32_t bytes) noexcept;
+    // The same through rail `rail`'s eager ring: the next entry, holding
+    // `imm` and a length word of `len` with `bytes` payload bytes of slot
+    // `slot`'s buffer (len is what the entry claims: it may lie). False
+    // when the rail has no eager ring or is not ready.
+    bool write_raw_eager(unsigned rail, unsigned slot, std::uint32_t imm, std::uint32_t len,
+                         std::uint32_t bytes) noexcept;
+    // Whether rail `rail` carries small chunks through eager rings.
+    bool eager(unsigned rail) const noexcept;
     // The GID index and path MTU rail 0's QP uses.
     int gid_index() const noexcept;
     unsigned path_mtu() const noexcept;

@@ -124,7 +124,10 @@ json verbs_counters_json(const verbs::plane& p, const std::string& only) {
                   {"engine_reductions", v(c.engine_reductions)},
                   {"qp_errors", v(c.qp_errors)},
                   {"backlogged", v(c.backlogged)},
-                  {"absences", v(c.absences)}};
+                  {"absences", v(c.absences)},
+                  {"eager_connections", v(c.eager_conns)},
+                  {"eager_contributions", v(c.eager_contributions)},
+                  {"eager_results", v(c.eager_results)}};
         shared_counters_json(c, j);
         rails.push_back(j);
     }
@@ -170,6 +173,11 @@ std::string verbs_prometheus(const verbs::plane& p, bool standalone) {
     for (std::size_t i = 0; i < st.size(); ++i)
         sample("railgate_verbs_contributions_total", "rail=\"" + st[i].name + "\"",
                p.counters(i).contributions.load(std::memory_order_relaxed));
+    metric("railgate_verbs_eager_contributions_total", "counter",
+           "Verbs rails: small chunks read from the eager rings (part of contributions).");
+    for (std::size_t i = 0; i < st.size(); ++i)
+        sample("railgate_verbs_eager_contributions_total", "rail=\"" + st[i].name + "\"",
+               p.counters(i).eager_contributions.load(std::memory_order_relaxed));
     metric("railgate_verbs_connections", "gauge", "Verbs rails: worker QPs connected.");
     for (const verbs::rail_status& v : st) sample("railgate_verbs_connections", "rail=\"" + v.name + "\"", v.connections);
     metric("railgate_verbs_drops_total", "counter", "Verbs rails: chunks and messages dropped, by reason.");

@@ -18,6 +18,7 @@
 #include "dataplane/reduce/reduce.hpp"
 #include "dataplane/stats/clock.hpp"
 #include "dataplane/log/log.hpp"
+#include "dataplane/verbs/ll_ring.hpp"
 #include "dataplane/verbs/pass_clock.hpp"
 
 namespace railgate::verbs {
@@ -56,6 +57,11 @@ struct conn {
     mr_ptr ctl_mr;
     region_memory contrib; // this rank's contributions: pool slots of the job's chunk
     mr_ptr contrib_mr;
+    // The eager rings (ll_ring.hpp) when the worker offered its ring and
+    // the rail busy-polls: its small chunks land in ll_in; results are
+    // staged in ll_out and written to its ring at ll_peer.
+    region_memory ll_in, ll_out;
+    mr_ptr ll_in_mr, ll_out_mr;
     std::unique_ptr<queue_pair> qp;
 
     state st = state::accepting;
@@ -78,6 +84,10 @@ struct conn {
     send_ledger sends{sq_depth};
     std::deque<pending_send> backlog;
     unsigned ctl_next = 0, ctl_busy = 0;
+    bool ll = false;
+    std::uint64_t ll_in_seq = 0, ll_out_seq = 0; // the next entry each way
+    std::uint64_t ll_peer_addr = 0;
+    std::uint32_t ll_peer_rkey = 0;
 
     std::uint8_t* recv_buf(std::size_t i) const noexcept { return static_cast<std::uint8_t*>(ctl.p) + i * ctl_bytes; }
     std::uint8_t* send_buf(std::size_t i) const noexcept { return recv_buf(rq_depth + i); }
@@ -155,6 +165,7 @@ struct plane::rail_state {
     bool poll_cm();
     void on_connect_request(rdma_cm_id* id, const rdma_conn_param& peer);
     bool poll_conn(conn& c);
+    bool poll_ring(conn& c);
     void handle_wc(conn& c, const ibv_wc& wc);
     void fail_conn(conn& c, const std::string& why);
     void destroy_conn(conn& c);
@@ -173,7 +184,7 @@ struct plane::rail_state {
     void on_leave(conn& c, const wire::header& h);
     void ack_leave(conn& c, const wire::header& h);
     void on_ping(conn& c, const wire::header& h);
-    void on_chunk(conn& c, std::uint32_t imm, std::uint32_t len, std::uint64_t now);
+    void on_chunk(conn& c, std::uint32_t imm, std::uint32_t len, std::uint64_t now, const void* eager = nullptr);
     void complete_slot(vjob& x, unsigned slot);
     void send_ctl(conn& c, const wire::header& h, const void* body, std::size_t len);
     void send_error(conn& c, const wire::header& req, wire::error_code code, const std::string& text,
@@ -398,10 +409,11 @@ void plane::print_stats(std::FILE* f) const {
         };
         std::fprintf(f,
                      "verbs rail %s: connects %llu disconnects %llu rejected %llu joins %llu join_errors %llu leaves "
-                     "%llu aborts %llu contributions %llu results %llu qp_errors %llu backlogged %llu\n",
+                     "%llu aborts %llu contributions %llu results %llu qp_errors %llu backlogged %llu eager "
+                     "connections %llu contributions %llu results %llu\n",
                      rs->cfg.name.c_str(), v(c.connects), v(c.disconnects), v(c.rejected), v(c.joins),
                      v(c.join_errors), v(c.leaves), v(c.aborts), v(c.contributions), v(c.results), v(c.qp_errors),
-                     v(c.backlogged));
+                     v(c.backlogged), v(c.eager_conns), v(c.eager_contributions), v(c.eager_results));
         for (unsigned r = 0; r < drop_reason_count; ++r)
             if (const auto n = v(c.drops[r]))
                 std::fprintf(f, "  drop %-24s %llu\n", std::string(drop_reason_name(static_cast<drop_reason>(r))).c_str(),
@@ -502,20 +514,36 @@ void plane::rail_state::on_connect_request(rdma_cm_id* id, const rdma_conn_param
         s.rq_depth = rq_depth;
         // Both ends use the smaller path MTU: ours, or the worker's.
         s.path_mtu = path_mtu;
-        const unsigned theirs = decode_cm_private(peer.private_data, peer.private_data_len);
-        if (!theirs) throw std::runtime_error("not a railgate worker (no RGV1 connection data)");
+        const cm_hello theirs = decode_cm_private(peer.private_data, peer.private_data_len);
+        if (!theirs.path_mtu) throw std::runtime_error("not a railgate worker (no RGV1 connection data)");
+        cm_hello ours;
+        if (theirs.ll && lim.eager_rings && lim.spin_passes == 0) {
+            c->ll_in = region_memory(ll::ring_bytes, numa);
+            c->ll_out = region_memory(ll::ring_bytes, numa);
+            std::memset(c->ll_in.p, 0, ll::ring_bytes);
+            c->ll_in_mr.reset(ibv_reg_mr(pd.get(), c->ll_in.p, ll::ring_bytes,
+                                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+            c->ll_out_mr.reset(ibv_reg_mr(pd.get(), c->ll_out.p, ll::ring_bytes, local_write));
+            if (!c->ll_in_mr || !c->ll_out_mr) throw std::runtime_error(std::string("ibv_reg_mr: ") + std::strerror(errno));
+            c->ll = true;
+            c->ll_peer_addr = theirs.ll_addr;
+            c->ll_peer_rkey = theirs.ll_rkey;
+            ours.ll = true;
+            ours.ll_addr = reinterpret_cast<std::uintptr_t>(c->ll_in.p);
+            ours.ll_rkey = c->ll_in_mr->rkey;
+        }
         c->qp = std::make_unique<queue_pair>(id, pd.get(), comp.get(), s);
-        c->qp->cap_path_mtu(theirs);
+        c->qp->cap_path_mtu(theirs.path_mtu);
         std::string e = c->qp->move_to(IBV_QPS_INIT);
         for (std::size_t i = 0; e.empty() && i < rq_depth; ++i) post_recv(*c, i);
         if (e.empty()) e = c->qp->move_to(IBV_QPS_RTR);
         if (e.empty()) e = c->qp->move_to(IBV_QPS_RTS);
         if (!e.empty()) throw std::runtime_error(e);
-        std::uint8_t priv[cm_private_bytes];
-        encode_cm_private(c->qp->path_mtu(), priv);
+        std::uint8_t priv[cm_private_ll_bytes];
+        ours.path_mtu = c->qp->path_mtu();
         rdma_conn_param p{};
         p.private_data = priv;
-        p.private_data_len = sizeof priv;
+        p.private_data_len = static_cast<std::uint8_t>(encode_cm_private(ours, priv));
         p.qp_num = c->qp->qp()->qp_num;
         p.rnr_retry_count = 7;
         p.retry_count = 7;
@@ -529,6 +557,7 @@ void plane::rail_state::on_connect_request(rdma_cm_id* id, const rdma_conn_param
     }
     c->id.reset(id);
     c->conn_id = next_conn_id++;
+    if (c->ll) bump(ctr.eager_conns);
     if (const sockaddr* pa = rdma_get_peer_addr(id); pa && pa->sa_family == AF_INET)
         c->host = ntohl(reinterpret_cast<const sockaddr_in*>(pa)->sin_addr.s_addr);
     id->context = c.get();
@@ -569,7 +598,7 @@ void plane::rail_state::post_now(conn& c, const pending_send& s) {
     wr.opcode = s.op;
     wr.send_flags = (c.sends.signal_next(kind_of(s.wr_id) == wr_kind::ctl_send) ? IBV_SEND_SIGNALED : 0) |
                     (s.len <= c.qp->max_inline() ? IBV_SEND_INLINE : 0);
-    if (s.op == IBV_WR_RDMA_WRITE_WITH_IMM) {
+    if (s.op != IBV_WR_SEND) {
         wr.imm_data = htonl(s.imm);
         wr.wr.rdma.remote_addr = s.raddr;
         wr.wr.rdma.rkey = s.rkey;
@@ -607,7 +636,30 @@ bool plane::rail_state::poll_conn(conn& c) {
     const int n = ibv_poll_cq(c.qp->cq(), 16, wc);
     for (int i = 0; i < n; ++i) handle_wc(c, wc[i]);
     if (n > 0 && !c.backlog.empty()) flush_backlog(c);
-    return n > 0;
+    return (c.ll && poll_ring(c)) || n > 0;
+}
+
+// The worker's eager entries, in order: a few a pass (as many as a CQ
+// poll takes), each handled as a WRITE_WITH_IMM of its payload would be.
+bool plane::rail_state::poll_ring(conn& c) {
+    std::uint8_t payload[ll::max_payload];
+    unsigned k = 0;
+    for (; k < 16 && c.st != conn::state::closing; ++k) {
+        const auto* e = reinterpret_cast<const std::uint64_t*>(static_cast<const std::uint8_t*>(c.ll_in.p) +
+                                                               ll::offset_of(c.ll_in_seq));
+        ll::entry en;
+        const ll::status st = ll::poll(e, c.ll_in_seq, en, payload);
+        if (st == ll::status::empty) break;
+        ++c.ll_in_seq;
+        bump(ctr.eager_contributions);
+        if (st == ll::status::bad) {
+            bump(ctr.contributions);
+            ctr.drop(drop_reason::verbs_length);
+            continue;
+        }
+        on_chunk(c, en.imm, en.len, now_ns(), payload);
+    }
+    return k > 0;
 }
 
 void plane::rail_state::handle_wc(conn& c, const ibv_wc& wc) {
@@ -1051,7 +1103,9 @@ void plane::rail_state::expire() {
     });
 }
 
-void plane::rail_state::on_chunk(conn& c, std::uint32_t imm, std::uint32_t len, std::uint64_t now) {
+// `eager`: the payload of a ring entry, copied where a WRITE would have put
+// it once the chunk is accepted (a refused one overwrites nothing).
+void plane::rail_state::on_chunk(conn& c, std::uint32_t imm, std::uint32_t len, std::uint64_t now, const void* eager) {
     bump(ctr.contributions);
     if (c.job < 0) return ctr.drop(drop_reason::rank_not_joined);
     vjob& x = job_at(c.job);
@@ -1065,6 +1119,7 @@ void plane::rail_state::on_chunk(conn& c, std::uint32_t imm, std::uint32_t len, 
     if (s.bitmap >> c.rank & 1) return ctr.drop(drop_reason::duplicate);
     if (s.bitmap != 0 && s.count != len) return ctr.drop(drop_reason::chunk_mismatch);
     if (s.bitmap == 0) s.count = len;
+    if (eager) std::memcpy(static_cast<std::uint8_t*>(c.contrib.p) + std::size_t{slot} * job_chunk, eager, len);
     vtable::heard(x, c.rank, now);
     if (vtable::mark(x, s, c.rank, now)) complete_slot(x, slot);
 }
@@ -1092,6 +1147,19 @@ void plane::rail_state::complete_slot(vjob& x, unsigned slot) {
     const unsigned j = jobs.index_of(x);
     for (unsigned r = 0; r < x.world; ++r) {
         conn& m = *x.x.members[r];
+        if (m.ll && bytes <= ll::max_payload) {
+            // Staged in the connection's own ring image: entry k there is
+            // rewritten only after the worker has read k (it has at most a
+            // pool of slots in flight), so the WRITE owns it until then.
+            const std::size_t at = ll::offset_of(m.ll_out_seq);
+            auto* w = reinterpret_cast<std::uint64_t*>(static_cast<std::uint8_t*>(m.ll_out.p) + at);
+            const auto len = static_cast<std::uint32_t>(ll::encode(w, m.ll_out_seq, imm, dst, bytes));
+            ++m.ll_out_seq;
+            bump(ctr.eager_results);
+            post_send(m, {make_wr_id(wr_kind::ll, 0), IBV_WR_RDMA_WRITE, reinterpret_cast<std::uintptr_t>(w), len,
+                          m.ll_out_mr->lkey, m.ll_peer_addr + at, m.ll_peer_rkey, 0});
+            continue;
+        }
         ++x.x.outstanding;
         post_send(m, {make_wr_id(wr_kind::data, j), IBV_WR_RDMA_WRITE_WITH_IMM, reinterpret_cast<std::uintptr_t>(dst),
                       bytes, x.x.results_mr->lkey, m.peer.addr + off, m.peer.rkey, imm});

@@ -17,6 +17,11 @@
 // front (verbs_max_pool + control), so no WRITE_WITH_IMM ever meets an
 // empty receive queue; sends beyond a QP's send queue wait in a backlog.
 //
+// Chunks of at most ll::max_payload bytes take the eager rings instead when
+// the worker offered one and the rail busy-polls (ll_ring.hpp): a plain
+// RDMA WRITE into the peer's ring, read by polling memory, with no receive
+// or completion on either side's latency path.
+//
 // Failure: a completion in error or a disconnect of a joined worker aborts
 // its job; the other workers get an ERROR saying which rank failed, the
 // job's slots and memory are reclaimed (after its in-flight WRITEs have
@@ -61,6 +66,10 @@ struct plane_config {
     // After this many empty polling passes the rail thread sleeps on the
     // completion and CM channels (0: never, a dedicated core spins).
     unsigned spin_passes = 2000;
+    // Small chunks through eager rings (ll_ring.hpp) with workers that
+    // offer one: only while the rail busy-polls (spin_passes 0), since an
+    // entry raises no completion to wake a sleeping thread.
+    bool eager_rings = true;
     // Large slots are reduced across the rail's NUMA arena (null: inline).
     const engine::engine* eng = nullptr;
     // Job lifecycle (agg::job_table), as net::daemon_config has it.
@@ -74,7 +83,8 @@ struct rail_counters {
         stalls{0}, expirations{0}, takeovers{0}, pongs{0}, // job lifecycle, as on DPDK rails
         leaves_again{0}, // LEAVEs repeated by a rank that had left, acknowledged again
         operator_aborts{0}, // jobs railctl job abort ended
-        absences{0};     // times the rail's thread did not run for 250 ms or more (the jobs' clocks skip it)
+        absences{0},     // times the rail's thread did not run for 250 ms or more (the jobs' clocks skip it)
+        eager_conns{0}, eager_contributions{0}, eager_results{0}; // connections, chunks in and results out on eager rings
     std::atomic<std::uint64_t> drops[drop_reason_count]{};
     void drop(drop_reason r) noexcept { drops[static_cast<unsigned>(r)].fetch_add(1, std::memory_order_relaxed); }
 };

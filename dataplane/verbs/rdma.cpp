@@ -141,16 +141,28 @@ std::string queue_pair::move_to(ibv_qp_state to) {
     return "";
 }
 
-void encode_cm_private(unsigned path_mtu, std::uint8_t* o) noexcept {
-    const std::uint8_t b[cm_private_bytes] = {'R', 'G', 'V', '1', 1, static_cast<std::uint8_t>(mtu_enum(path_mtu)), 0, 0};
+std::size_t encode_cm_private(const cm_hello& h, std::uint8_t* o) noexcept {
+    const std::uint8_t b[cm_private_bytes] = {'R', 'G', 'V', '1', 1, static_cast<std::uint8_t>(mtu_enum(h.path_mtu)),
+                                              h.ll ? cm_cap_ll : std::uint8_t{0}, 0};
     std::memcpy(o, b, cm_private_bytes);
+    if (!h.ll) return cm_private_bytes;
+    for (unsigned i = 0; i < 8; ++i) o[8 + i] = static_cast<std::uint8_t>(h.ll_addr >> (56 - 8 * i));
+    for (unsigned i = 0; i < 4; ++i) o[16 + i] = static_cast<std::uint8_t>(h.ll_rkey >> (24 - 8 * i));
+    return cm_private_ll_bytes;
 }
 
-unsigned decode_cm_private(const void* data, std::size_t len) noexcept {
-    if (!data || len < cm_private_bytes) return 0;
+cm_hello decode_cm_private(const void* data, std::size_t len) noexcept {
+    cm_hello h;
+    if (!data || len < cm_private_bytes) return h;
     const auto* b = static_cast<const std::uint8_t*>(data);
-    if (std::memcmp(b, "RGV1", 4) != 0 || b[4] != 1) return 0;
-    return mtu_bytes(static_cast<ibv_mtu>(b[5]));
+    if (std::memcmp(b, "RGV1", 4) != 0 || b[4] != 1) return h;
+    h.path_mtu = mtu_bytes(static_cast<ibv_mtu>(b[5]));
+    if ((b[6] & cm_cap_ll) && len >= cm_private_ll_bytes) {
+        h.ll = true;
+        for (unsigned i = 0; i < 8; ++i) h.ll_addr = h.ll_addr << 8 | b[8 + i];
+        for (unsigned i = 0; i < 4; ++i) h.ll_rkey = h.ll_rkey << 8 | b[16 + i];
+    }
+    return h;
 }
 
 unsigned port_path_mtu(rdma_cm_id* id, unsigned configured) noexcept {

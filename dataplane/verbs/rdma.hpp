@@ -38,7 +38,7 @@ inline constexpr int local_write = IBV_ACCESS_LOCAL_WRITE;
 // Work request ids: the kind in the top byte, an index below. Receives
 // carry their buffer index, posted sends their send_ledger sequence; the
 // ledger's tag of a send is its kind (ctl_send, data) and index.
-enum class wr_kind : std::uint64_t { recv = 1, ctl_send = 2, data = 3, send = 4 };
+enum class wr_kind : std::uint64_t { recv = 1, ctl_send = 2, data = 3, send = 4, ll = 5 }; // ll: an eager ring entry (ll_ring.hpp)
 constexpr std::uint64_t make_wr_id(wr_kind k, std::uint64_t i) noexcept {
     return static_cast<std::uint64_t>(k) << 56 | i;
 }
@@ -175,11 +175,24 @@ private:
 // The rdma_cm private data of railgate's connections: both sides state the
 // path MTU they will use, and both then use the smaller (a responder drops
 // packets above its own path MTU). 8 bytes: "RGV1", version 1, the MTU as
-// ibv_mtu, two zero bytes.
+// ibv_mtu, a capability byte, a zero byte. With capability cm_cap_ll the
+// sender's eager ring follows (ll_ring.hpp): its address (u64) and rkey
+// (u32), big-endian, 20 bytes in all. A worker offers its ring; railgated
+// answers with its own when it takes the offer (it busy-polls the rail),
+// and then both directions carry small chunks through the rings. Peers
+// that predate the ring send a zero capability byte and ignore the rest.
 inline constexpr std::size_t cm_private_bytes = 8;
-void encode_cm_private(unsigned path_mtu, std::uint8_t* out) noexcept;
-// The peer's path MTU in bytes, or 0 when the data is not railgate's.
-unsigned decode_cm_private(const void* data, std::size_t len) noexcept;
+inline constexpr std::size_t cm_private_ll_bytes = 20;
+inline constexpr std::uint8_t cm_cap_ll = 0x01;
+struct cm_hello {
+    unsigned path_mtu = 0; // bytes; 0 when the data is not railgate's
+    bool ll = false;
+    std::uint64_t ll_addr = 0;
+    std::uint32_t ll_rkey = 0;
+};
+// Writes h into out (cm_private_ll_bytes of room); returns its length.
+std::size_t encode_cm_private(const cm_hello& h, std::uint8_t* out) noexcept;
+cm_hello decode_cm_private(const void* data, std::size_t len) noexcept;
 // The path MTU a QP on this id's port would use when not capped: the
 // configured one, else the port's active MTU.
 unsigned port_path_mtu(rdma_cm_id* id, unsigned configured) noexcept;

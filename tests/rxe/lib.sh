@@ -1,13 +1,13 @@
 # Shared by the rxe suite's guest-side scripts: start railgated on the
 # verbs config and wait until it serves (or fail with its log).
-#   . lib.sh; start_railgated BUILD CONFIG SOCKET LOG
+#   . lib.sh; start_railgated BUILD CONFIG SOCKET LOG [RAILGATED ARGS...]
 # The job token every worker of a job shares (railbench and raillat take it
 # from here): random, as a training job's rendezvous makes it.
 export RAILGATE_TOKEN=${RAILGATE_TOKEN:-$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')}
 ip link set lo up
 ip addr replace 198.18.1.1/24 dev dummy0
 start_railgated() {
-  "$1/dataplane/railgated" --config "$2" --socket "$3" > "$4" 2>&1 &
+  "$1/dataplane/railgated" --config "$2" --socket "$3" "${@:5}" > "$4" 2>&1 &
   RG_PID=$!
   for _ in $(seq 100); do
     grep -q "railgated: ready" "$4" && return 0

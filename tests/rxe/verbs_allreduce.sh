@@ -153,3 +153,56 @@ for name in ("v0", "v1"):
 print("ok: 512 KiB verbs chunks, engine reductions", [rails[n]["engine_reductions"] for n in ("v0", "v1")])
 PY
 kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; exit 1; }
+
+# The eager rings (dataplane/verbs/ll_ring.hpp): railgated busy-polls its
+# rail (--idle spin), so it takes the rings the workers offer, and chunks of
+# at most 120 bytes go through them (the counts' 4 to 120-byte chunks and
+# tails; larger ones stay WRITE_WITH_IMMs). One rail, as a busy-polled rail
+# holds a vCPU. Rank 2 turns its ring off (RAILGATE_VERBS_LL=0): the choice
+# is per connection, and the sums are bit-exact either way. Then
+# verbs_probe's bad entries through the ring: each counted, the job after
+# them exact.
+{ sed -n '/^\[pools\]/,/^\[\[rail\]\]/p' "$here/verbs.toml" | sed '$d'
+  printf '[jobs]\nstall_ms = %d\n\n[[rail]]\nname = "v0"\ntransport = "verbs"\ndevice = "rxe0"\nip = "198.18.0.1"\n' $pause_ms
+  printf 'chunk_bytes = 4096\n'; } > "$WORK/eager.toml"
+start_railgated "$BUILD" "$WORK/eager.toml" "$WORK/ctl4.sock" "$WORK/railgated4.log" --idle spin
+for dt in fp32 bf16; do
+  pids=()
+  for r in 0 1 2; do
+    RAILGATE_VERBS_LL=$([ $r = 2 ] && echo 0 || echo 1) timeout 120 "$BUILD/tools/railbench" --transport verbs \
+      --server 198.18.0.1 --rank $r --workers 3 "${peer[@]}" --dtype $dt --job $job --count 1,7,30,31,61,1029,100003 \
+      -n 2 -w 1 > "$WORK/e$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for r in 0 1 2; do
+    wait "${pids[$r]}" || { echo "FAIL: railbench --dtype $dt through the eager rings, rank $r"; tail -n 5 "$WORK/e$r.log"
+                            tail -n 20 "$WORK/railgated4.log"; exit 1; }
+  done
+  job=$((job + 1))
+done
+"$BUILD/railctl" --socket "$WORK/ctl4.sock" --json stats > "$WORK/stats4.json"
+python3 - "$WORK/stats4.json" <<'PY' || { echo "FAIL: eager counters"; exit 1; }
+import json, sys
+r = json.load(open(sys.argv[1]))["rails"][0]
+# Ranks 0 and 1 of each of the 2 jobs took the ring; rank 2 did not.
+assert r["eager_connections"] == 4 and r["connects"] == 6, r
+# Each rank's small chunks: both ring ranks' went through it, every result
+# of a small slot went back through it to them (and as a WRITE to rank 2).
+assert r["eager_contributions"] > 0 and r["eager_results"] == r["eager_contributions"], r
+assert r["drops_total"] == 0 and r["aborts"] == 0 and r["qp_errors"] == 0, r
+print("ok: eager rings,", r["eager_contributions"], "chunks in and", r["eager_results"], "results out of",
+      r["contributions"], "and", r["aggregations"])
+PY
+timeout 60 "$BUILD/tests/rxe/verbs_probe" 198.18.0.1 47000 eager || { echo "FAIL: verbs_probe eager"; exit 1; }
+"$BUILD/railctl" --socket "$WORK/ctl4.sock" --json stats > "$WORK/probe4.json"
+python3 - "$WORK/probe4.json" <<'PY' || { echo "FAIL: bad eager entries not counted"; exit 1; }
+import json, sys
+r = json.load(open(sys.argv[1]))["rails"][0]
+d = r["drops"]
+# One of each by WRITE_WITH_IMM, then again through the ring, and the
+# ring's 0-byte and 121-byte entries.
+assert d.get("slot_range") == 2 and d.get("bad_generation") == 2 and d.get("verbs_length") == 4, d
+assert r["eager_connections"] == 5, r
+PY
+kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; cat "$WORK/railgated4.log"; exit 1; }
+echo "ok: the eager rings"

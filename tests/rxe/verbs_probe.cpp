@@ -7,11 +7,17 @@
 // shape (wire::shape_word, as a worker does on the rails after its first)
 // that is not the plane's, and a malformed one: refused with
 // shape_mismatch and bad_request.
+// With `eager` (railgated busy-polls the rail, so it takes the probe's
+// eager ring): the same bad chunks again through the ring, and entries
+// whose length is 0 or above the ring's 120 bytes (each counted, under
+// slot_range, bad_generation and verbs_length), then a small and a large
+// allreduce exact. Without it, railgated must have declined the ring.
 //
-//   verbs_probe SERVER_IP PORT
+//   verbs_probe SERVER_IP PORT [eager]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "client/railgate/verbs_transport.hpp"
@@ -22,10 +28,11 @@
 using namespace railgate;
 
 int main(int argc, char** argv) {
-    if (argc != 3) {
-        std::fprintf(stderr, "usage: verbs_probe SERVER_IP PORT\n");
+    if (argc != 3 && !(argc == 4 && std::strcmp(argv[3], "eager") == 0)) {
+        std::fprintf(stderr, "usage: verbs_probe SERVER_IP PORT [eager]\n");
         return 2;
     }
+    const bool eager = argc == 4;
     std::uint32_t ip = 0;
     if (!net::parse_ipv4(argv[1], ip)) return 2;
     try {
@@ -53,16 +60,32 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "verbs_probe: could not post the bad writes\n");
             return 1;
         }
-        std::vector<float> v(1000);
-        for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f;
-        const std::vector<float> want = v;
-        if (auto e = w.allreduce(v.data(), v.size(), wire::dtype::fp32); !e.empty()) {
-            std::fprintf(stderr, "verbs_probe: allreduce after the bad writes: %s\n", e.c_str());
+        if (t.eager(0) != eager) {
+            std::fprintf(stderr, "verbs_probe: railgated %s the eager ring\n", eager ? "declined" : "took");
             return 1;
         }
-        if (v != want) {
-            std::fprintf(stderr, "verbs_probe: wrong result after the bad writes\n");
+        if (eager && !(t.write_raw_eager(0, 0, wire::verbs_imm(200, 0), 8, 8) && // slot 200 >= pool 4
+                       t.write_raw_eager(0, 1, wire::verbs_imm(1, 9), 8, 8) &&   // generation 9
+                       t.write_raw_eager(0, 2, wire::verbs_imm(2, 0), 6, 6) &&   // 1.5 fp32 elements
+                       t.write_raw_eager(0, 3, wire::verbs_imm(3, 0), 0, 8) &&   // claims 0 bytes
+                       t.write_raw_eager(0, 3, wire::verbs_imm(3, 0), 121, 8))) { // claims more than an entry holds
+            std::fprintf(stderr, "verbs_probe: could not post the bad eager entries\n");
             return 1;
+        }
+        // A small allreduce (80 bytes: the eager ring's when it has one)
+        // and a large one.
+        for (std::size_t n : {std::size_t{20}, std::size_t{1000}}) {
+            std::vector<float> v(n);
+            for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f;
+            const std::vector<float> want = v;
+            if (auto e = w.allreduce(v.data(), v.size(), wire::dtype::fp32); !e.empty()) {
+                std::fprintf(stderr, "verbs_probe: allreduce of %zu after the bad writes: %s\n", n, e.c_str());
+                return 1;
+            }
+            if (v != want) {
+                std::fprintf(stderr, "verbs_probe: wrong result of %zu after the bad writes\n", n);
+                return 1;
+            }
         }
         // LEAVE twice, as a worker whose wait ran out before the LEAVE_ACK
         // came: each is acknowledged (leaves 1, leaves_again 1), neither
@@ -129,8 +152,9 @@ int main(int argc, char** argv) {
                          chunk, rails + 1, other_chunk, lag, more_rails, malformed);
             return 1;
         }
-        std::printf("verbs_probe: 3 bad writes posted, the allreduce after them is exact, a repeated LEAVE acked, "
-                    "4 JOINs naming another job shape refused\n");
+        std::printf("verbs_probe: 3 bad writes%s posted, the allreduces after them are exact, a repeated LEAVE "
+                    "acked, 4 JOINs naming another job shape refused\n",
+                    eager ? " and 5 bad eager entries" : " (railgated declined the eager ring)");
         return 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "verbs_probe: %s\n", e.what());
