@@ -74,7 +74,7 @@ build() {
 # which railgate's TSan build annotates: dataplane/net/burst.hpp). The
 # TSan tree's verbs allreduce in the rxe guest (rxe-verbs-allreduce-tsan,
 # 84 s) is left to a run by hand: with it CI took 1,764 s of its 30
-# minutes here (ninja -C build-tsan tools/raillat tests/unit/test_histogram
+# minutes here (ninja -C build-tsan tools/raillat tests/unit/test_histogram tests/rxe/verbs_probe
 # dataplane/railgated railctl tools/railbench, then meson test -C
 # build-tsan rxe-verbs-allreduce-tsan, as root: the test sets the
 # sanitizers' options and RAILGATE_TSAN itself).
