@@ -323,6 +323,7 @@ void read_daemon(reader& r, appliance& a, std::vector<error>&) {
     r.choice<idle_mode>("idle", {{"auto", idle_mode::automatic}, {"spin", idle_mode::spin}, {"yield", idle_mode::yield},
                                      {"sleep", idle_mode::sleep}},
                         a.idle);
+    r.boolean("verbs_eager_rings", a.verbs_eager_rings);
     r.integer("shared_nice", -20, 0, a.shared_nice);
     r.integer("client_timeout_ms", 1000, 3600000, a.client_timeout_ms);
     if (const toml::node* n = r.get("eal_args"))

@@ -142,6 +142,9 @@ struct appliance {
     unsigned stats_interval = 0;
     unsigned neighbour_reachable = 30; // seconds; the gateway then confirms a next hop again
     idle_mode idle = idle_mode::automatic;
+    // Verbs rails that busy-poll take the eager rings workers offer
+    // (dataplane/verbs/ll_ring.hpp); false keeps every chunk a WRITE_WITH_IMM.
+    bool verbs_eager_rings = true;
     // The nice an lcore that sleeps or naps takes while a busy task shares
     // its CPU and traffic is light (net::shared_weight); 0: keep its own.
     int shared_nice = -10;

@@ -381,6 +381,7 @@ int main(int argc, char** argv) {
     vcfg.assemble_ms = app.assemble_ms;
     vcfg.idle_ms = app.idle_ms;
     vcfg.max_pending_joins = app.max_pending_joins;
+    vcfg.eager_rings = app.verbs_eager_rings;
     vcfg.spin_passes = (idle_set ? idle : app.idle == config::idle_mode::spin ? net::idle_policy::spin
                                                                               : net::idle_policy::yield) ==
                                net::idle_policy::spin

@@ -205,4 +205,10 @@ assert d.get("slot_range") == 2 and d.get("bad_generation") == 2 and d.get("verb
 assert r["eager_connections"] == 5, r
 PY
 kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; cat "$WORK/railgated4.log"; exit 1; }
+# verbs_eager_rings = false: a spinning rail declines the ring (verbs_probe
+# without `eager` fails if railgated took it).
+{ printf '[daemon]\nverbs_eager_rings = false\n\n'; cat "$WORK/eager.toml"; } > "$WORK/no_eager.toml"
+start_railgated "$BUILD" "$WORK/no_eager.toml" "$WORK/ctl5.sock" "$WORK/railgated5.log" --idle spin
+timeout 60 "$BUILD/tests/rxe/verbs_probe" 198.18.0.1 47000 || { echo "FAIL: verbs_eager_rings = false"; exit 1; }
+kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; cat "$WORK/railgated5.log"; exit 1; }
 echo "ok: the eager rings"

@@ -265,6 +265,12 @@ BOOST_AUTO_TEST_CASE(shared_nice) {
     BOOST_TEST(only_error("[daemon]\nshared_nice = 5\n" + rail0) == "t.toml:2:15: daemon.shared_nice: 5 out of range -20..0");
     BOOST_TEST(only_error("[daemon]\nshared_nice = -21\n" + rail0) ==
                "t.toml:2:15: daemon.shared_nice: -21 out of range -20..0");
+}
+
+BOOST_AUTO_TEST_CASE(verbs_eager_rings) {
+    BOOST_TEST(parse(rail0).cfg.verbs_eager_rings);
+    BOOST_TEST(!parse("[daemon]\nverbs_eager_rings = false\n" + rail0).cfg.verbs_eager_rings);
+    BOOST_TEST(!parse("[daemon]\nverbs_eager_rings = 1\n" + rail0).ok());
     BOOST_TEST(only_error("[daemon]\nshared_nice = \"high\"\n" + rail0) ==
                "t.toml:2:15: daemon.shared_nice: must be an integer");
 }
