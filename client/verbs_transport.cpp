@@ -64,16 +64,9 @@ struct verbs_transport::rail {
     verbs::mr_ptr ctl_mr;
     verbs::region_memory data; // pool slots: contributions leave from here, results land here
     verbs::mr_ptr data_mr;
-    // The eager rings (ll_ring.hpp): results land in ll_in; contributions
-    // are staged in ll_out and written to railgated's ring at ll_peer.
-    verbs::region_memory ll_in, ll_out;
-    verbs::mr_ptr ll_in_mr, ll_out_mr;
+    verbs::eager_rings eager; // on() when railgated took the offer: small chunks both ways
     std::unique_ptr<verbs::queue_pair> qp;
     bool connected = false;
-    bool ll = false;
-    std::uint64_t ll_in_seq = 0, ll_out_seq = 0; // the next entry each way
-    std::uint64_t ll_peer_addr = 0;
-    std::uint32_t ll_peer_rkey = 0;
 
     bool have_peer = false;
     wire::region_body peer{};
@@ -130,19 +123,15 @@ struct verbs_transport::rail {
         return true;
     }
 
-    // Entry ll_out_seq of the eager stream: imm, a length word of `len` and
+    // The next entry of the eager stream: imm, a length word of `len` and
     // `bytes` bytes of payload (len == bytes but in write_raw_eager).
     bool post_eager(std::uint32_t imm, const void* payload, std::uint32_t len, std::uint32_t bytes) noexcept {
-        const std::size_t at = verbs::ll::offset_of(ll_out_seq);
-        auto* w = reinterpret_cast<std::uint64_t*>(static_cast<std::uint8_t*>(ll_out.p) + at);
-        auto n = static_cast<std::uint32_t>(verbs::ll::encode(w, ll_out_seq, imm, payload, bytes));
-        if (len != bytes) w[1] = verbs::ll::word(len, verbs::ll::flag_of(ll_out_seq));
-        // Staged in ll_out at the entry's own place: rewritten only a ring
-        // later, after railgated has read this one (a pool of slots in flight).
-        if (!post(make_wr_id(wr_kind::data, 0), IBV_WR_RDMA_WRITE, w, n, ll_out_mr->lkey, ll_peer_addr + at, 0,
-                  ll_peer_rkey))
+        const verbs::eager_rings::staged e = eager.stage(imm, payload, bytes);
+        if (len != bytes) e.words[1] = verbs::ll::word(len, verbs::ll::flag_of(eager.out_seq));
+        if (!post(make_wr_id(wr_kind::data, 0), IBV_WR_RDMA_WRITE, e.words, e.bytes, eager.out_mr->lkey, e.raddr, 0,
+                  eager.peer_rkey))
             return false;
-        ++ll_out_seq;
+        eager.sent();
         return true;
     }
 
@@ -150,13 +139,10 @@ struct verbs_transport::rail {
     unsigned poll_eager(rx_msg* out, unsigned max, std::uint64_t& dropped) noexcept {
         unsigned got = 0;
         while (got < max) {
-            const auto* e = reinterpret_cast<const std::uint64_t*>(static_cast<const std::uint8_t*>(ll_in.p) +
-                                                                   verbs::ll::offset_of(ll_in_seq));
             verbs::ll::entry en;
             std::uint8_t payload[verbs::ll::max_payload];
-            const verbs::ll::status st = verbs::ll::poll(e, ll_in_seq, en, payload);
+            const verbs::ll::status st = eager.take(en, payload);
             if (st == verbs::ll::status::empty) break;
-            ++ll_in_seq;
             const unsigned s = wire::verbs_imm_slot(en.imm);
             if (st == verbs::ll::status::bad || s >= pool || !slots[s].busy ||
                 wire::verbs_imm_gen(en.imm) != (slots[s].h.gen & 0xffffu) ||
@@ -257,16 +243,11 @@ std::unique_ptr<verbs_transport::rail> connect_rail(std::uint32_t ip, std::uint1
     verbs::cm_hello hello;
     hello.path_mtu = verbs::port_path_mtu(id, o.qp.path_mtu);
     if (o.eager_rings) {
-        r->ll_in = verbs::region_memory(verbs::ll::ring_bytes, -1);
-        r->ll_out = verbs::region_memory(verbs::ll::ring_bytes, -1);
-        std::memset(r->ll_in.p, 0, verbs::ll::ring_bytes);
-        r->ll_in_mr.reset(ibv_reg_mr(r->pd.get(), r->ll_in.p, verbs::ll::ring_bytes,
-                                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
-        r->ll_out_mr.reset(ibv_reg_mr(r->pd.get(), r->ll_out.p, verbs::ll::ring_bytes, verbs::local_write));
-        if (!r->ll_in_mr || !r->ll_out_mr) throw std::runtime_error(where + ": ibv_reg_mr: " + std::strerror(errno));
-        hello.ll = true;
-        hello.ll_addr = reinterpret_cast<std::uintptr_t>(r->ll_in.p);
-        hello.ll_rkey = r->ll_in_mr->rkey;
+        try {
+            r->eager.open(r->pd.get(), -1, hello);
+        } catch (const std::exception& e) {
+            throw std::runtime_error(where + ": " + e.what());
+        }
     }
     std::uint8_t priv[verbs::cm_private_ll_bytes];
     rdma_conn_param p{};
@@ -285,11 +266,8 @@ std::unique_ptr<verbs_transport::rail> connect_rail(std::uint32_t ip, std::uint1
         throw std::runtime_error(e);
     if (!theirs.path_mtu) throw std::runtime_error(where + ": the peer is not railgated (no RGV1 connection data)");
     r->qp->cap_path_mtu(theirs.path_mtu);
-    if (theirs.ll && r->ll_in_mr) {
-        r->ll = true;
-        r->ll_peer_addr = theirs.ll_addr;
-        r->ll_peer_rkey = theirs.ll_rkey;
-    }
+    if (theirs.ll && r->eager.on()) r->eager.attach(theirs);
+    else r->eager.close(); // declined (a railgated that sleeps, or older)
     std::string e = r->qp->move_to(IBV_QPS_RTR);
     if (e.empty()) e = r->qp->move_to(IBV_QPS_RTS);
     if (!e.empty()) throw std::runtime_error(where + ": " + e);
@@ -362,7 +340,7 @@ unsigned verbs_transport::send(unsigned ri, const tx_msg* msgs, unsigned n) noex
             ++dropped_;
             continue;
         }
-        if (r.ll && m.bytes <= verbs::ll::max_payload) {
+        if (r.eager.on() && m.bytes <= verbs::ll::max_payload) {
             if (!r.post_eager(wire::verbs_imm(m.h.slot, m.h.gen), m.payload, m.bytes, m.bytes)) break;
             r.slots[s].busy = true;
             r.slots[s].h = m.h;
@@ -467,7 +445,7 @@ unsigned verbs_transport::recv(unsigned ri, rx_msg* out, unsigned max) noexcept 
         m.frag_len[0] = static_cast<std::uint32_t>(body.size());
         r.repost.push_back(b);
     }
-    if (r.ll) got += r.poll_eager(out + got, max - got, dropped_);
+    if (r.eager.on()) got += r.poll_eager(out + got, max - got, dropped_);
     return got;
 }
 
@@ -477,7 +455,7 @@ std::uint64_t verbs_transport::dropped() const noexcept { return dropped_; }
 // before the arming would raise no event, so they are stashed for recv().
 // With eager rings a result raises no completion: poll, yielding the CPU.
 void verbs_transport::wait(std::chrono::microseconds max) noexcept {
-    if (std::any_of(rails_.begin(), rails_.end(), [](const auto& r) { return r->ll && r->failed.empty(); })) {
+    if (std::any_of(rails_.begin(), rails_.end(), [](const auto& r) { return r->eager.on() && r->failed.empty(); })) {
         sched_yield();
         return;
     }
@@ -512,12 +490,12 @@ bool verbs_transport::write_raw_eager(unsigned ri, unsigned slot, std::uint32_t 
                                       std::uint32_t bytes) noexcept {
     if (ri >= rails_.size()) return false;
     rail& r = *rails_[ri];
-    if (!r.ll || !r.data_mr || slot >= r.pool || bytes > verbs::ll::max_payload || bytes > r.chunk || r.sends.full())
+    if (!r.eager.on() || !r.data_mr || slot >= r.pool || bytes > verbs::ll::max_payload || bytes > r.chunk || r.sends.full())
         return false;
     return r.post_eager(imm, r.slot_buf(slot), len, bytes);
 }
 
-bool verbs_transport::eager(unsigned ri) const noexcept { return ri < rails_.size() && rails_[ri]->ll; }
+bool verbs_transport::eager(unsigned ri) const noexcept { return ri < rails_.size() && rails_[ri]->eager.on(); }
 
 int verbs_transport::gid_index() const noexcept { return rails_[0]->qp ? rails_[0]->qp->gid_index() : -1; }
 unsigned verbs_transport::path_mtu() const noexcept { return rails_[0]->qp ? rails_[0]->qp->path_mtu() : 0; }

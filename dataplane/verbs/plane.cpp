@@ -57,11 +57,9 @@ struct conn {
     mr_ptr ctl_mr;
     region_memory contrib; // this rank's contributions: pool slots of the job's chunk
     mr_ptr contrib_mr;
-    // The eager rings (ll_ring.hpp) when the worker offered its ring and
-    // the rail busy-polls: its small chunks land in ll_in; results are
-    // staged in ll_out and written to its ring at ll_peer.
-    region_memory ll_in, ll_out;
-    mr_ptr ll_in_mr, ll_out_mr;
+    // The eager rings when the worker offered its ring and the rail
+    // busy-polls: its small chunks land there, and so do their results.
+    eager_rings eager;
     std::unique_ptr<queue_pair> qp;
 
     state st = state::accepting;
@@ -84,10 +82,6 @@ struct conn {
     send_ledger sends{sq_depth};
     std::deque<pending_send> backlog;
     unsigned ctl_next = 0, ctl_busy = 0;
-    bool ll = false;
-    std::uint64_t ll_in_seq = 0, ll_out_seq = 0; // the next entry each way
-    std::uint64_t ll_peer_addr = 0;
-    std::uint32_t ll_peer_rkey = 0;
 
     std::uint8_t* recv_buf(std::size_t i) const noexcept { return static_cast<std::uint8_t*>(ctl.p) + i * ctl_bytes; }
     std::uint8_t* send_buf(std::size_t i) const noexcept { return recv_buf(rq_depth + i); }
@@ -518,19 +512,8 @@ void plane::rail_state::on_connect_request(rdma_cm_id* id, const rdma_conn_param
         if (!theirs.path_mtu) throw std::runtime_error("not a railgate worker (no RGV1 connection data)");
         cm_hello ours;
         if (theirs.ll && lim.eager_rings && lim.spin_passes == 0) {
-            c->ll_in = region_memory(ll::ring_bytes, numa);
-            c->ll_out = region_memory(ll::ring_bytes, numa);
-            std::memset(c->ll_in.p, 0, ll::ring_bytes);
-            c->ll_in_mr.reset(ibv_reg_mr(pd.get(), c->ll_in.p, ll::ring_bytes,
-                                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
-            c->ll_out_mr.reset(ibv_reg_mr(pd.get(), c->ll_out.p, ll::ring_bytes, local_write));
-            if (!c->ll_in_mr || !c->ll_out_mr) throw std::runtime_error(std::string("ibv_reg_mr: ") + std::strerror(errno));
-            c->ll = true;
-            c->ll_peer_addr = theirs.ll_addr;
-            c->ll_peer_rkey = theirs.ll_rkey;
-            ours.ll = true;
-            ours.ll_addr = reinterpret_cast<std::uintptr_t>(c->ll_in.p);
-            ours.ll_rkey = c->ll_in_mr->rkey;
+            c->eager.open(pd.get(), numa, ours);
+            c->eager.attach(theirs);
         }
         c->qp = std::make_unique<queue_pair>(id, pd.get(), comp.get(), s);
         c->qp->cap_path_mtu(theirs.path_mtu);
@@ -557,7 +540,7 @@ void plane::rail_state::on_connect_request(rdma_cm_id* id, const rdma_conn_param
     }
     c->id.reset(id);
     c->conn_id = next_conn_id++;
-    if (c->ll) bump(ctr.eager_conns);
+    if (c->eager.on()) bump(ctr.eager_conns);
     if (const sockaddr* pa = rdma_get_peer_addr(id); pa && pa->sa_family == AF_INET)
         c->host = ntohl(reinterpret_cast<const sockaddr_in*>(pa)->sin_addr.s_addr);
     id->context = c.get();
@@ -636,7 +619,7 @@ bool plane::rail_state::poll_conn(conn& c) {
     const int n = ibv_poll_cq(c.qp->cq(), 16, wc);
     for (int i = 0; i < n; ++i) handle_wc(c, wc[i]);
     if (n > 0 && !c.backlog.empty()) flush_backlog(c);
-    return (c.ll && poll_ring(c)) || n > 0;
+    return (c.eager.on() && poll_ring(c)) || n > 0;
 }
 
 // The worker's eager entries, in order: a few a pass (as many as a CQ
@@ -645,12 +628,9 @@ bool plane::rail_state::poll_ring(conn& c) {
     std::uint8_t payload[ll::max_payload];
     unsigned k = 0;
     for (; k < 16 && c.st != conn::state::closing; ++k) {
-        const auto* e = reinterpret_cast<const std::uint64_t*>(static_cast<const std::uint8_t*>(c.ll_in.p) +
-                                                               ll::offset_of(c.ll_in_seq));
         ll::entry en;
-        const ll::status st = ll::poll(e, c.ll_in_seq, en, payload);
+        const ll::status st = c.eager.take(en, payload);
         if (st == ll::status::empty) break;
-        ++c.ll_in_seq;
         bump(ctr.eager_contributions);
         if (st == ll::status::bad) {
             bump(ctr.contributions);
@@ -1147,17 +1127,12 @@ void plane::rail_state::complete_slot(vjob& x, unsigned slot) {
     const unsigned j = jobs.index_of(x);
     for (unsigned r = 0; r < x.world; ++r) {
         conn& m = *x.x.members[r];
-        if (m.ll && bytes <= ll::max_payload) {
-            // Staged in the connection's own ring image: entry k there is
-            // rewritten only after the worker has read k (it has at most a
-            // pool of slots in flight), so the WRITE owns it until then.
-            const std::size_t at = ll::offset_of(m.ll_out_seq);
-            auto* w = reinterpret_cast<std::uint64_t*>(static_cast<std::uint8_t*>(m.ll_out.p) + at);
-            const auto len = static_cast<std::uint32_t>(ll::encode(w, m.ll_out_seq, imm, dst, bytes));
-            ++m.ll_out_seq;
+        if (m.eager.on() && bytes <= ll::max_payload) {
+            const eager_rings::staged e = m.eager.stage(imm, dst, bytes);
+            m.eager.sent(); // post_send posts or backlogs: never refuses
             bump(ctr.eager_results);
-            post_send(m, {make_wr_id(wr_kind::ll, 0), IBV_WR_RDMA_WRITE, reinterpret_cast<std::uintptr_t>(w), len,
-                          m.ll_out_mr->lkey, m.ll_peer_addr + at, m.ll_peer_rkey, 0});
+            post_send(m, {make_wr_id(wr_kind::ll, 0), IBV_WR_RDMA_WRITE, reinterpret_cast<std::uintptr_t>(e.words),
+                          e.bytes, m.eager.out_mr->lkey, e.raddr, m.eager.peer_rkey, 0});
             continue;
         }
         ++x.x.outstanding;

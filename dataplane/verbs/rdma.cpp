@@ -165,6 +165,22 @@ cm_hello decode_cm_private(const void* data, std::size_t len) noexcept {
     return h;
 }
 
+void eager_rings::open(ibv_pd* pd, int numa_node, cm_hello& offer) {
+    in = region_memory(ll::ring_bytes, numa_node);
+    out = region_memory(ll::ring_bytes, numa_node);
+    std::memset(in.p, 0, ll::ring_bytes); // flag 0: no lap's (and faulted in where bound)
+    in_mr.reset(ibv_reg_mr(pd, in.p, ll::ring_bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+    out_mr.reset(ibv_reg_mr(pd, out.p, ll::ring_bytes, local_write));
+    if (!in_mr || !out_mr) {
+        const int e = errno;
+        close();
+        throw std::runtime_error(std::string("ibv_reg_mr (eager rings): ") + std::strerror(e));
+    }
+    offer.ll = true;
+    offer.ll_addr = reinterpret_cast<std::uintptr_t>(in.p);
+    offer.ll_rkey = in_mr->rkey;
+}
+
 unsigned port_path_mtu(rdma_cm_id* id, unsigned configured) noexcept {
     ibv_port_attr pa{};
     if (ibv_query_port(id->verbs, id->port_num, &pa)) return configured;

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "dataplane/proto/wire.hpp"
+#include "dataplane/verbs/ll_ring.hpp"
 
 namespace railgate::verbs {
 
@@ -193,6 +194,64 @@ struct cm_hello {
 // Writes h into out (cm_private_ll_bytes of room); returns its length.
 std::size_t encode_cm_private(const cm_hello& h, std::uint8_t* out) noexcept;
 cm_hello decode_cm_private(const void* data, std::size_t len) noexcept;
+// One end of a connection's eager rings (ll_ring.hpp): the peer WRITEs
+// its entries into `in`, which this end busy-polls; this end's entries are
+// staged in `out`, each at its own ring place, and WRITTEn to the peer's
+// ring. An entry in `out` is rewritten only a lap later, after the peer has
+// read it (at most a pool of slots is in flight each way), so a WRITE owns
+// its staged words until then. Empty (on() false) until open(); railgated
+// opens only when it takes the worker's offer, a worker closes when its
+// offer is declined.
+struct eager_rings {
+    region_memory in, out;
+    mr_ptr in_mr, out_mr;
+    std::uint64_t in_seq = 0, out_seq = 0; // the next entry each way
+    std::uint64_t peer_addr = 0;
+    std::uint32_t peer_rkey = 0;
+
+    // Maps and registers both rings on `pd` (throws); `offer` gets our
+    // ring's address and rkey for the peer.
+    void open(ibv_pd* pd, int numa_node, cm_hello& offer);
+    // The peer's ring, from its answer.
+    void attach(const cm_hello& theirs) noexcept {
+        peer_addr = theirs.ll_addr;
+        peer_rkey = theirs.ll_rkey;
+    }
+    void close() noexcept {
+        in_mr.reset(); // the registrations before their memory
+        out_mr.reset();
+        in = region_memory{};
+        out = region_memory{};
+        in_seq = out_seq = peer_addr = 0;
+        peer_rkey = 0;
+    }
+    bool on() const noexcept { return out_mr != nullptr; }
+
+    // Entry out_seq, encoded in `out` (ll::encode): post a plain RDMA WRITE
+    // of `bytes` from `words` to `raddr` with out_mr's lkey and peer_rkey,
+    // then sent() once the post took.
+    struct staged {
+        std::uint64_t* words;
+        std::uint32_t bytes;
+        std::uint64_t raddr;
+    };
+    staged stage(std::uint32_t imm, const void* payload, std::uint32_t len) noexcept {
+        const std::size_t at = ll::offset_of(out_seq);
+        auto* w = reinterpret_cast<std::uint64_t*>(static_cast<std::uint8_t*>(out.p) + at);
+        return {w, static_cast<std::uint32_t>(ll::encode(w, out_seq, imm, payload, len)), peer_addr + at};
+    }
+    void sent() noexcept { ++out_seq; }
+    // The peer's entry in_seq (payload: ll::max_payload bytes of room);
+    // past it unless it is still empty.
+    ll::status take(ll::entry& e, void* payload) noexcept {
+        const auto* w = reinterpret_cast<const std::uint64_t*>(static_cast<const std::uint8_t*>(in.p) +
+                                                               ll::offset_of(in_seq));
+        const ll::status st = ll::poll(w, in_seq, e, payload);
+        if (st != ll::status::empty) ++in_seq;
+        return st;
+    }
+};
+
 // The path MTU a QP on this id's port would use when not capped: the
 // configured one, else the port's active MTU.
 unsigned port_path_mtu(rdma_cm_id* id, unsigned configured) noexcept;
