@@ -495,6 +495,26 @@ bool verbs_transport::write_raw_eager(unsigned ri, unsigned slot, std::uint32_t 
     return r.post_eager(imm, r.slot_buf(slot), len, bytes);
 }
 
+bool verbs_transport::peer_memory(unsigned ri, bool ring, wire::region_body& out) const noexcept {
+    if (ri >= rails_.size()) return false;
+    const rail& r = *rails_[ri];
+    if (ring) {
+        if (!r.eager.on()) return false;
+        out = {r.eager.peer_addr, r.eager.peer_rkey, static_cast<std::uint32_t>(verbs::ll::ring_bytes)};
+        return true;
+    }
+    out = r.peer;
+    return r.have_peer;
+}
+
+bool verbs_transport::write_raw_to(unsigned ri, const wire::region_body& to, std::uint32_t bytes) noexcept {
+    if (ri >= rails_.size()) return false;
+    rail& r = *rails_[ri];
+    if (!r.data_mr || bytes > std::size_t{r.pool} * r.chunk || r.sends.full()) return false;
+    return r.post(make_wr_id(wr_kind::data, 0), IBV_WR_RDMA_WRITE, r.slot_buf(0), bytes, r.data_mr->lkey, to.addr, 0,
+                  to.rkey);
+}
+
 bool verbs_transport::eager(unsigned ri) const noexcept { return ri < rails_.size() && rails_[ri]->eager.on(); }
 
 int verbs_transport::gid_index() const noexcept { return rails_[0]->qp ? rails_[0]->qp->gid_index() : -1; }

@@ -63,6 +63,13 @@ public:
     // when the rail has no eager ring or is not ready.
     bool write_raw_eager(unsigned rail, unsigned slot, std::uint32_t imm, std::uint32_t len,
                          std::uint32_t bytes) noexcept;
+    // Railgated's memory rail `rail` writes into: this worker's contribution
+    // region (its REGION), or with `ring` its eager ring. False when there
+    // is none (yet).
+    bool peer_memory(unsigned rail, bool ring, wire::region_body& out) const noexcept;
+    // For the isolation probe: a plain RDMA WRITE of `bytes` bytes of slot
+    // 0's buffer to any address with any rkey. False when not ready.
+    bool write_raw_to(unsigned rail, const wire::region_body& to, std::uint32_t bytes) noexcept;
     // Whether rail `rail` carries small chunks through eager rings.
     bool eager(unsigned rail) const noexcept;
     // The GID index and path MTU rail 0's QP uses.

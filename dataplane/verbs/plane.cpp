@@ -50,9 +50,17 @@ struct pending_send {
 
 // One worker's QP on this rail. Members are declared in creation order and
 // so torn down in reverse: the QP first, then the memory it used.
+//
+// Each connection has a protection domain of its own: an rkey is valid
+// only on QPs of its MR's PD, so a worker's WRITEs can reach its own
+// contribution region and eager ring and nothing else, whatever rkeys it
+// guesses (one PD per rail would let any worker of the rail write into
+// another's, of any tenant). Its job's result memory is registered in it
+// too (vjob_data::lkey_in), the source of the result WRITEs to it.
 struct conn {
     enum class state : std::uint8_t { accepting, up, closing };
     cm_id_ptr id;
+    std::shared_ptr<ibv_pd> pd; // shared with its job's registration of the results (vjob_data)
     region_memory ctl;    // rq_depth receive buffers, then ctl_sends send buffers
     mr_ptr ctl_mr;
     region_memory contrib; // this rank's contributions: pool slots of the job's chunk
@@ -70,6 +78,7 @@ struct conn {
     int job = -1;              // index in the rail's job table
     std::uint16_t rank = 0;
     bool have_region = false;  // the worker's REGION (where results go)
+    std::uint32_t results_lkey = 0; // its job's result memory in this PD
     // The job this connection left (its LEAVE): a LEAVE repeated for it is
     // acknowledged again, as on the UDP rails.
     struct left_job {
@@ -92,8 +101,31 @@ struct conn {
 struct vjob_data {
     conn* members[wire::max_world] = {};
     region_memory results; // the reduced chunks, pool slots
-    mr_ptr results_mr;
+    // `results` registered in each member's PD (the source of the result
+    // WRITEs on its QP), kept until the memory is freed: a WRITE from a
+    // member that left may still be in flight. One per PD that joined.
+    struct registration {
+        std::shared_ptr<ibv_pd> pd;
+        mr_ptr mr;
+    };
+    std::vector<registration> regs;
     unsigned outstanding = 0; // result WRITEs in flight from `results`
+
+    // The lkey of `results` in `pd`, registered on first use; false when
+    // the HCA refuses.
+    bool lkey_in(const std::shared_ptr<ibv_pd>& pd, std::uint32_t& lkey) {
+        for (const registration& r : regs)
+            if (r.pd == pd) return lkey = r.mr->lkey, true;
+        mr_ptr mr(ibv_reg_mr(pd.get(), results.p, results.bytes, local_write));
+        if (!mr) return false;
+        lkey = mr->lkey;
+        regs.push_back({pd, std::move(mr)});
+        return true;
+    }
+    void free_results() noexcept {
+        regs.clear(); // the registrations before their memory
+        results = {};
+    }
 };
 using vtable = agg::job_table<vjob_data>;
 using vjob = vtable::job_t;
@@ -104,7 +136,6 @@ struct plane::rail_state {
     unsigned index;
     cm_channel_ptr ch;
     cm_id_ptr listen;
-    pd_ptr pd;
     comp_channel_ptr comp;
     int numa = -1;
     bool soft = false; // a software device: enter the kernel on idle passes (software_device())
@@ -239,9 +270,8 @@ plane::plane(const plane_config& cfg) {
                                      " is not 256, 512, 1024, 2048 or 4096");
         rs->path_mtu = mtu_bytes(pa.active_mtu);
         if (rc.qp.path_mtu) rs->path_mtu = std::min(rs->path_mtu, rc.qp.path_mtu);
-        rs->pd.reset(ibv_alloc_pd(id->verbs));
         rs->comp.reset(ibv_create_comp_channel(id->verbs));
-        if (!rs->pd || !rs->comp) throw std::runtime_error(where + ": cannot allocate a PD or completion channel");
+        if (!rs->comp) throw std::runtime_error(where + ": cannot create a completion channel");
         set_nonblocking(rs->comp->fd);
         set_nonblocking(rs->ch->fd);
         rs->numa = rc.numa >= 0 ? rc.numa : hca_numa_node(id->verbs);
@@ -500,8 +530,11 @@ void plane::rail_state::on_connect_request(rdma_cm_id* id, const rdma_conn_param
     }
     auto c = std::make_unique<conn>();
     try {
+        ibv_pd* pd = ibv_alloc_pd(id->verbs);
+        if (!pd) throw std::runtime_error(std::string("ibv_alloc_pd: ") + std::strerror(errno));
+        c->pd.reset(pd, pd_deleter{});
         c->ctl = region_memory((rq_depth + ctl_sends) * ctl_bytes, numa);
-        c->ctl_mr.reset(ibv_reg_mr(pd.get(), c->ctl.p, c->ctl.bytes, local_write));
+        c->ctl_mr.reset(ibv_reg_mr(pd, c->ctl.p, c->ctl.bytes, local_write));
         if (!c->ctl_mr) throw std::runtime_error(std::string("ibv_reg_mr: ") + std::strerror(errno));
         qp_settings s = cfg.qp;
         s.sq_depth = sq_depth;
@@ -512,10 +545,10 @@ void plane::rail_state::on_connect_request(rdma_cm_id* id, const rdma_conn_param
         if (!theirs.path_mtu) throw std::runtime_error("not a railgate worker (no RGV1 connection data)");
         cm_hello ours;
         if (theirs.ll && lim.eager_rings && lim.spin_passes == 0) {
-            c->eager.open(pd.get(), numa, ours);
+            c->eager.open(pd, numa, ours);
             c->eager.attach(theirs);
         }
-        c->qp = std::make_unique<queue_pair>(id, pd.get(), comp.get(), s);
+        c->qp = std::make_unique<queue_pair>(id, pd, comp.get(), s);
         c->qp->cap_path_mtu(theirs.path_mtu);
         std::string e = c->qp->move_to(IBV_QPS_INIT);
         for (std::size_t i = 0; e.empty() && i < rq_depth; ++i) post_recv(*c, i);
@@ -835,16 +868,13 @@ void plane::rail_state::on_join(conn& c, const wire::header& h, std::span<const 
     agg::job_shape shape;
     shape.chunk_elems = job_chunk / static_cast<std::uint32_t>(wire::dtype_size(h.dt));
     shape.rails = static_cast<std::uint8_t>(ack.n_rails); // every verbs job spans the plane's rails (job list shows it)
-    // A job's result memory is registered before it is admitted: a JOIN
-    // that cannot get it is refused and leaves nothing behind.
+    // A job's result memory is mapped before it is admitted: a JOIN that
+    // cannot get it is refused and leaves nothing behind.
     region_memory results;
-    mr_ptr results_mr;
     std::string no_memory;
     auto admit = [&](std::uint16_t, std::uint16_t, wire::dtype) {
         try {
             results = region_memory(region_bytes, numa);
-            results_mr.reset(ibv_reg_mr(pd.get(), results.p, region_bytes, local_write));
-            if (!results_mr) no_memory = "cannot register " + std::to_string(region_bytes) + " bytes of result memory";
         } catch (const std::exception& ex) {
             no_memory = ex.what();
         }
@@ -898,7 +928,6 @@ void plane::rail_state::on_join(conn& c, const wire::header& h, std::span<const 
     vjob& x = vtable::as(jr.j);
     if (jr.created) {
         x.x.results = std::move(results);
-        x.x.results_mr = std::move(results_mr);
         n_jobs.fetch_add(1, std::memory_order_relaxed);
     }
     if (c.job < 0) {
@@ -910,13 +939,14 @@ void plane::rail_state::on_join(conn& c, const wire::header& h, std::span<const 
                 c.contrib = {};
             }
             if (c.contrib.p)
-                c.contrib_mr.reset(ibv_reg_mr(pd.get(), c.contrib.p, region_bytes,
+                c.contrib_mr.reset(ibv_reg_mr(c.pd.get(), c.contrib.p, region_bytes,
                                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
         }
-        if (!c.contrib_mr) {
+        if (!c.contrib_mr || !x.x.lkey_in(c.pd, c.results_lkey)) {
             jobs.leave(x, h.rank, [](unsigned, unsigned) {});
             if (x.joined == 0) release_job(x);
-            return refuse(wire::error_code::no_buffers, drop_reason::join_refused, "cannot register contribution memory");
+            return refuse(wire::error_code::no_buffers, drop_reason::join_refused,
+                          c.contrib_mr ? "cannot register result memory" : "cannot register contribution memory");
         }
         c.job = static_cast<int>(jobs.index_of(x));
         c.rank = h.rank;
@@ -1028,8 +1058,7 @@ void plane::rail_state::release_job(vjob& x) {
 // in flight on any QP; then its entry is free for another job.
 void plane::rail_state::maybe_free(vjob& x) {
     if (x.st != agg::job_state::draining || x.x.outstanding) return;
-    x.x.results_mr.reset();
-    x.x.results = {};
+    x.x.free_results();
     jobs.reclaim(x);
 }
 
@@ -1137,7 +1166,7 @@ void plane::rail_state::complete_slot(vjob& x, unsigned slot) {
         }
         ++x.x.outstanding;
         post_send(m, {make_wr_id(wr_kind::data, j), IBV_WR_RDMA_WRITE_WITH_IMM, reinterpret_cast<std::uintptr_t>(dst),
-                      bytes, x.x.results_mr->lkey, m.peer.addr + off, m.peer.rkey, imm});
+                      bytes, m.results_lkey, m.peer.addr + off, m.peer.rkey, imm});
     }
 }
 

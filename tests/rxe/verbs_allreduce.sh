@@ -204,6 +204,10 @@ d = r["drops"]
 assert d.get("slot_range") == 2 and d.get("bad_generation") == 2 and d.get("verbs_length") == 4, d
 assert r["eager_connections"] == 5, r
 PY
+# Another tenant's WRITEs into a job's memory on railgated (its region and
+# its eager ring): each connection has a PD of its own, so they fail on the
+# intruder's QP and the job's sums are exact.
+timeout 60 "$BUILD/tests/rxe/verbs_probe" 198.18.0.1 47000 intrude || { echo "FAIL: verbs_probe intrude"; exit 1; }
 kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; cat "$WORK/railgated4.log"; exit 1; }
 # verbs_eager_rings = false: a spinning rail declines the ring (verbs_probe
 # without `eager` fails if railgated took it).

@@ -130,7 +130,10 @@ assert any(j.get("oldest_partial", {}).get("waiting_for") == [1] and "offset" no
 PY
   sleep 0.1
 done
-[ -n "$listed" ] || { echo "FAIL: job list never showed job 7 waiting for rank 1"; cat "$WORK/jobs.json" "$WORK/jobs.err"; exit 1; }
+[ -n "$listed" ] || {
+  echo "FAIL: job list never showed job 7 waiting for rank 1"; cat "$WORK/jobs.json" "$WORK/jobs.err"
+  tail -n 5 "$WORK"/s*.log; tail -n 20 "$WORK/railgated.log"; exit 1
+}
 "$BUILD/railctl" --socket "$WORK/ctl.sock" job list
 "$BUILD/railctl" --socket "$WORK/ctl.sock" --json job list --rail v1 |
   python3 -c 'import json, sys; assert {j["rail"] for j in json.load(sys.stdin)["jobs"]} <= {"v1"}' ||

@@ -12,12 +12,17 @@
 // whose length is 0 or above the ring's 120 bytes (each counted, under
 // slot_range, bad_generation and verbs_length), then a small and a large
 // allreduce exact. Without it, railgated must have declined the ring.
+// With `intrude`: another tenant's WRITEs (intrude() below).
 //
-//   verbs_probe SERVER_IP PORT [eager]
+//   verbs_probe SERVER_IP PORT [eager|intrude]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "client/railgate/verbs_transport.hpp"
@@ -27,15 +32,120 @@
 
 using namespace railgate;
 
+namespace {
+
+// Job 90 of two ranks, A0 and A1, and an intruder of job 91 on its own
+// connection, which is handed A0's contribution region on railgated (or,
+// for the second intruder, A0's eager ring there, when it has one) and
+// WRITEs zeros over it while A0's chunks wait there for A1's. railgated
+// gives each connection a protection domain of its own, so the intruder's
+// WRITE must fail (a remote access error on its QP) and job 90's sums must
+// be exact. With one PD per rail the WRITE lands and the sum is A1's alone.
+int intrude(std::uint32_t ip, std::uint16_t port) {
+    constexpr std::size_t n = 1000; // 4000 bytes: WRITE_WITH_IMMs into the region, not the ring
+    auto options = [](std::uint32_t job, std::uint16_t world, std::uint16_t rank) {
+        client::worker_options o;
+        o.job_id = job;
+        o.job_token = 0xfeed + job;
+        o.world = world;
+        o.rank = rank;
+        o.pool_size = 4;
+        o.max_count = 4096;
+        return o;
+    };
+    client::verbs_transport t0(ip, port), t1(ip, port);
+    client::worker a0(t0, options(90, 2, 0)), a1(t1, options(90, 2, 1));
+    for (client::worker* w : {&a0, &a1})
+        if (auto e = w->join(); !e.empty()) {
+            std::fprintf(stderr, "verbs_probe: intrude: join of job 90: %s\n", e.c_str());
+            return 1;
+        }
+    std::vector<float> v0(n), v1(n), want(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        v0[i] = static_cast<float>(i) + 1.0f;
+        v1[i] = static_cast<float>(i) * 0.25f;
+        want[i] = v0[i] + v1[i];
+    }
+    std::string e0, e1;
+    std::thread r0([&] { e0 = a0.allreduce(v0.data(), n, wire::dtype::fp32); });
+    // A0's chunks land in its region and wait for A1's.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::string refused[2];
+    unsigned tried = 0;
+    for (const bool ring : {false, true}) {
+        wire::region_body victim;
+        if (!t0.peer_memory(0, ring, victim)) continue; // no eager ring
+        ++tried;
+        try {
+            client::verbs_transport tb(ip, port);
+            client::worker b(tb, options(91 + ring, 1, 0));
+            if (auto e = b.join(); !e.empty()) {
+                std::fprintf(stderr, "verbs_probe: intrude: join of the intruder's job: %s\n", e.c_str());
+                std::_Exit(1);
+            }
+            wire::region_body own;
+            const auto region_by = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+            while (!tb.peer_memory(0, false, own) && std::chrono::steady_clock::now() < region_by) {
+                client::rx_msg m[4];
+                tb.recv(0, m, 4);
+            }
+            if (!tb.write_raw_to(0, victim, std::min(victim.bytes, own.bytes))) {
+                std::fprintf(stderr, "verbs_probe: intrude: could not post the intruder's WRITE\n");
+                std::_Exit(1);
+            }
+            // Refused in a round trip; a WRITE that lands is never told, and
+            // the whole wait must stay inside the job's stall time (5 s).
+            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+            while (refused[ring].empty() && std::chrono::steady_clock::now() < until) {
+                client::rx_msg m[4];
+                const unsigned k = tb.recv(0, m, 4);
+                for (unsigned i = 0; i < k; ++i)
+                    if (m[i].h.type == wire::msg_type::error &&
+                        static_cast<wire::error_code>(m[i].h.aux) == wire::error_code::rail_down)
+                        refused[ring].assign(reinterpret_cast<const char*>(m[i].frag[0]), m[i].frag_len[0]);
+            }
+        } catch (const std::exception& ex) {
+            std::fprintf(stderr, "verbs_probe: intrude: the intruder: %s\n", ex.what());
+            std::_Exit(1);
+        }
+    }
+    std::thread r1([&] { e1 = a1.allreduce(v1.data(), n, wire::dtype::fp32); });
+    r0.join();
+    r1.join();
+    if (!e0.empty() || !e1.empty()) {
+        std::fprintf(stderr, "verbs_probe: intrude: job 90's allreduce: %s%s\n", e0.c_str(), e1.c_str());
+        return 1;
+    }
+    bool ok = v0 == want && v1 == want;
+    for (unsigned i = 0; i < tried; ++i) {
+        std::printf("verbs_probe: intrude: the WRITE into A0's %s: %s\n", i ? "eager ring" : "contribution region",
+                    refused[i].empty() ? "not refused" : refused[i].c_str());
+        ok = ok && refused[i].find("remote access") != std::string::npos;
+    }
+    if (!ok) {
+        std::fprintf(stderr, "verbs_probe: intrude: another job's WRITE %s, job 90's sums %s\n",
+                     refused[0].empty() ? "landed" : "was refused", v0 == want && v1 == want ? "exact" : "WRONG");
+        return 1;
+    }
+    std::printf("verbs_probe: intrude: %u WRITEs of another job into job 90's memory refused, its sums exact\n",
+                tried);
+    return 0;
+}
+
+} // namespace
+
 int main(int argc, char** argv) {
-    if (argc != 3 && !(argc == 4 && std::strcmp(argv[3], "eager") == 0)) {
-        std::fprintf(stderr, "usage: verbs_probe SERVER_IP PORT [eager]\n");
+    const bool args = argc == 3 || (argc == 4 && (std::strcmp(argv[3], "eager") == 0 ||
+                                                  std::strcmp(argv[3], "intrude") == 0));
+    if (!args) {
+        std::fprintf(stderr, "usage: verbs_probe SERVER_IP PORT [eager|intrude]\n");
         return 2;
     }
-    const bool eager = argc == 4;
+    const bool eager = argc == 4 && std::strcmp(argv[3], "eager") == 0;
     std::uint32_t ip = 0;
     if (!net::parse_ipv4(argv[1], ip)) return 2;
     try {
+        if (argc == 4 && !eager) return intrude(ip, static_cast<std::uint16_t>(std::atoi(argv[2])));
         client::verbs_transport t(ip, static_cast<std::uint16_t>(std::atoi(argv[2])));
         client::worker_options o;
         o.job_id = 77;
