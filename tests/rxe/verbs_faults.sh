@@ -111,6 +111,7 @@ PY
 
 # Rank 1 stopped: its QP lives, nothing of it is in flight; the job stalls.
 ranks s 7 --count 100003 -n 1000 -w 0
+still_running s
 rb1=$(pgrep -P ${pid[1]}) # railbench itself, not the timeout around it
 t0=$(date +%s.%N)
 kill -STOP "$rb1"
