@@ -683,6 +683,11 @@ void plane::rail_state::handle_wc(conn& c, const ibv_wc& wc) {
     if (wc.status != IBV_WC_SUCCESS) {
         if (c.st != conn::state::closing) {
             bump(ctr.qp_errors);
+            // Told to its job's ranks too, but a connection without a job
+            // (or alone in its one) has nobody to tell: a WRITE outside its
+            // own memory shows here, and in qp_errors.
+            log::warning("verbs rail %s: the QP of the worker at %s failed: %s", cfg.name.c_str(),
+                         net::format_ipv4(c.host).c_str(), describe(wc).c_str());
             fail_conn(c, "completion error: " + describe(wc));
         }
         return;

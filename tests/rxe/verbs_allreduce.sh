@@ -206,8 +206,14 @@ assert r["eager_connections"] == 5, r
 PY
 # Another tenant's WRITEs into a job's memory on railgated (its region and
 # its eager ring): each connection has a PD of its own, so they fail on the
-# intruder's QP and the job's sums are exact.
+# intruder's QP and the job's sums are exact. railgated counts each (a QP
+# error) and logs it, naming the worker.
 timeout 60 "$BUILD/tests/rxe/verbs_probe" 198.18.0.1 47000 intrude || { echo "FAIL: verbs_probe intrude"; exit 1; }
+"$BUILD/railctl" --socket "$WORK/ctl4.sock" --json stats |
+  python3 -c 'import json, sys; r = json.load(sys.stdin)["rails"][0]; assert r["qp_errors"] == 2, r' ||
+  { echo "FAIL: the intruders' QP errors not counted"; exit 1; }
+[ "$(grep -c "QP of the worker at 198.18.0.1 failed" "$WORK/railgated4.log")" = 2 ] ||
+  { echo "FAIL: the intruders' QP errors not logged"; tail -n 20 "$WORK/railgated4.log"; exit 1; }
 kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; cat "$WORK/railgated4.log"; exit 1; }
 # verbs_eager_rings = false: a spinning rail declines the ring (verbs_probe
 # without `eager` fails if railgated took it).
