@@ -490,7 +490,8 @@ bool verbs_transport::write_raw_eager(unsigned ri, unsigned slot, std::uint32_t 
                                       std::uint32_t bytes) noexcept {
     if (ri >= rails_.size()) return false;
     rail& r = *rails_[ri];
-    if (!r.eager.on() || !r.data_mr || slot >= r.pool || bytes > verbs::ll::max_payload || bytes > r.chunk || r.sends.full())
+    if (!r.eager.on() || !r.data_mr || slot >= r.pool || bytes > verbs::ll::max_payload || bytes > r.chunk ||
+        r.sends.full())
         return false;
     return r.post_eager(imm, r.slot_buf(slot), len, bytes);
 }

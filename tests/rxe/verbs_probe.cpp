@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,6 +34,18 @@
 using namespace railgate;
 
 namespace {
+
+// Receives on rail 0 of `t`, handing each batch (maybe empty) to `done`,
+// until it returns true or `limit` passes; false then.
+template <class F> bool recv_until(client::verbs_transport& t, std::chrono::seconds limit, F&& done) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+        client::rx_msg m[4];
+        const unsigned n = t.recv(0, m, 4);
+        if (done(std::span<const client::rx_msg>(m, n))) return true;
+    }
+    return false;
+}
 
 // Job 90 of two ranks, A0 and A1, and an intruder of job 91 on its own
 // connection, which is handed A0's contribution region on railgated (or,
@@ -84,26 +97,20 @@ int intrude(std::uint32_t ip, std::uint16_t port) {
                 std::_Exit(1);
             }
             wire::region_body own;
-            const auto region_by = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-            while (!tb.peer_memory(0, false, own) && std::chrono::steady_clock::now() < region_by) {
-                client::rx_msg m[4];
-                tb.recv(0, m, 4);
-            }
+            recv_until(tb, std::chrono::seconds(5), [&](auto) { return tb.peer_memory(0, false, own); });
             if (!tb.write_raw_to(0, victim, std::min(victim.bytes, own.bytes))) {
                 std::fprintf(stderr, "verbs_probe: intrude: could not post the intruder's WRITE\n");
                 std::_Exit(1);
             }
             // Refused in a round trip; a WRITE that lands is never told, and
             // the whole wait must stay inside the job's stall time (5 s).
-            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-            while (refused[ring].empty() && std::chrono::steady_clock::now() < until) {
-                client::rx_msg m[4];
-                const unsigned k = tb.recv(0, m, 4);
-                for (unsigned i = 0; i < k; ++i)
-                    if (m[i].h.type == wire::msg_type::error &&
-                        static_cast<wire::error_code>(m[i].h.aux) == wire::error_code::rail_down)
-                        refused[ring].assign(reinterpret_cast<const char*>(m[i].frag[0]), m[i].frag_len[0]);
-            }
+            recv_until(tb, std::chrono::seconds(1), [&](std::span<const client::rx_msg> got) {
+                for (const client::rx_msg& m : got)
+                    if (m.h.type == wire::msg_type::error &&
+                        static_cast<wire::error_code>(m.h.aux) == wire::error_code::rail_down)
+                        refused[ring].assign(reinterpret_cast<const char*>(m.frag[0]), m.frag_len[0]);
+                return !refused[ring].empty();
+            });
         } catch (const std::exception& ex) {
             std::fprintf(stderr, "verbs_probe: intrude: the intruder: %s\n", ex.what());
             std::_Exit(1);
@@ -210,12 +217,10 @@ int main(int argc, char** argv) {
         for (int k = 0; k < 2; ++k) {
             const client::tx_msg leave{h, nullptr, 0};
             t.send(0, &leave, 1);
-            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-            while (acks == static_cast<unsigned>(k) && std::chrono::steady_clock::now() < until) {
-                client::rx_msg m[4];
-                const unsigned n = t.recv(0, m, 4);
-                for (unsigned j = 0; j < n; ++j) acks += m[j].h.type == wire::msg_type::leave_ack;
-            }
+            recv_until(t, std::chrono::seconds(10), [&](std::span<const client::rx_msg> got) {
+                for (const client::rx_msg& m : got) acks += m.h.type == wire::msg_type::leave_ack;
+                return acks > static_cast<unsigned>(k);
+            });
         }
         if (acks != 2) {
             std::fprintf(stderr, "verbs_probe: %u LEAVE_ACKs to 2 LEAVEs\n", acks);
@@ -237,16 +242,16 @@ int main(int argc, char** argv) {
             wire::encode_join_body(b, body);
             const client::tx_msg join{j, body, wire::join_body_bytes};
             t.send(0, &join, 1);
-            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-            while (std::chrono::steady_clock::now() < until) {
-                client::rx_msg m[4];
-                const unsigned n = t.recv(0, m, 4);
-                for (unsigned i = 0; i < n; ++i) {
-                    if (m[i].h.type == wire::msg_type::join_ack) return 0;
-                    if (m[i].h.type == wire::msg_type::error && m[i].h.job_id == 78) return static_cast<int>(m[i].h.aux);
+            int code = -1;
+            recv_until(t, std::chrono::seconds(10), [&](std::span<const client::rx_msg> got) {
+                for (const client::rx_msg& m : got) {
+                    if (m.h.type == wire::msg_type::join_ack) code = 0;
+                    else if (m.h.type == wire::msg_type::error && m.h.job_id == 78) code = static_cast<int>(m.h.aux);
+                    if (code >= 0) return true;
                 }
-            }
-            return -1;
+                return false;
+            });
+            return code;
         };
         const std::uint32_t chunk = w.job_info().chunk_bytes, rails = w.job_info().n_rails;
         const int other_chunk = refusal(wire::shape_word(chunk / 2, false, rails));
