@@ -208,16 +208,17 @@ int cmd_status(const std::vector<std::string>& a) {
                 d["metrics"].get<std::string>().empty() ? "off" : d["metrics"].get<std::string>().c_str());
     if (!s["rails"].empty()) print_rails_table(s["rails"]);
     if (s.contains("verbs_rails") && !s["verbs_rails"].empty()) {
-        std::printf("\n%-8s %-10s %-4s %-16s %-6s %-5s %-8s %-6s %-4s %-4s %-5s %-4s\n", "VERBS", "DEVICE", "PORT", "IP",
-                    "GID", "NUMA", "PATH_MTU", "CHUNK", "TC", "SL", "CONNS", "JOBS");
+        std::printf("\n%-8s %-10s %-4s %-16s %-6s %-5s %-8s %-6s %-4s %-4s %-5s %-4s %-4s\n", "VERBS", "DEVICE", "PORT",
+                    "IP", "GID", "NUMA", "PATH_MTU", "CHUNK", "TC", "SL", "CONNS", "JOBS", "MRS");
         for (const json& v : s["verbs_rails"])
-            std::printf("%-8s %-10s %-4u %-16s %-6s %-5d %-8u %-6u %-4u %-4u %-5u %-4u\n", v["name"].get<std::string>().c_str(),
+            std::printf("%-8s %-10s %-4u %-16s %-6s %-5d %-8u %-6u %-4u %-4u %-5u %-4u %-4u\n", v["name"].get<std::string>().c_str(),
                         v["device"].get<std::string>().c_str(), v["port"].get<unsigned>(),
                         v["ip"].get<std::string>().c_str(),
                         v["gid_index"].is_string() ? "auto" : std::to_string(v["gid_index"].get<int>()).c_str(),
                         v["numa"].get<int>(), v["path_mtu"].get<unsigned>(), v["chunk_bytes"].get<unsigned>(),
                         v["traffic_class"].get<unsigned>(), v["service_level"].get<unsigned>(),
-                        v["connections"].get<unsigned>(), v["active_jobs"].get<unsigned>());
+                        v["connections"].get<unsigned>(), v["active_jobs"].get<unsigned>(),
+                        v.value("result_mrs", 0u));
     }
     return 0;
 }

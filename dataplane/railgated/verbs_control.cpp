@@ -30,7 +30,8 @@ json verbs_rails_json(const verbs::plane& p) {
                   {"service_level", s.service_level},
                   {"tc", s.tc},
                   {"connections", s.connections},
-                  {"active_jobs", s.jobs}};
+                  {"active_jobs", s.jobs},
+                  {"result_mrs", s.result_mrs}};
         j["gid_index"] = s.gid_index >= 0 ? json(s.gid_index) : json("auto");
         rails.push_back(j);
     }

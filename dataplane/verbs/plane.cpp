@@ -102,8 +102,9 @@ struct vjob_data {
     conn* members[wire::max_world] = {};
     region_memory results; // the reduced chunks, pool slots
     // `results` registered in each member's PD (the source of the result
-    // WRITEs on its QP), kept until the memory is freed: a WRITE from a
-    // member that left may still be in flight. One per PD that joined.
+    // WRITEs on its QP), kept while the connection lives: a WRITE from a
+    // member that left may still be in flight on its QP. One per PD that
+    // joined and is still connected (forget_pd() when its QP is gone).
     struct registration {
         std::shared_ptr<ibv_pd> pd;
         mr_ptr mr;
@@ -126,6 +127,11 @@ struct vjob_data {
         regs.clear(); // the registrations before their memory
         results = {};
     }
+    // A connection's QP is destroyed: nothing can WRITE from its PD's
+    // registration any more, which then only held the PD.
+    void forget_pd(const std::shared_ptr<ibv_pd>& pd) noexcept {
+        std::erase_if(regs, [&](const registration& r) { return r.pd == pd; });
+    }
 };
 using vtable = agg::job_table<vjob_data>;
 using vjob = vtable::job_t;
@@ -146,6 +152,7 @@ struct plane::rail_state {
     const reduce::kernels* k = &reduce::best();
     rail_counters ctr;
     std::atomic<unsigned> n_conns{0}, n_jobs{0};
+    std::atomic<unsigned> n_result_mrs{0}; // the jobs' registrations of their results (count_result_mrs())
     vtable jobs;
     std::vector<std::unique_ptr<conn>> conns;
     unsigned pass = 0;
@@ -183,6 +190,12 @@ struct plane::rail_state {
     // See the deadlines above.
     static std::uint64_t now_ns() noexcept { return stats::coarse_now_ns(); }
     vjob& job_at(int j) noexcept { return jobs.all()[static_cast<std::size_t>(j)]; }
+    // n_result_mrs after a registration came or went (max_jobs entries).
+    void count_result_mrs() noexcept {
+        unsigned n = 0;
+        for (const vjob& x : jobs.all()) n += static_cast<unsigned>(x.x.regs.size());
+        n_result_mrs.store(n, std::memory_order_relaxed);
+    }
 
     void run(const std::atomic<bool>& stop);
 
@@ -350,6 +363,7 @@ std::vector<rail_status> plane::status() const {
         s.tc = rs->cfg.tc;
         s.connections = rs->n_conns.load(std::memory_order_relaxed);
         s.jobs = rs->n_jobs.load(std::memory_order_relaxed);
+        s.result_mrs = rs->n_result_mrs.load(std::memory_order_relaxed);
         v.push_back(s);
     }
     return v;
@@ -733,10 +747,17 @@ void plane::rail_state::destroy_conn(conn& c) {
         for (int i = 0; i < n; ++i) handle_wc(c, wc[i]);
     }
     c.sends.drop_all([&](std::uint64_t id) { send_done(c, id); });
+    const std::shared_ptr<ibv_pd> pd = c.pd;
     auto it = std::find_if(conns.begin(), conns.end(), [&](const auto& p) { return p.get() == &c; });
     if (it != conns.end()) {
         std::swap(*it, conns.back());
-        conns.pop_back();
+        conns.pop_back(); // its QP destroyed
+        // Then the registrations of results in its PD, in the job it was
+        // in and in any it left that lives on (a rank that LEAVEs and
+        // another connection that takes its place, over and over, kept one
+        // each until the job ended), and with the last of them the PD.
+        for (vjob& x : jobs.all()) x.x.forget_pd(pd);
+        count_result_mrs();
     }
     n_conns.store(static_cast<unsigned>(conns.size()), std::memory_order_relaxed);
 }
@@ -953,6 +974,7 @@ void plane::rail_state::on_join(conn& c, const wire::header& h, std::span<const 
             return refuse(wire::error_code::no_buffers, drop_reason::join_refused,
                           c.contrib_mr ? "cannot register result memory" : "cannot register contribution memory");
         }
+        count_result_mrs();
         c.job = static_cast<int>(jobs.index_of(x));
         c.rank = h.rank;
         c.have_region = false;
@@ -1064,6 +1086,7 @@ void plane::rail_state::release_job(vjob& x) {
 void plane::rail_state::maybe_free(vjob& x) {
     if (x.st != agg::job_state::draining || x.x.outstanding) return;
     x.x.free_results();
+    count_result_mrs();
     jobs.reclaim(x);
 }
 

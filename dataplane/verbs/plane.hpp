@@ -101,6 +101,7 @@ struct rail_status {
     std::uint32_t chunk_bytes = 0;
     unsigned traffic_class = 0, service_level = 0, tc = 0;
     unsigned connections = 0, jobs = 0;
+    unsigned result_mrs = 0; // the jobs' result memory registered in their members' PDs (one per connection a job holds)
 };
 
 // How long ago a rail's thread last looked at its jobs' clocks: every 256

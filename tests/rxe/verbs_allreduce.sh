@@ -214,6 +214,30 @@ timeout 60 "$BUILD/tests/rxe/verbs_probe" 198.18.0.1 47000 intrude || { echo "FA
   { echo "FAIL: the intruders' QP errors not counted"; exit 1; }
 [ "$(grep -c "QP of the worker at 198.18.0.1 failed" "$WORK/railgated4.log")" = 2 ] ||
   { echo "FAIL: the intruders' QP errors not logged"; tail -n 20 "$WORK/railgated4.log"; exit 1; }
+# Rank 1 of a job left and replaced 4 times by new connections (an elastic
+# job's restarts): railgated lets go of each one's registration of the
+# job's results when its QP is gone, not when the job ends. While the job
+# lives on with ranks 0 and 1 connected (verbs_probe churn holds it until
+# its stdin closes), the rail holds their 2 registrations alone; once the
+# job ends, none.
+result_mrs() { "$BUILD/railctl" --socket "$WORK/ctl4.sock" --json status |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["verbs_rails"][0]["result_mrs"])'; }
+mkfifo "$WORK/hold"
+timeout 90 "$BUILD/tests/rxe/verbs_probe" 198.18.0.1 47000 churn < "$WORK/hold" > "$WORK/churn.log" 2>&1 &
+churn=$!
+exec 3> "$WORK/hold"
+for _ in $(seq 600); do grep -q "^churned" "$WORK/churn.log" && break; kill -0 $churn 2> /dev/null || break; sleep 0.1; done
+grep -q "^churned" "$WORK/churn.log" || { echo "FAIL: verbs_probe churn"; cat "$WORK/churn.log"; exit 1; }
+# The replaced connections' teardown (their DISCONNECTED events) may trail.
+for _ in $(seq 100); do [ "$(result_mrs)" = 2 ] && break; sleep 0.1; done
+held=$(result_mrs)
+exec 3>&-
+wait $churn || { echo "FAIL: verbs_probe churn exit"; cat "$WORK/churn.log"; exit 1; }
+head -n 1 "$WORK/churn.log"
+[ "$held" = 2 ] || { echo "FAIL: the job's results registered $held times for its 2 connections"; exit 1; }
+for _ in $(seq 100); do [ "$(result_mrs)" = 0 ] && break; sleep 0.1; done
+[ "$(result_mrs)" = 0 ] || { echo "FAIL: registrations left after the job: $(result_mrs)"; exit 1; }
+echo "ok: 2 registrations of the job's results held after 4 replaced ranks, none after the job"
 kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; cat "$WORK/railgated4.log"; exit 1; }
 # verbs_eager_rings = false: a spinning rail declines the ring (verbs_probe
 # without `eager` fails if railgated took it).

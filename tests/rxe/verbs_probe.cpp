@@ -12,9 +12,10 @@
 // whose length is 0 or above the ring's 120 bytes (each counted, under
 // slot_range, bad_generation and verbs_length), then a small and a large
 // allreduce exact. Without it, railgated must have declined the ring.
-// With `intrude`: another tenant's WRITEs (intrude() below).
+// With `intrude`: another tenant's WRITEs (intrude() below). With
+// `churn`: ranks that leave a job and are replaced (churn() below).
 //
-//   verbs_probe SERVER_IP PORT [eager|intrude]
+//   verbs_probe SERVER_IP PORT [eager|intrude|churn]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -139,19 +140,87 @@ int intrude(std::uint32_t ip, std::uint16_t port) {
     return 0;
 }
 
+// Job 96 of two ranks: B0 joins and stays; rank 1 is taken 4 times by a
+// new connection that JOINs, LEAVEs and disconnects, then once more by one
+// that stays, and the two allreduce, which must be exact. The probe then
+// prints "churned" and holds the job (both connections up) until its
+// standard input closes: the caller reads railctl's result_mrs meanwhile,
+// which must count B0's and the last rank 1's registrations alone on each
+// rail (it counted every connection that had ever joined the job).
+int churn(std::uint32_t ip, std::uint16_t port) {
+    constexpr unsigned replaced = 4;
+    constexpr std::size_t n = 5000; // 20,000 bytes: five chunks on v0
+    auto options = [](std::uint16_t rank) {
+        client::worker_options o;
+        o.job_id = 96;
+        o.job_token = 0xc4u;
+        o.world = 2;
+        o.rank = rank;
+        o.pool_size = 4;
+        o.max_count = n;
+        return o;
+    };
+    client::verbs_transport t0(ip, port);
+    client::worker b0(t0, options(0));
+    if (auto e = b0.join(); !e.empty()) {
+        std::fprintf(stderr, "verbs_probe: churn: rank 0's join: %s\n", e.c_str());
+        return 1;
+    }
+    for (unsigned k = 0; k < replaced; ++k) {
+        client::verbs_transport t(ip, port);
+        client::worker b(t, options(1));
+        if (auto e = b.join(); !e.empty()) {
+            std::fprintf(stderr, "verbs_probe: churn: rank 1's join number %u: %s\n", k + 1, e.c_str());
+            return 1;
+        }
+        b.leave();
+    }
+    client::verbs_transport t1(ip, port);
+    client::worker b1(t1, options(1));
+    if (auto e = b1.join(); !e.empty()) {
+        std::fprintf(stderr, "verbs_probe: churn: the last rank 1's join: %s\n", e.c_str());
+        return 1;
+    }
+    std::vector<float> v0(n), v1(n), want(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        v0[i] = static_cast<float>(i % 977) * 0.5f;
+        v1[i] = static_cast<float>(i % 131) + 3.0f;
+        want[i] = v0[i] + v1[i];
+    }
+    std::string e0, e1;
+    std::thread r0([&] { e0 = b0.allreduce(v0.data(), n, wire::dtype::fp32); });
+    e1 = b1.allreduce(v1.data(), n, wire::dtype::fp32);
+    r0.join();
+    if (!e0.empty() || !e1.empty() || v0 != want || v1 != want) {
+        std::fprintf(stderr, "verbs_probe: churn: the allreduce after %u replaced ranks: %s%s%s\n", replaced,
+                     e0.c_str(), e1.c_str(), e0.empty() && e1.empty() ? "wrong sums" : "");
+        return 1;
+    }
+    std::printf("verbs_probe: churn: rank 1 of job 96 joined and left on %u connections, then its allreduce with "
+                "rank 0 was exact\nchurned\n",
+                replaced);
+    std::fflush(stdout);
+    while (std::getchar() != EOF) {
+    }
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
     const bool args = argc == 3 || (argc == 4 && (std::strcmp(argv[3], "eager") == 0 ||
-                                                  std::strcmp(argv[3], "intrude") == 0));
+                                                  std::strcmp(argv[3], "intrude") == 0 ||
+                                                  std::strcmp(argv[3], "churn") == 0));
     if (!args) {
-        std::fprintf(stderr, "usage: verbs_probe SERVER_IP PORT [eager|intrude]\n");
+        std::fprintf(stderr, "usage: verbs_probe SERVER_IP PORT [eager|intrude|churn]\n");
         return 2;
     }
     const bool eager = argc == 4 && std::strcmp(argv[3], "eager") == 0;
     std::uint32_t ip = 0;
     if (!net::parse_ipv4(argv[1], ip)) return 2;
     try {
+        if (argc == 4 && std::strcmp(argv[3], "churn") == 0)
+            return churn(ip, static_cast<std::uint16_t>(std::atoi(argv[2])));
         if (argc == 4 && !eager) return intrude(ip, static_cast<std::uint16_t>(std::atoi(argv[2])));
         client::verbs_transport t(ip, static_cast<std::uint16_t>(std::atoi(argv[2])));
         client::worker_options o;
