@@ -20,7 +20,16 @@
 # It prints each one's median busbw (GB/s, nccl-tests' definition, as all of
 # them print it) over the rounds, and railgate's ratios to gloo and to
 # OpenMPI over TCP; then the kernel-UDP workers' retransmits (all ranks,
-# sizes and rounds: none where nothing is lost).
+# sizes and rounds: none where nothing is lost); then where the CPUs were.
+# On a virtual machine the hypervisor moves the vCPUs between cores that
+# share a cache and cores that do not, every few seconds: on this runner a
+# cache line crosses between the two CPUs in 50-70 ns one moment and
+# 320-350 ns the next, and every figure that moves data between two CPUs
+# follows (kernel-UDP workers at 64 MiB: 1.03-1.33 GB/s near, 0.60-0.67
+# far, in the same hour; doc/performance.md, 2026-12-04 sixth session).
+# raillat's floor-ring (a cache line's half round trip, the median) is
+# taken before and after each run, and the last line counts the runs of
+# each kind that had a probe at more than twice the run's fastest: far.
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-2}
@@ -37,6 +46,13 @@ counts=$(for b in $sizes; do echo -n "$((b / 4)),"; done)
 counts=${counts%,}
 # railbench's table rows (size in bytes, busbw, wrong elements 0) as rows.
 rows() { awk -v who="$1" -v w="$2" '$1 ~ /^[0-9]+$/ && NF >= 8 && $8 == 0 {print who, w, $1, $7}'; }
+# probe WHO W: where the CPUs are now (floor-ring's median, us) into
+# $out/place, as "WHO W us".
+probe() {
+  "$build/tools/raillat" --transport floor-ring -n 20000 -w 2000 --json 2> /dev/null |
+    /usr/bin/python3 -c 'import json, sys; print(sys.argv[1], sys.argv[2], json.load(sys.stdin)["results"][0]["t_typical_us"])' \
+      "$1" "$2" >> "$out/place" || true
+}
 
 # The kernel-UDP workers' railgated, in namespaces of its own.
 udp= pin=()
@@ -71,10 +87,13 @@ echo "# compare_peers: $rounds round(s), $iters iterations per size; $(date -u +
 for w in 2 4; do
   for r in $(seq "$rounds"); do
     for mtu in 1500 9000; do
+      probe "railgate-$mtu" "$w"
       "$railbench" --embedded --workers "$w" --count "$counts" -n "$iters" -w 2 --mtu "$mtu" 2> /dev/null |
         rows "railgate-$mtu" "$w" >> "$out/rows"
+      probe "railgate-$mtu" "$w"
     done
     if [ -n "$udp" ]; then
+      probe railgate-udp "$w"
       pids=()
       for k in $(seq 0 $((w - 1))); do
         ip netns exec "$wn" "${pin[@]}" "$railbench" --transport udp --server 198.18.0.1 --rank "$k" --workers "$w" \
@@ -86,9 +105,12 @@ for w in 2 4; do
       # Each rank's "# retransmits N (...)" over its sizes (the goal: none
       # where nothing is lost).
       cat "$out"/udp-*.log | awk -v w="$w" '$2 == "retransmits" {n += $3} END {print w, n + 0}' >> "$out/retx"
+      probe railgate-udp "$w"
     fi
+    probe gloo "$w"
     timeout 600 /usr/bin/python3 "$here/gloo_allreduce.py" --world "$w" --bytes "${sizes// /,}" --iters "$iters" |
       awk '{print "gloo", $2, $3, $6}' >> "$out/rows"
+    probe gloo "$w"
     if [ -n "$mpi" ]; then
       mpirun_ "$w" tcp >> "$out/rows"
       mpirun_ "$w" vader >> "$out/rows"
@@ -120,4 +142,15 @@ for w in (2, 4):
 PY
 if [ -s "$out/retx" ]; then
   awk '{n[$1] += $2} END {printf "# rg-udp retransmits, every size and round:"; for (w = 2; w <= 4; w += 2) if (w in n) printf " %d workers %d", w, n[w]; print ""}' "$out/retx"
+fi
+# Probes come in pairs (before, after each run): a run is far when either
+# read more than twice the fastest probe of the whole comparison.
+if [ -s "$out/place" ]; then
+  awk '{who[NR] = $1; us[NR] = $3; if (min == "" || $3 < min) min = $3; if ($3 > max) max = $3}
+    END {
+      for (i = 1; i + 1 <= NR; i += 2) { runs[who[i]]++; if (us[i] > 2 * min || us[i + 1] > 2 * min) far[who[i]]++ }
+      printf "# the CPUs (raillat floor-ring, median half round trip %.3f-%.3f us): runs far apart:", min, max
+      for (k in runs) printf " %s %d of %d", k, far[k] + 0, runs[k]
+      print ""
+    }' "$out/place"
 fi

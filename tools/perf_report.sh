@@ -283,6 +283,10 @@ note "where the time goes (profile.sh, embedded and kernel UDP, 64 MiB)"
   echo "| what | railgate | baseline (same run) | ratio | goal: this run | command |"
   echo "|---|---|---|---|---|---|"
   printf '%s\n' "${rows[@]}"
+  # Where the vCPUs were during compare_peers' runs (its last line): on a
+  # virtual machine the rows that move data between two CPUs follow it.
+  place=$(sed -n 's/^# the CPUs (raillat floor-ring, \(.*\)/\1/p' "$out/peers")
+  [ -z "$place" ] || { echo; echo "compare_peers' runs and the CPUs they had (raillat floor-ring before and after each, $place"; }
 } > "$out/table"
 cat "$out/table"
 echo
