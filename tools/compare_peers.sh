@@ -28,8 +28,10 @@
 # follows (kernel-UDP workers at 64 MiB: 1.03-1.33 GB/s near, 0.60-0.67
 # far, in the same hour; doc/performance.md, 2026-12-04 sixth session).
 # raillat's floor-ring (a cache line's half round trip, the median) is
-# taken before and after each run, and the last line counts the runs of
-# each kind that had a probe at more than twice the run's fastest: far.
+# taken before and after each run; a run with a probe at more than twice
+# the comparison's fastest was made far apart. When there were such runs,
+# the table is printed again over the near runs alone (its lines behind a
+# '#'), and the last line counts the far runs of each kind.
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-2}
@@ -44,14 +46,18 @@ log=$out # lib.sh's fail() shows the logs there
 sizes="262144 4194304 67108864"
 counts=$(for b in $sizes; do echo -n "$((b / 4)),"; done)
 counts=${counts%,}
-# railbench's table rows (size in bytes, busbw, wrong elements 0) as rows.
-rows() { awk -v who="$1" -v w="$2" '$1 ~ /^[0-9]+$/ && NF >= 8 && $8 == 0 {print who, w, $1, $7}'; }
+# railbench's table rows (size in bytes, busbw, wrong elements 0) as rows,
+# each with the run it came from ($run, counted by probe).
+rows() { awk -v who="$1" -v w="$2" -v run="$run" '$1 ~ /^[0-9]+$/ && NF >= 8 && $8 == 0 {print who, w, $1, $7, run}'; }
 # probe WHO W: where the CPUs are now (floor-ring's median, us) into
-# $out/place, as "WHO W us".
+# $out/place, as "RUN WHO W us"; the probe before a run (`probe before`)
+# starts the next run.
+run=0
 probe() {
+  [ "$1" = before ] && run=$((run + 1))
   "$build/tools/raillat" --transport floor-ring -n 20000 -w 2000 --json 2> /dev/null |
-    /usr/bin/python3 -c 'import json, sys; print(sys.argv[1], sys.argv[2], json.load(sys.stdin)["results"][0]["t_typical_us"])' \
-      "$1" "$2" >> "$out/place" || true
+    /usr/bin/python3 -c 'import json, sys; print(*sys.argv[1:], json.load(sys.stdin)["results"][0]["t_typical_us"])' \
+      "$run" "$2" "$3" >> "$out/place" || true
 }
 
 # The kernel-UDP workers' railgated, in namespaces of its own.
@@ -87,13 +93,13 @@ echo "# compare_peers: $rounds round(s), $iters iterations per size; $(date -u +
 for w in 2 4; do
   for r in $(seq "$rounds"); do
     for mtu in 1500 9000; do
-      probe "railgate-$mtu" "$w"
+      probe before "railgate-$mtu" "$w"
       "$railbench" --embedded --workers "$w" --count "$counts" -n "$iters" -w 2 --mtu "$mtu" 2> /dev/null |
         rows "railgate-$mtu" "$w" >> "$out/rows"
-      probe "railgate-$mtu" "$w"
+      probe after "railgate-$mtu" "$w"
     done
     if [ -n "$udp" ]; then
-      probe railgate-udp "$w"
+      probe before railgate-udp "$w"
       pids=()
       for k in $(seq 0 $((w - 1))); do
         ip netns exec "$wn" "${pin[@]}" "$railbench" --transport udp --server 198.18.0.1 --rank "$k" --workers "$w" \
@@ -105,52 +111,70 @@ for w in 2 4; do
       # Each rank's "# retransmits N (...)" over its sizes (the goal: none
       # where nothing is lost).
       cat "$out"/udp-*.log | awk -v w="$w" '$2 == "retransmits" {n += $3} END {print w, n + 0}' >> "$out/retx"
-      probe railgate-udp "$w"
+      probe after railgate-udp "$w"
     fi
-    probe gloo "$w"
+    probe before gloo "$w"
     timeout 600 /usr/bin/python3 "$here/gloo_allreduce.py" --world "$w" --bytes "${sizes// /,}" --iters "$iters" |
-      awk '{print "gloo", $2, $3, $6}' >> "$out/rows"
-    probe gloo "$w"
+      awk -v run="$run" '{print "gloo", $2, $3, $6, run}' >> "$out/rows"
+    probe after gloo "$w"
     if [ -n "$mpi" ]; then
-      mpirun_ "$w" tcp >> "$out/rows"
-      mpirun_ "$w" vader >> "$out/rows"
+      for btl in tcp vader; do
+        probe before "mpi-$btl" "$w"
+        mpirun_ "$w" "$btl" | awk -v run="$run" '{print $0, run}' >> "$out/rows"
+        probe after "mpi-$btl" "$w"
+      done
     fi
   done
 done
-/usr/bin/python3 - "$out/rows" <<'PY'
+# The table of medians over every run; then, when some runs were made
+# with the vCPUs far apart (a probe before or after at more than twice the
+# comparison's fastest), the same table over the near runs alone, each
+# line behind a '#' (tools/perf_report.sh reads the first).
+touch "$out/place"
+/usr/bin/python3 - "$out/rows" "$out/place" <<'PY'
 import collections, statistics, sys
-v = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    who, w, b, bus = line.split()
-    v[(who, int(w), int(b))].append(float(bus))
-med = {k: statistics.median(x) for k, x in v.items()}
+probes = [line.split() for line in open(sys.argv[2])]
+fastest = min((float(p[3]) for p in probes), default=0)
+far = {p[0] for p in probes if float(p[3]) > 2 * fastest}
+rows = [line.split() for line in open(sys.argv[1])]
 cols = [("gloo", "gloo"), ("railgate-1500", "rg-1500"), ("railgate-9000", "rg-9000"), ("railgate-udp", "rg-udp"),
         ("mpi-tcp", "mpi-tcp"), ("mpi-vader", "mpi-shm")]
 ratios = [("railgate-1500", "gloo"), ("railgate-9000", "gloo"), ("railgate-udp", "gloo"),
           ("railgate-1500", "mpi-tcp"), ("railgate-9000", "mpi-tcp")]
 label = dict(cols)
-print(f"{'workers':>7} {'bytes':>9} " + " ".join(f"{l:>8}" for _, l in cols) + "   " +
-      " ".join(f"{label[a] + '/' + label[b]:>15}" for a, b in ratios) + "   (busbw GB/s)")
-for w in (2, 4):
-    for b in (262144, 4194304, 67108864):
-        f = lambda x: f"{x:8.3f}" if x is not None else "       -"
-        def r(a, c):
-            x, y = med.get((a, w, b)), med.get((c, w, b))
-            return f"{x / y:15.2f}" if x is not None and y else "              -"
-        print(f"{w:>7} {b:>9} " + " ".join(f(med.get((k, w, b))) for k, _ in cols) + "   " +
-              " ".join(r(a, c) for a, c in ratios))
+def table(keep, lead):
+    v = collections.defaultdict(list)
+    for who, w, b, bus, run in rows:
+        if keep(run):
+            v[(who, int(w), int(b))].append(float(bus))
+    med = {k: statistics.median(x) for k, x in v.items()}
+    print(lead + f"{'workers':>7} {'bytes':>9} " + " ".join(f"{l:>8}" for _, l in cols) + "   " +
+          " ".join(f"{label[a] + '/' + label[b]:>15}" for a, b in ratios) + "   (busbw GB/s)")
+    for w in (2, 4):
+        for b in (262144, 4194304, 67108864):
+            f = lambda x: f"{x:8.3f}" if x is not None else "       -"
+            def r(a, c):
+                x, y = med.get((a, w, b)), med.get((c, w, b))
+                return f"{x / y:15.2f}" if x is not None and y else "              -"
+            print(lead + f"{w:>7} {b:>9} " + " ".join(f(med.get((k, w, b))) for k, _ in cols) + "   " +
+                  " ".join(r(a, c) for a, c in ratios))
+table(lambda run: True, "")
+if far and any(run not in far for *_, run in rows):
+    print("# the same over the runs made with the vCPUs near (no probe before or after above twice the fastest):")
+    table(lambda run: run not in far, "# ")
 PY
 if [ -s "$out/retx" ]; then
   awk '{n[$1] += $2} END {printf "# rg-udp retransmits, every size and round:"; for (w = 2; w <= 4; w += 2) if (w in n) printf " %d workers %d", w, n[w]; print ""}' "$out/retx"
 fi
-# Probes come in pairs (before, after each run): a run is far when either
-# read more than twice the fastest probe of the whole comparison.
+# A run is far when a probe before or after it read more than twice the
+# fastest probe of the whole comparison.
 if [ -s "$out/place" ]; then
-  awk '{who[NR] = $1; us[NR] = $3; if (min == "" || $3 < min) min = $3; if ($3 > max) max = $3}
+  awk '{run[NR] = $1; who[$1] = $2; us[NR] = $4; if (min == "" || $4 < min) min = $4; if ($4 > max) max = $4}
     END {
-      for (i = 1; i + 1 <= NR; i += 2) { runs[who[i]]++; if (us[i] > 2 * min || us[i + 1] > 2 * min) far[who[i]]++ }
+      for (i = 1; i <= NR; ++i) if (us[i] > 2 * min) far[run[i]] = 1
+      for (k in who) { runs[who[k]]++; if (k in far) nfar[who[k]]++ }
       printf "# the CPUs (raillat floor-ring, median half round trip %.3f-%.3f us): runs far apart:", min, max
-      for (k in runs) printf " %s %d of %d", k, far[k] + 0, runs[k]
+      for (k in runs) printf " %s %d of %d", k, nfar[k] + 0, runs[k]
       print ""
     }' "$out/place"
 fi
