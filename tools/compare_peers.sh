@@ -31,7 +31,7 @@
 # taken before and after each run; a run with a probe at more than twice
 # the comparison's fastest was made far apart. When there were such runs,
 # the table is printed again over the near runs alone (its lines behind a
-# '#'), and the last line counts the far runs of each kind.
+# '#'), and a line counts the far runs of each kind.
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-2}
@@ -162,19 +162,14 @@ table(lambda run: True, "")
 if far and any(run not in far for *_, run in rows):
     print("# the same over the runs made with the vCPUs near (no probe before or after above twice the fastest):")
     table(lambda run: run not in far, "# ")
+# Then how many runs of each kind were far (tools/perf_report.sh quotes it).
+if probes:
+    kind = {p[0]: p[1] for p in probes}
+    runs = collections.Counter(kind.values())
+    nfar = collections.Counter(kind[r] for r in far)
+    print(f"# the CPUs (raillat floor-ring, median half round trip {fastest:.3f}-{max(float(p[3]) for p in probes):.3f} us):"
+          " runs far apart:" + "".join(f" {k} {nfar[k]} of {n}" for k, n in runs.items()))
 PY
 if [ -s "$out/retx" ]; then
   awk '{n[$1] += $2} END {printf "# rg-udp retransmits, every size and round:"; for (w = 2; w <= 4; w += 2) if (w in n) printf " %d workers %d", w, n[w]; print ""}' "$out/retx"
-fi
-# A run is far when a probe before or after it read more than twice the
-# fastest probe of the whole comparison.
-if [ -s "$out/place" ]; then
-  awk '{run[NR] = $1; who[$1] = $2; us[NR] = $4; if (min == "" || $4 < min) min = $4; if ($4 > max) max = $4}
-    END {
-      for (i = 1; i <= NR; ++i) if (us[i] > 2 * min) far[run[i]] = 1
-      for (k in who) { runs[who[k]]++; if (k in far) nfar[who[k]]++ }
-      printf "# the CPUs (raillat floor-ring, median half round trip %.3f-%.3f us): runs far apart:", min, max
-      for (k in runs) printf " %s %d of %d", k, nfar[k] + 0, runs[k]
-      print ""
-    }' "$out/place"
 fi

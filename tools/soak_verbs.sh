@@ -8,13 +8,13 @@
 #    that rank failed on a rail;
 #  - abort: `railctl job abort` ends it half way: every rank must fail,
 #    told the operator ended it;
-#  - churn: before the job, its rank 1 is taken and left by 2 connections
-#    of verbs_probe's (a job of its own, 96): nothing of them may stay.
+#  - churn: before the job, verbs_probe churn (a job of its own, 96, whose
+#    rank 1 is taken and left by 4 connections): nothing of it may stay.
 # After each job, within 10 s: no job, no connection and no registration
 # of results (railctl status: active_jobs, connections, result_mrs) on
 # either rail. At the end: railgated's resident memory no larger than after
 # the first 10 jobs (RSS_MARGIN_KB, 1 MiB by default), and a clean exit.
-# Prints a line per job kind; exits 1 at the first failure.
+# Prints how many jobs of each kind passed; exits 1 at the first failure.
 #   tools/soak_verbs.sh [BUILD_DIR] [JOBS] [SEED]
 # On the host it boots a guest of its own (about 8 s) and runs itself in
 # it; a job takes 1-2 s under TCG (150 jobs: 245 s). Against the ASan tree
