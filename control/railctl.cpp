@@ -102,7 +102,7 @@ const std::map<std::string, const char*> help_cmd = {
               "  the XDP program's verdicts on af_xdp rails. Per lcore: how long it waited for its CPU\n"
               "  while another task had it, and how often and how long it counted its CPU as shared\n"
               "  with a busy task (it then sleeps or naps when idle). --watch repeats every\n"
-              "  S seconds (1) with rates, --count stops after N rounds.\n"},
+              "  S seconds (1) with rates, --count stops after N (at least 1) rounds.\n"},
     {"job", "usage: railctl job list [--rail R] | abort J [--why TEXT]\n"
             "  The jobs each rail, DPDK or verbs (or rail R), holds now: id, world, the ranks joined\n"
             "  there, the operation they joined at, the rails and policy it spans, its chunk, its age;\n"
@@ -562,8 +562,10 @@ int cmd_stats(const std::vector<std::string>& a) {
             watch = 1;
             if (i + 1 < a.size() && a[i + 1].find_first_not_of("0123456789.") == std::string::npos) watch = std::atof(a[++i].c_str());
             if (watch <= 0) usage("--watch needs a positive interval");
-        } else if (a[i] == "--count" && i + 1 < a.size()) count = std::stol(num_arg("--count", a[++i]));
-        else usage("stats: unexpected '" + a[i] + "'");
+        } else if (a[i] == "--count" && i + 1 < a.size()) {
+            count = std::stol(num_arg("--count", a[++i]));
+            if (count < 1) usage("--count needs at least 1 round"); // 0 would mean no limit, silently
+        } else usage("stats: unexpected '" + a[i] + "'");
     }
     std::signal(SIGINT, on_int);
     json prev;

@@ -80,6 +80,8 @@ json capture_sessions::start(const std::vector<std::size_t>& rails, const json& 
     if (!(e = control::get_uint(a, "count", std::numeric_limits<std::uint64_t>::max(), count)).empty()) return fail(e);
     s.filter.snaplen = snaplen ? static_cast<std::uint32_t>(*snaplen) : default_snaplen;
     if (job) s.filter.job = static_cast<std::uint32_t>(*job);
+    // 0 is the session's "no limit"; asked for, it would capture forever.
+    if (count && *count == 0) return fail("count 0: a capture stops after at least 1 packet (leave --count out for no limit)");
     s.count = count.value_or(0);
     for (std::size_t r : rails)
         for (const auto& [id, o] : sessions_)
