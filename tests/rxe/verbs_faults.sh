@@ -66,10 +66,20 @@ ranks() {
       "${peer[@]}" "$@" > "$WORK/$tag$r.log" 2>&1 &
     pid[$r]=$!
   done
+  local started=
   for _ in $(seq 100); do
-    grep -q "size" "$WORK/${tag}0.log" && grep -q "size" "$WORK/${tag}1.log" && grep -q "size" "$WORK/${tag}2.log" && break
+    grep -q "size" "$WORK/${tag}0.log" && grep -q "size" "$WORK/${tag}1.log" && grep -q "size" "$WORK/${tag}2.log" &&
+      { started=1; break; }
     sleep 0.3
   done
+  # A rank that has not started after 30 s makes the step meaningless:
+  # say so here, with what each rank and railgated last said, rather than
+  # in the step's own check.
+  [ -n "$started" ] || {
+    echo "FAIL: job $job's ranks did not all start within 30 s"
+    for r in 0 1 2; do echo "rank $r:"; tail -n 3 "$WORK/$tag$r.log"; done
+    "$BUILD/railctl" --socket "$WORK/ctl.sock" job list; tail -n 20 "$WORK/railgated.log"; exit 1
+  }
   sleep 1
 }
 
