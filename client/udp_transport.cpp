@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "dataplane/proto/ipv4.hpp"
 #include "dataplane/proto/parse.hpp"
 
 namespace railgate::client {
@@ -97,7 +98,7 @@ fd_guard open_socket(std::uint32_t ip, std::uint16_t port, std::uint8_t tos, boo
     sa.sin_port = htons(port);
     sa.sin_addr.s_addr = htonl(ip);
     if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
-        throw std::runtime_error("connect " + std::to_string(ip) + ": " + std::strerror(errno));
+        throw std::runtime_error("connect " + net::format_ipv4(ip) + ":" + std::to_string(port) + ": " + std::strerror(errno));
     return fd;
 }
 

@@ -14,7 +14,8 @@
 #     the sockets (a small part of a core); `railctl rail set R mtu
 #     1500` gives the next job smaller chunks, bit-exact; at exit the
 #     addresses are gone and no buffer leaked.
-#  2. An address no interface has, without interface=: refused by name.
+#  2. An address no interface has, without interface=: refused by name;
+#     a worker with no route to its server names it (address and port).
 #  3. Two namespaces: the rails' addresses on railgated's veth ends (the
 #     kernel's), 2 workers in the other namespace at MTU 9000, bit-exact,
 #     results sent as UDP GSO runs and received coalesced (UDP GRO).
@@ -135,6 +136,12 @@ ip netns exec "$d" "$railgated" --socket off --rail udp --ip 198.18.5.1 -- $test
   fail "railgated started on an address no interface has"
 grep -q "198.18.5.1:47000.*no interface has the address" "$log/gated-2.log" || fail "the refusal does not name the address"
 echo "ok: $(grep -o "bind 198.18.5.1.*" "$log/gated-2.log" | head -1)"
+# A worker whose server has no route names it as an address and port.
+ip netns exec "$d" "$railbench" --transport udp --server 10.255.0.1 --rank 0 --workers 1 --token 1 > "$log/noroute.log" 2>&1 &&
+  fail "a worker started with no route to its server"
+grep -q "connect 10.255.0.1:47000: Network is unreachable" "$log/noroute.log" ||
+  fail "the worker's error does not name the server: $(cat "$log/noroute.log")"
+echo "ok: $(grep -o "connect 10.255.0.1.*" "$log/noroute.log" | head -1)"
 ip netns del "$d"
 
 # 3. Two namespaces over veths, the addresses the kernel's on railgated's side.
