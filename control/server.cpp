@@ -77,10 +77,15 @@ server::server(socket_options opt, handler h, std::function<void()> tick)
     auto fail = [&](const std::string& what) {
         const std::string e = sys_err(what);
         close(listen_fd_);
-        unlink(opt_.path.c_str());
+        remove_socket_file();
         throw std::runtime_error(e);
     };
+    // A failed bind made no file: what is at the path now is another's.
     if (rc != 0) fail("bind " + opt_.path);
+    if (lstat(opt_.path.c_str(), &st) == 0) {
+        bound_dev_ = st.st_dev;
+        bound_ino_ = st.st_ino;
+    }
     uid_t uid = static_cast<uid_t>(-1);
     gid_t gid = static_cast<gid_t>(-1);
     if (!opt_.owner.empty()) {
@@ -109,7 +114,13 @@ server::~server() {
     }
     for (int fd : {listen_fd_, wake_[0], wake_[1]})
         if (fd >= 0) close(fd);
-    unlink(opt_.path.c_str());
+    remove_socket_file();
+}
+
+void server::remove_socket_file() const {
+    struct stat st;
+    if (bound_ino_ != 0 && lstat(opt_.path.c_str(), &st) == 0 && st.st_dev == bound_dev_ && st.st_ino == bound_ino_)
+        unlink(opt_.path.c_str());
 }
 
 void server::run() {

@@ -8,6 +8,8 @@
 // Every request carries its sender's uid and pid (SO_PEERCRED).
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <functional>
 #include <string>
@@ -36,7 +38,7 @@ public:
     // `tick`, if given, runs on the server thread between requests, at
     // least every 200 ms (the handler's timers: capture leases).
     server(socket_options opt, handler h, std::function<void()> tick = {});
-    ~server(); // stops and removes the socket
+    ~server(); // stops and removes the socket, if the path is still the one it bound
     server(const server&) = delete;
     server& operator=(const server&) = delete;
 
@@ -44,11 +46,16 @@ public:
 
 private:
     void run();
+    void remove_socket_file() const;
     socket_options opt_;
     handler h_;
     std::function<void()> tick_;
     int listen_fd_ = -1;
     int wake_[2] = {-1, -1}; // stop signal for the poll loop
+    // The bound socket file: what is removed at the end, and only while
+    // the path still names it (another daemon may have taken the path).
+    dev_t bound_dev_ = 0;
+    ino_t bound_ino_ = 0;
     std::thread thread_;
 };
 

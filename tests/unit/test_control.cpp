@@ -14,6 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -341,8 +342,24 @@ BOOST_AUTO_TEST_CASE(socket_rules) {
         close(fd);
     }
     o.path = stale;
-    control::server again(o, [](const control::request&) { return control::ok(); });
-    BOOST_TEST(control::client(stale).call("x")["ok"] == true);
+    {
+        control::server again(o, [](const control::request&) { return control::ok(); });
+        BOOST_TEST(control::client(stale).call("x")["ok"] == true);
+    }
+    BOOST_TEST(access(stale.c_str(), F_OK) != 0); // its socket file goes with it
+    // A path taken over while the server ran (its file removed, another
+    // made there) is left to its new owner when the server stops.
+    {
+        control::server taken(o, [](const control::request&) { return control::ok(); });
+        BOOST_TEST_REQUIRE(unlink(stale.c_str()) == 0);
+        std::FILE* f = std::fopen(stale.c_str(), "w");
+        BOOST_TEST_REQUIRE(f != nullptr);
+        std::fclose(f);
+    }
+    BOOST_TEST(access(stale.c_str(), F_OK) == 0);
+    // A path that is no socket is refused and left as it is.
+    BOOST_CHECK_THROW(control::server(o, [](const control::request&) { return control::ok(); }), std::runtime_error);
+    BOOST_TEST(access(stale.c_str(), F_OK) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(gid_tables_from_sysfs) {
