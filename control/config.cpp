@@ -1,17 +1,17 @@
 #include "control/config.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <optional>
 #include <set>
-#include <sstream>
 
 #define TOML_ENABLE_FORMATTERS 0
 #include <toml++/toml.h>
@@ -672,16 +672,36 @@ result parse(std::string_view text, const std::string& file) {
 }
 
 result load(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) {
+    // Read with POSIX calls, bounded: a directory says so (a stream reads
+    // it as an empty file), and /dev/zero or an endless pipe is refused
+    // at max_config_bytes instead of read until memory runs out.
+    auto refused = [&](const std::string& why) {
         result res;
         res.cfg.source = path;
-        res.errors.push_back({path, 0, 0, "", "cannot read: " + std::string(std::strerror(errno))});
+        res.errors.push_back({path, 0, 0, "", why});
         return res;
+    };
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return refused("cannot read: " + std::string(std::strerror(errno)));
+    std::string text;
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) != 0) {
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            const int e = errno;
+            close(fd);
+            return refused("cannot read: " + std::string(std::strerror(e)));
+        }
+        text.append(buf, static_cast<std::size_t>(n));
+        if (text.size() > max_config_bytes) {
+            close(fd);
+            return refused("larger than " + std::to_string(max_config_bytes >> 20) +
+                           " MiB, not a railgated configuration");
+        }
     }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return parse(ss.str(), path);
+    close(fd);
+    return parse(text, path);
 }
 
 std::set<std::string> known_keys() {

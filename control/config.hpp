@@ -183,7 +183,9 @@ struct result {
 
 // Parses and validates TOML text; `file` names it in errors.
 result parse(std::string_view toml_text, const std::string& file);
-// Reads and parses a file (a read error is reported as an error).
+// Reads and parses a file, a pipe or a device (a read error, a directory
+// or more than max_config_bytes is reported as an error).
+inline constexpr std::size_t max_config_bytes = 4u << 20;
 result load(const std::string& path);
 // The configuration railgated runs with when given none: two virtual rails
 // on tap interfaces (config/embedded.toml, compiled in).

@@ -3,6 +3,8 @@
 #define BOOST_TEST_MODULE config
 #include <boost/test/unit_test.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <fstream>
 #include <set>
@@ -77,6 +79,27 @@ BOOST_AUTO_TEST_CASE(shipped_examples_are_valid) {
     BOOST_TEST(gw.routes.size() == 3u);
     BOOST_TEST(gw.routes[2].via == 0x0A0001FEu);
     BOOST_TEST(gw.rails[0].pcp_tc.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(files_that_are_no_configuration_are_refused_not_read_forever) {
+    auto only = [](const config::result& r) { return r.errors.size() == 1 ? r.errors[0].text() : "(not one error)"; };
+    BOOST_TEST(only(config::load("/nonexistent/railgated.toml")) ==
+               "/nonexistent/railgated.toml: cannot read: No such file or directory");
+    BOOST_TEST(only(config::load(RAILGATE_SOURCE_ROOT "/config")) ==
+               RAILGATE_SOURCE_ROOT "/config: cannot read: Is a directory");
+    // An endless device stops at the bound instead of filling memory.
+    BOOST_TEST(only(config::load("/dev/zero")) == "/dev/zero: larger than 4 MiB, not a railgated configuration");
+    // A pipe holding a configuration (--config <(...)) is read as a file is.
+    int p[2];
+    BOOST_TEST_REQUIRE(pipe(p) == 0);
+    const std::string text = rail0;
+    BOOST_TEST_REQUIRE(write(p[1], text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+    close(p[1]);
+    const config::result r = config::load("/dev/fd/" + std::to_string(p[0]));
+    close(p[0]);
+    for (const auto& e : r.errors) BOOST_TEST_MESSAGE(e.text());
+    BOOST_TEST(r.ok());
+    BOOST_TEST(r.cfg.rails.size() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(errors_name_file_line_field_and_reason) {
