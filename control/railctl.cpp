@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "control/cli_output.hpp"
 #include "control/client.hpp"
 #include "control/gids.hpp"
 #include "control/plot.hpp"
@@ -598,7 +599,10 @@ int cmd_stats(const std::vector<std::string>& a) {
         }
         // The reader went away (railctl stats --watch | head): done, as at
         // the count (SIGPIPE is ignored: see main).
-        if (std::fflush(stdout) != 0 || std::ferror(stdout)) break;
+        if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+            if (errno == EPIPE) clearerr(stdout); // not lost: unread by choice
+            break;
+        }
         if (watch == 0 || (count && round >= count)) break;
         prev = r;
         std::this_thread::sleep_for(std::chrono::duration<double>(watch));
@@ -831,9 +835,7 @@ int cmd_nccl_env(const std::vector<std::string>& a) {
     return 0;
 }
 
-} // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
     // A reader that closes the pipe (railctl stats --watch | head) ends the
     // output, not railctl by signal (exit 141 under pipefail).
     std::signal(SIGPIPE, SIG_IGN);
@@ -901,4 +903,11 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "railctl: %s\n", e.what());
         return 1;
     }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    const int rc = run(argc, argv);
+    return close_output(stdout, "railctl", json_out ? "the JSON answer" : "the answer", rc);
 }

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "control/cli_output.hpp"
 #include "control/version.hpp"
 #include "client/railgate/connect.hpp"
 #include "client/railgate/dpdk_transport.hpp"
@@ -1115,10 +1116,11 @@ int main(int argc, char** argv) {
     const options o = parse(argc, argv);
     check_memory(o);
     if (o.out != options::format::table) notes = stderr;
+    int rc = 1;
     try {
-        return o.embedded ? run_embedded(o) : run_remote(o);
+        rc = o.embedded ? run_embedded(o) : run_remote(o);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "railbench: %s\n", e.what());
-        return 1;
     }
+    return close_output(stdout, "railbench", "the results", rc);
 }

@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "control/cli_output.hpp"
 #include "control/version.hpp"
 #include "client/railgate/embedded.hpp"
 #include "client/railgate/udp_transport.hpp"
@@ -715,7 +716,7 @@ int main(int argc, char** argv) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
     start_cpus(); // before an EAL pins this thread
     const options o = parse(argc, argv);
-    if (o.stalls_s > 0) return run_stalls(o);
+    if (o.stalls_s > 0) return close_output(stdout, "raillat", "the results", run_stalls(o));
     std::vector<result> rs;
     std::FILE* dump = nullptr;
     if (!o.dump.empty() && !(dump = std::fopen(o.dump.c_str(), "w"))) die("--dump: cannot write " + o.dump);
@@ -746,10 +747,11 @@ int main(int argc, char** argv) {
             }
         }
     }
-    if (dump) std::fclose(dump);
+    int rc = 0;
+    if (dump) rc = close_output(dump, "raillat", "--dump " + o.dump, rc);
     if (o.json) print_json(rs, o);
     else if (o.compare) print_compare(rs, o);
     for (const result& r : rs)
-        if (!r.error.empty()) return 1;
-    return 0;
+        if (!r.error.empty()) rc = 1;
+    return close_output(stdout, "raillat", "the results", rc);
 }

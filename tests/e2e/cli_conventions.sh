@@ -2,9 +2,10 @@
 # The binaries' shared conventions: a bad MTU is worded alike whether it
 # comes from railgated's flags, its config file, railbench or railctl;
 # railctl -j answers errors (usage ones too) as JSON; `gid list` with no
-# GIDs and no daemon fails instead of printing empty lists.
-#   cli_conventions.sh RAILGATED RAILBENCH RAILCTL SOURCE_DIR
-gated=$1 bench=$2 ctl=$3 src=$4
+# GIDs and no daemon fails instead of printing empty lists; output that
+# cannot be written (a full disk: /dev/full) is an error, not exit 0.
+#   cli_conventions.sh RAILGATED RAILBENCH RAILCTL SOURCE_DIR RAILLAT
+gated=$1 bench=$2 ctl=$3 src=$4 lat=$5
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -45,4 +46,23 @@ python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["ok
 python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["ok"] is False and j["unreachable"] is True else 1)' \
   "$tmp/out" || fail "no daemon: not JSON with unreachable: $(cat "$tmp/out")"
 echo "ok: railctl -j: usage errors and refusals as JSON; gid list with nothing to list fails; no daemon exits 3"
+
+# Results written to a full disk are lost: exit 1 and say so, never 0.
+full() { # WANT CMD... : CMD with stdout on /dev/full exits 1 and says WANT
+  want=$1
+  shift
+  "$@" > /dev/full 2> "$tmp/err"
+  got=$?
+  [ "$got" = 1 ] || fail "$* > /dev/full exited $got, not 1: $(tail -n 3 "$tmp/err")"
+  grep -qF "$want" "$tmp/err" || fail "$* > /dev/full did not say \"$want\": $(tail -n 3 "$tmp/err")"
+  echo "ok: $(basename "$1") $2 > /dev/full: $(grep -F "$want" "$tmp/err" | head -n 1)"
+}
+full "railctl: writing the answer: No space left on device" "$ctl" --help
+full "railbench: writing the results" "$bench" --embedded --workers 2 --count 1000 -n 1 -w 0
+full "railbench: writing the results" "$bench" --embedded --workers 2 --count 1000 -n 1 -w 0 --json
+full "raillat: writing the results" "$lat" --transport dpdk -n 50 -w 5 --bw-size 0 --json
+"$lat" --transport dpdk -n 50 -w 5 --bw-size 0 --dump /dev/full > /dev/null 2> "$tmp/err"
+[ $? = 1 ] && grep -qF "raillat: writing --dump /dev/full: No space left on device" "$tmp/err" ||
+  fail "raillat --dump /dev/full: $(tail -n 3 "$tmp/err")"
+echo "ok: raillat --dump /dev/full: $(grep -F 'writing --dump' "$tmp/err")"
 echo PASS
