@@ -722,6 +722,7 @@ int cmd_latency(const std::vector<std::string>& a) {
     if (!plot.empty()) {
         std::ofstream f(plot);
         f << control::latency_svg(h, title);
+        f.close(); // a full disk shows when the buffer is written
         if (!f) throw daemon_error{"cannot write " + plot};
     }
     if (json_out) {
