@@ -16,6 +16,7 @@
 #define TOML_ENABLE_FORMATTERS 0
 #include <toml++/toml.h>
 
+#include "control/cli.hpp"
 #include "dataplane/proto/wire.hpp"
 #include "dataplane/fault/injector.hpp"
 #include "dataplane/net/fib.hpp"
@@ -80,10 +81,9 @@ std::string check_metrics(std::string_view v, bool allow_public) {
     const auto colon = v.rfind(':');
     const std::string host(colon == std::string_view::npos ? std::string_view{} : v.substr(0, colon));
     const std::string port(colon == std::string_view::npos ? std::string_view{} : v.substr(colon + 1));
-    char* end = nullptr;
-    const long p = std::strtol(port.c_str(), &end, 10);
+    std::uint64_t p = 0;
     in_addr ia{};
-    if (port.empty() || *end || p < 1 || p > 65535 || host.empty()) return "'" + std::string(v) + "' is not HOST:PORT";
+    if (!parse_unsigned(port, p) || p < 1 || p > 65535 || host.empty()) return "'" + std::string(v) + "' is not HOST:PORT";
     if (host == "localhost") return {};
     if (inet_pton(AF_INET, host.c_str(), &ia) != 1) return "'" + host + "' is not an IPv4 address";
     if (!allow_public && (ntohl(ia.s_addr) >> 24) != 127)
@@ -226,9 +226,8 @@ public:
         if (const auto slash = s.find('/'); prefix && slash != std::string::npos) {
             addr = s.substr(0, slash);
             const std::string p = s.substr(slash + 1);
-            char* end = nullptr;
-            const long v = std::strtol(p.c_str(), &end, 10);
-            if (p.empty() || *end || v < 1 || v > 32) return fail(get(key), key, "'" + s + "': bad prefix length");
+            std::uint64_t v = 0;
+            if (!parse_unsigned(p, v) || v < 1 || v > 32) return fail(get(key), key, "'" + s + "': bad prefix length");
             *prefix = static_cast<unsigned>(v);
         }
         in_addr a{};
@@ -448,10 +447,9 @@ void read_tc_table(reader& r, const char* field, unsigned max, const char* examp
     if (!t) return r.fail(n, field, "must be a table of " + what + " = TC, like " + example);
     for (const auto& [k, v] : *t) {
         const std::string key(k.str());
-        char* end = nullptr;
-        const long d = std::strtol(key.c_str(), &end, 10);
+        std::uint64_t d = 0;
         const auto tc = int_of(&v);
-        if (key.empty() || *end || d < 0 || d > static_cast<long>(max))
+        if (!parse_unsigned(key, d) || d > max)
             r.fail_at(k.source(), field, "key '" + key + "' is not a " + what + ", 0.." + std::to_string(max));
         else if (!v.is_integer() || !tc || *tc < 0 || *tc > 7) r.fail(&v, field, what + " " + key + ": the TC must be 0..7");
         else out.emplace_back(static_cast<unsigned>(d), static_cast<unsigned>(*tc));

@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "control/cli_output.hpp"
+#include "control/cli.hpp"
 #include "control/client.hpp"
 #include "control/gids.hpp"
 #include "control/plot.hpp"

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 
+#include "control/cli.hpp"
 #include "dataplane/reduce/numeric.hpp"
 #include "dataplane/reduce/reduce.hpp"
 
@@ -70,21 +71,17 @@ std::size_t count_wrong(const void* got, const void* want, std::size_t count, wi
 }
 
 bool parse_size(const std::string& s, std::uint64_t& out) {
-    if (s.empty()) return false;
-    std::size_t pos = 0;
-    unsigned long long v;
-    try {
-        v = std::stoull(s, &pos);
-    } catch (...) {
-        return false;
-    }
-    const std::string suf = s.substr(pos);
-    std::uint64_t mul = 1;
-    if (suf == "K" || suf == "k") mul = 1024;
-    else if (suf == "M" || suf == "m") mul = 1024 * 1024;
-    else if (suf == "G" || suf == "g") mul = 1024ull * 1024 * 1024;
+    const std::size_t digits = std::min(s.find_first_not_of("0123456789"), s.size());
+    std::uint64_t v = 0;
+    if (!parse_unsigned(std::string_view(s).substr(0, digits), v)) return false;
+    const std::string suf = s.substr(digits);
+    unsigned shift = 0;
+    if (suf == "K" || suf == "k") shift = 10;
+    else if (suf == "M" || suf == "m") shift = 20;
+    else if (suf == "G" || suf == "g") shift = 30;
     else if (!suf.empty()) return false;
-    out = v * mul;
+    if (shift && v > (UINT64_MAX >> shift)) return false; // past 2^64 once multiplied
+    out = v << shift;
     return true;
 }
 

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "control/cli_output.hpp"
+#include "control/cli.hpp"
 #include "control/version.hpp"
 #include "client/railgate/connect.hpp"
 #include "client/railgate/dpdk_transport.hpp"
@@ -219,14 +219,8 @@ void usage(std::FILE* f) {
 }
 
 std::uint64_t parse_uint(const std::string& flag, const std::string& v, std::uint64_t max) {
-    std::size_t pos = 0;
-    unsigned long long x = 0;
-    try {
-        x = std::stoull(v, &pos, 0);
-    } catch (...) {
-        pos = 0;
-    }
-    if (pos == 0 || pos != v.size() || x > max) die(flag + ": '" + v + "' is not an integer in 0.." + std::to_string(max));
+    std::uint64_t x = 0;
+    if (!parse_unsigned(v, x) || x > max) die(flag + ": '" + v + "' is not an integer in 0.." + std::to_string(max));
     return x;
 }
 

@@ -33,7 +33,7 @@
 #include <thread>
 #include <vector>
 
-#include "control/cli_output.hpp"
+#include "control/cli.hpp"
 #include "control/version.hpp"
 #include "client/railgate/embedded.hpp"
 #include "client/railgate/udp_transport.hpp"
@@ -112,6 +112,13 @@ void usage(std::FILE* f) {
                  wire::default_udp_port);
 }
 
+// A job token: what railbench takes (decimal, or 0x and hex), not 0.
+std::uint64_t parse_token(const std::string& flag, const std::string& v) {
+    std::uint64_t t = 0;
+    if (!parse_unsigned(v, t) || t == 0) die(flag + ": '" + v + "' is not a token (an integer in 1..2^64-1)");
+    return t;
+}
+
 std::uint64_t parse_num(const std::string& flag, const std::string& v, std::uint64_t max) {
     std::uint64_t x = 0;
     if (!bench::parse_size(v, x) || x > max) die(flag + ": '" + v + "' is not a number up to " + std::to_string(max));
@@ -182,15 +189,14 @@ options parse(int argc, char** argv) {
         } else if (a == "--job") {
             o.job = static_cast<std::uint32_t>(parse_num(a, val(), UINT32_MAX));
         } else if (a == "--token") {
-            o.token = parse_num(a, val(), UINT64_MAX);
-            if (!o.token) die("--token: 0 is not a token");
+            o.token = parse_token(a, val());
         } else {
             usage(stderr);
             die("unknown option '" + a + "'");
         }
     }
     if (!o.token)
-        if (const char* t = std::getenv("RAILGATE_TOKEN"); t && *t) o.token = parse_num("RAILGATE_TOKEN", t, UINT64_MAX);
+        if (const char* t = std::getenv("RAILGATE_TOKEN"); t && *t) o.token = parse_token("RAILGATE_TOKEN", t);
     if (!o.token) o.token = client::random_token();
     if (o.stalls_s > 0) {
         if (o.transport_given || o.sweep || !o.dump.empty())

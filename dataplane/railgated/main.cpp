@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "control/cli.hpp"
 #include "control/config.hpp"
 #include "control/metrics.hpp"
 #include "control/server.hpp"
@@ -138,16 +139,10 @@ bool in(const std::string& a, const auto& list) {
 }
 
 unsigned long num(const std::string& flag, const std::string& v, unsigned long lo, unsigned long hi) {
-    std::size_t pos = 0;
-    unsigned long x = 0;
-    try {
-        x = std::stoul(v, &pos, 10);
-    } catch (...) {
-        pos = 0;
-    }
-    if (pos == 0 || pos != v.size() || x < lo || x > hi)
+    std::uint64_t x = 0;
+    if (!parse_unsigned(v, x) || x < lo || x > hi)
         die(flag + " " + v + " out of range " + std::to_string(lo) + ".." + std::to_string(hi));
-    return x;
+    return static_cast<unsigned long>(x);
 }
 
 // af_xdp rails: clear a railgate program a killed railgated left on the

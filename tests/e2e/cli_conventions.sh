@@ -17,8 +17,8 @@ expect() { # WANT RC CMD... : CMD exits RC and says WANT on stderr
   "$@" > "$tmp/out" 2> "$tmp/err"
   got=$?
   [ "$got" = "$rc" ] || fail "$* exited $got, not $rc: $(cat "$tmp/err")"
-  grep -qF "$want" "$tmp/err" || fail "$* did not say \"$want\": $(cat "$tmp/err")"
-  echo "ok: $(basename "$1") ${2:-}...: $(grep -F "$want" "$tmp/err" | head -n 1)"
+  grep -qF -- "$want" "$tmp/err" || fail "$* did not say \"$want\": $(cat "$tmp/err")"
+  echo "ok: $(basename "$1") ${2:-}...: $(grep -F -- "$want" "$tmp/err" | head -n 1)"
 }
 expect "$range" 2 "$gated" --rail net_null0 --ip 1.2.3.4 --mtu 70000
 expect "$nan" 2 "$gated" --rail net_null0 --ip 1.2.3.4 --mtu abc
@@ -46,6 +46,21 @@ python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["ok
 python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["ok"] is False and j["unreachable"] is True else 1)' \
   "$tmp/out" || fail "no daemon: not JSON with unreachable: $(cat "$tmp/out")"
 echo "ok: railctl -j: usage errors and refusals as JSON; gid list with nothing to list fails; no daemon exits 3"
+
+# Numbers are read alike and strictly: decimal (a leading 0 is not octal) or
+# 0x hex; no sign ("-1" was 2^64 - 1 to railbench's --token), no blanks, no
+# overflow once a K/M/G suffix multiplies.
+expect "--port -1 out of range 1..65535" 2 "$gated" --check --rail net_null0 --ip 1.2.3.4 --port -1
+expect "--pool  64 out of range 1..65535" 2 "$gated" --check --rail net_null0 --ip 1.2.3.4 --pool " 64"
+expect "--token: '-1' is not an integer" 2 "$bench" --embedded --token -1
+expect "--count: ' 100' is not an integer" 2 "$bench" --embedded --count " 100"
+expect "-e: bad size" 2 "$bench" --embedded -e 17179869184G
+expect "--token: '-1' is not a token" 2 "$lat" --token -1
+expect "-n: '+5' is not a number" 2 "$lat" -n +5
+"$bench" --embedded --workers 2 --count 0100,0x40 -n 1 -w 0 > "$tmp/out" 2> "$tmp/err" || fail "--count 0100,0x40: $(tail -n 3 "$tmp/err")"
+grep -Eq '^ +400 +100 +float' "$tmp/out" && grep -Eq '^ +256 +64 +float' "$tmp/out" ||
+  fail "--count 0100,0x40 is not 100 and 64 elements: $(grep float "$tmp/out")"
+echo "ok: railbench --count 0100,0x40: 100 and 64 elements"
 
 # Results written to a full disk are lost: exit 1 and say so, never 0.
 full() { # WANT CMD... : CMD with stdout on /dev/full exits 1 and says WANT

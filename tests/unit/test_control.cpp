@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "control/cli.hpp"
 #include "control/client.hpp"
 #include "control/gids.hpp"
 #include "control/metrics.hpp"
@@ -319,6 +320,20 @@ BOOST_AUTO_TEST_CASE(metrics_serves_scrapes_beside_silent_clients) {
     pollfd p{silent.back(), POLLIN, 0};
     BOOST_TEST(poll(&p, 1, 0) == 0);
     for (const int fd : silent) close(fd);
+}
+
+BOOST_AUTO_TEST_CASE(flag_numbers_are_read_strictly) {
+    std::uint64_t v = 7;
+    BOOST_TEST((parse_unsigned("0", v) && v == 0));
+    BOOST_TEST((parse_unsigned("0100", v) && v == 100)); // decimal, not octal
+    BOOST_TEST((parse_unsigned("0x40", v) && v == 64));
+    BOOST_TEST((parse_unsigned("0XfF", v) && v == 255));
+    BOOST_TEST((parse_unsigned("18446744073709551615", v) && v == UINT64_MAX));
+    v = 7;
+    for (const char* bad : {"", "-1", "+5", " 5", "5 ", "5\n", "1e9", "0x", "0x-1", "1.5", "18446744073709551616",
+                            "0x10000000000000000", "abc", "\u0663"})
+        BOOST_TEST(!parse_unsigned(bad, v), bad);
+    BOOST_TEST(v == 7u); // untouched by a refusal
 }
 
 BOOST_AUTO_TEST_CASE(socket_rules) {

@@ -1,13 +1,32 @@
-// The command-line tools' results must not vanish with exit status 0: a
-// full disk, /dev/full or an I/O error under their output is an error.
+// What the command-line tools share: numbers read strictly, and output
+// that must not vanish with exit status 0.
 #pragma once
 
 #include <cerrno>
+#include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 namespace railgate {
+
+// An unsigned number as a flag's value: decimal digits (leading zeros are
+// decimal, not octal), or 0x and hex digits. No sign ("-1" is not 2^64 -
+// 1), no blanks, nothing after it, nothing past 2^64 - 1: false.
+inline bool parse_unsigned(std::string_view text, std::uint64_t& out) noexcept {
+    int base = 10;
+    if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
+        text.remove_prefix(2);
+        base = 16;
+    }
+    std::uint64_t v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v, base);
+    if (text.empty() || ec != std::errc{} || end != text.data() + text.size()) return false;
+    out = v;
+    return true;
+}
 
 // Closes `f` (flushes stdout, which stays open: the EAL's log and exit
 // statistics may still write to it) and, if anything written to it was
