@@ -59,6 +59,11 @@ std::string client::read_line() {
         if (n < 0) throw std::runtime_error(std::string("read from railgated: ") + std::strerror(errno));
         if (n == 0) throw std::runtime_error("railgated closed the connection");
         buf_.append(b, static_cast<std::size_t>(n));
+        // railgated's answers are lines of JSON well under this; a peer
+        // that is not railgated (the wrong socket) may send without end.
+        if (buf_.size() > max_answer && buf_.find('\n') == std::string::npos)
+            throw std::runtime_error("malformed response: no end of line in " + std::to_string(max_answer >> 20) +
+                                     " MiB (is " + path_ + " railgated's socket?)");
     }
 }
 

@@ -30,6 +30,8 @@ public:
     json call_with_fd(const std::string& command, const json& args, int fd);
     // Sends raw bytes and reads one response line (tests of bad input).
     std::string raw(const std::string& bytes);
+    // A response line longer than this is refused (not railgated's).
+    static constexpr std::size_t max_answer = std::size_t{64} << 20;
 
 private:
     std::string read_line();

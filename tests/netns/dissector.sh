@@ -50,7 +50,7 @@ bench() { # RANK
 bench 0
 bench 1
 sleep 0.3
-RAILGATE_TOKEN=$((RAILGATE_TOKEN ^ 1)) ip netns exec "$w" "$railbench" --transport udp --server 198.18.0.1 --rank 2 \
+RAILGATE_TOKEN=$(printf %u $((RAILGATE_TOKEN ^ 1))) ip netns exec "$w" "$railbench" --transport udp --server 198.18.0.1 --rank 2 \
   --workers 3 --job 7 --count 1000 -n 1 -w 0 > "$log/other.log" 2>&1 && fail "another token joined job 7"
 bench 2
 for r in 0 1 2; do wait "${pids[$r]}" || fail "rank $r"; done

@@ -245,7 +245,7 @@ abi_token_refused() { # CHECK W
   timeout 60 ip netns exec "$wns" "$check" run 198.18.0.1 0 2 30 > "$log/hold-0.log" 2>&1 &
   holder=$!
   sleep 0.5
-  RAILGATE_TOKEN=$((RAILGATE_TOKEN ^ 1)) timeout 60 ip netns exec "$wns" "$check" refused 198.18.0.1 1 2 30 \
+  RAILGATE_TOKEN=$(printf %u $((RAILGATE_TOKEN ^ 1))) timeout 60 ip netns exec "$wns" "$check" refused 198.18.0.1 1 2 30 \
     > "$log/refused.log" 2>&1 || fail "another token on job 30 was not refused"
   cat "$log/refused.log"
   grep -q "token differs" "$log/refused.log" || fail "the refusal does not say why"

@@ -322,6 +322,35 @@ BOOST_AUTO_TEST_CASE(metrics_serves_scrapes_beside_silent_clients) {
     for (const int fd : silent) close(fd);
 }
 
+BOOST_AUTO_TEST_CASE(a_peer_that_streams_without_end_is_not_read_forever) {
+    // The wrong socket: a peer that answers with bytes and no end of line.
+    const fs::path dir = temp_dir();
+    const std::string path = (dir / "noise.sock").string();
+    const int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+    BOOST_TEST_REQUIRE(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    BOOST_TEST_REQUIRE(listen(lfd, 1) == 0);
+    std::thread noise([lfd] {
+        const int c = accept(lfd, nullptr, nullptr);
+        const std::string junk(1 << 16, 'x');
+        while (c >= 0 && send(c, junk.data(), junk.size(), MSG_NOSIGNAL) > 0) {
+        }
+        if (c >= 0) close(c);
+    });
+    std::string what;
+    try {
+        control::client(path).call("status");
+    } catch (const std::runtime_error& e) {
+        what = e.what();
+    }
+    noise.join();
+    close(lfd);
+    fs::remove_all(dir);
+    BOOST_TEST(what.find("no end of line in 64 MiB") != std::string::npos, what);
+}
+
 BOOST_AUTO_TEST_CASE(flag_numbers_are_read_strictly) {
     std::uint64_t v = 7;
     BOOST_TEST((parse_unsigned("0", v) && v == 0));
