@@ -22,6 +22,15 @@ d=rgld$$ w=rglw$$
 gated_pid=
 trap 'cleanup_netns "$d $w" "$log"' EXIT
 "$check" usage || fail "argument checks"
+# The Python package: $RAILGATE_LIBRARY that names no library is an
+# ImportError naming it, not a silent fall back to another librailgate.
+if [ -n "$pypath" ] && [ -z "${RAILGATE_SANITIZED:-}" ]; then
+  PYTHONPATH="$pypath" RAILGATE_LIBRARY="$log/none.so" /usr/bin/python3 -c 'import railgate' > "$log/nolib.out" 2>&1 &&
+    fail "import railgate with RAILGATE_LIBRARY=$log/none.so worked"
+  grep -q "ImportError: railgate: cannot load librailgate ($log/none.so: " "$log/nolib.out" ||
+    fail "import railgate without its library: $(tail -n 2 "$log/nolib.out")"
+  echo "ok: $(tail -n 1 "$log/nolib.out")"
+fi
 two_rail_netns "$d" "$w"
 start_two_rail_gated "$railgated" "$d" "$w" "$log/railgated.log"
 abi_ranks "$check" "$w" run 3 10

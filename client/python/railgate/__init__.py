@@ -11,8 +11,9 @@ Buffers are raw addresses (a torch tensor's data_ptr(), a numpy array's
 ctypes.data) or objects with the writable buffer protocol. railgate.torch
 has the DDP communication hooks.
 
-The library is found through $RAILGATE_LIBRARY, else where meson built or
-installed it (railgate/_paths.py), else the dynamic loader.
+The library is found through $RAILGATE_LIBRARY (only there, when it is
+set), else where meson built or installed it (railgate/_paths.py), else the
+dynamic loader; ImportError says where it looked.
 """
 
 import ctypes
@@ -83,11 +84,19 @@ class _Stats(ctypes.Structure):
 
 
 def _load():
-    path = os.environ.get("RAILGATE_LIBRARY") or _paths.LIBRARY
-    try:
-        lib = ctypes.CDLL(path)
-    except OSError:
-        lib = ctypes.CDLL("librailgate.so.0")
+    # $RAILGATE_LIBRARY alone when it is set: a wrong path is an error that
+    # names it, not a fall back to some other librailgate.
+    override = os.environ.get("RAILGATE_LIBRARY")
+    failed = []
+    for path in [override] if override else [_paths.LIBRARY, "librailgate.so.0"]:
+        try:
+            lib = ctypes.CDLL(path)
+            break
+        except OSError as e:
+            failed.append(str(e) if path in str(e) else f"{path}: {e}")
+    else:
+        raise ImportError("railgate: cannot load librailgate (" + "; ".join(failed) + ")" +
+                          (" from $RAILGATE_LIBRARY" if override else ""))
     vp, p = ctypes.c_void_p, ctypes.POINTER
     sigs = {
         "rg_config_init": (None, [p(_Config)]),
