@@ -30,6 +30,21 @@ if [ -n "$pypath" ] && [ -z "${RAILGATE_SANITIZED:-}" ]; then
   grep -q "ImportError: railgate: cannot load librailgate ($log/none.so: " "$log/nolib.out" ||
     fail "import railgate without its library: $(tail -n 2 "$log/nolib.out")"
   echo "ok: $(tail -n 1 "$log/nolib.out")"
+  # Integers ctypes would wrap silently (a port of 70000 was 4464, a count
+  # of 2^64 was 0: an allreduce of nothing) are refused before the library.
+  PYTHONPATH="$pypath" /usr/bin/python3 - <<'PY' || fail "the Python package's integer checks"
+import railgate
+for kw, want in ((dict(port=70000), "port 70000 is out of range 0..65535"), (dict(token=-1), "token -1 is out of"),
+                 (dict(job=2**32), "job 4294967296 is out of"), (dict(world=1.5), "world must be an integer")):
+    args = dict(job=1, token=5, rank=0, world=1)
+    args.update(kw)
+    try:
+        railgate.Comm("198.18.0.1", **args)
+        raise SystemExit(f"Comm({kw}) was accepted")
+    except (ValueError, TypeError) as e:
+        assert want in str(e), (kw, str(e))
+print("ok: Comm refuses port 70000, token -1, job 2^32 and world 1.5 by name")
+PY
 fi
 two_rail_netns "$d" "$w"
 start_two_rail_gated "$railgated" "$d" "$w" "$log/railgated.log"
@@ -49,6 +64,12 @@ value = lambda r, i: ((i * 7 + r * 3) % 29) * 0.25
 with railgate.Comm(server, job=job, token=int(os.environ["RAILGATE_TOKEN"]), rank=rank, world=world, max_count=n,
                    retries=3, peer_timeout_ms=300) as c:
     print(f"joined: rank {rank}", flush=True)
+    for count, dtype in ((2**64, railgate.FP32), (-1, railgate.FP32), (4, 2**32)):
+        try:
+            c.allreduce(array.array("f", [0.0] * 4), count, dtype)
+            raise SystemExit(f"allreduce of count {count}, dtype {dtype} was accepted")
+        except ValueError as e:
+            print(f"ok: refused: {e}", flush=True)
     for k in range(ops):
         f = array.array("f", [value(rank, i) + k for i in range(n)])
         c.allreduce(f, n, railgate.FP32)

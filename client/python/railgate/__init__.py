@@ -18,6 +18,7 @@ dynamic loader; ImportError says where it looked.
 
 import ctypes
 import logging
+import operator
 import os
 
 from . import _paths
@@ -71,6 +72,23 @@ class _Config(ctypes.Structure):
 # rg_config.on_retry: void (*)(void *ctx, uint32_t rank, const char *line).
 _ON_RETRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_char_p)
 _log = logging.getLogger("railgate")
+
+
+def _fit(name, value, ctype):
+    """value as an integer that ctype holds: ctypes itself would wrap it
+    silently (a port of 70000 is 4464, a count of -1 is 2^64 - 1)."""
+    if isinstance(value, bool):
+        raise TypeError(f"railgate: {name} must be an integer, not {value!r}")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"railgate: {name} must be an integer, not {value!r}") from None
+    bits = 8 * ctypes.sizeof(ctype)
+    signed = ctype(-1).value == -1
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    if not lo <= v <= hi:
+        raise ValueError(f"railgate: {name} {v} is out of range {lo}..{hi}")
+    return v
 
 
 def _log_retry(rank, line):
@@ -201,13 +219,14 @@ class Comm:
         _lib.rg_config_init(ctypes.byref(c))
         self._strings = [s.encode() if s is not None else None for s in (server, transport, rails)]
         c.server, c.transport, c.rails = self._strings
-        if port:
-            c.port = port
-        c.job, c.token, c.rank, c.world, c.dtype = job, token, rank, world, dtype
-        c.max_count, c.retries, c.timeout_ms, c.join_timeout_ms = max_count, retries, timeout_ms, join_timeout_ms
-        c.gid_index, c.dscp = gid_index, dscp
-        if peer_timeout_ms:
-            c.peer_timeout_ms = peer_timeout_ms
+        fields = dict(_Config._fields_)
+        for name, v in (("port", port), ("job", job), ("token", token), ("rank", rank), ("world", world),
+                        ("dtype", dtype), ("max_count", max_count), ("retries", retries), ("timeout_ms", timeout_ms),
+                        ("join_timeout_ms", join_timeout_ms), ("gid_index", gid_index), ("dscp", dscp),
+                        ("peer_timeout_ms", peer_timeout_ms)):
+            v = _fit(name, v, fields[name])
+            if v or name not in ("port", "peer_timeout_ms"):  # 0: the library's default
+                setattr(c, name, v)
         # False/"off", True/"delay" (round trip, queue depth, marks) or
         # "queue" (railgated's queue depth, marks and timeouts in a row only).
         modes = {False: 0, "off": 0, True: 1, "delay": 1, "queue": 2}
@@ -236,25 +255,28 @@ class Comm:
         """Sums count elements of dtype from every rank into out (default: in place)."""
         src = _address(buf)
         dst = src if out is None else _address(out)
-        self._check(_lib.rg_allreduce(self._h, src, dst, count, dtype))
+        self._check(_lib.rg_allreduce(self._h, src, dst, _fit("count", count, ctypes.c_size_t),
+                                      _fit("dtype", dtype, ctypes.c_int)))
 
     def allreduce_start(self, buf, count, dtype=FP32, out=None, keep=None):
         """Queues an allreduce; returns a Request. `keep`: objects to hold alive until it ends."""
         src = _address(buf)
         dst = src if out is None else _address(out)
         r = ctypes.c_void_p()
-        self._check(_lib.rg_allreduce_start(self._h, src, dst, count, dtype, ctypes.byref(r)))
+        self._check(_lib.rg_allreduce_start(self._h, src, dst, _fit("count", count, ctypes.c_size_t),
+                                            _fit("dtype", dtype, ctypes.c_int), ctypes.byref(r)))
         return Request(r.value, (buf, out, keep))
 
     def allreduce_compressed(self, buf, count, wire=BF16, divisor=1.0):
         """A float32 buffer in place: divided by divisor, summed as `wire` (BF16, FP16 or FP32)."""
-        self._check(_lib.rg_allreduce_compressed(self._h, _address(buf), count, wire, divisor))
+        self._check(_lib.rg_allreduce_compressed(self._h, _address(buf), _fit("count", count, ctypes.c_size_t),
+                                                 _fit("wire", wire, ctypes.c_int), divisor))
 
     def allreduce_compressed_start(self, buf, count, wire=BF16, divisor=1.0, keep=None):
         """The same, asynchronous (the conversions run on the library's thread); a Request."""
         r = ctypes.c_void_p()
-        self._check(_lib.rg_allreduce_compressed_start(self._h, _address(buf), count, wire, divisor,
-                                                       ctypes.byref(r)))
+        self._check(_lib.rg_allreduce_compressed_start(self._h, _address(buf), _fit("count", count, ctypes.c_size_t),
+                                                       _fit("wire", wire, ctypes.c_int), divisor, ctypes.byref(r)))
         return Request(r.value, (buf, keep))
 
     def abort(self, why=""):
