@@ -64,10 +64,17 @@ value = lambda r, i: ((i * 7 + r * 3) % 29) * 0.25
 with railgate.Comm(server, job=job, token=int(os.environ["RAILGATE_TOKEN"]), rank=rank, world=world, max_count=n,
                    retries=3, peer_timeout_ms=300) as c:
     print(f"joined: rank {rank}", flush=True)
-    for count, dtype in ((2**64, railgate.FP32), (-1, railgate.FP32), (4, 2**32)):
+    # Refused before the library: counts and dtypes ctypes would wrap, and
+    # buffers smaller than the count (the library would go past them).
+    small, five = array.array("f", [0.0] * 4), array.array("f", [0.0] * 5)
+    for call in (lambda: c.allreduce(small, 2**64), lambda: c.allreduce(small, -1),
+                 lambda: c.allreduce(small, 4, 2**32), lambda: c.allreduce(small, 5),
+                 lambda: c.allreduce(five, 5, out=small), lambda: c.allreduce(memoryview(five)[::2], 3),
+                 lambda: c.allreduce_start(small, 5), lambda: c.allreduce_compressed(small, 5),
+                 lambda: c.allreduce_compressed_start(small, 4, wire=2**40)):
         try:
-            c.allreduce(array.array("f", [0.0] * 4), count, dtype)
-            raise SystemExit(f"allreduce of count {count}, dtype {dtype} was accepted")
+            call()
+            raise SystemExit("an allreduce past its buffer or its C types was accepted")
         except ValueError as e:
             print(f"ok: refused: {e}", flush=True)
     for k in range(ops):

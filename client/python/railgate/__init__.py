@@ -163,14 +163,32 @@ def random_token():
     return _lib.rg_random_token()
 
 
-def _address(buf):
-    """A buffer's address: an int, or an object with the writable buffer protocol."""
+def _address(buf, nbytes=0, what="the buffer"):
+    """A buffer's address: an int (the caller vouches for its size), or an
+    object with the writable buffer protocol that holds nbytes at least."""
     if isinstance(buf, int):
         return buf
     mv = memoryview(buf)
     if mv.readonly:
-        raise ValueError("railgate: the buffer is read-only")
+        raise ValueError(f"railgate: {what} is read-only")
+    if not mv.c_contiguous:
+        raise ValueError(f"railgate: {what} is not contiguous")
+    if mv.nbytes < nbytes:
+        raise ValueError(f"railgate: {what} holds {mv.nbytes} bytes; the allreduce reads and writes {nbytes}")
     return ctypes.addressof(ctypes.c_char.from_buffer(mv))
+
+
+_ELEMENT_BYTES = {FP32: 4, BF16: 2, FP16: 2, INT32: 4}
+
+
+def _operands(buf, out, count, dtype, bytes_each=None, dtype_name="dtype"):
+    """(src, dst, count, dtype) for the library: integers that fit their C
+    types, buffers that hold count elements (else the library would read
+    and write past them). An unknown dtype is left to the library to refuse."""
+    count, dtype = _fit("count", count, ctypes.c_size_t), _fit(dtype_name, dtype, ctypes.c_int)
+    nbytes = count * (bytes_each or _ELEMENT_BYTES.get(dtype, 0))
+    src = _address(buf, nbytes)
+    return src, src if out is None else _address(out, nbytes, "out"), count, dtype
 
 
 class Request:
@@ -253,30 +271,24 @@ class Comm:
 
     def allreduce(self, buf, count, dtype=FP32, out=None):
         """Sums count elements of dtype from every rank into out (default: in place)."""
-        src = _address(buf)
-        dst = src if out is None else _address(out)
-        self._check(_lib.rg_allreduce(self._h, src, dst, _fit("count", count, ctypes.c_size_t),
-                                      _fit("dtype", dtype, ctypes.c_int)))
+        self._check(_lib.rg_allreduce(self._h, *_operands(buf, out, count, dtype)))
 
     def allreduce_start(self, buf, count, dtype=FP32, out=None, keep=None):
         """Queues an allreduce; returns a Request. `keep`: objects to hold alive until it ends."""
-        src = _address(buf)
-        dst = src if out is None else _address(out)
         r = ctypes.c_void_p()
-        self._check(_lib.rg_allreduce_start(self._h, src, dst, _fit("count", count, ctypes.c_size_t),
-                                            _fit("dtype", dtype, ctypes.c_int), ctypes.byref(r)))
+        self._check(_lib.rg_allreduce_start(self._h, *_operands(buf, out, count, dtype), ctypes.byref(r)))
         return Request(r.value, (buf, out, keep))
 
     def allreduce_compressed(self, buf, count, wire=BF16, divisor=1.0):
         """A float32 buffer in place: divided by divisor, summed as `wire` (BF16, FP16 or FP32)."""
-        self._check(_lib.rg_allreduce_compressed(self._h, _address(buf), _fit("count", count, ctypes.c_size_t),
-                                                 _fit("wire", wire, ctypes.c_int), divisor))
+        src, _, count, wire = _operands(buf, None, count, wire, 4, "wire")  # a float32 buffer
+        self._check(_lib.rg_allreduce_compressed(self._h, src, count, wire, divisor))
 
     def allreduce_compressed_start(self, buf, count, wire=BF16, divisor=1.0, keep=None):
         """The same, asynchronous (the conversions run on the library's thread); a Request."""
         r = ctypes.c_void_p()
-        self._check(_lib.rg_allreduce_compressed_start(self._h, _address(buf), _fit("count", count, ctypes.c_size_t),
-                                                       _fit("wire", wire, ctypes.c_int), divisor, ctypes.byref(r)))
+        src, _, count, wire = _operands(buf, None, count, wire, 4, "wire")  # a float32 buffer
+        self._check(_lib.rg_allreduce_compressed_start(self._h, src, count, wire, divisor, ctypes.byref(r)))
         return Request(r.value, (buf, keep))
 
     def abort(self, why=""):
