@@ -180,6 +180,15 @@ std::string num_arg(const std::string& what, const std::string& v) {
     return v;
 }
 
+// A job id: 32 bits, so up to 10 digits (the PyTorch hook's ids reach
+// 2^30 + 4; num_arg's 9 digits refused a tenth of them).
+std::uint64_t job_arg(const std::string& v) {
+    std::uint64_t j = 0;
+    if (v.find_first_not_of("0123456789") != std::string::npos || !parse_unsigned(v, j) || j > UINT32_MAX)
+        usage("job '" + v + "' is not a job id (0.." + std::to_string(UINT32_MAX) + ")");
+    return j;
+}
+
 void print_rails_table(const json& rails) {
     std::printf("%-8s %-14s %-13s %-7s %4s %5s %-15s %-17s %5s %6s %5s %4s\n", "RAIL", "DEVICE", "DRIVER", "IFNAME", "NUMA",
                 "LCORE", "IP", "MAC", "MTU", "CHUNK", "JOBS", "LINK");
@@ -351,10 +360,7 @@ std::string rank_list(const json& l) {
 int cmd_job(const std::vector<std::string>& a) {
     if (!a.empty() && a[0] == "abort") {
         if (a.size() != 2 && !(a.size() == 4 && a[2] == "--why")) usage("job abort J [--why TEXT]");
-        const std::string& j = a[1]; // a job id is 32 bits: 10 digits (railgated checks the range)
-        if (j.empty() || j.size() > 10 || j.find_first_not_of("0123456789") != std::string::npos)
-            usage("job '" + j + "' is not a job id");
-        json args = {{"job", std::stoull(j)}};
+        json args = {{"job", job_arg(a[1])}};
         if (a.size() == 4) args["why"] = a[3];
         const json r = call("job.abort", args);
         if (json_out) return print_json(r), 0;
@@ -623,7 +629,7 @@ int cmd_capture(const std::vector<std::string>& a) {
         if (a[i] == "--rx" || a[i] == "--tx" || a[i] == "--drops") args[a[i].substr(2)] = true;
         else if (a[i] == "--count") args["count"] = std::stoull(num_arg("--count", value()));
         else if (a[i] == "--snaplen") args["snaplen"] = std::stoull(num_arg("--snaplen", value()));
-        else if (a[i] == "--job") args["job"] = std::stoull(num_arg("--job", value()));
+        else if (a[i] == "--job") args["job"] = job_arg(value());
         else if (a[i] == "--seconds") {
             const std::string& v = value();
             char* end = nullptr;
@@ -702,7 +708,7 @@ int cmd_latency(const std::vector<std::string>& a) {
     std::string plot;
     for (std::size_t i = 0; i < a.size(); ++i) {
         if (a[i] == "--rail" && i + 1 < a.size()) args["rail"] = a[++i];
-        else if (a[i] == "--job" && i + 1 < a.size()) args["job"] = std::stoull(num_arg("job", a[++i]));
+        else if (a[i] == "--job" && i + 1 < a.size()) args["job"] = job_arg(a[++i]);
         else if (a[i] == "--reset") args["reset"] = true;
         else if (a[i] == "--worker") args["worker"] = true;
         else if (a[i] == "--tc" && i + 1 < a.size()) args["tc"] = std::stoull(num_arg("tc", a[++i]));

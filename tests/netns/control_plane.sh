@@ -481,7 +481,12 @@ before=$(snapshot) policy_before=$(policy_now) # the rails as the MTU changes ab
 expect_fail "job abort of a job no rail holds" "job 21 runs on no rail" job abort 21
 expect_fail "job abort without a job" "job abort J [--why TEXT]" job abort
 expect_fail "job abort of a word" "job 'x' is not a job id" job abort x
-expect_fail "job abort of an id past 32 bits" "out of range" job abort 4294967296
+expect_fail "job abort of an id past 32 bits" "job '4294967296' is not a job id (0..4294967295)" job abort 4294967296
+expect_fail "latency of an id past 32 bits" "job '4294967296' is not a job id" latency --job 4294967296
+# Ten-digit ids reach railgated (the PyTorch hook's go to 2^30 + 4; railctl
+# took 9 digits at most for --job): 1073741828 runs on no rail.
+expect_fail "job abort of a ten-digit id" "job 1073741828 runs on no rail" job abort 1073741828
+expect_fail "latency of a ten-digit id" "job 1073741828 neither runs on any rail" latency --job 1073741828
 expect_fail "job abort with an unprintable why" "printable ASCII only" job abort 5 --why $'a\tb'
 ok "job abort: rank 0 of job 21 told the operator ended it, not re-joined (--retry 3), the job gone from both rails"
 
