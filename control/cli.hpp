@@ -28,6 +28,15 @@ inline bool parse_unsigned(std::string_view text, std::uint64_t& out) noexcept {
     return true;
 }
 
+// An environment variable's value without the blanks around it: the
+// documented RAILGATE_TOKEN=$(od -An -N8 -tu8 /dev/urandom) keeps od's
+// leading spaces (an assignment does not split words).
+inline std::string trim_blanks(std::string_view v) {
+    const auto first = v.find_first_not_of(" \t\n");
+    if (first == std::string_view::npos) return {};
+    return std::string(v.substr(first, v.find_last_not_of(" \t\n") - first + 1));
+}
+
 // Closes `f` (flushes stdout, which stays open: the EAL's log and exit
 // statistics may still write to it) and, if anything written to it was
 // lost, says so on stderr as "PROG: writing WHAT: why". Returns rc, or 1

@@ -354,7 +354,7 @@ options parse(int argc, char** argv) {
         } else if (a == "--job") {
             o.job = static_cast<std::uint32_t>(parse_uint(a, val(), UINT32_MAX));
         } else if (a == "--token") {
-            o.token = parse_uint(a, val(), UINT64_MAX);
+            o.token = parse_uint(a, trim_blanks(val()), UINT64_MAX); // "$(od ...)" keeps od's blanks
             if (!o.token) die("--token: 0 is not a token");
         } else if (a == "--retry") {
             o.retries = static_cast<unsigned>(parse_uint(a, val(), 1000));
@@ -385,7 +385,7 @@ options parse(int argc, char** argv) {
     if (o.out != options::format::table && (o.lag_table || o.isolation))
         die("--json and --csv report the allreduce table; --lag-table and --isolation print their own");
     if (!o.token)
-        if (const char* t = std::getenv("RAILGATE_TOKEN"); t && *t) o.token = parse_uint("RAILGATE_TOKEN", t, UINT64_MAX);
+        if (const char* t = std::getenv("RAILGATE_TOKEN"); t && *t) o.token = parse_uint("RAILGATE_TOKEN", trim_blanks(t), UINT64_MAX);
     if (!o.token) {
         if (!o.embedded)
             die("a job token is needed: --token T or RAILGATE_TOKEN (the same random number on every rank, e.g. "

@@ -189,14 +189,14 @@ options parse(int argc, char** argv) {
         } else if (a == "--job") {
             o.job = static_cast<std::uint32_t>(parse_num(a, val(), UINT32_MAX));
         } else if (a == "--token") {
-            o.token = parse_token(a, val());
+            o.token = parse_token(a, trim_blanks(val())); // "$(od ...)" keeps od's blanks
         } else {
             usage(stderr);
             die("unknown option '" + a + "'");
         }
     }
     if (!o.token)
-        if (const char* t = std::getenv("RAILGATE_TOKEN"); t && *t) o.token = parse_token("RAILGATE_TOKEN", t);
+        if (const char* t = std::getenv("RAILGATE_TOKEN"); t && *t) o.token = parse_token("RAILGATE_TOKEN", trim_blanks(t));
     if (!o.token) o.token = client::random_token();
     if (o.stalls_s > 0) {
         if (o.transport_given || o.sweep || !o.dump.empty())

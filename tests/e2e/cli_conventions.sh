@@ -57,6 +57,15 @@ expect "--count: ' 100' is not an integer" 2 "$bench" --embedded --count " 100"
 expect "-e: bad size" 2 "$bench" --embedded -e 17179869184G
 expect "--token: '-1' is not a token" 2 "$lat" --token -1
 expect "-n: '+5' is not a number" 2 "$lat" -n +5
+# RAILGATE_TOKEN as the README makes it: od's output keeps its leading blanks.
+RAILGATE_TOKEN=" 17823925995838236175" "$bench" --embedded --workers 2 --count 100 -n 1 -w 0 > /dev/null 2> "$tmp/err" ||
+  fail "railbench with RAILGATE_TOKEN from od: $(tail -n 2 "$tmp/err")"
+RAILGATE_TOKEN=" 17823925995838236175
+" "$lat" --transport dpdk -n 20 -w 2 --bw-size 0 > /dev/null 2> "$tmp/err" ||
+  fail "raillat with RAILGATE_TOKEN from od: $(tail -n 2 "$tmp/err")"
+"$bench" --embedded --workers 2 --count 100 -n 1 -w 0 --token " 17823925995838236175" > /dev/null 2> "$tmp/err" ||
+  fail "railbench --token \" N\": $(tail -n 2 "$tmp/err")"
+echo "ok: RAILGATE_TOKEN=\$(od -An -N8 -tu8 /dev/urandom), blanks and all, taken by railbench and raillat (and --token \"\$(od ...)\")"
 "$bench" --embedded --workers 2 --count 0100,0x40 -n 1 -w 0 > "$tmp/out" 2> "$tmp/err" || fail "--count 0100,0x40: $(tail -n 3 "$tmp/err")"
 grep -Eq '^ +400 +100 +float' "$tmp/out" && grep -Eq '^ +256 +64 +float' "$tmp/out" ||
   fail "--count 0100,0x40 is not 100 and 64 elements: $(grep float "$tmp/out")"
