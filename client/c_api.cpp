@@ -54,6 +54,24 @@ rg_status status_of(client::failure f) noexcept {
     return RG_ERR_SYSTEM;
 }
 
+// An allreduce's status: written under the communicator's mutex, after the
+// op's err, and read without it, so that a request can be tested, waited
+// and read after rg_destroy (which finishes every queued op first) without
+// touching the freed communicator.
+class op_status {
+public:
+    op_status() = default;
+    op_status(const op_status& o) : v_(o.v_.load(std::memory_order_acquire)) {}
+    op_status& operator=(rg_status s) {
+        v_.store(s, std::memory_order_release);
+        return *this;
+    }
+    operator rg_status() const { return v_.load(std::memory_order_acquire); }
+
+private:
+    std::atomic<rg_status> v_{RG_IN_PROGRESS};
+};
+
 // One queued or running allreduce.
 struct op {
     const void* send = nullptr;
@@ -63,7 +81,7 @@ struct op {
     // Compressed: recv is a float buffer, divided by `divisor` and sent as dt.
     bool compressed = false;
     float divisor = 1.0f;
-    rg_status status = RG_IN_PROGRESS;   // under the communicator's mutex
+    op_status status;
     std::string err;
 };
 
@@ -498,8 +516,8 @@ RG_EXPORT rg_status rg_abort(rg_comm* comm, const char* why) {
         // Queued allreduces never start.
         std::lock_guard lk(comm->m);
         for (auto& o : comm->queue) {
-            o->status = RG_ERR_ABORTED;
             o->err = "this rank aborted the job: " + text;
+            o->status = RG_ERR_ABORTED;
         }
         comm->queue.clear();
         comm->broken = RG_ERR_ABORTED;
@@ -539,8 +557,8 @@ rg_status queue_op(rg_comm* comm, op&& args, rg_request** req) {
         auto r = std::make_unique<rg_request>(rg_request{comm, o});
         std::lock_guard lk(comm->m);
         if (comm->broken != RG_OK) {
-            o->status = comm->broken;
             o->err = "an earlier operation failed: " + comm->broken_err;
+            o->status = comm->broken;
         } else {
             comm->queue.push_back(std::move(o));
             comm->work.notify_all();
@@ -625,12 +643,13 @@ RG_EXPORT rg_status rg_allreduce_compressed(rg_comm* comm, float* buf, size_t co
 
 RG_EXPORT rg_status rg_test(rg_request* req) {
     if (!req) return RG_ERR_USAGE;
-    std::lock_guard lk(req->comm->m);
     return req->o->status;
 }
 
+// A finished request does not touch its communicator (it may be gone).
 RG_EXPORT rg_status rg_wait(rg_request* req) {
     if (!req) return RG_ERR_USAGE;
+    if (const rg_status st = req->o->status; st != RG_IN_PROGRESS) return st;
     std::unique_lock lk(req->comm->m);
     req->comm->done.wait(lk, [&] { return req->o->status != RG_IN_PROGRESS; });
     return req->o->status;

@@ -152,7 +152,10 @@ rg_status rg_leave(rg_comm *comm);
  * RG_ERR_ABORTED and `why`. Queued allreduces of this rank fail too. */
 rg_status rg_abort(rg_comm *comm, const char *why);
 
-/* Leaves (if joined) and frees. comm may be NULL. */
+/* Finishes every allreduce queued on comm, leaves (if joined) and frees.
+ * Its requests stay the caller's: rg_test, rg_wait, rg_request_error and
+ * rg_request_free work on them after it (their status is final). Do not
+ * call it while another thread is inside a call on comm. comm may be NULL. */
 void rg_destroy(rg_comm *comm);
 
 /* The last error of this communicator, or with NULL of this thread's last

@@ -28,9 +28,10 @@ inline bool parse_unsigned(std::string_view text, std::uint64_t& out) noexcept {
     return true;
 }
 
-// An environment variable's value without the blanks around it: the
-// documented RAILGATE_TOKEN=$(od -An -N8 -tu8 /dev/urandom) keeps od's
-// leading spaces (an assignment does not split words).
+// A token's text (RAILGATE_TOKEN or --token) without the blanks around it:
+// the documented RAILGATE_TOKEN=$(od -An -N8 -tu8 /dev/urandom) keeps od's
+// leading spaces (an assignment does not split words), and a quoted
+// --token "$RAILGATE_TOKEN" passes them on.
 inline std::string trim_blanks(std::string_view v) {
     const auto first = v.find_first_not_of(" \t\n");
     if (first == std::string_view::npos) return {};

@@ -12,7 +12,8 @@ here from every rank's input:
 
 Several buckets are in flight at once, as in a backward pass. A bucket the
 hooks do not take (a 16-bit one through the other 16-bit hook, int64)
-fails its future with a ValueError. CPU buckets always; CUDA buckets too
+fails its future with a ValueError, as does any bucket after
+State.close(). CPU buckets always; CUDA buckets too
 where torch sees a device (they go through pinned host memory).
 
   torch_hooks.py --server IP --world W
@@ -107,6 +108,13 @@ def rank_main(rank, a, port, failures):
     if not torch.cuda.is_available():
         print(f"rank {rank}: no CUDA device here: the CUDA buckets were not tried", flush=True)
     state.close()
+    # After close: the future fails, nothing is sent.
+    try:
+        rgt.allreduce_hook(state, Bucket(torch.zeros(8), 0)).wait()
+        bad.append("a closed State took a bucket")
+    except ValueError as e:
+        if "railgate: this State is closed" not in str(e):
+            bad.append(f"a closed State: unclear error {e}")
     dist.destroy_process_group()
     failures.put((rank, bad))
 

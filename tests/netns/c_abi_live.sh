@@ -77,13 +77,27 @@ with railgate.Comm(server, job=job, token=int(os.environ["RAILGATE_TOKEN"]), ran
             raise SystemExit("an allreduce past its buffer or its C types was accepted")
         except ValueError as e:
             print(f"ok: refused: {e}", flush=True)
-    for k in range(ops):
+    want = lambda k: array.array("f", [sum(value(r, i) + k for r in range(world)) for i in range(n)])
+    for k in range(ops - 1):
         f = array.array("f", [value(rank, i) + k for i in range(n)])
         c.allreduce(f, n, railgate.FP32)
-        want = array.array("f", [sum(value(r, i) + k for r in range(world)) for i in range(n)])
-        assert f == want, f"allreduce {k}: wrong elements"
+        assert f == want(k), f"allreduce {k}: wrong elements"
         time.sleep(0.03)
-    print(f"ok: rank {rank} (python): {ops} allreduces bit-exact, {c.stats()['recoveries']} recoveries", flush=True)
+    recoveries = c.stats()["recoveries"]
+    # The last one asynchronous, waited for after the communicator closed
+    # (close finishes it; the request stays readable).
+    f = array.array("f", [value(rank, i) + ops - 1 for i in range(n)])
+    last = c.allreduce_start(f, n, railgate.FP32)
+last.wait()
+assert f == want(ops - 1), "the allreduce waited for after close: wrong elements"
+for call in (lambda: c.allreduce(f, n), lambda: c.allreduce_start(f, n), lambda: c.stats(), lambda: c.abort()):
+    try:
+        call()
+        raise SystemExit("a closed communicator was used")
+    except ValueError as e:
+        assert str(e) == "the communicator is closed", str(e)
+print("ok: a request waited for after close; a closed communicator's calls refused", flush=True)
+print(f"ok: rank {rank} (python): {ops} allreduces bit-exact, {recoveries} recoveries", flush=True)
 PY
   else
     timeout 60 ip netns exec "$w" "$check" pause 198.18.0.1 "$1" 2 50 60

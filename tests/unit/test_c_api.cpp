@@ -260,6 +260,43 @@ BOOST_AUTO_TEST_CASE(failures_reach_every_request) {
     rg_destroy(comm);
 }
 
+// rg_destroy finishes what was queued; the requests stay the caller's, and
+// testing, waiting or reading them afterwards does not touch the freed
+// communicator (it did: rg_test and rg_wait locked its mutex, a
+// use-after-free ASan reports), an aborted one's error included.
+BOOST_AUTO_TEST_CASE(requests_outlive_their_communicator) {
+    fake_server s;
+    rg_comm* comm = make(s, 40);
+    std::vector<float> a(200000), b(1000), out_a(a.size(), -1.0f), out_b(b.size(), -1.0f);
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 1000) * 0.25f;
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i) + 0.5f;
+    rg_request *q1 = nullptr, *q2 = nullptr;
+    BOOST_REQUIRE(rg_allreduce_start(comm, a.data(), out_a.data(), a.size(), RG_FP32, &q1) == RG_OK);
+    BOOST_REQUIRE(rg_allreduce_start(comm, b.data(), out_b.data(), b.size(), RG_FP32, &q2) == RG_OK);
+    rg_destroy(comm);
+    BOOST_TEST(rg_test(q1) == RG_OK);
+    BOOST_TEST(rg_wait(q2) == RG_OK);
+    BOOST_TEST(rg_wait(q1) == RG_OK);
+    BOOST_TEST(std::string(rg_request_error(q1)).empty());
+    BOOST_TEST((out_a == a));
+    BOOST_TEST((out_b == b));
+    rg_request_free(q1);
+    rg_request_free(q2);
+
+    comm = make(s, 50);
+    s.silence(true);
+    BOOST_REQUIRE(rg_allreduce_start(comm, a.data(), out_a.data(), a.size(), RG_FP32, &q1) == RG_OK);
+    BOOST_REQUIRE(rg_allreduce_start(comm, b.data(), out_b.data(), b.size(), RG_FP32, &q2) == RG_OK);
+    BOOST_TEST(rg_abort(comm, "ending early") == RG_OK);
+    rg_destroy(comm);
+    s.silence(false);
+    BOOST_TEST(rg_test(q1) != RG_IN_PROGRESS);
+    BOOST_TEST(rg_wait(q2) == RG_ERR_ABORTED);
+    BOOST_TEST(std::string(rg_request_error(q2)).find("ending early") != std::string::npos, rg_request_error(q2));
+    rg_request_free(q1);
+    rg_request_free(q2);
+}
+
 // config.peer_timeout_ms: how long a silent server has before it is taken
 // for gone (default 1000, 0 the default, above an hour refused).
 BOOST_AUTO_TEST_CASE(peer_timeout_comes_from_the_config) {

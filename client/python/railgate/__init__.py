@@ -265,41 +265,47 @@ class Comm:
         self.rank, self.world = rank, world
         self._check(_lib.rg_join(self._h))
 
+    def _live(self):
+        """The handle; ValueError once closed (as a closed file's methods raise)."""
+        if not self._h:
+            raise ValueError("the communicator is closed")
+        return self._h
+
     def _check(self, st):
         if st != OK:
             raise RailgateError(st, _lib.rg_last_error(self._h).decode(errors="replace"))
 
     def allreduce(self, buf, count, dtype=FP32, out=None):
         """Sums count elements of dtype from every rank into out (default: in place)."""
-        self._check(_lib.rg_allreduce(self._h, *_operands(buf, out, count, dtype)))
+        self._check(_lib.rg_allreduce(self._live(), *_operands(buf, out, count, dtype)))
 
     def allreduce_start(self, buf, count, dtype=FP32, out=None, keep=None):
         """Queues an allreduce; returns a Request. `keep`: objects to hold alive until it ends."""
         r = ctypes.c_void_p()
-        self._check(_lib.rg_allreduce_start(self._h, *_operands(buf, out, count, dtype), ctypes.byref(r)))
+        self._check(_lib.rg_allreduce_start(self._live(), *_operands(buf, out, count, dtype), ctypes.byref(r)))
         return Request(r.value, (buf, out, keep))
 
     def allreduce_compressed(self, buf, count, wire=BF16, divisor=1.0):
         """A float32 buffer in place: divided by divisor, summed as `wire` (BF16, FP16 or FP32)."""
         src, _, count, wire = _operands(buf, None, count, wire, 4, "wire")  # a float32 buffer
-        self._check(_lib.rg_allreduce_compressed(self._h, src, count, wire, divisor))
+        self._check(_lib.rg_allreduce_compressed(self._live(), src, count, wire, divisor))
 
     def allreduce_compressed_start(self, buf, count, wire=BF16, divisor=1.0, keep=None):
         """The same, asynchronous (the conversions run on the library's thread); a Request."""
         r = ctypes.c_void_p()
         src, _, count, wire = _operands(buf, None, count, wire, 4, "wire")  # a float32 buffer
-        self._check(_lib.rg_allreduce_compressed_start(self._h, src, count, wire, divisor, ctypes.byref(r)))
+        self._check(_lib.rg_allreduce_compressed_start(self._live(), src, count, wire, divisor, ctypes.byref(r)))
         return Request(r.value, (buf, keep))
 
     def abort(self, why=""):
         """Ends the job for every rank (theirs fail with RG_ERR_ABORTED and `why`)."""
-        self._check(_lib.rg_abort(self._h, why.encode()))
+        self._check(_lib.rg_abort(self._live(), why.encode()))
 
     def stats(self):
         """The communicator's counters (rg_stats) as a dict; those an older
         librailgate does not fill are left out."""
         s = _Stats(struct_size=ctypes.sizeof(_Stats))
-        self._check(_lib.rg_get_stats(self._h, ctypes.byref(s)))
+        self._check(_lib.rg_get_stats(self._live(), ctypes.byref(s)))
         return {n: getattr(s, n) for n, t in _Stats._fields_[1:]
                 if getattr(_Stats, n).offset + ctypes.sizeof(t) <= s.struct_size}
 

@@ -91,6 +91,8 @@ class State:
         of the tensor."""
         fut = torch.futures.Future()
         try:
+            if self.comm is None:
+                raise ValueError("railgate: this State is closed")
             if tensor.dtype not in _WIRE or not tensor.is_contiguous() or tensor.device.type not in ("cpu", "cuda"):
                 raise ValueError(f"railgate: the bucket must be a contiguous float32, bfloat16 or float16 tensor "
                                  f"on the CPU or a CUDA device, not {tensor.dtype} on {tensor.device}")
