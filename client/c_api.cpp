@@ -545,8 +545,19 @@ RG_EXPORT void rg_destroy(rg_comm* comm) {
     delete comm;
 }
 
+// A copy for the calling thread: the communicator's own string may be
+// rewritten by its progress thread (or another caller) while this one reads.
 RG_EXPORT const char* rg_last_error(const rg_comm* comm) {
-    return comm ? comm->last_error.c_str() : create_error.c_str();
+    if (!comm) return create_error.c_str();
+    thread_local std::string seen;
+    auto* c = const_cast<rg_comm*>(comm);
+    std::lock_guard lk(c->m);
+    try {
+        seen = c->last_error;
+    } catch (const std::bad_alloc&) {
+        seen.clear();
+    }
+    return seen.c_str();
 }
 
 namespace {

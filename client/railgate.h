@@ -159,7 +159,8 @@ rg_status rg_abort(rg_comm *comm, const char *why);
 void rg_destroy(rg_comm *comm);
 
 /* The last error of this communicator, or with NULL of this thread's last
- * rg_create; "" when there was none. Valid until the next call on it. */
+ * rg_create; "" when there was none. The string is the calling thread's
+ * copy, valid until its next rg_last_error. */
 const char *rg_last_error(const rg_comm *comm);
 
 /* Sums `count` elements of `dtype` from every rank into recv. send == recv

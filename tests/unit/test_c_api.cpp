@@ -297,6 +297,37 @@ BOOST_AUTO_TEST_CASE(requests_outlive_their_communicator) {
     rg_request_free(q2);
 }
 
+// rg_last_error while another thread's calls fail on the same
+// communicator: each reader gets a whole message of its own (it read the
+// communicator's string as the other thread rewrote it: TSan's data race,
+// a torn or freed string).
+BOOST_AUTO_TEST_CASE(last_error_is_read_whole_while_another_thread_fails) {
+    fake_server s;
+    rg_comm* comm = make(s, 60);
+    std::vector<float> b(16, 1.0f);
+    std::atomic<bool> stop{false};
+    std::thread failing([&] {
+        for (std::size_t k = 0; !stop; ++k) {
+            if (k % 2)
+                rg_allreduce(comm, b.data(), b.data(), (std::size_t{1} << 20) + 1 + k * 1000003, RG_FP32);
+            else
+                rg_allreduce(comm, b.data(), b.data(), 4, static_cast<rg_dtype>(7 + k % 1000));
+        }
+    });
+    unsigned torn = 0;
+    for (int k = 0; k < 20000; ++k) {
+        const std::string e = rg_last_error(comm);
+        const bool whole = e.empty() || (e.rfind("count ", 0) == 0 && e.find(" is above the job's max_count 1048576") != std::string::npos) ||
+                           (e.rfind("dtype ", 0) == 0 && e.find("is not one of RG_FP32, RG_BF16, RG_FP16, RG_INT32") != std::string::npos);
+        if (!whole) ++torn;
+    }
+    stop = true;
+    failing.join();
+    BOOST_TEST(torn == 0u);
+    BOOST_TEST(rg_allreduce(comm, b.data(), b.data(), b.size(), RG_FP32) == RG_OK);
+    rg_destroy(comm);
+}
+
 // config.peer_timeout_ms: how long a silent server has before it is taken
 // for gone (default 1000, 0 the default, above an hour refused).
 BOOST_AUTO_TEST_CASE(peer_timeout_comes_from_the_config) {
