@@ -666,8 +666,9 @@ RG_EXPORT rg_status rg_wait(rg_request* req) {
     return req->o->status;
 }
 
+// "" while the request runs: its err is the running thread's until then.
 RG_EXPORT const char* rg_request_error(const rg_request* req) {
-    return req ? req->o->err.c_str() : "";
+    return req && req->o->status != RG_IN_PROGRESS ? req->o->err.c_str() : "";
 }
 
 RG_EXPORT void rg_request_free(rg_request* req) {

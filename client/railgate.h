@@ -189,7 +189,8 @@ rg_status rg_test(rg_request *req);
 /* Blocks until the request finishes; its final status. */
 rg_status rg_wait(rg_request *req);
 
-/* Why the request failed ("" when it did not). Valid until rg_request_free. */
+/* Why the request failed ("" when it did not, or has not finished). Valid
+ * until rg_request_free. */
 const char *rg_request_error(const rg_request *req);
 
 /* Frees a request; one still running is left to finish on its own. */

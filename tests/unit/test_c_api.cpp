@@ -243,6 +243,11 @@ BOOST_AUTO_TEST_CASE(failures_reach_every_request) {
     rg_request *q1 = nullptr, *q2 = nullptr;
     BOOST_REQUIRE(rg_allreduce_start(comm, a.data(), a.data(), a.size(), RG_FP32, &q1) == RG_OK);
     BOOST_REQUIRE(rg_allreduce_start(comm, b.data(), b.data(), b.size(), RG_FP32, &q2) == RG_OK);
+    // Asked while it runs (and its error is being written): "" until it ends.
+    unsigned early = 0;
+    while (rg_test(q1) == RG_IN_PROGRESS)
+        if (*rg_request_error(q1) && rg_test(q1) == RG_IN_PROGRESS) ++early;
+    BOOST_TEST(early == 0u);
     const rg_status s1 = rg_wait(q1), s2 = rg_wait(q2);
     BOOST_TEST(s1 == RG_ERR_DAEMON_GONE, rg_status_name(s1) << ": " << rg_request_error(q1));
     BOOST_TEST(s2 == s1);
