@@ -19,6 +19,9 @@
 #include <string_view>
 #include <thread>
 
+#include <pthread.h>
+#include <unistd.h>
+
 #include "client/railgate/connect.hpp"
 #include "client/railgate/worker.hpp"
 #include "dataplane/proto/ipv4.hpp"
@@ -31,6 +34,19 @@ using namespace railgate;
 namespace {
 
 thread_local std::string create_error;
+
+// Bumped in every child a fork makes. A communicator (and each request)
+// remembers the value it was made under: in a forked child it is another
+// process's, whose threads did not come along and whose job is not the
+// child's, so the child gets RG_ERR_USAGE and its rg_destroy sends nothing
+// (a LEAVE would end the parent's rank) and waits for nothing.
+std::atomic<unsigned> fork_generation{0};
+[[maybe_unused]] const int fork_watch = ::pthread_atfork(nullptr, nullptr, [] {
+    fork_generation.fetch_add(1, std::memory_order_relaxed);
+});
+unsigned forks_now() noexcept {
+    return fork_generation.load(std::memory_order_relaxed);
+}
 // config.peer_timeout_ms: the worker's own default, and at most an hour (as
 // railbench --peer-timeout).
 std::uint32_t default_peer_timeout_ms() noexcept {
@@ -99,9 +115,12 @@ struct member {
 struct rg_request {
     rg_comm* comm;
     std::shared_ptr<op> o;
+    unsigned forks = forks_now();
 };
 
 struct rg_comm {
+    unsigned forks = forks_now();
+    pid_t pid = ::getpid();
     rg_config cfg{};
     std::string server, transport, rails;   // cfg's strings, owned
     client::connect_options co;
@@ -334,6 +353,16 @@ rg_status usage(rg_comm* comm, const std::string& why) {
     return RG_ERR_USAGE;
 }
 
+// RG_OK, or RG_ERR_USAGE (said in this thread's rg_last_error) for NULL and
+// for a communicator a forked child inherited.
+rg_status unusable(const rg_comm* comm) {
+    if (!comm) return usage(nullptr, "comm is NULL");
+    if (comm->forks != forks_now())
+        return usage(nullptr, "this communicator belongs to process " + std::to_string(comm->pid) +
+                                  "; a process forked from it cannot use it (make one of its own)");
+    return RG_OK;
+}
+
 // Checks an allreduce's arguments; "" or why not.
 std::string check_args(const rg_comm* comm, const void* send, const void* recv, std::size_t count, int dtype) {
     if (dtype < 0 || static_cast<unsigned>(dtype) >= wire::dtype_count)
@@ -491,7 +520,7 @@ RG_EXPORT rg_status rg_create(const rg_config* c, rg_comm** out) {
 }
 
 RG_EXPORT rg_status rg_join(rg_comm* comm) {
-    if (!comm) return usage(nullptr, "comm is NULL");
+    if (const rg_status st = unusable(comm); st != RG_OK) return st;
     return comm->exclusive([&](std::string& err) {
         member* mb = nullptr;
         return comm->joined(static_cast<wire::dtype>(comm->cfg.dtype), mb, err);
@@ -499,7 +528,7 @@ RG_EXPORT rg_status rg_join(rg_comm* comm) {
 }
 
 RG_EXPORT rg_status rg_leave(rg_comm* comm) {
-    if (!comm) return usage(nullptr, "comm is NULL");
+    if (const rg_status st = unusable(comm); st != RG_OK) return st;
     return comm->exclusive([&](std::string&) {
         for (member& mb : comm->members) {
             if (mb.w && mb.joined) mb.w->leave();
@@ -510,7 +539,7 @@ RG_EXPORT rg_status rg_leave(rg_comm* comm) {
 }
 
 RG_EXPORT rg_status rg_abort(rg_comm* comm, const char* why) {
-    if (!comm) return usage(nullptr, "comm is NULL");
+    if (const rg_status st = unusable(comm); st != RG_OK) return st;
     const std::string text = why && *why ? why : "rank " + std::to_string(comm->cfg.rank) + " aborted the job";
     {
         // Queued allreduces never start.
@@ -534,7 +563,7 @@ RG_EXPORT rg_status rg_abort(rg_comm* comm, const char* why) {
 }
 
 RG_EXPORT void rg_destroy(rg_comm* comm) {
-    if (!comm) return;
+    if (!comm || comm->forks != forks_now()) return;   // a forked child's copy: the parent's to end
     rg_leave(comm);
     {
         std::lock_guard lk(comm->m);
@@ -548,7 +577,7 @@ RG_EXPORT void rg_destroy(rg_comm* comm) {
 // A copy for the calling thread: the communicator's own string may be
 // rewritten by its progress thread (or another caller) while this one reads.
 RG_EXPORT const char* rg_last_error(const rg_comm* comm) {
-    if (!comm) return create_error.c_str();
+    if (!comm || comm->forks != forks_now()) return create_error.c_str();
     thread_local std::string seen;
     auto* c = const_cast<rg_comm*>(comm);
     std::lock_guard lk(c->m);
@@ -630,7 +659,7 @@ std::string check_compressed(const rg_comm* comm, const float* buf, size_t count
 
 RG_EXPORT rg_status rg_allreduce_start(rg_comm* comm, const void* send, void* recv, size_t count, rg_dtype dtype,
                                        rg_request** req) {
-    if (!comm) return usage(nullptr, "comm is NULL");
+    if (const rg_status st = unusable(comm); st != RG_OK) return st;
     if (!req) return usage(comm, "req is NULL");
     *req = nullptr;
     if (std::string e = check_args(comm, send, recv, count, dtype); !e.empty()) return usage(comm, e);
@@ -639,7 +668,7 @@ RG_EXPORT rg_status rg_allreduce_start(rg_comm* comm, const void* send, void* re
 
 RG_EXPORT rg_status rg_allreduce_compressed_start(rg_comm* comm, float* buf, size_t count, rg_dtype wire,
                                                   float divisor, rg_request** req) {
-    if (!comm) return usage(nullptr, "comm is NULL");
+    if (const rg_status st = unusable(comm); st != RG_OK) return st;
     if (!req) return usage(comm, "req is NULL");
     *req = nullptr;
     if (std::string e = check_compressed(comm, buf, count, wire, divisor); !e.empty()) return usage(comm, e);
@@ -647,20 +676,27 @@ RG_EXPORT rg_status rg_allreduce_compressed_start(rg_comm* comm, float* buf, siz
 }
 
 RG_EXPORT rg_status rg_allreduce_compressed(rg_comm* comm, float* buf, size_t count, rg_dtype wire, float divisor) {
-    if (!comm) return usage(nullptr, "comm is NULL");
+    if (const rg_status st = unusable(comm); st != RG_OK) return st;
     if (std::string e = check_compressed(comm, buf, count, wire, divisor); !e.empty()) return usage(comm, e);
     return run_op(comm, make_compressed(buf, count, wire, divisor));
 }
 
-RG_EXPORT rg_status rg_test(rg_request* req) {
+// A finished request does not touch its communicator (it may be gone); an
+// unfinished one in a forked child never finishes there.
+rg_status request_status(const rg_request* req) {
     if (!req) return RG_ERR_USAGE;
-    return req->o->status;
+    const rg_status st = req->o->status;
+    if (st == RG_IN_PROGRESS && req->forks != forks_now())
+        return usage(nullptr, "this request belongs to the process this one was forked from");
+    return st;
 }
 
-// A finished request does not touch its communicator (it may be gone).
+RG_EXPORT rg_status rg_test(rg_request* req) {
+    return request_status(req);
+}
+
 RG_EXPORT rg_status rg_wait(rg_request* req) {
-    if (!req) return RG_ERR_USAGE;
-    if (const rg_status st = req->o->status; st != RG_IN_PROGRESS) return st;
+    if (const rg_status st = request_status(req); st != RG_IN_PROGRESS) return st;
     std::unique_lock lk(req->comm->m);
     req->comm->done.wait(lk, [&] { return req->o->status != RG_IN_PROGRESS; });
     return req->o->status;
@@ -676,7 +712,7 @@ RG_EXPORT void rg_request_free(rg_request* req) {
 }
 
 RG_EXPORT rg_status rg_allreduce(rg_comm* comm, const void* send, void* recv, size_t count, rg_dtype dtype) {
-    if (!comm) return usage(nullptr, "comm is NULL");
+    if (const rg_status st = unusable(comm); st != RG_OK) return st;
     if (std::string e = check_args(comm, send, recv, count, dtype); !e.empty()) return usage(comm, e);
     return run_op(comm, make_op(send, recv, count, dtype));
 }
@@ -687,7 +723,7 @@ RG_EXPORT rg_status rg_allreduce(rg_comm* comm, const void* send, void* recv, si
 // and are exported only as rg_get_stats at their versions.
 RG_EXPORT rg_status railgate_get_stats_v0_2(const rg_comm* comm, rg_stats* out) {
     constexpr std::size_t least = offsetof(rg_stats, timeout_retransmits);
-    if (!comm) return usage(nullptr, "comm is NULL");
+    if (const rg_status st = unusable(comm); st != RG_OK) return st;
     auto* c = const_cast<rg_comm*>(comm);
     if (!out) return usage(c, "rg_get_stats: out is NULL");
     if (out->struct_size < least)
@@ -710,7 +746,7 @@ struct rg_stats_v0_1 {
     std::uint64_t allreduces, bytes, retransmits, recoveries;
 };
 RG_EXPORT rg_status railgate_get_stats_v0_1(const rg_comm* comm, rg_stats_v0_1* out) {
-    if (!comm || !out) return RG_ERR_USAGE;
+    if (!out || unusable(comm) != RG_OK) return RG_ERR_USAGE;
     auto* c = const_cast<rg_comm*>(comm);
     std::lock_guard lk(c->m);
     *out = {c->stats.allreduces, c->stats.bytes, c->stats.retransmits, c->stats.recoveries};

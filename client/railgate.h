@@ -33,6 +33,10 @@
  * - A failed allreduce (a rank died, railgated refused or went away, a
  *   timeout) fails every later one with the same status, unless
  *   config.retries lets the library re-join and run it again.
+ * - A communicator and its requests belong to the process that made them.
+ *   In a child it forks (a data loader's workers...) every call on them is
+ *   RG_ERR_USAGE, said in rg_last_error(NULL), and rg_destroy frees and
+ *   sends nothing, so the parent's job goes on; the child makes its own.
  * - No function throws or aborts; a status below zero names the failure
  *   and rg_last_error() / rg_request_error() say it in words.
  */

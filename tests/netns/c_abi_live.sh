@@ -77,6 +77,19 @@ with railgate.Comm(server, job=job, token=int(os.environ["RAILGATE_TOKEN"]), ran
             raise SystemExit("an allreduce past its buffer or its C types was accepted")
         except ValueError as e:
             print(f"ok: refused: {e}", flush=True)
+    # A child forked from a rank: its calls are refused, and its exit (the
+    # with block's close()) sends no LEAVE that would end this rank's job.
+    pid = os.fork()
+    if pid == 0:
+        try:
+            c.allreduce(array.array("f", [0.0] * n), n)
+            code = 1
+        except railgate.RailgateError as e:
+            code = 0 if e.status == "RG_ERR_USAGE" and "a process forked from it cannot use it" in str(e) else 2
+        sys.exit(code)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    assert code == 0, f"the forked child exited {code}"
+    print("ok: a forked child's calls refused; its close() left the job alone", flush=True)
     want = lambda k: array.array("f", [sum(value(r, i) + k for r in range(world)) for i in range(n)])
     for k in range(ops - 1):
         f = array.array("f", [value(rank, i) + k for i in range(n)])

@@ -10,10 +10,12 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstddef>
+#include <csignal>
 #include <cstring>
 #include <string>
 #include <chrono>
@@ -51,6 +53,7 @@ public:
     // congested port's, as railgated's echo says it).
     void mark_results(bool on) { mark_ = on; }
     unsigned pings() const { return pings_; }
+    unsigned leaves() const { return leaves_; }
     // The IPv4 TOS byte of the last contribution.
     unsigned contrib_tos() const { return contrib_tos_; }
 
@@ -75,8 +78,10 @@ private:
             unsigned tos = 0;
             for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
                 if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) tos = *CMSG_DATA(c);
-            if (n < static_cast<ssize_t>(wire::header_bytes) || silent_) continue;
+            if (n < static_cast<ssize_t>(wire::header_bytes)) continue;
             wire::header h = wire::decode_header(buf.data());
+            if (h.type == wire::msg_type::leave) ++leaves_;   // heard, answered or not
+            if (silent_) continue;
             std::size_t len = wire::header_bytes;
             wire::header r = h;
             r.flags = 0;
@@ -111,7 +116,7 @@ private:
     int fd_ = -1;
     std::uint16_t port_ = 0;
     std::atomic<bool> stop_{false}, silent_{false}, mark_{false};
-    std::atomic<unsigned> pings_{0}, contrib_tos_{0}, drop_{0};
+    std::atomic<unsigned> pings_{0}, contrib_tos_{0}, drop_{0}, leaves_{0};
     std::thread th_;
 };
 
@@ -331,6 +336,58 @@ BOOST_AUTO_TEST_CASE(last_error_is_read_whole_while_another_thread_fails) {
     BOOST_TEST(torn == 0u);
     BOOST_TEST(rg_allreduce(comm, b.data(), b.data(), b.size(), RG_FP32) == RG_OK);
     rg_destroy(comm);
+}
+
+// A child forked while its parent's allreduce runs inherits the
+// communicator, not its threads or its job: every call is RG_ERR_USAGE, its
+// rg_wait does not wait, its rg_destroy sends no LEAVE (it ended the
+// parent's rank) and does not hang on the parent's running op (it did);
+// the parent's allreduce finishes bit-exact.
+BOOST_AUTO_TEST_CASE(a_forked_child_leaves_its_parents_communicator_alone) {
+    fake_server s;
+    rg_config c = config_for(s, 70);
+    c.peer_timeout_ms = 20000;   // the silence lasts as long as the child
+    rg_comm* comm = nullptr;
+    BOOST_REQUIRE(rg_create(&c, &comm) == RG_OK);
+    BOOST_REQUIRE(rg_join(comm) == RG_OK);
+    std::vector<float> b(5000), out(b.size(), -1.0f);
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i) * 0.5f;
+    BOOST_REQUIRE(rg_allreduce(comm, b.data(), out.data(), b.size(), RG_FP32) == RG_OK);
+    s.silence(true);   // the next allreduce stays in progress until it ends
+    rg_request* q = nullptr;
+    std::fill(out.begin(), out.end(), -1.0f);
+    BOOST_REQUIRE(rg_allreduce_start(comm, b.data(), out.data(), b.size(), RG_FP32, &q) == RG_OK);
+    const pid_t child = ::fork();
+    BOOST_REQUIRE(child >= 0);
+    if (child == 0) {
+        int bad = 0;
+        if (rg_allreduce(comm, b.data(), b.data(), 4, RG_FP32) != RG_ERR_USAGE) bad |= 1;
+        if (!std::strstr(rg_last_error(comm), "a process forked from it cannot use it")) bad |= 2;
+        if (rg_test(q) != RG_ERR_USAGE) bad |= 4;
+        if (rg_wait(q) != RG_ERR_USAGE) bad |= 8;
+        rg_stats st = RG_STATS_INIT;
+        if (rg_get_stats(comm, &st) != RG_ERR_USAGE || rg_abort(comm, "child") != RG_ERR_USAGE) bad |= 16;
+        rg_destroy(comm);
+        ::_exit(bad);
+    }
+    int status = -1;
+    for (int k = 0; k < 500 && ::waitpid(child, &status, WNOHANG) == 0; ++k)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (status == -1) {
+        ::kill(child, SIGKILL);
+        ::waitpid(child, &status, 0);
+        BOOST_ERROR("the forked child hung (its rg_wait or rg_destroy)");
+    } else {
+        BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0), "child status " << status);
+    }
+    BOOST_TEST(s.leaves() == 0u);
+    s.silence(false);
+    BOOST_TEST(rg_wait(q) == RG_OK, rg_request_error(q));
+    BOOST_TEST((out == b));
+    rg_request_free(q);
+    BOOST_TEST(rg_allreduce(comm, b.data(), b.data(), b.size(), RG_FP32) == RG_OK);
+    rg_destroy(comm);
+    BOOST_TEST(s.leaves() > 0u);
 }
 
 // config.peer_timeout_ms: how long a silent server has before it is taken
