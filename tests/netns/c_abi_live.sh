@@ -64,14 +64,17 @@ value = lambda r, i: ((i * 7 + r * 3) % 29) * 0.25
 with railgate.Comm(server, job=job, token=int(os.environ["RAILGATE_TOKEN"]), rank=rank, world=world, max_count=n,
                    retries=3, peer_timeout_ms=300) as c:
     print(f"joined: rank {rank}", flush=True)
-    # Refused before the library: counts and dtypes ctypes would wrap, and
-    # buffers smaller than the count (the library would go past them).
+    # Refused before the library: counts and dtypes ctypes would wrap,
+    # buffers smaller than the count (the library would go past them) and
+    # typed buffers of another element (float64 summed as FP32: garbage).
     small, five = array.array("f", [0.0] * 4), array.array("f", [0.0] * 5)
     for call in (lambda: c.allreduce(small, 2**64), lambda: c.allreduce(small, -1),
                  lambda: c.allreduce(small, 4, 2**32), lambda: c.allreduce(small, 5),
                  lambda: c.allreduce(five, 5, out=small), lambda: c.allreduce(memoryview(five)[::2], 3),
                  lambda: c.allreduce_start(small, 5), lambda: c.allreduce_compressed(small, 5),
-                 lambda: c.allreduce_compressed_start(small, 4, wire=2**40)):
+                 lambda: c.allreduce_compressed_start(small, 4, wire=2**40),
+                 lambda: c.allreduce(array.array("d", [0.0] * 5), 5), lambda: c.allreduce(five, 5, railgate.INT32),
+                 lambda: c.allreduce_compressed(array.array("H", [0] * 10), 5)):
         try:
             call()
             raise SystemExit("an allreduce past its buffer or its C types was accepted")

@@ -20,6 +20,7 @@ import ctypes
 import logging
 import operator
 import os
+import sys
 
 from . import _paths
 
@@ -163,9 +164,28 @@ def random_token():
     return _lib.rg_random_token()
 
 
-def _address(buf, nbytes=0, what="the buffer"):
-    """A buffer's address: an int (the caller vouches for its size), or an
-    object with the writable buffer protocol that holds nbytes at least."""
+# The buffer-protocol element formats each dtype's elements may come in (a
+# byte-order prefix of native or little, '@', '=' or '<', aside). Bytes
+# ('B', 'b', 'c') are untyped and go as any dtype; bfloat16 has no format
+# of its own and travels as 16-bit integers.
+_FORMATS = {FP32: ("f",), BF16: ("H", "h"), FP16: ("e", "H", "h"), INT32: ("i", "I", "l", "L")}
+_NAMES = {FP32: "FP32", BF16: "BF16", FP16: "FP16", INT32: "INT32"}
+
+
+def _element_fits(mv, dtype):
+    fmt = mv.format
+    order = fmt[:1] if fmt[:1] in ("@", "=", "<", ">", "!") else "@"
+    fmt = fmt[1:] if fmt[:1] == order else fmt
+    if fmt in ("B", "b", "c") or dtype not in _FORMATS:   # an unknown dtype: the library refuses it
+        return True
+    native = order in ("@", "=") or (order == "<") == (sys.byteorder == "little")
+    return native and fmt in _FORMATS[dtype] and mv.itemsize == _ELEMENT_BYTES[dtype]
+
+
+def _address(buf, nbytes=0, what="the buffer", dtype=None):
+    """A buffer's address: an int (the caller vouches for its size and
+    type), or an object with the writable buffer protocol that holds nbytes
+    at least, of dtype's elements or of bytes."""
     if isinstance(buf, int):
         return buf
     mv = memoryview(buf)
@@ -173,6 +193,9 @@ def _address(buf, nbytes=0, what="the buffer"):
         raise ValueError(f"railgate: {what} is read-only")
     if not mv.c_contiguous:
         raise ValueError(f"railgate: {what} is not contiguous")
+    if dtype is not None and not _element_fits(mv, dtype):
+        raise ValueError(f"railgate: {what} holds elements of format {mv.format!r} ({mv.itemsize} bytes), "
+                         f"not {_NAMES.get(dtype, dtype)}'s: summed as {_NAMES.get(dtype, dtype)} they would be garbage")
     if mv.nbytes < nbytes:
         raise ValueError(f"railgate: {what} holds {mv.nbytes} bytes; the allreduce reads and writes {nbytes}")
     return ctypes.addressof(ctypes.c_char.from_buffer(mv))
@@ -187,8 +210,9 @@ def _operands(buf, out, count, dtype, bytes_each=None, dtype_name="dtype"):
     and write past them). An unknown dtype is left to the library to refuse."""
     count, dtype = _fit("count", count, ctypes.c_size_t), _fit(dtype_name, dtype, ctypes.c_int)
     nbytes = count * (bytes_each or _ELEMENT_BYTES.get(dtype, 0))
-    src = _address(buf, nbytes)
-    return src, src if out is None else _address(out, nbytes, "out"), count, dtype
+    element = FP32 if bytes_each else dtype   # the compressed calls' buffers are float32
+    src = _address(buf, nbytes, dtype=element)
+    return src, src if out is None else _address(out, nbytes, "out", element), count, dtype
 
 
 class Request:
