@@ -353,11 +353,16 @@ rg_status usage(rg_comm* comm, const std::string& why) {
     return RG_ERR_USAGE;
 }
 
+// A communicator this process inherited from the one it was forked from.
+bool inherited(const rg_comm* comm) noexcept {
+    return comm->forks != forks_now();
+}
+
 // RG_OK, or RG_ERR_USAGE (said in this thread's rg_last_error) for NULL and
-// for a communicator a forked child inherited.
+// for an inherited communicator.
 rg_status unusable(const rg_comm* comm) {
     if (!comm) return usage(nullptr, "comm is NULL");
-    if (comm->forks != forks_now())
+    if (inherited(comm))
         return usage(nullptr, "this communicator belongs to process " + std::to_string(comm->pid) +
                                   "; a process forked from it cannot use it (make one of its own)");
     return RG_OK;
@@ -563,7 +568,7 @@ RG_EXPORT rg_status rg_abort(rg_comm* comm, const char* why) {
 }
 
 RG_EXPORT void rg_destroy(rg_comm* comm) {
-    if (!comm || comm->forks != forks_now()) return;   // a forked child's copy: the parent's to end
+    if (!comm || inherited(comm)) return;   // the parent's to end
     rg_leave(comm);
     {
         std::lock_guard lk(comm->m);
@@ -577,7 +582,7 @@ RG_EXPORT void rg_destroy(rg_comm* comm) {
 // A copy for the calling thread: the communicator's own string may be
 // rewritten by its progress thread (or another caller) while this one reads.
 RG_EXPORT const char* rg_last_error(const rg_comm* comm) {
-    if (!comm || comm->forks != forks_now()) return create_error.c_str();
+    if (!comm || inherited(comm)) return create_error.c_str();
     thread_local std::string seen;
     auto* c = const_cast<rg_comm*>(comm);
     std::lock_guard lk(c->m);
@@ -681,6 +686,8 @@ RG_EXPORT rg_status rg_allreduce_compressed(rg_comm* comm, float* buf, size_t co
     return run_op(comm, make_compressed(buf, count, wire, divisor));
 }
 
+namespace {
+
 // A finished request does not touch its communicator (it may be gone); an
 // unfinished one in a forked child never finishes there.
 rg_status request_status(const rg_request* req) {
@@ -690,6 +697,8 @@ rg_status request_status(const rg_request* req) {
         return usage(nullptr, "this request belongs to the process this one was forked from");
     return st;
 }
+
+} // namespace
 
 RG_EXPORT rg_status rg_test(rg_request* req) {
     return request_status(req);

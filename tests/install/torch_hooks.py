@@ -16,13 +16,18 @@ fails its future with a ValueError, as does any bucket after
 State.close(). CPU buckets always; CUDA buckets too
 where torch sees a device (they go through pinned host memory).
 
-  torch_hooks.py --server IP --world W
+  torch_hooks.py --server IP --world W [--groups G]
+
+With --groups, the ranks form G process groups of W/G consecutive ranks,
+each with a State of its own (hybrid parallel training's data-parallel
+groups): each group's averages must be its own members'.
 """
 
 import argparse
 import datetime
 import socket
 import sys
+import time
 
 
 class Bucket:
@@ -46,9 +51,10 @@ def inputs(torch, rank, n, dtype):
     return x.to(dtype)
 
 
-def expected(torch, world, n, dtype, wire):
-    """The average as railgate defines it, from every rank's input."""
-    xs = [inputs(torch, q, n, dtype) for q in range(world)]
+def expected(torch, world, n, dtype, wire, ranks=None):
+    """The average as railgate defines it, from every rank's input (the
+    global ranks of a process group's members, in group order)."""
+    xs = [inputs(torch, q, n, dtype) for q in (ranks or range(world))]
     if dtype == torch.float32 and wire != torch.float32:
         ys = [(x / world).to(wire) for x in xs]   # narrowed after the division
     else:
@@ -69,13 +75,17 @@ def rank_main(rank, a, port, failures):
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=a.world,
                             timeout=datetime.timedelta(seconds=60))
-    state = rgt.State(server=a.server, timeout_ms=30000)
     f32, bf16, f16 = torch.float32, torch.bfloat16, torch.float16
     cases = [  # hook, bucket dtype, wire dtype
         (rgt.allreduce_hook, f32, f32), (rgt.bf16_hook, f32, bf16), (rgt.fp16_hook, f32, f16),
         (rgt.allreduce_hook, bf16, bf16), (rgt.allreduce_hook, f16, f16),
         (rgt.bf16_hook, bf16, bf16), (rgt.fp16_hook, f16, f16),
     ]
+    if a.groups > 1:
+        failures.put((rank, groups_main(torch, dist, rgt, rank, a, cases)))
+        dist.destroy_process_group()
+        return
+    state = rgt.State(server=a.server, timeout_ms=30000)
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     bad = []
     for dev in devices:
@@ -119,10 +129,40 @@ def rank_main(rank, a, port, failures):
     failures.put((rank, bad))
 
 
+def groups_main(torch, dist, rgt, rank, a, cases):
+    """Data-parallel groups of consecutive ranks, a State each (as hybrid
+    parallel training makes them): every group's averages are its own
+    members', bit-exact."""
+    size = a.world // a.groups
+    members = [list(range(g * size, (g + 1) * size)) for g in range(a.groups)]
+    groups = [dist.new_group(m) for m in members]   # every rank makes every group, in order
+    mine = members[rank // size]
+    if rank != mine[0]:
+        time.sleep(1)   # the groups' rank 0s have both published their job before anyone reads
+    state = rgt.State(server=a.server, process_group=groups[rank // size], timeout_ms=30000)
+    bad, n = [], 4097
+    futs = []
+    for i, (hook, dt, wire) in enumerate(cases):
+        t = inputs(torch, rank, n, dt)
+        futs.append((hook, dt, wire, t, hook(state, Bucket(t, i))))
+    for hook, dt, wire, t, fut in futs:
+        try:
+            out = fut.wait()
+        except Exception as e:   # the job another group's State took
+            bad.append(f"group {mine}: {hook.__name__} {dt}: {e}")
+            continue
+        if not torch.equal(out, expected(torch, size, n, dt, wire, mine)):
+            bad.append(f"group {mine}: {hook.__name__} {dt} n={n}: not the group's average")
+    state.close()
+    print(f"rank {rank}: group {mine} (job {state.job}): {len(cases)} hook/bucket cases", flush=True)
+    return bad
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--server", required=True)
     p.add_argument("--world", type=int, default=2)
+    p.add_argument("--groups", type=int, default=1, help="process groups of world/groups consecutive ranks")
     a = p.parse_args()
     import torch
     import torch.multiprocessing as mp
@@ -150,7 +190,10 @@ def main():
         print("FAIL:", x)
     if bad:
         return 1
-    print(f"ok: {a.world} ranks: every hook's average bit-exact; refused buckets fail their futures")
+    if a.groups > 1:
+        print(f"ok: {a.world} ranks in {a.groups} process groups, a State each: every group's average its own")
+    else:
+        print(f"ok: {a.world} ranks: every hook's average bit-exact; refused buckets fail their futures")
     return 0
 
 

@@ -28,6 +28,7 @@ The job id and a random token go from rank 0 to the others through the
 process group's store: the user gives only the server's address.
 """
 
+import hashlib
 import os
 import queue
 import threading
@@ -37,12 +38,13 @@ import torch.distributed as dist
 
 import railgate
 
-_states = 0   # States made in this process: each gets its own store keys
+_states = {}   # States made in this process, by group (its global ranks): each gets its own store key
 
 
 class State:
     """What the hooks need: the communicator of this rank and the thread
-    that completes the futures. Every rank makes one, in the same order.
+    that completes the futures. Every rank of the group makes one, in the
+    same order as the group's other States.
 
     server      railgated's rail-0 address
     transport   "udp" (kernel sockets, default), "dpdk" (with rails) or "verbs"
@@ -63,13 +65,13 @@ class State:
     def __init__(self, server, process_group=None, transport="udp", rails=None, port=0, job=None, token=None,
                  retries=0, timeout_ms=60000, join_timeout_ms=30000, congestion_control="queue", peer_timeout_ms=0,
                  on_retry=railgate._log_retry):
-        global _states
-        _states += 1
         group = process_group or dist.group.WORLD
         self.rank = dist.get_rank(group)
         self.world = dist.get_world_size(group)
         if job is None or token is None:
-            job, token = _rendezvous(self.rank, job, token, _states)
+            members = tuple(dist.get_process_group_ranks(group))
+            _states[members] = _states.get(members, 0) + 1
+            job, token = _rendezvous(self.rank, job, token, _states[members], members)
         self.job, self.token = job, token
         self.comm = railgate.Comm(server, job=job, token=token, rank=self.rank, world=self.world,
                                   transport=transport, rails=rails, port=port, retries=retries,
@@ -171,9 +173,13 @@ class State:
             self.comm = None
 
 
-def _rendezvous(rank, job, token, n):
+def _rendezvous(rank, job, token, n, members):
+    # The default store is the whole world's: the key names the group by
+    # its members' global ranks, so that groups that each make their n-th
+    # State (hybrid parallelism's data-parallel groups) do not read one
+    # another's job and token.
     store = dist.distributed_c10d._get_default_store()
-    key = f"railgate/state{n}"
+    key = f"railgate/state{n}/" + hashlib.sha256(",".join(map(str, members)).encode()).hexdigest()[:16]
     if rank == 0:
         # Ids job..job+3 (one per dtype) from a 2^30 space: another job's
         # id is unlikely, and its token would keep the two apart anyway.
