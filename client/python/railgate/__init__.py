@@ -179,7 +179,7 @@ def _element_fits(mv, dtype):
     if fmt in ("B", "b", "c") or dtype not in _FORMATS:   # an unknown dtype: the library refuses it
         return True
     native = order in ("@", "=") or (order == "<") == (sys.byteorder == "little")
-    return native and fmt in _FORMATS[dtype] and mv.itemsize == _ELEMENT_BYTES[dtype]
+    return native and fmt in _FORMATS[dtype] and mv.itemsize == DTYPE_SIZE[dtype]
 
 
 def _address(buf, nbytes=0, what="the buffer", dtype=None):
@@ -201,15 +201,12 @@ def _address(buf, nbytes=0, what="the buffer", dtype=None):
     return ctypes.addressof(ctypes.c_char.from_buffer(mv))
 
 
-_ELEMENT_BYTES = {FP32: 4, BF16: 2, FP16: 2, INT32: 4}
-
-
 def _operands(buf, out, count, dtype, bytes_each=None, dtype_name="dtype"):
     """(src, dst, count, dtype) for the library: integers that fit their C
     types, buffers that hold count elements (else the library would read
     and write past them). An unknown dtype is left to the library to refuse."""
     count, dtype = _fit("count", count, ctypes.c_size_t), _fit(dtype_name, dtype, ctypes.c_int)
-    nbytes = count * (bytes_each or _ELEMENT_BYTES.get(dtype, 0))
+    nbytes = count * (bytes_each or DTYPE_SIZE.get(dtype, 0))
     element = FP32 if bytes_each else dtype   # the compressed calls' buffers are float32
     src = _address(buf, nbytes, dtype=element)
     return src, src if out is None else _address(out, nbytes, "out", element), count, dtype
