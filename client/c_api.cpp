@@ -353,16 +353,17 @@ rg_status usage(rg_comm* comm, const std::string& why) {
     return RG_ERR_USAGE;
 }
 
-// A communicator this process inherited from the one it was forked from.
-bool inherited(const rg_comm* comm) noexcept {
-    return comm->forks != forks_now();
+// Made (a communicator, a request: its forks) in a process this one was
+// forked from.
+bool inherited(unsigned forks) noexcept {
+    return forks != forks_now();
 }
 
 // RG_OK, or RG_ERR_USAGE (said in this thread's rg_last_error) for NULL and
 // for an inherited communicator.
 rg_status unusable(const rg_comm* comm) {
     if (!comm) return usage(nullptr, "comm is NULL");
-    if (inherited(comm))
+    if (inherited(comm->forks))
         return usage(nullptr, "this communicator belongs to process " + std::to_string(comm->pid) +
                                   "; a process forked from it cannot use it (make one of its own)");
     return RG_OK;
@@ -568,7 +569,7 @@ RG_EXPORT rg_status rg_abort(rg_comm* comm, const char* why) {
 }
 
 RG_EXPORT void rg_destroy(rg_comm* comm) {
-    if (!comm || inherited(comm)) return;   // the parent's to end
+    if (!comm || inherited(comm->forks)) return;   // the parent's to end
     rg_leave(comm);
     {
         std::lock_guard lk(comm->m);
@@ -582,7 +583,7 @@ RG_EXPORT void rg_destroy(rg_comm* comm) {
 // A copy for the calling thread: the communicator's own string may be
 // rewritten by its progress thread (or another caller) while this one reads.
 RG_EXPORT const char* rg_last_error(const rg_comm* comm) {
-    if (!comm || inherited(comm)) return create_error.c_str();
+    if (!comm || inherited(comm->forks)) return create_error.c_str();
     thread_local std::string seen;
     auto* c = const_cast<rg_comm*>(comm);
     std::lock_guard lk(c->m);
@@ -693,7 +694,7 @@ namespace {
 rg_status request_status(const rg_request* req) {
     if (!req) return RG_ERR_USAGE;
     const rg_status st = req->o->status;
-    if (st == RG_IN_PROGRESS && req->forks != forks_now())
+    if (st == RG_IN_PROGRESS && inherited(req->forks))
         return usage(nullptr, "this request belongs to the process this one was forked from");
     return st;
 }

@@ -111,7 +111,7 @@ for call in (lambda: c.allreduce(f, n), lambda: c.allreduce_start(f, n), lambda:
         call()
         raise SystemExit("a closed communicator was used")
     except ValueError as e:
-        assert str(e) == "the communicator is closed", str(e)
+        assert str(e) == "railgate: the communicator is closed", str(e)
 print("ok: a request waited for after close; a closed communicator's calls refused", flush=True)
 print(f"ok: rank {rank} (python): {ops} allreduces bit-exact, {recoveries} recoveries", flush=True)
 PY

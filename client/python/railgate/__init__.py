@@ -289,7 +289,7 @@ class Comm:
     def _live(self):
         """The handle; ValueError once closed (as a closed file's methods raise)."""
         if not self._h:
-            raise ValueError("the communicator is closed")
+            raise ValueError("railgate: the communicator is closed")
         return self._h
 
     def _check(self, st):
