@@ -306,7 +306,9 @@ private:
             return false;
         }
         std::span<const std::uint8_t> payload;
-        if (wire::parse_server_message(p + fi.msg_offset, fi.l4_len, out.h, payload) != drop_reason::none) {
+        if (const drop_reason r = wire::parse_server_message(p + fi.msg_offset, fi.l4_len, out.h, payload);
+            r != drop_reason::none) {
+            note_foreign(p + fi.msg_offset, fi.l4_len, r);
             dropped_.fetch_add(1, std::memory_order_relaxed);
             return false;
         }

@@ -236,7 +236,10 @@ public:
             for (std::size_t off = 0; off < len; off += seg) {
                 rx_msg m;
                 std::span<const std::uint8_t> payload;
-                if (wire::parse_server_message(p + off, std::min(seg, len - off), m.h, payload) != drop_reason::none) {
+                const std::size_t one = std::min(seg, len - off);
+                if (const drop_reason r = wire::parse_server_message(p + off, one, m.h, payload);
+                    r != drop_reason::none) {
+                    note_foreign(p + off, one, r);
                     dropped_.fetch_add(1, std::memory_order_relaxed);
                     continue;
                 }

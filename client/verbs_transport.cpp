@@ -418,7 +418,9 @@ unsigned verbs_transport::recv(unsigned ri, rx_msg* out, unsigned max) noexcept 
         }
         wire::header h;
         std::span<const std::uint8_t> body;
-        if (wire::parse_server_message(r.recv_buf(b), c.byte_len, h, body) != drop_reason::none) {
+        if (const drop_reason why = wire::parse_server_message(r.recv_buf(b), c.byte_len, h, body);
+            why != drop_reason::none) {
+            note_foreign(r.recv_buf(b), c.byte_len, why);
             ++dropped_;
             r.post_recv(b);
             continue;

@@ -684,6 +684,16 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
             if (clock::now() > deadline) {
                 s.why = last_refusal.empty() ? failure::timeout : failure::refused;
                 if (!last_refusal.empty()) return last_refusal;
+                // railgated answered in a version this library does not
+                // speak (its answer cannot be read, nor its nonce checked:
+                // only said once the JOIN went unanswered, so that a forged
+                // one cannot end a join). No retry would mend it.
+                if (const int v = t_.foreign_version(); v >= 0) {
+                    s.why = failure::refused;
+                    return "railgated speaks railgate protocol version " + std::to_string(v) + ", this library " +
+                           std::to_string(wire::protocol_version) +
+                           ": no JOIN_ACK it can read (upgrade the workers or railgated so that they match)";
+                }
                 std::string silent;
                 for (std::size_t i = 0; i < want.size(); ++i)
                     if (!acked[i])

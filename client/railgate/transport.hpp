@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <span>
 #include <string>
 
+#include "dataplane/proto/drop_reason.hpp"
 #include "dataplane/proto/wire.hpp"
 
 namespace railgate::client {
@@ -113,6 +115,22 @@ public:
     // "port" (DPDK ports that offload them both ways), "mixed", or "none"
     // (verbs: the fabric's CRCs).
     virtual const char* checksums() const noexcept { return "software"; }
+
+    // The protocol version of the last message railgated sent in another
+    // version than this library's (byte 0 is the version in every version,
+    // and a railgated answers a JOIN of a version it does not speak in its
+    // own), or -1: the worker names it when its JOIN goes unanswered.
+    int foreign_version() const noexcept { return foreign_version_.load(std::memory_order_relaxed); }
+
+protected:
+    // A message from railgated that did not parse (drop reason r): counted
+    // by the caller; its version remembered when that was what was wrong.
+    void note_foreign(const std::uint8_t* msg, std::size_t len, drop_reason r) noexcept {
+        if (r == drop_reason::rg_version && len > 0) foreign_version_.store(msg[0], std::memory_order_relaxed);
+    }
+
+private:
+    std::atomic<int> foreign_version_{-1};
 };
 
 } // namespace railgate::client

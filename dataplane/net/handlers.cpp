@@ -110,6 +110,21 @@ void answer_unknown(rail_state& rs, rte_mbuf* m, const frame::endpoint& to, cons
     send_error(rs, m, to, eh, wire::error_code::unknown_job, t, 0, h.gen);
 }
 
+// One version's worker on another's railgated: a JOIN (byte 1 in every
+// version) of a version this railgated does not speak is answered in its
+// own, as answer_unknown is rate-limited, so that the worker can say what
+// is wrong instead of "no JOIN_ACK". Nothing else of it is read.
+void answer_version(rail_state& rs, rte_mbuf* m, const frame::endpoint& to, std::uint8_t version) noexcept {
+    count_drop(rs, m, drop_reason::rg_version);
+    if (!may_answer(rs)) return rte_pktmbuf_free(m);
+    char t[wire::max_error_text];
+    wire::foreign_join_text(t, sizeof t, rs.s.cfg.name.c_str(), version);
+    wire::header q;
+    q.type = wire::msg_type::join;
+    q.world_size = 1;
+    send_error(rs, m, to, q, wire::error_code::protocol_version, t, version);
+}
+
 // A header-only answer (PONG, HELD) to the message h: m was reused as
 // the reply, its railgate header at msg.
 void send_header_answer(rail_state& rs, rte_mbuf* m, std::uint8_t* msg, wire::header a, wire::msg_type type,
@@ -825,7 +840,12 @@ void handle(rail_state& rs, rte_mbuf* m) noexcept {
     wire::header h;
     std::span<const std::uint8_t> payload;
     const drop_reason r = wire::parse_worker_message(p + fi.msg_offset, fi.l4_len, h, payload);
-    if (r != drop_reason::none) return free_drop(rs, m, r);
+    if (r != drop_reason::none) {
+        if (r == drop_reason::rg_version && p[fi.msg_offset + 1] == static_cast<std::uint8_t>(wire::msg_type::join) &&
+            checksum_ok(rs.s.rx_udp_cksum, m))
+            return answer_version(rs, m, fi.src, p[fi.msg_offset]);
+        return free_drop(rs, m, r);
+    }
     // A contribution's checksum is checked with its slot's (handle_contrib);
     // anything else's before it acts.
     if (h.type == wire::msg_type::contrib) {

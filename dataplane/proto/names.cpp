@@ -1,4 +1,5 @@
 #include <array>
+#include <cstdio>
 
 #include "dataplane/proto/drop_reason.hpp"
 #include "dataplane/proto/wire.hpp"
@@ -69,8 +70,16 @@ std::string_view error_name(error_code c) noexcept {
     case error_code::shape_mismatch: return "the job's chunk or policy on this rail differs from its first rail's";
     case error_code::rails_changing: return "railgated is changing its rails' advertisement: join again";
     case error_code::operator_abort: return "railgated's operator ended the job";
+    case error_code::protocol_version: return "the JOIN is of another railgate protocol version";
     }
     return "unknown error";
+}
+
+void foreign_join_text(char* out, std::size_t n, const char* rail, unsigned version) noexcept {
+    std::snprintf(out, n,
+                  "railgated on rail %s speaks railgate protocol version %u, not %u (upgrade the workers or "
+                  "railgated so that they match)",
+                  rail, unsigned{protocol_version}, version);
 }
 } // namespace wire
 } // namespace railgate

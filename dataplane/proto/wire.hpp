@@ -142,8 +142,12 @@ enum class error_code : std::uint32_t {
     // railgated's operator ended the job (railctl job abort; the text says
     // why): its workers give up the operation and do not re-join it.
     operator_abort = 22,
+    // JOIN of another protocol version (offset: its version). Sent in this
+    // version; a worker of another cannot parse it, but reads byte 0 and
+    // names both versions when its JOIN goes unanswered.
+    protocol_version = 23,
 };
-inline constexpr std::uint32_t error_code_max = 22;
+inline constexpr std::uint32_t error_code_max = 23;
 
 // What railgated tells a job's other members when one aborts it (a
 // worker's ERROR, `code` in its aux): the worker's own code when it passes
@@ -299,6 +303,9 @@ std::string_view dtype_name(dtype d) noexcept;
 // Parses "fp32", "bf16", "fp16", "int32"; returns false on anything else.
 bool dtype_from_name(std::string_view s, dtype& out) noexcept;
 std::string_view error_name(error_code c) noexcept;
+// The ERROR protocol_version's text, in out[n] (cut to fit): what a rail
+// tells a JOIN of `version`.
+void foreign_join_text(char* out, std::size_t n, const char* rail, unsigned version) noexcept;
 // "rail" or "lag".
 constexpr const char* policy_name(rail_policy p) noexcept { return p == rail_policy::lag ? "lag" : "rail"; }
 

@@ -808,6 +808,16 @@ void plane::rail_state::on_control(conn& c, const std::uint8_t* msg, std::size_t
     wire::header h;
     std::span<const std::uint8_t> body;
     const drop_reason r = wire::parse_worker_message(msg, len, h, body);
+    if (r == drop_reason::rg_version && msg[1] == static_cast<std::uint8_t>(wire::msg_type::join)) {
+        // A worker of another protocol version: told in this one (as a
+        // UDP rail tells it), so that it can name both.
+        char t[wire::max_error_text];
+        wire::foreign_join_text(t, sizeof t, cfg.name.c_str(), msg[0]);
+        wire::header q;
+        q.type = wire::msg_type::join;
+        q.world_size = 1;
+        send_error(c, q, wire::error_code::protocol_version, t, msg[0]);
+    }
     if (r != drop_reason::none) return ctr.drop(r);
     if (h.type == wire::msg_type::join) return on_join(c, h, body);
     if (h.type == wire::msg_type::ping && (c.job < 0 || job_at(c.job).instance != h.gen)) {

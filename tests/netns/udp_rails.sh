@@ -8,7 +8,9 @@
 #     cannot parse and one too big for the rail's buffers are counted
 #     drops, and the next job is still bit-exact; with the fault injector
 #     on (drops, duplicates, reordering, corruption) and under LAG, still
-#     bit-exact, corrupted datagrams caught; a udp rail added live
+#     bit-exact, corrupted datagrams caught; a JOIN of another protocol
+#     version told railgated's, and a worker answered in another names
+#     both; a udp rail added live
 #     (railctl rail add r2 udp,interface=lo) carries the next job's third
 #     stripe, and goes with its address; idle, the loop sleeps on
 #     the sockets (a small part of a core); `railctl rail set R mtu
@@ -88,6 +90,39 @@ for _ in $(seq 50); do [ "$(drops r0 udp_rail_oversize)" = 1 ] && break; sleep 0
 [ "$(drops r0 udp_rail_oversize)" = 1 ] || fail "a 12000-byte datagram was not counted udp_rail_oversize"
 [ "$(drops r0 rg_truncated)" = $((before + 1)) ] || fail "a 5-byte datagram was not counted rg_truncated"
 echo "ok: a 5-byte and a 12000-byte datagram counted (rg_truncated, udp_rail_oversize)"
+# Two protocol versions: a JOIN of version 3 is answered in railgated's
+# (ERROR protocol_version naming both); a worker whose server answers in
+# version 3 (a stand-in on 127.0.0.1:47999) fails at its join timeout
+# naming both, and does not retry.
+ip netns exec "$d" python3 - > "$log/version.log" 2>&1 <<'PY' || fail "a JOIN of protocol version 3: $(cat "$log/version.log")"
+import socket, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(5)
+s.sendto(struct.pack(">BBBBIQHHHHQII", 3, 1, 0, 0, 7, 1, 0, 2, 0, 0, 0, 0, 0) + bytes(24), ("198.18.0.1", 47000))
+a = s.recv(4096)
+version, kind, offset, code = a[0], a[1], struct.unpack(">Q", a[24:32])[0], struct.unpack(">I", a[36:40])[0]
+assert (version, kind, code, offset) == (2, 5, 23, 3), (version, kind, code, offset)
+print(a[40:].decode())
+assert "speaks railgate protocol version 2, not 3" in a[40:].decode()
+PY
+echo "ok: a JOIN of protocol version 3 told: $(cat "$log/version.log")"
+ip netns exec "$d" timeout 20 python3 - <<'PY' &
+import socket, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", 47999))
+while True:
+    m, peer = s.recvfrom(65536)
+    s.sendto(struct.pack(">BBBBIQHHHHQII", 3, 5, 0, 0, 0, 0, 0, 1, 0, 0, 2, 0, 23), peer)
+PY
+standin=$!
+sleep 0.5
+ip netns exec "$d" "$railbench" --transport udp --server 127.0.0.1 --port 47999 --rank 0 --workers 1 --token 1 \
+  --join-timeout 500 --retry 3 > "$log/v3.log" 2>&1 && fail "a worker joined a railgated of protocol version 3"
+kill $standin 2> /dev/null
+grep -q "railgated speaks railgate protocol version 3, this library 2" "$log/v3.log" ||
+  fail "the worker's error does not name both versions: $(cat "$log/v3.log")"
+grep -q "retry" "$log/v3.log" && fail "the worker retried a join no retry mends: $(cat "$log/v3.log")"
+echo "ok: $(grep -o "railgated speaks.*" "$log/v3.log" | head -1)"
 # Idle, its lcore sleeps on the sockets (--idle sleep, the default for udp
 # rails): railgated's threads use a small part of a core, where a polling
 # loop would take all of it; commands and jobs still wake it.

@@ -52,6 +52,7 @@ for reason in ("slot_range", "bad_generation", "verbs_length"):
 r = json.load(open(sys.argv[1]))["rails"][0]
 assert r["leaves"] == 1 and r["leaves_again"] == 1 and "leave_unknown" not in d, r
 assert d.get("join_refused", 0) == 4, d
+assert d.get("rg_version", 0) == 1, d  # the JOIN of protocol version 3, answered
 PY
 
 # ranks TAG JOB ARGS...: 3 railbench ranks of job JOB on the verbs rails in

@@ -336,8 +336,36 @@ int main(int argc, char** argv) {
                          chunk, rails + 1, other_chunk, lag, more_rails, malformed);
             return 1;
         }
+        // A JOIN of another protocol version (byte 0): answered in this
+        // one, naming it.
+        {
+            wire::header j;
+            j.version = 3;
+            j.type = wire::msg_type::join;
+            j.job_id = 79;
+            j.world_size = 2;
+            std::uint8_t body[wire::join_body_bytes] = {};
+            const client::tx_msg join{j, body, wire::join_body_bytes};
+            t.send(0, &join, 1);
+            std::string told;
+            recv_until(t, std::chrono::seconds(10), [&](std::span<const client::rx_msg> got) {
+                for (const client::rx_msg& m : got)
+                    if (m.h.type == wire::msg_type::error &&
+                        m.h.aux == static_cast<std::uint32_t>(wire::error_code::protocol_version) && m.h.offset == 3) {
+                        told.assign(m.bytes(), '\0');
+                        m.copy_to(told.data());
+                        return true;
+                    }
+                return false;
+            });
+            if (told.find("speaks railgate protocol version 2, not 3") == std::string::npos) {
+                std::fprintf(stderr, "verbs_probe: a JOIN of protocol version 3 got no protocol_version ERROR (%s)\n",
+                             told.c_str());
+                return 1;
+            }
+        }
         std::printf("verbs_probe: 3 bad writes%s posted, the allreduces after them are exact, a repeated LEAVE "
-                    "acked, 4 JOINs naming another job shape refused\n",
+                    "acked, 4 JOINs naming another job shape refused, one of protocol version 3 told\n",
                     eager ? " and 5 bad eager entries" : " (railgated declined the eager ring)");
         return 0;
     } catch (const std::exception& e) {

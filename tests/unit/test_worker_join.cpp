@@ -60,6 +60,9 @@ public:
     }
     void silence(std::chrono::milliseconds d) { until_ = (clk::now() + d).time_since_epoch().count(); }
     void chunk_bytes(std::uint16_t b) { chunk_ = b; }
+    // Answers JOINs in protocol version v (an ERROR whose byte 0 is v), as
+    // a railgated of that version would; -1: in this one.
+    void version(int v) { version_ = v; }
 
 private:
     void loop() {
@@ -95,6 +98,10 @@ private:
                           ? test::refusal(h, b.nonce, wire::error_code::rails_mismatch, refuse_[k],
                                           "the job's rails differ", out.data())
                           : test::join_ack(h, port_, 16, chunk_, out.data());
+                if (const int v = version_; v >= 0) {
+                    len = test::refusal(h, b.nonce, wire::error_code::protocol_version, 2, "", out.data());
+                    out[0] = static_cast<std::uint8_t>(v);
+                }
             } else if (h.type == wire::msg_type::leave) {
                 test::header_answer(h, wire::msg_type::leave_ack, 0, out.data());
             } else if (h.type == wire::msg_type::ping) {
@@ -110,6 +117,7 @@ private:
     bool results_;
     std::atomic<clk::rep> until_{0};
     std::atomic<std::uint16_t> chunk_{1024};
+    std::atomic<int> version_{-1};
     int fd_ = -1;
     std::uint16_t port_ = 0;
     mutable std::mutex mu_;
@@ -564,6 +572,28 @@ BOOST_AUTO_TEST_CASE(a_chunk_the_transport_cannot_carry_is_refused) {
     BOOST_TEST(client::failure_name(w.failed_with()) == client::failure_name(client::failure::refused));
     BOOST_TEST(soon);
     s.chunk_bytes(8960);
+    BOOST_TEST(w.join() == "");
+    w.leave();
+}
+
+// A railgated of another protocol version: its answers cannot be read (nor
+// their nonce checked, so a forged one cannot end a join at once), and the
+// join that times out names both versions, refused: no retry mends it.
+// Then one of this version: joined.
+BOOST_AUTO_TEST_CASE(a_railgated_of_another_protocol_version_is_named) {
+    join_server s({});
+    s.version(3);
+    auto t = client::make_udp_transport(INADDR_LOOPBACK, s.port());
+    client::worker_options o = options();
+    o.join_timeout = std::chrono::milliseconds(400);
+    client::worker w{*t, o};
+    BOOST_TEST(w.join() == "railgated speaks railgate protocol version 3, this library 2: no JOIN_ACK it can read "
+                           "(upgrade the workers or railgated so that they match)");
+    BOOST_TEST(client::failure_name(w.failed_with()) == client::failure_name(client::failure::refused));
+    BOOST_TEST(!client::worker::recoverable(w.failed_with()));
+    BOOST_TEST(t->foreign_version() == 3);
+    BOOST_TEST(t->dropped() > 0u);
+    s.version(-1);
     BOOST_TEST(w.join() == "");
     w.leave();
 }

@@ -1272,6 +1272,53 @@ BOOST_AUTO_TEST_CASE(a_repeated_leave_is_acknowledged_again) {
     BOOST_TEST(f.d->counters(0).leaves_again.load() == 2u);
 }
 
+// A worker of another protocol version: its JOIN (byte 1 in every version)
+// is answered in this one, ERROR protocol_version naming both versions (its
+// own in the offset), at most once a millisecond; its other messages, and
+// a JOIN whose checksum is wrong, are dropped unanswered; a JOIN of this
+// version then joins.
+BOOST_AUTO_TEST_CASE(a_join_of_another_protocol_version_is_told_this_ones) {
+    rail_fixture f("vd_version");
+    const auto foreign = [&](std::uint8_t version, std::vector<std::uint8_t> fr, bool good_sum = true) {
+        fr[frame::udp_frame_overhead] = version;
+        frame::fill_udp_checksum(fr.data());
+        if (!good_sum) fr.back() ^= 1;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2)); // past the once-a-millisecond answer limit
+        f.inject(fr);
+        return messages(f.collect(1));
+    };
+    for (const std::uint8_t v : {1, 3, 255}) {
+        const auto out = foreign(v, join_frame(f, 1, 2, 0x5eed));
+        BOOST_REQUIRE(out.size() == 1u);
+        BOOST_TEST((out[0].h.type == wire::msg_type::error));
+        BOOST_TEST(out[0].h.aux == static_cast<std::uint32_t>(wire::error_code::protocol_version));
+        BOOST_TEST(out[0].h.offset == v);
+        BOOST_TEST(out[0].text == "railgated on rail r0 speaks railgate protocol version 2, not " + std::to_string(v) +
+                                      " (upgrade the workers or railgated so that they match)");
+    }
+    BOOST_TEST(f.drops(drop_reason::rg_version) == 3u);
+    // Two at once: the second unanswered (a flood of them costs one answer
+    // a millisecond).
+    auto fr = join_frame(f, 0, 2, 0x5eed);
+    fr[frame::udp_frame_overhead] = 3;
+    frame::fill_udp_checksum(fr.data());
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    f.inject(fr);
+    f.inject(fr);
+    BOOST_TEST(messages(f.collect(1)).size() == 1u);
+    BOOST_TEST(foreign(3, contrib_frame(f, 0, 2)).empty());
+    BOOST_TEST(foreign(3, join_frame(f, 0, 2, 0x5eed), false).empty());
+    BOOST_TEST(f.drops(drop_reason::rg_version) == 7u);
+    BOOST_TEST(f.drops(drop_reason::udp_checksum) == 0u); // a foreign JOIN's bad checksum: its version's drop
+    BOOST_TEST(active(*f.d) == 0u);
+    // This version's JOIN: acked.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    f.inject(join_frame(f, 0, 2, 0x5eed));
+    const auto out = messages(f.collect(1));
+    BOOST_REQUIRE(out.size() == 1u);
+    BOOST_TEST((out[0].h.type == wire::msg_type::join_ack));
+}
+
 BOOST_AUTO_TEST_CASE(corrupted_and_injected_faults_are_counted_never_summed) {
     rail_fixture f("vd_corrupt");
     const std::uint32_t inst = join_ranks(f, 2);

@@ -32,6 +32,7 @@ local errors = {
     [10] = "rank_taken", [11] = "rails_mismatch", [12] = "too_many_pending", [13] = "no_buffers",
     [14] = "rank_failed", [15] = "unknown_job", [16] = "expired", [17] = "rail_down", [18] = "op_mismatch", [19] = "rank_claimed",
     [20] = "shape_mismatch", [21] = "rails_changing", [22] = "operator_abort",
+    [23] = "protocol_version",
 }
 local policies = { [0] = "rail", [1] = "lag" }
 local lag_hashes = { [0] = "l2", [1] = "l3l4" }
