@@ -197,7 +197,10 @@ rg_status rg_wait(rg_request *req);
  * until rg_request_free. */
 const char *rg_request_error(const rg_request *req);
 
-/* Frees a request; one still running is left to finish on its own. */
+/* Frees a request; one still running is left to finish on its own, and
+ * reads its send buffer and writes its recv buffer until it has: keep them
+ * until then (a later allreduce on comm returning, or rg_destroy, says it
+ * has: a communicator's allreduces end in order). */
 void rg_request_free(rg_request *req);
 
 /* Counters since rg_create, as of the last finished allreduce, summed over

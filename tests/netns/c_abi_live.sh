@@ -56,14 +56,13 @@ abi_ranks "$check" "$w" die 3 40 3
 pause_rank() { # RANK
   if [ "$1" = 1 ] && [ -n "$pypath" ] && [ -z "${RAILGATE_SANITIZED:-}" ]; then
     ip netns exec "$w" env PYTHONPATH="$pypath" timeout 60 /usr/bin/python3 - 198.18.0.1 1 2 50 60 <<'PY'
-import array, os, sys, time
+import array, os, sys, time, weakref
 import railgate
 server, rank, world, job, ops = sys.argv[1], *map(int, sys.argv[2:])
 n = 4099
 value = lambda r, i: ((i * 7 + r * 3) % 29) * 0.25
 with railgate.Comm(server, job=job, token=int(os.environ["RAILGATE_TOKEN"]), rank=rank, world=world, max_count=n,
                    retries=3, peer_timeout_ms=300) as c:
-    print(f"joined: rank {rank}", flush=True)
     # Refused before the library: counts and dtypes ctypes would wrap,
     # buffers smaller than the count (the library would go past them) and
     # typed buffers of another element (float64 summed as FP32: garbage).
@@ -93,9 +92,39 @@ with railgate.Comm(server, job=job, token=int(os.environ["RAILGATE_TOKEN"]), ran
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     assert code == 0, f"the forked child exited {code}"
     print("ok: a forked child's calls refused; its close() left the job alone", flush=True)
+    # A request dropped unwaited, its buffer the request's alone: the
+    # buffer stays alive while the library may write into it, and goes once
+    # the allreduce has ended. Job 51's rank 1 never comes, so the allreduce
+    # runs until its 1.5 s timeout; close() finishes it.
+    with railgate.Comm(server, job=51, token=railgate.random_token(), rank=0, world=2, max_count=n,
+                       timeout_ms=1500) as lone:
+        f = array.array("f", [1.0] * n)
+        dropped = weakref.ref(f)
+        lone.allreduce_start(f, n, railgate.FP32)
+        del f
+        assert dropped() is not None, "a dropped request's buffer was freed while its allreduce ran"
+    assert dropped() is None, "a dropped request's buffer outlived its allreduce and its communicator"
+    print("ok: a dropped request's buffer held until its allreduce ended, then let go", flush=True)
+    print(f"joined: rank {rank}", flush=True)   # (and about to start): the test pauses railgated now
     want = lambda k: array.array("f", [sum(value(r, i) + k for r in range(world)) for i in range(n)])
     for k in range(ops - 1):
         f = array.array("f", [value(rank, i) + k for i in range(n)])
+        if k == 8:
+            # A bytearray cannot be resized (moved) under its allreduce;
+            # once waited for, it can.
+            b = bytearray(f.tobytes())
+            req = c.allreduce_start(b, n, railgate.FP32)
+            try:
+                b.extend(b"\0" * 4)
+                raise SystemExit("a bytearray was resized under its allreduce")
+            except BufferError:
+                pass
+            req.wait()
+            assert array.array("f", bytes(b)) == want(k), "the bytearray's allreduce: wrong elements"
+            b.extend(b"\0" * 4)
+            print("ok: a bytearray could not be resized under its allreduce, and could after it", flush=True)
+            time.sleep(0.03)
+            continue
         c.allreduce(f, n, railgate.FP32)
         assert f == want(k), f"allreduce {k}: wrong elements"
         time.sleep(0.03)

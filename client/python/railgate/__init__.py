@@ -21,6 +21,7 @@ import logging
 import operator
 import os
 import sys
+import threading
 
 from . import _paths
 
@@ -183,11 +184,14 @@ def _element_fits(mv, dtype):
 
 
 def _address(buf, nbytes=0, what="the buffer", dtype=None):
-    """A buffer's address: an int (the caller vouches for its size and
-    type), or an object with the writable buffer protocol that holds nbytes
-    at least, of dtype's elements or of bytes."""
+    """(address, view) of a buffer: an int (the caller vouches for its size
+    and type; no view), or an object with the writable buffer protocol that
+    holds nbytes at least, of dtype's elements or of bytes. The view, while
+    held, keeps the buffer where it is: resizing a bytearray or an
+    array.array (which moves it) raises BufferError instead of leaving the
+    library writing into freed memory."""
     if isinstance(buf, int):
-        return buf
+        return buf, None
     mv = memoryview(buf)
     if mv.readonly:
         raise ValueError(f"railgate: {what} is read-only")
@@ -198,26 +202,55 @@ def _address(buf, nbytes=0, what="the buffer", dtype=None):
                          f"not {_NAMES.get(dtype, dtype)}'s: summed as {_NAMES.get(dtype, dtype)} they would be garbage")
     if mv.nbytes < nbytes:
         raise ValueError(f"railgate: {what} holds {mv.nbytes} bytes; the allreduce reads and writes {nbytes}")
-    return ctypes.addressof(ctypes.c_char.from_buffer(mv))
+    return ctypes.addressof(ctypes.c_char.from_buffer(mv)), mv
 
 
 def _operands(buf, out, count, dtype, bytes_each=None, dtype_name="dtype"):
-    """(src, dst, count, dtype) for the library: integers that fit their C
-    types, buffers that hold count elements (else the library would read
-    and write past them). An unknown dtype is left to the library to refuse."""
+    """((src, dst, count, dtype), views) for the library: integers that fit
+    their C types, buffers that hold count elements (else the library would
+    read and write past them), and the views to hold while it uses them. An
+    unknown dtype is left to the library to refuse."""
     count, dtype = _fit("count", count, ctypes.c_size_t), _fit(dtype_name, dtype, ctypes.c_int)
     nbytes = count * (bytes_each or DTYPE_SIZE.get(dtype, 0))
     element = FP32 if bytes_each else dtype   # the compressed calls' buffers are float32
-    src = _address(buf, nbytes, dtype=element)
-    return src, src if out is None else _address(out, nbytes, "out", element), count, dtype
+    src, src_view = _address(buf, nbytes, dtype=element)
+    dst, dst_view = (src, None) if out is None else _address(out, nbytes, "out", element)
+    return (src, dst, count, dtype), (src_view, dst_view)
+
+
+# Requests dropped before they ended, as (handle, buffers): the library
+# still writes into those buffers, so they are held until it has finished
+# (looked at on every call of a communicator, and when one closes). A lock
+# that __del__ may take again on its own thread (a collection inside
+# _sweep).
+_orphans = []
+_orphans_lock = threading.RLock()
+
+
+def _sweep():
+    """Frees the dropped requests that have ended; their buffers go."""
+    with _orphans_lock:
+        pending = _orphans[:]
+        del _orphans[:len(pending)]
+    # Requests dropped meanwhile (a collection here) go on the list itself.
+    still = []
+    for h, keep in pending:
+        if _lib.rg_test(h) == IN_PROGRESS:
+            still.append((h, keep))
+        else:
+            _lib.rg_request_free(h)
+    with _orphans_lock:
+        _orphans.extend(still)
 
 
 class Request:
-    """An asynchronous allreduce: test() and wait()."""
+    """An asynchronous allreduce: test() and wait(). Dropped unfinished, it
+    keeps its buffers alive until the allreduce ends (as if waited for
+    later), so that a temporary buffer is not freed under the library."""
 
     def __init__(self, handle, keep):
         self._h = ctypes.c_void_p(handle)
-        self._keep = keep   # the buffers' owners, alive until the request ends
+        self._keep = keep   # the buffers' views (and what `keep` named), held until the request ends
         self.status = IN_PROGRESS
 
     def test(self):
@@ -233,13 +266,18 @@ class Request:
         return self._result()
 
     def _result(self):
+        self._keep = None   # ended: the buffers may be resized again
         if self.status != OK:
             raise RailgateError(self.status, _lib.rg_request_error(self._h).decode(errors="replace"))
         return True
 
     def __del__(self):
         if getattr(self, "_h", None) and _lib:
-            _lib.rg_request_free(self._h)
+            if self.status == IN_PROGRESS and _lib.rg_test(self._h) == IN_PROGRESS:
+                with _orphans_lock:
+                    _orphans.append((self._h, self._keep))
+            else:
+                _lib.rg_request_free(self._h)
             self._h = None
 
 
@@ -290,6 +328,8 @@ class Comm:
         """The handle; ValueError once closed (as a closed file's methods raise)."""
         if not self._h:
             raise ValueError("railgate: the communicator is closed")
+        if _orphans:
+            _sweep()
         return self._h
 
     def _check(self, st):
@@ -298,25 +338,27 @@ class Comm:
 
     def allreduce(self, buf, count, dtype=FP32, out=None):
         """Sums count elements of dtype from every rank into out (default: in place)."""
-        self._check(_lib.rg_allreduce(self._live(), *_operands(buf, out, count, dtype)))
+        args, views = _operands(buf, out, count, dtype)   # held through the call (another thread may resize)
+        self._check(_lib.rg_allreduce(self._live(), *args))
 
     def allreduce_start(self, buf, count, dtype=FP32, out=None, keep=None):
         """Queues an allreduce; returns a Request. `keep`: objects to hold alive until it ends."""
         r = ctypes.c_void_p()
-        self._check(_lib.rg_allreduce_start(self._live(), *_operands(buf, out, count, dtype), ctypes.byref(r)))
-        return Request(r.value, (buf, out, keep))
+        args, views = _operands(buf, out, count, dtype)
+        self._check(_lib.rg_allreduce_start(self._live(), *args, ctypes.byref(r)))
+        return Request(r.value, (views, keep))
 
     def allreduce_compressed(self, buf, count, wire=BF16, divisor=1.0):
         """A float32 buffer in place: divided by divisor, summed as `wire` (BF16, FP16 or FP32)."""
-        src, _, count, wire = _operands(buf, None, count, wire, 4, "wire")  # a float32 buffer
+        (src, _, count, wire), views = _operands(buf, None, count, wire, 4, "wire")  # a float32 buffer
         self._check(_lib.rg_allreduce_compressed(self._live(), src, count, wire, divisor))
 
     def allreduce_compressed_start(self, buf, count, wire=BF16, divisor=1.0, keep=None):
         """The same, asynchronous (the conversions run on the library's thread); a Request."""
         r = ctypes.c_void_p()
-        src, _, count, wire = _operands(buf, None, count, wire, 4, "wire")  # a float32 buffer
+        (src, _, count, wire), views = _operands(buf, None, count, wire, 4, "wire")  # a float32 buffer
         self._check(_lib.rg_allreduce_compressed_start(self._live(), src, count, wire, divisor, ctypes.byref(r)))
-        return Request(r.value, (buf, keep))
+        return Request(r.value, (views, keep))
 
     def abort(self, why=""):
         """Ends the job for every rank (theirs fail with RG_ERR_ABORTED and `why`)."""
@@ -333,8 +375,10 @@ class Comm:
     def close(self):
         """Leaves the job and frees the communicator."""
         if self._h:
-            _lib.rg_destroy(self._h)
+            _lib.rg_destroy(self._h)   # finishes what is queued
             self._h = None
+            if _orphans:
+                _sweep()
 
     def __enter__(self):
         return self
