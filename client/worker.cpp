@@ -649,6 +649,9 @@ std::string worker::join_on(unsigned first, std::uint32_t excluded, unsigned ado
     tx_msg msg{h, body, wire::join_body_bytes};
 
     const auto deadline = clock::now() + o_.join_timeout;
+    // What another version's railgated said before this JOIN is not this
+    // railgated's (it may have been upgraded since).
+    t_.forget_foreign_version();
     std::string last_refusal;
     // The rails disagree on the job's chunk or policy: no rank can run it.
     bool misshapen = false;

@@ -121,6 +121,7 @@ public:
     // and a railgated answers a JOIN of a version it does not speak in its
     // own), or -1: the worker names it when its JOIN goes unanswered.
     int foreign_version() const noexcept { return foreign_version_.load(std::memory_order_relaxed); }
+    void forget_foreign_version() noexcept { foreign_version_.store(-1, std::memory_order_relaxed); }
 
 protected:
     // A message from railgated that did not parse (drop reason r): counted

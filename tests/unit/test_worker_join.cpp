@@ -593,7 +593,13 @@ BOOST_AUTO_TEST_CASE(a_railgated_of_another_protocol_version_is_named) {
     BOOST_TEST(!client::worker::recoverable(w.failed_with()));
     BOOST_TEST(t->foreign_version() == 3);
     BOOST_TEST(t->dropped() > 0u);
+    // Then railgated silent (upgraded, not yet back): the join's timeout
+    // is a timeout, not the earlier version's.
+    s.silence(std::chrono::milliseconds(600));
+    BOOST_TEST(w.join().find("join timed out after 400 ms: no JOIN_ACK") == 0u);
+    BOOST_TEST(client::failure_name(w.failed_with()) == client::failure_name(client::failure::timeout));
     s.version(-1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
     BOOST_TEST(w.join() == "");
     w.leave();
 }
