@@ -42,6 +42,8 @@ struct options {
     std::uint64_t min_bytes = 1024, max_bytes = 64ull << 20;
     double factor = 2;
     unsigned iters = 20, warmup = 5;
+    bool iters_set = false;
+    double duration_s = 0; // -D: each size's timed iterations, as many as fit (0: -n of them)
     bool barrier = true; // --no-barrier: no one-element allreduce before each operation
     unsigned workers = 4, rails = 2;
     wire::dtype dt = wire::dtype::fp32;
@@ -125,6 +127,9 @@ void usage(std::FILE* f) {
                  "  -e, --maxbytes SIZE     largest message (default 64M)\n"
                  "  -f, --stepfactor F      size multiplier (default 2)\n"
                  "  -n, --iters N           timed iterations per size, 1 or more (default 20)\n"
+                 "  -D, --duration SEC      instead of -n: each size's timed iterations for SEC seconds, as\n"
+                 "                          many as fit (at least 1; ranks in other processes agree through\n"
+                 "                          the barrier when to stop, so each runs the same number)\n"
                  "  -w, --warmup_iters N    warm-up iterations (default 5)\n"
                  "      --no-barrier        with ranks in other processes, no one-element allreduce before\n"
                  "                          each operation (untimed; it keeps a rank still checking the last\n"
@@ -254,6 +259,17 @@ options parse(int argc, char** argv) {
         } else if (a == "-n" || a == "--iters") {
             o.iters = static_cast<unsigned>(parse_uint(a, val(), 1000000));
             if (o.iters == 0) die(a + " must be at least 1 (the timed iterations; -w sets the untimed ones)");
+            o.iters_set = true;
+        } else if (a == "-D" || a == "--duration") {
+            const std::string v = val();
+            try {
+                std::size_t end = 0;
+                o.duration_s = std::stod(v, &end);
+                if (end != v.size()) throw std::invalid_argument(v);
+            } catch (...) {
+                die(a + ": '" + v + "' is not a number of seconds");
+            }
+            if (!(o.duration_s > 0 && o.duration_s <= 86400)) die(a + ": more than 0 and at most 86400 seconds");
         } else if (a == "-w" || a == "--warmup_iters") {
             o.warmup = static_cast<unsigned>(parse_uint(a, val(), 1000000));
         } else if (a == "--no-barrier") {
@@ -401,6 +417,14 @@ options parse(int argc, char** argv) {
         die("--rail-rate, --policy, --flows, --lag-table and --isolation apply to --embedded (shape railgated's rails "
             "in its config)");
     if (o.isolation && (o.lag_table || !o.policy.empty() || o.flows)) die("--isolation runs on its own");
+    if (o.duration_s) {
+        if (o.iters_set) die("-n and -D: one or the other (-D runs as many timed iterations as fit)");
+        if (o.rail_rate || o.flows || o.lag_table || o.isolation)
+            die("-D times the allreduce table; --rail-rate, --flows, --lag-table and --isolation run -n iterations");
+        if (!o.embedded && o.workers > 1 && !o.barrier)
+            die("-D with ranks in other processes needs the barrier (they agree through it when to stop): drop "
+                "--no-barrier");
+    }
     if (o.ecn_mark && !(o.embedded && o.rail_rate))
         die("--ecn-mark applies to --embedded with --rail-rate (a shaped rail's queue marks; railgated's own rails: "
             "ecn_mark in its config)");
@@ -456,6 +480,7 @@ struct row {
     std::uint64_t bytes, count;
     double time_us, algbw, busbw;
     std::uint64_t wrong;
+    unsigned iters; // timed
 };
 
 // --json: one object (the run, then a row per size, nccl-tests' columns
@@ -474,13 +499,15 @@ void print_machine(const options& o, const std::vector<unsigned>& ranks, const s
                 "\"transport\": \"%s\", \"workers\": %u, \"ranks\": [",
                 version(), git_describe(), o.embedded ? "embedded" : "remote", o.transport.c_str(), o.workers);
     for (std::size_t i = 0; i < ranks.size(); ++i) std::printf("%s%u", i ? ", " : "", ranks[i]);
-    std::printf("], \"type\": \"%s\", \"redop\": \"sum\", \"iters\": %u, \"warmup_iters\": %u, \"results\": [",
-                std::string(nccl_type_name(o.dt)).c_str(), o.iters, o.warmup);
+    std::printf("], \"type\": \"%s\", \"redop\": \"sum\", ", std::string(nccl_type_name(o.dt)).c_str());
+    if (o.duration_s) std::printf("\"duration_s\": %g, ", o.duration_s);
+    else std::printf("\"iters\": %u, ", o.iters);
+    std::printf("\"warmup_iters\": %u, \"results\": [", o.warmup);
     for (std::size_t i = 0; i < rows.size(); ++i) {
         const row& r = rows[i];
         std::printf("%s{\"size\": %" PRIu64 ", \"count\": %" PRIu64 ", \"time_us\": %.3f, \"algbw_GBps\": %.6g, "
-                    "\"busbw_GBps\": %.6g, \"wrong\": %" PRIu64 "}",
-                    i ? ", " : "", r.bytes, r.count, r.time_us, r.algbw, r.busbw, r.wrong);
+                    "\"busbw_GBps\": %.6g, \"wrong\": %" PRIu64 ", \"iters\": %u}",
+                    i ? ", " : "", r.bytes, r.count, r.time_us, r.algbw, r.busbw, r.wrong, r.iters);
     }
     std::printf("], \"wrong\": %" PRIu64 ", \"avg_busbw_GBps\": %.6g}\n", wrong, avg_busbw);
 }
@@ -495,6 +522,29 @@ template <class F>
 void between_ops(std::span<client::worker* const> ws, bool others, std::uint64_t bytes, F&& f) {
     if (!others || bytes < (std::uint64_t{1} << 20)) return f();
     client::alive_while(ws, f);
+}
+
+// -D: a rank's vote in the barrier's element, 1 (its time is up) or 0 in
+// the job's type; the sum is nonzero once any rank's is.
+void put_vote(void* p, wire::dtype dt, bool stop) noexcept {
+    switch (dt) {
+    case wire::dtype::fp32: {
+        const float f = stop ? 1.0f : 0.0f;
+        std::memcpy(p, &f, sizeof f);
+        return;
+    }
+    case wire::dtype::int32: {
+        const std::int32_t i = stop ? 1 : 0;
+        std::memcpy(p, &i, sizeof i);
+        return;
+    }
+    case wire::dtype::bf16:
+    case wire::dtype::fp16: {
+        const std::uint16_t h = !stop ? 0 : dt == wire::dtype::bf16 ? 0x3F80 : 0x3C00; // 1.0
+        std::memcpy(p, &h, sizeof h);
+        return;
+    }
+    }
 }
 
 // Runs the table for `ranks` local workers (all W in embedded mode, one in
@@ -593,7 +643,15 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
             whole.push_back(buf[l].data());
             one.push_back(scratch.data() + l * es);
         }
-        for (unsigned it = 0; it < trials + o.warmup + o.iters; ++it) {
+        // -D: from the first timed operation's start, until a rank's time
+        // is up (at least one).
+        const unsigned first_timed = trials + o.warmup;
+        unsigned timed = 0;
+        std::chrono::steady_clock::time_point timed_from{};
+        for (unsigned it = 0; o.duration_s > 0 || it < first_timed + o.iters; ++it) {
+            const bool up = o.duration_s > 0 && it > first_timed &&
+                            std::chrono::duration<double>(std::chrono::steady_clock::now() - timed_from).count() >=
+                                o.duration_s;
             // Here, not under between_ops: a copy, short, and the timed
             // operation reads the buffer from this thread's caches.
             for (std::size_t l = 0; l < ranks.size(); ++l) bench::restore_input(buf[l].data(), in[ranks[l]].data(), count * es);
@@ -609,10 +667,16 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
                 return false;
             };
             if (others && o.barrier) {
+                if (o.duration_s)
+                    for (std::size_t l = 0; l < ws.size(); ++l) put_vote(one[l], o.dt, up);
                 allreduce(one, 1);
                 if (failed()) return UINT64_MAX;
+                if (o.duration_s && std::any_of(scratch.begin(), scratch.end(), [](std::uint8_t b) { return b != 0; }))
+                    break;
+            } else if (up) {
+                break;
             }
-            if (it == trials + o.warmup)
+            if (it == first_timed)
                 for (auto* w : ws) {
                     w->chunk_rtt().reset();
                     w->chunk_rtt_own().reset();
@@ -627,6 +691,7 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
                 shares.push_back(t + ")");
             }
             const auto t0 = std::chrono::steady_clock::now();
+            if (it == first_timed) timed_from = t0;
             allreduce(whole, count);
             const auto t1 = std::chrono::steady_clock::now();
             if (failed()) return UINT64_MAX;
@@ -634,7 +699,10 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
                 double& b = best[it % tries.size()];
                 b = std::min(b, std::chrono::duration<double>(t1 - t0).count());
             }
-            if (it >= trials + o.warmup) total_s += std::chrono::duration<double>(t1 - t0).count();
+            if (it >= first_timed) {
+                total_s += std::chrono::duration<double>(t1 - t0).count();
+                ++timed;
+            }
             between_ops(ws, others, count * es * ranks.size(), [&] {
                 for (std::size_t l = 0; l < ranks.size(); ++l)
                     wrong += bench::count_wrong(buf[l].data(), ref.data(), count, o.dt);
@@ -644,13 +712,13 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
             lat.merge(w->chunk_rtt());
             own.merge(w->chunk_rtt_own());
         }
-        const double t = total_s / o.iters;
+        const double t = total_s / timed;
         const double bytes = static_cast<double>(count * es);
         const double algbw = bytes / t / 1e9;
         const double busbw = algbw * 2.0 * (o.workers - 1) / o.workers;
         busbw_sum += busbw;
         total_wrong += wrong;
-        rows.push_back({count * es, count, t * 1e6, algbw, busbw, wrong});
+        rows.push_back({count * es, count, t * 1e6, algbw, busbw, wrong, timed});
         if (o.out == options::format::table) {
             std::printf("  %12" PRIu64 " %12" PRIu64 " %8s %6s %12.2f %12.3f %12.3f %8" PRIu64 "\n", count * es, count,
                         std::string(nccl_type_name(o.dt)).c_str(), "sum", t * 1e6, algbw, busbw, wrong);
@@ -660,6 +728,11 @@ std::uint64_t run_table(const options& o, std::vector<client::worker*>& ws, cons
     if (!shares.empty()) {
         std::fprintf(notes, "# rails of %zu railgated's lcore drove (auto: the quickest of trial operations):", op_rails);
         for (const std::string& x : shares) std::fprintf(notes, " %s;", x.c_str());
+        std::fprintf(notes, "\n");
+    }
+    if (o.duration_s) {
+        std::fprintf(notes, "# timed iterations per size in %g s:", o.duration_s);
+        for (const row& r : rows) std::fprintf(notes, " %u", r.iters);
         std::fprintf(notes, "\n");
     }
     std::fprintf(notes, "# Out of bounds values : %" PRIu64 " %s\n", total_wrong, total_wrong ? "FAILED" : "OK");

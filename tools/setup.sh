@@ -233,7 +233,7 @@ case "$mode" in
     phase "packages"
     build
     phase "release build"
-    run_suites build
+    run_suites build --no-rebuild
     phase "release tests"
     sanitize
     ;;

@@ -47,6 +47,21 @@ assert lo_own <= lo and p50_own <= p50, (lo, lo_own, p50, p50_own)
 PY
 echo "ok: the round trips less the wait for the other ranks: a sample per chunk, none longer"
 
+# -D instead of -n: each size's timed iterations for that long, counted
+# per size in the JSON and in the commentary.
+"$rb" --embedded --workers 2 --rails 2 --count 1,4097 -w 0 -D 0.2 --json > "$tmp/d" 2> "$tmp/notes" || fail "-D: $(cat "$tmp/notes")"
+python3 - "$tmp/d" <<'PY' || fail "-D: $(cat "$tmp/d")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["duration_s"] == 0.2 and "iters" not in j and j["wrong"] == 0, j
+assert all(r["iters"] > 1 for r in j["results"]), j
+PY
+n=$(python3 -c 'import json,sys; print(" ".join(str(r["iters"]) for r in json.load(open(sys.argv[1]))["results"]))' "$tmp/d")
+grep -q "^# timed iterations per size in 0.2 s: $n\$" "$tmp/notes" || fail "-D: the commentary does not count $n"
+"$rb" --embedded --workers 2 -D 1 -n 3 > "$tmp/t" 2>&1 && fail "-D with -n accepted"
+grep -q "one or the other" "$tmp/t" || fail "-D with -n: $(cat "$tmp/t")"
+echo "ok: -D 0.2: $n timed iterations per size, in the JSON and the commentary; -D with -n refused"
+
 run -d int32 --csv > "$tmp/c" 2> /dev/null || fail "--csv"
 [ "$(head -n 1 "$tmp/c")" = "size,count,type,redop,time_us,algbw_GBps,busbw_GBps,wrong" ] || fail "CSV header: $(head -n 1 "$tmp/c")"
 [ "$(wc -l < "$tmp/c")" -eq 3 ] || fail "CSV rows: $(cat "$tmp/c")"

@@ -203,20 +203,44 @@ alive "unprivileged client"
 ok "bad input: 15 bad commands, 8 bad socket requests, no permission: all refused clearly, state unchanged"
 
 # --- an MTU change while railbench runs: 0 wrong values.
-run_bench() { # JOB WORKERS -> rank 0's log in $dir/bench-JOB.log
+# run_bench JOB WORKERS: 2 operations of each size ($RUN: other railbench
+# arguments, as "-D 3"); rank 0's log in $dir/bench-JOB-0.log
+run_bench() {
   local pids=() rc=0
   for r in $(seq 0 $(($2 - 1))); do
+    # shellcheck disable=SC2086 # RUN is words
     in_ns timeout 120 "$railbench" --transport udp --server 198.18.0.1 --rank "$r" --workers "$2" \
-      --count 4000037,1001 -n "${ITERS:-2}" -w 0 --job "$1" > "$dir/bench-$1-$r.log" 2>&1 &
+      --count 4000037,1001 ${RUN:--n 2} -w 0 --job "$1" > "$dir/bench-$1-$r.log" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
   [ $rc -eq 0 ] && grep -q "Out of bounds values : 0 OK" "$dir/bench-$1-0.log"
 }
-# 100 operations of 16 MB: 5.8 s here (0.27 GB/s), the changes done in
-# under a second once the job runs (the check below fails if it ended
-# first: 20 operations, 2.5 s when written, took 1.2 s in ci108 and did).
-ITERS=100 run_bench 10 2 &
+# -D: the ranks agree when to stop. Rank 0's time is up after 0.3 s, rank
+# 1's after 60: both stop after the same operation, rank 1 at rank 0's time
+# (had it gone on alone, its next operation would never end).
+for r in 0 1; do
+  in_ns timeout 30 "$railbench" --transport udp --server 198.18.0.1 --rank $r --workers 2 --count 1001,100003 \
+    -w 1 -D "$([ $r = 0 ] && echo 0.3 || echo 60)" --job 9 --json > "$dir/dur-$r.json" 2> "$dir/dur-$r.log" &
+  pids[r]=$!
+done
+started=$(date +%s)
+for r in 0 1; do wait "${pids[r]}" || fail "railbench -D, rank $r: $(tail -n 3 "$dir/dur-$r.log")"; done
+[ $(($(date +%s) - started)) -lt 15 ] || fail "railbench -D: rank 1 ran on to its own time"
+python3 - "$dir/dur-0.json" "$dir/dur-1.json" <<'PY' || fail "railbench -D: $(cat "$dir"/dur-*.json)"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert a["duration_s"] == 0.3 and b["duration_s"] == 60 and "iters" not in a, (a, b)
+n = [r["iters"] for r in a["results"]]
+assert n == [r["iters"] for r in b["results"]] and all(x >= 1 for x in n) and n[0] > 1, (a, b)
+assert a["wrong"] == 0 and b["wrong"] == 0, (a, b)
+PY
+grep -q "^# timed iterations per size in 0.3 s: [0-9]" "$dir/dur-0.log" || fail "railbench -D: no count of timed iterations"
+ok "railbench -D: rank 0's 0.3 s and rank 1's 60 s end after the same operation ($(sed -n 's/^# timed iterations per size in 0.3 s: //p' "$dir/dur-0.log") per size)"
+
+# 2 s of each size (-D is per size), the changes done in under a second
+# once the job runs (the check below fails if it ended first).
+RUN="-D 2" run_bench 10 2 &
 bench=$!
 for _ in $(seq 100); do ctl job list 2>/dev/null | grep -q "^r0 *10 " && break; sleep 0.05; done
 sleep 0.2
@@ -246,10 +270,9 @@ ctl rail add r2 net_tap2,iface=rg2 198.18.2.1 --host-ip 198.18.2.254/24 | grep -
 ctl rail list | grep -q "^r2 .*198.18.2.1" || fail "rail list after add"
 run_bench 13 2 || fail "railbench after rail add"
 grep -q "3 rails" "$dir/bench-13-0.log" || fail "the next job did not stripe over the added rail"
-# 12 operations over 3 rails: 3 s here, the removal asked once the job is
-# listed on r2 (a job that ended first lets it through: "removed a rail in
-# use").
-ITERS=12 run_bench 14 2 &
+# 1 s of each size over 3 rails, the removal asked once the job is listed
+# on r2 (a job that ended first lets it through: "removed a rail in use").
+RUN="-D 1" run_bench 14 2 &
 bench=$!
 for _ in $(seq 100); do ctl job list 2>/dev/null | grep -q "^r2 *14 " && break; sleep 0.05; done
 ctl rail remove r2 > "$dir/out.log" 2> "$dir/err.log" && fail "removed a rail in use"
@@ -352,9 +375,9 @@ ok "stats (all, --rail, --watch) and latency (all, --rail, --job, --plot, --rese
 # Before, a rail kept 8 entries for all jobs, least recently joined first:
 # a running job lost its own once 8 more had joined after it.
 job_samples() { ctl --json latency --rail r0 --job "$1" 2> /dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["summary"]["count"])' 2> /dev/null; }
-# 120 operations of 16 MB (7 s here): 40 took 2.3 s at ci108's 0.27 GB/s,
-# near the 10 short jobs' 1 to 3 s.
-ITERS=120 run_bench 31 2 &
+# 5 s of each size, against the 10 short jobs' 2 s here in release (about
+# 4 under ASan).
+RUN="-D 5" run_bench 31 2 &
 long=$!
 for _ in $(seq 100); do
   before=$(job_samples 31)
