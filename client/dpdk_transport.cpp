@@ -277,6 +277,17 @@ private:
         if (net::port_tx(r.port, 0, &m, 1) == 0) rte_pktmbuf_free(m);
     }
 
+    // Whether frame m's UDP checksum is right: the port's verdict, or
+    // checked here (both segments) where it gave none.
+    static bool checksum_holds(const rail& r, const rte_mbuf* m, const std::uint8_t* p, const frame::info& fi) noexcept {
+        const std::uint64_t l4 = r.rx_csum ? m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK : RTE_MBUF_F_RX_L4_CKSUM_UNKNOWN;
+        if (l4 == RTE_MBUF_F_RX_L4_CKSUM_GOOD) return true;
+        if (l4 == RTE_MBUF_F_RX_L4_CKSUM_BAD) return false;
+        const rte_mbuf* more = m->next;
+        return frame::udp_checksum_ok(p, m->data_len, fi, more ? rte_pktmbuf_mtod(more, const std::uint8_t*) : nullptr,
+                                      more ? more->data_len : 0);
+    }
+
     bool accept(rail& r, rte_mbuf* m, rx_msg& out) noexcept {
         auto* p = rte_pktmbuf_mtod(m, std::uint8_t*);
         const frame::info fi = frame::classify(p, m->data_len, r.self, m->pkt_len);
@@ -306,9 +317,12 @@ private:
             return false;
         }
         std::span<const std::uint8_t> payload;
-        if (const drop_reason r = wire::parse_server_message(p + fi.msg_offset, fi.l4_len, out.h, payload);
-            r != drop_reason::none) {
-            note_foreign(p + fi.msg_offset, fi.l4_len, r);
+        if (const drop_reason why = wire::parse_server_message(p + fi.msg_offset, fi.l4_len, out.h, payload);
+            why != drop_reason::none) {
+            // Another version's, remembered only from a frame whose checksum
+            // holds: a corrupted byte 0 is no version of railgated's.
+            if (why == drop_reason::rg_version && checksum_holds(r, m, p, fi))
+                note_foreign(p + fi.msg_offset, fi.l4_len, why);
             dropped_.fetch_add(1, std::memory_order_relaxed);
             return false;
         }

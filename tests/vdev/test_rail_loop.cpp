@@ -22,6 +22,7 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
+#include "client/railgate/dpdk_transport.hpp"
 #include "client/railgate/embedded.hpp"
 #include "client/railgate/transport.hpp"
 #include "client/railgate/worker.hpp"
@@ -1320,6 +1321,77 @@ BOOST_AUTO_TEST_CASE(a_join_of_another_protocol_version_is_told_this_ones) {
     const auto out = messages(f.collect(1));
     BOOST_REQUIRE(out.size() == 1u);
     BOOST_TEST((out[0].h.type == wire::msg_type::join_ack));
+}
+
+// The DPDK worker transport remembers the version of a message from
+// railgated's address in another protocol version (the worker names it
+// when its JOIN goes unanswered) only from a frame whose UDP checksum
+// holds, by the port's verdict or checked in software: a corrupted byte 0
+// is no version of railgated's (the join would fail as refused, not
+// retried, naming a version nobody runs).
+BOOST_AUTO_TEST_CASE(a_dpdk_worker_takes_another_version_only_from_a_sound_frame) {
+    for (const bool port_verifies : {false, true}) {
+        const std::string name = port_verifies ? "vd_wver_offload" : "vd_wver";
+        rte_ring* wrx = rte_ring_create((name + "_rx").c_str(), 64, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        rte_ring* wtx = rte_ring_create((name + "_tx").c_str(), 64, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        const int port = rte_eth_from_rings(name.c_str(), &wrx, 1, &wtx, 1, 0);
+        BOOST_REQUIRE(port >= 0);
+        rte_mempool* pool = net::make_pktmbuf_pool(name + "_pool", 512, RTE_PKTMBUF_HEADROOM + 2048, SOCKET_ID_ANY);
+        BOOST_REQUIRE(pool);
+        frame::endpoint gated, worker;
+        gated.ip = 0xC6120001;
+        gated.udp_port = wire::default_udp_port;
+        worker.ip = 0xC612000A;
+        worker.udp_port = static_cast<std::uint16_t>(50000 + port); // the transport's
+        rte_ether_addr mac{};
+        BOOST_REQUIRE(rte_eth_macaddr_get(static_cast<std::uint16_t>(port), &mac) == 0);
+        std::memcpy(worker.mac.b, mac.addr_bytes, 6);
+        {
+            auto t = client::make_dpdk_transport({{static_cast<std::uint16_t>(port), worker.ip, 0, port_verifies}},
+                                                 gated.ip, gated.udp_port, pool);
+            // An ERROR from railgated's address in `version`, its checksum
+            // right or not, marked `flags` by the port; what recv() took.
+            const auto from_railgated = [&](std::uint8_t version, bool good_sum, std::uint64_t flags = 0) {
+                std::vector<std::uint8_t> f(frame::udp_frame_overhead + wire::header_bytes);
+                frame::write_udp_headers(f.data(), gated, worker, wire::header_bytes);
+                wire::encode_header(hdr(wire::msg_type::error, 0, 2), f.data() + frame::udp_frame_overhead);
+                f[frame::udp_frame_overhead] = version;
+                frame::fill_udp_checksum(f.data());
+                if (!good_sum) f.back() ^= 1;
+                rte_mbuf* m = rte_pktmbuf_alloc(pool);
+                BOOST_REQUIRE(m);
+                std::memcpy(rte_pktmbuf_append(m, static_cast<std::uint16_t>(f.size())), f.data(), f.size());
+                m->ol_flags = flags;
+                BOOST_REQUIRE(ring_put(wrx, m));
+                client::rx_msg out[4];
+                return t->recv(0, out, 4);
+            };
+            if (!port_verifies) { // checked in software
+                BOOST_TEST(from_railgated(3, true) == 0u);
+                BOOST_TEST(t->foreign_version() == 3);
+                t->forget_foreign_version();
+                BOOST_TEST(from_railgated(3, false) == 0u);
+                BOOST_TEST(t->foreign_version() == -1);
+            } else { // the port's verdict: taken as it is
+                BOOST_TEST(from_railgated(3, true, RTE_MBUF_F_RX_L4_CKSUM_BAD) == 0u);
+                BOOST_TEST(t->foreign_version() == -1);
+                BOOST_TEST(from_railgated(7, true, RTE_MBUF_F_RX_L4_CKSUM_GOOD) == 0u);
+                BOOST_TEST(t->foreign_version() == 7);
+                t->forget_foreign_version();
+                BOOST_TEST(from_railgated(3, false, RTE_MBUF_F_RX_L4_CKSUM_UNKNOWN) == 0u);
+                BOOST_TEST(t->foreign_version() == -1);
+            }
+            BOOST_TEST(t->dropped() == 2u + port_verifies);
+            // This version's message: taken.
+            BOOST_TEST(from_railgated(wire::protocol_version, true, port_verifies ? RTE_MBUF_F_RX_L4_CKSUM_GOOD : 0) == 1u);
+        }
+        while (rte_mbuf* m = ring_get(wrx)) rte_pktmbuf_free(m);
+        while (rte_mbuf* m = ring_get(wtx)) rte_pktmbuf_free(m);
+        rte_eth_dev_close(static_cast<std::uint16_t>(port)); // stopped by the transport
+        rte_mempool_free(pool);
+        rte_ring_free(wrx);
+        rte_ring_free(wtx);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(corrupted_and_injected_faults_are_counted_never_summed) {
