@@ -121,9 +121,10 @@ echo "ok: job 7 with two tokens at once: team A $va, team B $vb; no wrong elemen
 # rightly ended the job as claimed twice before it started, as in 2b).
 agg0=$(rail_stat r0 aggregations) agg1=$(rail_stat r1 aggregations)
 t=$(tok)
-# 80 operations: 2 s here; B is refused within its 1 s join timeout (a job
-# A had ended first would let B run: "team B exact", a failure).
-team "$a" t2a 8 "$t" 1 --count 1000003 -n 80 -w 0
+# 3 s of operations (railbench -D: however fast the host), B refused within
+# its 1 s join timeout (a job A had ended first would let B run: "team B
+# exact", a failure).
+team "$a" t2a 8 "$t" 1 --count 1000003 -D 3 -w 0
 pa=("${team_pids[@]}")
 for _ in $(seq 200); do
   [ "$(rail_stat r0 aggregations)" -gt "$agg0" ] && [ "$(rail_stat r1 aggregations)" -gt "$agg1" ] && break
