@@ -1130,7 +1130,9 @@ bool worker::progress_rail(unsigned r) {
             }
         }
         if (m.h.job_id != o_.job_id || !wire::token_equal(m.h.job_token, o_.job_token)) continue;
-        if (m.h.type == wire::msg_type::pong && m.h.gen == s.inst[s.tr[r]]) {
+        // A PONG whose checksum fails (a DPDK port leaves it to us) is as
+        // if lost, as a HELD or a LEAVE_ACK is.
+        if (m.h.type == wire::msg_type::pong && m.h.gen == s.inst[s.tr[r]] && m.intact_without_payload()) {
             rr.heard = true;
             ++rr.pongs;
             // The timeout's PING is answered PONG, its chunk still out (a

@@ -94,7 +94,19 @@ public:
         ++sends;
         return t_->send(rail, msgs, n);
     }
-    unsigned recv(unsigned rail, client::rx_msg* out, unsigned max) noexcept override { return t_->recv(rail, out, max); }
+    // Each PONG received as a DPDK port without checksum offload hands
+    // over a corrupted one: its checksum still to check (unchecked), and
+    // wrong.
+    bool corrupt_pongs = false;
+    unsigned recv(unsigned rail, client::rx_msg* out, unsigned max) noexcept override {
+        const unsigned n = t_->recv(rail, out, max);
+        for (unsigned i = 0; corrupt_pongs && i < n; ++i)
+            if (out[i].h.type == wire::msg_type::pong) {
+                out[i].unchecked = true;
+                out[i].head_sum = 0x1234;
+            }
+        return n;
+    }
     std::uint64_t dropped() const noexcept override { return t_->dropped(); }
     std::uint64_t coalesced() const noexcept override { return t_->coalesced(); }
     void wait(std::chrono::microseconds d) noexcept override { t_->wait(d); }
@@ -151,6 +163,7 @@ public:
     }
     client::worker& w() { return *w_; }
     unsigned sends() const { return counted_->sends; } // the bursts handed to the transport so far
+    counting_transport& transport() { return *counted_; }
 
     // Starts an allreduce of `chunks` chunks; what its first pass sent.
     sent start(std::size_t chunks) {
@@ -407,6 +420,25 @@ BOOST_AUTO_TEST_CASE(a_timeout_pings_every_chunk_and_the_pongs_send_the_window) 
     b.check_result();
     BOOST_CHECK_EQUAL(b.w().helds(), 0u);
     BOOST_CHECK_EQUAL(b.w().quiet_timeouts(), 0u);
+}
+
+// A corrupted PONG (a DPDK port that leaves the checksum to the worker)
+// is as if lost: the timeout's PINGs answered so move nothing; answered
+// intact, the chunks they name go again.
+BOOST_AUTO_TEST_CASE(a_corrupted_pong_is_as_if_lost) {
+    bench b(false);
+    sent first;
+    const sent s = window_out_first_pings(b, first);
+    b.transport().corrupt_pongs = true;
+    for (const auto& p : s.pings) b.pong(p);
+    BOOST_CHECK_EQUAL(b.after(0).contribs.size(), 0u);
+    BOOST_CHECK_EQUAL(b.w().retransmits(), 0u);
+    b.transport().corrupt_pongs = false;
+    for (const auto& p : s.pings) b.pong(p);
+    const sent again = b.after(0);
+    BOOST_CHECK_EQUAL(again.contribs.size(), pool);
+    answer_all(b, again);
+    b.check_result();
 }
 
 // A railgated late past the timeout (its core taken, paused), nothing
