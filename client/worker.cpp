@@ -156,6 +156,16 @@ std::string_view failure_name(failure f) noexcept {
     return "?";
 }
 
+namespace {
+// Whether a message's checksum holds, from the ones' sums of its headers
+// and of its payload's two pieces (RFC 1071 2B: the second, at an odd
+// offset, sums swapped).
+bool sums_hold(std::uint16_t head, std::uint16_t first, std::uint32_t first_len, std::uint16_t rest) noexcept {
+    if (first_len & 1) rest = __builtin_bswap16(rest);
+    return frame::add_sums(frame::add_sums(head, first), rest) == 0xffff;
+}
+} // namespace
+
 bool rx_msg::copy_to(void* dst) const noexcept {
     auto* d = static_cast<std::uint8_t*>(dst);
     if (!unchecked) {
@@ -163,14 +173,16 @@ bool rx_msg::copy_to(void* dst) const noexcept {
         if (frag_len[1]) std::memcpy(d + frag_len[0], frag[1], frag_len[1]);
         return true;
     }
-    std::uint16_t sum = head_sum;
-    if (frag_len[0]) sum = frame::add_sums(sum, frame::copy_and_sum(d, frag[0], frag_len[0]));
-    if (frag_len[1]) {
-        std::uint16_t rest = frame::copy_and_sum(d + frag_len[0], frag[1], frag_len[1]);
-        if (frag_len[0] & 1) rest = __builtin_bswap16(rest); // RFC 1071 2B: an odd offset sums swapped
-        sum = frame::add_sums(sum, rest);
-    }
-    return sum == 0xffff;
+    const std::uint16_t first = frag_len[0] ? frame::copy_and_sum(d, frag[0], frag_len[0]) : 0;
+    const std::uint16_t rest = frag_len[1] ? frame::copy_and_sum(d + frag_len[0], frag[1], frag_len[1]) : 0;
+    return sums_hold(head_sum, first, frag_len[0], rest);
+}
+
+bool rx_msg::intact() const noexcept {
+    if (!unchecked) return true;
+    const std::uint16_t first = frag_len[0] ? frame::ones_sum16(frag[0], frag_len[0]) : 0;
+    const std::uint16_t rest = frag_len[1] ? frame::ones_sum16(frag[1], frag_len[1]) : 0;
+    return sums_hold(head_sum, first, frag_len[0], rest);
 }
 
 namespace {
@@ -406,8 +418,9 @@ struct worker::state {
     // resend was spurious: where RACK's losses cut the window, the rail's
     // reordering window grows, at most once a round trip, to 4 times its
     // base (which reaches the round trip: the window's cap).
-    [[gnu::cold, gnu::noinline]] static void rack_told(rail_run& rr, slot_state& sl, std::uint32_t gen) noexcept {
-        if (!sl.rack_untold || static_cast<std::uint16_t>(gen) != sl.rack_gen) return;
+    [[gnu::cold, gnu::noinline]] static void rack_told(rail_run& rr, slot_state& sl, const rx_msg& m) noexcept {
+        if (!sl.rack_untold || static_cast<std::uint16_t>(m.h.gen) != sl.rack_gen) return;
+        if (!m.intact()) return; // corrupted (a DPDK port leaves the checksum to us): says nothing
         sl.rack_untold = false;
         ++rr.spurious;
         if (!rr.cc || !rr.cw.params().loss) return;
@@ -1194,7 +1207,7 @@ bool worker::progress_rail(unsigned r) {
         if (!sl.busy || m.h.gen != sl.gen || m.h.offset != off || m.h.dt != s.dt ||
             m.bytes() != std::size_t{m.h.count} * s.esize ||
             m.h.count != std::min<std::uint64_t>(s.chunk_elems, s.count - off)) {
-            state::rack_told(rr, sl, m.h.gen);
+            state::rack_told(rr, sl, m);
             continue;
         }
         // A corrupted result is as good as lost: the chunk stays in flight

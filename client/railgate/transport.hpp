@@ -49,6 +49,8 @@ struct rx_msg {
     std::uint32_t bytes() const noexcept { return frag_len[0] + frag_len[1]; }
     // Copies the payload to dst (bytes() long); false when its checksum is wrong.
     bool copy_to(void* dst) const noexcept;
+    // Whether its checksum holds, the payload read but not copied.
+    bool intact() const noexcept;
     // A message with no payload (a HELD, a LEAVE_ACK) whose checksum holds.
     bool intact_without_payload() const noexcept { return bytes() == 0 && (!unchecked || head_sum == 0xffff); }
     // Asks for the payload's cache lines (the copy out's source). The

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -46,6 +47,7 @@
 
 #include "client/railgate/udp_transport.hpp"
 #include "client/railgate/worker.hpp"
+#include "dataplane/proto/frame.hpp"
 #include "dataplane/proto/parse.hpp"
 #include "stand_in.hpp"
 
@@ -94,16 +96,17 @@ public:
         ++sends;
         return t_->send(rail, msgs, n);
     }
-    // Each PONG received as a DPDK port without checksum offload hands
-    // over a corrupted one: its checksum still to check (unchecked), and
-    // wrong.
-    bool corrupt_pongs = false;
+    // Each message received that `corrupt` picks, as a DPDK port without
+    // checksum offload hands over a corrupted one: its checksum still to
+    // check (unchecked), and one bit off.
+    std::function<bool(const wire::header&)> corrupt;
     unsigned recv(unsigned rail, client::rx_msg* out, unsigned max) noexcept override {
         const unsigned n = t_->recv(rail, out, max);
-        for (unsigned i = 0; corrupt_pongs && i < n; ++i)
-            if (out[i].h.type == wire::msg_type::pong) {
+        for (unsigned i = 0; corrupt && i < n; ++i)
+            if (corrupt(out[i].h)) {
+                if (out[i].frag_len[1]) continue; // a datagram is one piece
                 out[i].unchecked = true;
-                out[i].head_sum = 0x1234;
+                out[i].head_sum = static_cast<std::uint16_t>(~frame::ones_sum16(out[i].frag[0], out[i].frag_len[0]) ^ 1);
             }
         return n;
     }
@@ -349,6 +352,23 @@ BOOST_AUTO_TEST_CASE(a_spurious_rack_resend_widens_the_reordering_window) {
     BOOST_CHECK_EQUAL(b.w().windows().at(0).decreases, cuts);
 }
 
+// The same with railgated's second result corrupted (a DPDK port leaves
+// the checksum to the worker): it says nothing, so the resend is not
+// counted spurious and the window stays; the same reordering is taken
+// for a loss again, and then, the second result intact, the window grows.
+BOOST_AUTO_TEST_CASE(a_corrupted_second_result_tells_rack_nothing) {
+    bench b(true, true);
+    b.transport().corrupt = [](const wire::header& h) {
+        return h.type == wire::msg_type::result && (h.flags & wire::flag_retransmit);
+    };
+    BOOST_CHECK_EQUAL(reordered_op(b, 30 * us, true), 1u);
+    BOOST_CHECK_EQUAL(b.w().spurious_retransmits(), 0u);
+    b.transport().corrupt = nullptr;
+    BOOST_CHECK_EQUAL(reordered_op(b, 30 * us, true), 1u);
+    BOOST_CHECK_EQUAL(b.w().spurious_retransmits(), 1u);
+    BOOST_CHECK_EQUAL(reordered_op(b, 30 * us, true), 0u);
+}
+
 // A RACK resend that was needed (the first copy lost: only the resend is
 // answered) is not spurious: the window stays, and the next loss of the
 // same kind is found as fast.
@@ -429,11 +449,11 @@ BOOST_AUTO_TEST_CASE(a_corrupted_pong_is_as_if_lost) {
     bench b(false);
     sent first;
     const sent s = window_out_first_pings(b, first);
-    b.transport().corrupt_pongs = true;
+    b.transport().corrupt = [](const wire::header& h) { return h.type == wire::msg_type::pong; };
     for (const auto& p : s.pings) b.pong(p);
     BOOST_CHECK_EQUAL(b.after(0).contribs.size(), 0u);
     BOOST_CHECK_EQUAL(b.w().retransmits(), 0u);
-    b.transport().corrupt_pongs = false;
+    b.transport().corrupt = nullptr;
     for (const auto& p : s.pings) b.pong(p);
     const sent again = b.after(0);
     BOOST_CHECK_EQUAL(again.contribs.size(), pool);
