@@ -85,12 +85,20 @@ ranks() {
 }
 
 # still_running TAG: the job ranks started has not ended (the step that
-# follows needs it in the middle of its operations).
+# follows needs it in the middle of its operations). If it has, what every
+# rank and railgated said: a rank named stalled while it ran (CI of
+# bf77738: "rank 1 sent nothing to slot 0 of job 7 ... for 5052 ms" before
+# the step) is told apart from a job too short.
 still_running() {
-  local r
+  local r q
   for r in 0 1 2; do
-    kill -0 ${pid[$r]} 2> /dev/null ||
-      { echo "FAIL: rank $r ended before the step (make its job longer)"; tail -n 5 "$WORK/$1$r.log"; exit 1; }
+    kill -0 ${pid[$r]} 2> /dev/null || {
+      echo "FAIL: rank $r ended before the step (a job too short, or a rank judged stalled)"
+      for q in 0 1 2; do echo "rank $q:"; tail -n 5 "$WORK/$1$q.log"; done
+      echo "railgated:"; tail -n 20 "$WORK/railgated.log"
+      "$BUILD/railctl" --socket "$WORK/ctl.sock" stats
+      exit 1
+    }
   done
 }
 
