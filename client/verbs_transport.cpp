@@ -510,6 +510,13 @@ bool verbs_transport::peer_memory(unsigned ri, bool ring, wire::region_body& out
     return r.have_peer;
 }
 
+bool verbs_transport::own_memory(unsigned ri, wire::region_body& out) const noexcept {
+    if (ri >= rails_.size() || !rails_[ri]->data_mr) return false;
+    const rail& r = *rails_[ri];
+    out = {reinterpret_cast<std::uintptr_t>(r.data.p), r.data_mr->rkey, static_cast<std::uint32_t>(r.data.bytes)};
+    return true;
+}
+
 bool verbs_transport::write_raw_to(unsigned ri, const wire::region_body& to, std::uint32_t bytes) noexcept {
     if (ri >= rails_.size()) return false;
     rail& r = *rails_[ri];

@@ -67,6 +67,9 @@ public:
     // region (its REGION), or with `ring` its eager ring. False when there
     // is none (yet).
     bool peer_memory(unsigned rail, bool ring, wire::region_body& out) const noexcept;
+    // This worker's memory railgated writes results into on rail `rail`
+    // (what its REGION names). False before the first JOIN_ACK.
+    bool own_memory(unsigned rail, wire::region_body& out) const noexcept;
     // For the isolation probe: a plain RDMA WRITE of `bytes` bytes of slot
     // 0's buffer to any address with any rkey. False when not ready.
     bool write_raw_to(unsigned rail, const wire::region_body& to, std::uint32_t bytes) noexcept;

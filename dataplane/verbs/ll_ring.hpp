@@ -68,6 +68,13 @@ struct entry {
     std::uint32_t imm = 0, len = 0;
 };
 
+// Whether entry `seq` has begun to land in `in` (its first word holds the
+// lap's flag): the peer posted it, and so whatever it posted on the QP
+// before it.
+inline bool begun(const std::uint64_t* in, std::uint64_t seq) noexcept {
+    return static_cast<std::uint32_t>(__atomic_load_n(in, __ATOMIC_ACQUIRE) >> 32) == flag_of(seq);
+}
+
 // Reads entry `seq` from `in` (the ring's memory at offset_of(seq), which
 // the peer's HCA writes while this reads); the payload goes to `payload`
 // (max_payload bytes of room).

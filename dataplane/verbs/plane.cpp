@@ -202,6 +202,7 @@ struct plane::rail_state {
     // --- connections
     bool poll_cm();
     void on_connect_request(rdma_cm_id* id, const rdma_conn_param& peer);
+    int poll_cq(conn& c);
     bool poll_conn(conn& c);
     bool poll_ring(conn& c);
     void handle_wc(conn& c, const ibv_wc& wc);
@@ -661,12 +662,29 @@ void plane::rail_state::flush_backlog(conn& c) {
     }
 }
 
-bool plane::rail_state::poll_conn(conn& c) {
+int plane::rail_state::poll_cq(conn& c) {
     ibv_wc wc[16];
-    const int n = ibv_poll_cq(c.qp->cq(), 16, wc);
+    const int n = std::max(ibv_poll_cq(c.qp->cq(), 16, wc), 0);
     for (int i = 0; i < n; ++i) handle_wc(c, wc[i]);
     if (n > 0 && !c.backlog.empty()) flush_backlog(c);
-    return (c.eager.on() && poll_ring(c)) || n > 0;
+    return n;
+}
+
+bool plane::rail_state::poll_conn(conn& c) {
+    int n = poll_cq(c);
+    if (!c.eager.on()) return n > 0;
+    // A ring entry lands after all the worker posted before it on the QP,
+    // whose completions are then in the CQ, but perhaps not yet when it was
+    // polled above, or past its first 16: an entry that finds the
+    // connection without its job or its REGION (a worker's REGION, then at
+    // once the barrier's 4-byte chunk) has the CQ read to its end first.
+    // Dropped, the chunk would never come again over RC, and the rank would
+    // be judged stalled. Bounded: the completions before the entry fit in
+    // the CQ, and a worker flooding SENDs cannot hold the loop here.
+    if ((c.job < 0 || !c.have_region) && c.st != conn::state::closing && c.eager.pending())
+        for (unsigned k = 0, m = 16; m == 16 && k < (rq_depth + sq_depth) / 16 + 1 && c.st != conn::state::closing; ++k)
+            n += static_cast<int>(m = static_cast<unsigned>(poll_cq(c)));
+    return poll_ring(c) || n > 0;
 }
 
 // The worker's eager entries, in order: a few a pass (as many as a CQ

@@ -241,6 +241,12 @@ struct eager_rings {
         return {w, static_cast<std::uint32_t>(ll::encode(w, out_seq, imm, payload, len)), peer_addr + at};
     }
     void sent() noexcept { ++out_seq; }
+    // Whether the peer's entry in_seq has begun to land (ll::begun).
+    bool pending() const noexcept {
+        return ll::begun(reinterpret_cast<const std::uint64_t*>(static_cast<const std::uint8_t*>(in.p) +
+                                                                ll::offset_of(in_seq)),
+                         in_seq);
+    }
     // The peer's entry in_seq (payload: ll::max_payload bytes of room);
     // past it unless it is still empty.
     ll::status take(ll::entry& e, void* payload) noexcept {

@@ -161,7 +161,7 @@ kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; exit 1; }
 # holds a vCPU. Rank 2 turns its ring off (RAILGATE_VERBS_LL=0): the choice
 # is per connection, and the sums are bit-exact either way. Then
 # verbs_probe's bad entries through the ring: each counted, the job after
-# them exact.
+# them exact; and a chunk through the ring behind a REGION read late.
 { sed -n '/^\[pools\]/,/^\[\[rail\]\]/p' "$here/verbs.toml" | sed '$d'
   printf '[jobs]\nstall_ms = %d\n\n[[rail]]\nname = "v0"\ntransport = "verbs"\ndevice = "rxe0"\nip = "198.18.0.1"\n' $pause_ms
   printf 'chunk_bytes = 4096\n'; } > "$WORK/eager.toml"
@@ -214,6 +214,15 @@ timeout 60 "$BUILD/tests/rxe/verbs_probe" 198.18.0.1 47000 intrude || { echo "FA
   { echo "FAIL: the intruders' QP errors not counted"; exit 1; }
 [ "$(grep -c "QP of the worker at 198.18.0.1 failed" "$WORK/railgated4.log")" = 2 ] ||
   { echo "FAIL: the intruders' QP errors not logged"; tail -n 20 "$WORK/railgated4.log"; exit 1; }
+# A worker's REGION queued behind 16 completions, then its chunk through
+# the ring (verbs_probe order stops railgated, posts them, resumes it):
+# railgated reads its CQ to the end before it takes the entry, and sums the
+# chunk (it had dropped it as region_missing, a rank then judged stalled).
+timeout 60 "$BUILD/tests/rxe/verbs_probe" 198.18.0.1 47000 order $RG_PID ||
+  { kill -CONT $RG_PID; echo "FAIL: verbs_probe order"; tail -n 20 "$WORK/railgated4.log"; exit 1; }
+"$BUILD/railctl" --socket "$WORK/ctl4.sock" --json stats |
+  python3 -c 'import json, sys; d = json.load(sys.stdin)["rails"][0]["drops"]; assert "region_missing" not in d, d' ||
+  { echo "FAIL: a chunk dropped before its REGION was read"; exit 1; }
 # Rank 1 of a job left and replaced 4 times by new connections (an elastic
 # job's restarts): railgated lets go of each one's registration of the
 # job's results when its QP is gone, not when the job ends. While the job

@@ -13,11 +13,14 @@
 // slot_range, bad_generation and verbs_length), then a small and a large
 // allreduce exact. Without it, railgated must have declined the ring.
 // With `intrude`: another tenant's WRITEs (intrude() below). With
-// `churn`: ranks that leave a job and are replaced (churn() below).
+// `churn`: ranks that leave a job and are replaced (churn() below). With
+// `order PID`: a REGION queued behind 16 completions, then an eager chunk
+// (order() below; PID is railgated's, which it stops and resumes).
 //
-//   verbs_probe SERVER_IP PORT [eager|intrude|churn]
+//   verbs_probe SERVER_IP PORT [eager|intrude|churn|order PID]
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -205,20 +208,133 @@ int churn(std::uint32_t ip, std::uint16_t port) {
     return 0;
 }
 
+// A worker's REGION is a SEND, a completion on railgated's CQ; the chunk it
+// sends right after (the barrier's 4 bytes) an eager entry, with none. The
+// entry lands after the REGION's completion, but railgated polls its CQ 16
+// completions at a time, then the ring: it must read the REGION first even
+// when the entry is in the ring and the REGION past the first 16. Made
+// certain here: job 82 of one rank on a connection that held job 81 (so
+// its transport has its memory and railgated's ring). With railgated
+// stopped, 17 JOINs of job 82, its REGION, then a 16-byte chunk through
+// the ring; resumed, railgated reads 16 JOINs, then the ring. The chunk
+// must come back summed, not be dropped (region_missing: over RC it would
+// never come again, and the rank would be judged stalled).
+int order(std::uint32_t ip, std::uint16_t port, pid_t railgated) {
+    client::verbs_transport t(ip, port);
+    if (!t.eager(0)) {
+        std::fprintf(stderr, "verbs_probe: order: railgated declined the eager ring\n");
+        return 1;
+    }
+    client::worker_options o;
+    o.job_id = 81;
+    o.job_token = 0x0bde;
+    o.world = 1;
+    o.pool_size = 4;
+    o.max_count = 4096;
+    {
+        client::worker w(t, o);
+        std::vector<float> v(20, 1.5f);
+        if (auto e = w.join(); !e.empty() || !(e = w.allreduce(v.data(), v.size(), wire::dtype::fp32)).empty()) {
+            std::fprintf(stderr, "verbs_probe: order: job 81: %s\n", e.c_str());
+            return 1;
+        }
+        w.leave();
+    }
+    wire::header j;
+    j.type = wire::msg_type::join;
+    j.job_id = 82;
+    j.job_token = o.job_token;
+    j.world_size = 1;
+    wire::join_body b;
+    b.max_count = o.max_count;
+    b.pool_size = static_cast<std::uint16_t>(o.pool_size);
+    b.nonce = 0x0de4;
+    std::uint8_t body[wire::join_body_bytes];
+    wire::encode_join_body(b, body);
+    const client::tx_msg join{j, body, wire::join_body_bytes};
+    wire::region_body mine;
+    if (!t.own_memory(0, mine)) {
+        std::fprintf(stderr, "verbs_probe: order: no result memory after job 81\n");
+        return 1;
+    }
+    wire::header rh = j;
+    rh.type = wire::msg_type::region;
+    std::uint8_t rb[wire::region_body_bytes];
+    wire::encode_region_body(mine, rb);
+    const client::tx_msg region{rh, rb, sizeof rb};
+    const float in[4] = {1.0f, -2.5f, 3.25f, 1e-3f};
+    wire::header ch = j;
+    ch.type = wire::msg_type::contrib;
+    ch.count = 4;
+    const client::tx_msg chunk{ch, in, sizeof in};
+    // Posts a message, reaping the send completions that free the
+    // transport's control buffers (nothing else comes while railgated is
+    // stopped).
+    auto post = [&](const client::tx_msg& m) {
+        for (int i = 0; i < 1000; ++i) {
+            if (t.send(0, &m, 1) == 1) return true;
+            client::rx_msg got[4];
+            t.recv(0, got, 4);
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        return false;
+    };
+    if (::kill(railgated, SIGSTOP) != 0) {
+        std::fprintf(stderr, "verbs_probe: order: cannot stop railgated (pid %d)\n", static_cast<int>(railgated));
+        return 1;
+    }
+    bool ok = true;
+    for (int i = 0; i < 17 && ok; ++i) ok = post(join);
+    ok = ok && post(region) && post(chunk);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300)); // delivered into railgated's CQ and ring
+    ::kill(railgated, SIGCONT);
+    if (!ok) {
+        std::fprintf(stderr, "verbs_probe: order: could not post the JOINs, the REGION or the chunk\n");
+        return 1;
+    }
+    std::vector<float> out;
+    unsigned acks = 0;
+    recv_until(t, std::chrono::seconds(5), [&](std::span<const client::rx_msg> got) {
+        for (const client::rx_msg& m : got) {
+            acks += m.h.type == wire::msg_type::join_ack;
+            if (m.h.type == wire::msg_type::result && m.h.job_id == 82 && m.h.slot == 0 && m.bytes() == sizeof in) {
+                out.resize(4);
+                m.copy_to(out.data());
+            }
+        }
+        return !out.empty();
+    });
+    if (out.empty()) {
+        std::fprintf(stderr, "verbs_probe: order: the chunk behind the REGION came back in no result (%u JOIN_ACKs)\n",
+                     acks);
+        return 1;
+    }
+    if (std::memcmp(out.data(), in, sizeof in) != 0) {
+        std::fprintf(stderr, "verbs_probe: order: the result of job 82 is not its one rank's chunk\n");
+        return 1;
+    }
+    std::printf("verbs_probe: order: an eager chunk behind a REGION queued past 16 completions summed (%u JOIN_ACKs)\n",
+                acks);
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
-    const bool args = argc == 3 || (argc == 4 && (std::strcmp(argv[3], "eager") == 0 ||
-                                                  std::strcmp(argv[3], "intrude") == 0 ||
-                                                  std::strcmp(argv[3], "churn") == 0));
+    const bool args = argc == 3 ||
+                      (argc == 4 && (std::strcmp(argv[3], "eager") == 0 || std::strcmp(argv[3], "intrude") == 0 ||
+                                     std::strcmp(argv[3], "churn") == 0)) ||
+                      (argc == 5 && std::strcmp(argv[3], "order") == 0 && std::atoi(argv[4]) > 0);
     if (!args) {
-        std::fprintf(stderr, "usage: verbs_probe SERVER_IP PORT [eager|intrude|churn]\n");
+        std::fprintf(stderr, "usage: verbs_probe SERVER_IP PORT [eager|intrude|churn|order PID]\n");
         return 2;
     }
     const bool eager = argc == 4 && std::strcmp(argv[3], "eager") == 0;
     std::uint32_t ip = 0;
     if (!net::parse_ipv4(argv[1], ip)) return 2;
     try {
+        if (argc == 5)
+            return order(ip, static_cast<std::uint16_t>(std::atoi(argv[2])), static_cast<pid_t>(std::atoi(argv[4])));
         if (argc == 4 && std::strcmp(argv[3], "churn") == 0)
             return churn(ip, static_cast<std::uint16_t>(std::atoi(argv[2])));
         if (argc == 4 && !eager) return intrude(ip, static_cast<std::uint16_t>(std::atoi(argv[2])));

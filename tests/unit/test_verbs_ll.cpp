@@ -1,8 +1,8 @@
 // The verbs eager rings (dataplane/verbs/ll_ring.hpp) and the connection
 // data that negotiates them: an entry is read only once every word of it
 // has landed, never from an earlier lap, whatever order its words arrive
-// in; lengths out of range are refused; the capability survives a peer
-// that predates it.
+// in, and begun() sees its first word; lengths out of range are refused;
+// the capability survives a peer that predates it.
 #define BOOST_TEST_MODULE verbs_ll
 #include <boost/test/unit_test.hpp>
 
@@ -80,6 +80,24 @@ BOOST_AUTO_TEST_CASE(the_previous_lap_and_a_fresh_ring_are_not_entries) {
         BOOST_TEST(ll::flag_of(seq) != ll::flag_of(seq + ll::entries));
         BOOST_TEST(ll::offset_of(seq) == 5 * ll::entry_bytes);
     }
+}
+
+// begun(): the entry's first word has landed (railgated then reads its
+// CQ to the end before the entry: what the worker posted before it).
+BOOST_AUTO_TEST_CASE(an_entry_has_begun_once_its_first_word_landed_in_its_lap) {
+    std::array<std::uint64_t, ll::entry_words> ring{}, full{};
+    BOOST_TEST(!ll::begun(ring.data(), 4)); // zeroed memory
+    const auto in = bytes(40, 1);
+    ll::encode(full.data(), 4, 9, in.data(), 40);
+    ring[0] = full[0]; // the first word alone: begun, not yet ready
+    BOOST_TEST(ll::begun(ring.data(), 4));
+    ll::entry e;
+    std::array<std::uint8_t, ll::max_payload> out{};
+    BOOST_TEST((ll::poll(ring.data(), 4, e, out.data()) == ll::status::empty));
+    BOOST_TEST(!ll::begun(ring.data(), 4 + ll::entries)); // the next lap's entry there
+    ring[0] = 0;
+    ring[1] = full[1]; // a later word alone is not the start
+    BOOST_TEST(!ll::begun(ring.data(), 4));
 }
 
 BOOST_AUTO_TEST_CASE(lengths_out_of_range_are_bad_not_read) {
