@@ -56,32 +56,51 @@ assert d.get("rg_version", 0) == 1, d  # the JOIN of protocol version 3, answere
 PY
 
 # ranks TAG JOB ARGS...: 3 railbench ranks of job JOB on the verbs rails in
-# the background (logs $WORK/TAG0..2.log, pids in pid[]), given ARGS;
-# returns once every rank has joined and started (railbench prints the
-# table header after its JOIN), and a second of running.
+# the background (logs $WORK/TAG0..2.log, pids in pid[], the job's id in
+# JOB), given ARGS; returns once every rank has joined and started
+# (railbench prints the table header after its JOIN), and a second of
+# running. Their JOINs may take 20 s (ARGS may say otherwise): three
+# ranks connecting at once in the guest have taken over 5 s (CI of
+# 3e09ba7: two ranks' "no JOIN_ACK from railgated on rail 1").
+# A job that railgated ended at its first slot, a rank named silent there
+# though it ran (CI of bf77738 and 3e09ba7: "rank 1 sent nothing to slot
+# 0 of job 7 ... for 5052 ms", every rank alive; railgated dropped none of
+# its chunks: the rank sent none), is said, with what each rank and
+# railgated said, and tried once more as job JOB + 100: the guest held a
+# rank just started for the stall time (unexplained; the note of stop 86).
 ranks() {
-  local tag=$1 job=$2 r
+  local tag=$1 r try
+  JOB=$2
   shift 2
-  for r in 0 1 2; do
-    timeout 200 "$BUILD/tools/railbench" --transport verbs --server 198.18.0.1 --rank $r --workers 3 --job "$job" \
-      "${peer[@]}" "$@" > "$WORK/$tag$r.log" 2>&1 &
-    pid[$r]=$!
+  for try in 1 2; do
+    for r in 0 1 2; do
+      timeout 200 "$BUILD/tools/railbench" --transport verbs --server 198.18.0.1 --rank $r --workers 3 --job "$JOB" \
+        "${peer[@]}" --join-timeout 20000 "$@" > "$WORK/$tag$r.log" 2>&1 &
+      pid[$r]=$!
+    done
+    local started=
+    for _ in $(seq 100); do
+      grep -q "size" "$WORK/${tag}0.log" && grep -q "size" "$WORK/${tag}1.log" && grep -q "size" "$WORK/${tag}2.log" &&
+        { started=1; break; }
+      sleep 0.3
+    done
+    # A rank that has not started after 30 s makes the step meaningless:
+    # say so here, with what each rank and railgated last said, rather than
+    # in the step's own check.
+    [ -n "$started" ] || {
+      echo "FAIL: job $JOB's ranks did not all start within 30 s"
+      for r in 0 1 2; do echo "rank $r:"; tail -n 3 "$WORK/$tag$r.log"; done
+      "$BUILD/railctl" --socket "$WORK/ctl.sock" job list; tail -n 20 "$WORK/railgated.log"; exit 1
+    }
+    sleep 1
+    [ $try = 1 ] && grep -q "sent nothing to slot 0 of job $JOB " "$WORK/$tag"[012].log || return 0
+    echo "NOTE: job $JOB ended at its first slot, a rank named silent there; once more as job $((JOB + 100))"
+    for r in 0 1 2; do echo "rank $r:"; grep -v "^#" "$WORK/$tag$r.log" | tail -n 2; done
+    grep "job $JOB ends" "$WORK/railgated.log"
+    "$BUILD/railctl" --socket "$WORK/ctl.sock" stats | grep -E "^rail|contributions|drop "
+    for r in 0 1 2; do kill ${pid[$r]} 2> /dev/null; wait ${pid[$r]}; done
+    JOB=$((JOB + 100))
   done
-  local started=
-  for _ in $(seq 100); do
-    grep -q "size" "$WORK/${tag}0.log" && grep -q "size" "$WORK/${tag}1.log" && grep -q "size" "$WORK/${tag}2.log" &&
-      { started=1; break; }
-    sleep 0.3
-  done
-  # A rank that has not started after 30 s makes the step meaningless:
-  # say so here, with what each rank and railgated last said, rather than
-  # in the step's own check.
-  [ -n "$started" ] || {
-    echo "FAIL: job $job's ranks did not all start within 30 s"
-    for r in 0 1 2; do echo "rank $r:"; tail -n 3 "$WORK/$tag$r.log"; done
-    "$BUILD/railctl" --socket "$WORK/ctl.sock" job list; tail -n 20 "$WORK/railgated.log"; exit 1
-  }
-  sleep 1
 }
 
 # still_running TAG: the job ranks started has not ended (the step that
@@ -141,11 +160,11 @@ kill -STOP "$rb1"
 # job ends): a python3 started per try took about a second in the guest
 # on a slow host, so that few tries fell inside the stall time (CI of
 # be71b84 saw none), and every try is kept, timed, for the failure report.
-python3 - "$BUILD/railctl" "$WORK/ctl.sock" "$t0" > "$WORK/jobs.err" 2>&1 <<'PY' || {
+python3 - "$BUILD/railctl" "$WORK/ctl.sock" "$t0" "$JOB" > "$WORK/jobs.err" 2>&1 <<'PY' || {
 import json, subprocess, sys, time
-railctl, sock, t0 = sys.argv[1], sys.argv[2], float(sys.argv[3])
+railctl, sock, t0, job = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 def shows(jobs):
-    jobs = [j for j in jobs if j["job"] == 7]
+    jobs = [j for j in jobs if j["job"] == job]
     if not (len(jobs) == 2 and all(j["transport"] == "verbs" and j["joined"] == [0, 1, 2] and j["world"] == 3 and
                                    j["rails"] == 2 for j in jobs)):
         return False
@@ -162,10 +181,10 @@ while time.time() - t0 < 30:
     time.sleep(0.1)
 sys.exit(1)
 PY
-  echo "FAIL: job list never showed job 7 waiting for rank 1"; cut -c1-600 "$WORK/jobs.err"
+  echo "FAIL: job list never showed job $JOB waiting for rank 1"; cut -c1-600 "$WORK/jobs.err"
   tail -n 5 "$WORK"/s*.log; tail -n 20 "$WORK/railgated.log"; exit 1
 }
-echo "ok: job list showed job 7 waiting for rank 1 $(tail -n 1 "$WORK/jobs.err" | cut -d' ' -f1) s after the stop ($(wc -l < "$WORK/jobs.err") tries)"
+echo "ok: job list showed job $JOB waiting for rank 1 $(tail -n 1 "$WORK/jobs.err" | cut -d' ' -f1) s after the stop ($(wc -l < "$WORK/jobs.err") tries)"
 "$BUILD/railctl" --socket "$WORK/ctl.sock" job list
 "$BUILD/railctl" --socket "$WORK/ctl.sock" --json job list --rail v1 |
   python3 -c 'import json, sys; assert {j["rail"] for j in json.load(sys.stdin)["jobs"]} <= {"v1"}' ||
@@ -191,19 +210,19 @@ assert all(r["active_jobs"] == 0 for r in json.load(sys.stdin)["verbs_rails"])' 
 # why, and none re-joins; the job is gone from both rails.
 ranks o 11 --count 100003 -n 1000 -w 0 --retry 3
 still_running o
-"$BUILD/railctl" --socket "$WORK/ctl.sock" job abort 11 --why "drill" > "$WORK/abort.log" 2>&1
+"$BUILD/railctl" --socket "$WORK/ctl.sock" job abort $JOB --why "drill" > "$WORK/abort.log" 2>&1
 cat "$WORK/abort.log"
 # Each rail's thread takes the request when it next looks at its jobs'
 # clocks: told on v0 first, the workers may end the job on v1 themselves
 # (their abort) before v1's thread looks.
-grep -qE "^job 11 ended on (v0: 3|v0, v1: 6) members told" "$WORK/abort.log" || { echo "FAIL: job abort 11"; exit 1; }
+grep -qE "^job $JOB ended on (v0: 3|v0, v1: 6) members told" "$WORK/abort.log" || { echo "FAIL: job abort $JOB"; exit 1; }
 for r in 0 1 2; do
-  wait ${pid[$r]} && { echo "FAIL: rank $r finished although the operator ended job 11"; exit 1; }
-  grep -q "the operator ended job 11 (railctl job abort): drill" "$WORK/o$r.log" ||
-    { echo "FAIL: rank $r was not told who ended job 11"; tail -n 3 "$WORK/o$r.log"; exit 1; }
-  grep -q "re-joining" "$WORK/o$r.log" && { echo "FAIL: rank $r re-joined job 11"; exit 1; }
+  wait ${pid[$r]} && { echo "FAIL: rank $r finished although the operator ended job $JOB"; exit 1; }
+  grep -q "the operator ended job $JOB (railctl job abort): drill" "$WORK/o$r.log" ||
+    { echo "FAIL: rank $r was not told who ended job $JOB"; tail -n 3 "$WORK/o$r.log"; exit 1; }
+  grep -q "re-joining" "$WORK/o$r.log" && { echo "FAIL: rank $r re-joined job $JOB"; exit 1; }
 done
-[ "$("$BUILD/railctl" --socket "$WORK/ctl.sock" job list)" = "no jobs" ] || { echo "FAIL: job 11 left behind"; exit 1; }
+[ "$("$BUILD/railctl" --socket "$WORK/ctl.sock" job list)" = "no jobs" ] || { echo "FAIL: job $JOB left behind"; exit 1; }
 echo "job abort on verbs rails: 3 ranks told, none re-joined"
 
 # railgated stopped (SIGSTOP: its QPs live, the kernel still acknowledges
@@ -238,14 +257,15 @@ awk -v t="$t" 'BEGIN { exit !(t >= 0.9 && t <= 4.0) }' || { echo "FAIL: took $t 
 # not, and back, railgated has heard nothing of rank 2 for longer than the
 # stall time, all but 0.6 s of it its own absence (without the absence
 # credit, the job ended as stalled: "rank 2 sent nothing to slot ...").
+# 40 operations: about 8 s of running in the guest, about 5 of them done
+# when the pause begins (300 took 60 s of the test after it). The counts
+# from after the start (which ranks may have tried twice).
+ranks p 9 --count 100003 -n 40 -w 0 --peer-timeout 20000
+still_running p
 before=$("$BUILD/railctl" --socket "$WORK/ctl.sock" --json stats | python3 -c '
 import json, sys
 rails = json.load(sys.stdin)["rails"]
 print(sum(r.get("stalls", 0) for r in rails), sum(r.get("absences", 0) for r in rails))')
-# 40 operations: about 8 s of running in the guest, about 5 of them done
-# when the pause begins (300 took 60 s of the test after it).
-ranks p 9 --count 100003 -n 40 -w 0 --peer-timeout 20000
-still_running p
 rb2=$(pgrep -P ${pid[2]}) # railbench itself, not the timeout around it
 kill -STOP "$rb2"
 sleep 0.1
