@@ -277,10 +277,16 @@ private:
         if (net::port_tx(r.port, 0, &m, 1) == 0) rte_pktmbuf_free(m);
     }
 
+    // The port's verdict on frame m's UDP checksum (its flags), or UNKNOWN
+    // where the port does not verify.
+    static std::uint64_t port_l4_verdict(const rail& r, const rte_mbuf* m) noexcept {
+        return r.rx_csum ? m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK : RTE_MBUF_F_RX_L4_CKSUM_UNKNOWN;
+    }
+
     // Whether frame m's UDP checksum is right: the port's verdict, or
     // checked here (both segments) where it gave none.
     static bool checksum_holds(const rail& r, const rte_mbuf* m, const std::uint8_t* p, const frame::info& fi) noexcept {
-        const std::uint64_t l4 = r.rx_csum ? m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK : RTE_MBUF_F_RX_L4_CKSUM_UNKNOWN;
+        const std::uint64_t l4 = port_l4_verdict(r, m);
         if (l4 == RTE_MBUF_F_RX_L4_CKSUM_GOOD) return true;
         if (l4 == RTE_MBUF_F_RX_L4_CKSUM_BAD) return false;
         const rte_mbuf* more = m->next;
@@ -336,7 +342,7 @@ private:
         // Its UDP checksum: verified by the port (its flags), or checked as
         // the worker copies the payload out (rx_msg::copy_to): one pass
         // over it, not two.
-        const std::uint64_t l4 = r.rx_csum ? m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK : RTE_MBUF_F_RX_L4_CKSUM_UNKNOWN;
+        const std::uint64_t l4 = port_l4_verdict(r, m);
         if (l4 == RTE_MBUF_F_RX_L4_CKSUM_BAD) {
             dropped_.fetch_add(1, std::memory_order_relaxed);
             return false;

@@ -51,6 +51,20 @@ template <class F> bool recv_until(client::verbs_transport& t, std::chrono::seco
     return false;
 }
 
+// A probe worker's options: rank `rank` of job `job` (world ranks), 4
+// slots, tensors of at most 4096 elements.
+client::worker_options probe_options(std::uint32_t job, std::uint64_t token, std::uint16_t world = 1,
+                                     std::uint16_t rank = 0) {
+    client::worker_options o;
+    o.job_id = job;
+    o.job_token = token;
+    o.world = world;
+    o.rank = rank;
+    o.pool_size = 4;
+    o.max_count = 4096;
+    return o;
+}
+
 // Job 90 of two ranks, A0 and A1, and an intruder of job 91 on its own
 // connection, which is handed A0's contribution region on railgated (or,
 // for the second intruder, A0's eager ring there, when it has one) and
@@ -61,14 +75,7 @@ template <class F> bool recv_until(client::verbs_transport& t, std::chrono::seco
 int intrude(std::uint32_t ip, std::uint16_t port) {
     constexpr std::size_t n = 1000; // 4000 bytes: WRITE_WITH_IMMs into the region, not the ring
     auto options = [](std::uint32_t job, std::uint16_t world, std::uint16_t rank) {
-        client::worker_options o;
-        o.job_id = job;
-        o.job_token = 0xfeed + job;
-        o.world = world;
-        o.rank = rank;
-        o.pool_size = 4;
-        o.max_count = 4096;
-        return o;
+        return probe_options(job, 0xfeed + job, world, rank);
     };
     client::verbs_transport t0(ip, port), t1(ip, port);
     client::worker a0(t0, options(90, 2, 0)), a1(t1, options(90, 2, 1));
@@ -154,12 +161,7 @@ int churn(std::uint32_t ip, std::uint16_t port) {
     constexpr unsigned replaced = 4;
     constexpr std::size_t n = 5000; // 20,000 bytes: five chunks on v0
     auto options = [](std::uint16_t rank) {
-        client::worker_options o;
-        o.job_id = 96;
-        o.job_token = 0xc4u;
-        o.world = 2;
-        o.rank = rank;
-        o.pool_size = 4;
+        client::worker_options o = probe_options(96, 0xc4u, 2, rank);
         o.max_count = n;
         return o;
     };
@@ -225,12 +227,7 @@ int order(std::uint32_t ip, std::uint16_t port, pid_t railgated) {
         std::fprintf(stderr, "verbs_probe: order: railgated declined the eager ring\n");
         return 1;
     }
-    client::worker_options o;
-    o.job_id = 81;
-    o.job_token = 0x0bde;
-    o.world = 1;
-    o.pool_size = 4;
-    o.max_count = 4096;
+    const client::worker_options o = probe_options(81, 0x0bde);
     {
         client::worker w(t, o);
         std::vector<float> v(20, 1.5f);
@@ -339,12 +336,7 @@ int main(int argc, char** argv) {
             return churn(ip, static_cast<std::uint16_t>(std::atoi(argv[2])));
         if (argc == 4 && !eager) return intrude(ip, static_cast<std::uint16_t>(std::atoi(argv[2])));
         client::verbs_transport t(ip, static_cast<std::uint16_t>(std::atoi(argv[2])));
-        client::worker_options o;
-        o.job_id = 77;
-        o.job_token = 0x5eed;
-        o.world = 1;
-        o.pool_size = 4;
-        o.max_count = 4096;
+        const client::worker_options o = probe_options(77, 0x5eed);
         client::worker w(t, o);
         if (auto e = w.join(); !e.empty()) {
             std::fprintf(stderr, "verbs_probe: join: %s\n", e.c_str());
