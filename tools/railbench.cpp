@@ -30,6 +30,7 @@
 #include "dataplane/net/daemon.hpp"
 #include "dataplane/net/eal.hpp"
 #include "dataplane/qos/classify.hpp"
+#include "dataplane/reduce/numeric.hpp"
 #include "dataplane/reduce/reduce.hpp"
 #include "dataplane/stats/report.hpp"
 #include "tools/bench_common.hpp"
@@ -527,20 +528,17 @@ void between_ops(std::span<client::worker* const> ws, bool others, std::uint64_t
 // -D: a rank's vote in the barrier's element, 1 (its time is up) or 0 in
 // the job's type; the sum is nonzero once any rank's is.
 void put_vote(void* p, wire::dtype dt, bool stop) noexcept {
+    const float v = stop ? 1.0f : 0.0f;
     switch (dt) {
-    case wire::dtype::fp32: {
-        const float f = stop ? 1.0f : 0.0f;
-        std::memcpy(p, &f, sizeof f);
-        return;
-    }
+    case wire::dtype::fp32: std::memcpy(p, &v, sizeof v); return;
     case wire::dtype::int32: {
-        const std::int32_t i = stop ? 1 : 0;
+        const std::int32_t i = stop;
         std::memcpy(p, &i, sizeof i);
         return;
     }
     case wire::dtype::bf16:
     case wire::dtype::fp16: {
-        const std::uint16_t h = !stop ? 0 : dt == wire::dtype::bf16 ? 0x3F80 : 0x3C00; // 1.0
+        const std::uint16_t h = dt == wire::dtype::bf16 ? reduce::f32_to_bf16(v) : reduce::f32_to_f16(v);
         std::memcpy(p, &h, sizeof h);
         return;
     }
