@@ -62,6 +62,13 @@ client::worker_options probe_options(std::uint32_t job, std::uint64_t token, std
     o.rank = rank;
     o.pool_size = 4;
     o.max_count = 4096;
+    // As rxe-verbs-faults' railbench ranks: the guest, under TCG on a
+    // loaded host, held a rail's answers past the default 1 s while its
+    // other rail answered ("rail 0 (198.18.0.1) stopped answering for 1000
+    // ms" after the bad writes, with one of the host's CPUs busy
+    // elsewhere), and the first JOIN's past the default 5 s.
+    o.peer_timeout = std::chrono::milliseconds(5000);
+    o.join_timeout = std::chrono::milliseconds(20000);
     return o;
 }
 
