@@ -78,6 +78,7 @@ ranks() {
         "${peer[@]}" --join-timeout 20000 "$@" > "$WORK/$tag$r.log" 2>&1 &
       pid[$r]=$!
     done
+    watch_ranks "$WORK/$tag.watch"
     local started=
     for _ in $(seq 100); do
       grep -q "size" "$WORK/${tag}0.log" && grep -q "size" "$WORK/${tag}1.log" && grep -q "size" "$WORK/${tag}2.log" &&
@@ -95,12 +96,84 @@ ranks() {
     sleep 1
     [ $try = 1 ] && grep -q "sent nothing to slot 0 of job $JOB " "$WORK/$tag"[012].log || return 0
     echo "NOTE: job $JOB ended at its first slot, a rank named silent there; once more as job $((JOB + 100))"
+    wait $watch; cat "$WORK/$tag.watch"
     for r in 0 1 2; do echo "rank $r:"; grep -v "^#" "$WORK/$tag$r.log" | tail -n 2; done
     grep "job $JOB ends" "$WORK/railgated.log"
     "$BUILD/railctl" --socket "$WORK/ctl.sock" stats | grep -E "^rail|contributions|drop "
     for r in 0 1 2; do kill ${pid[$r]} 2> /dev/null; wait ${pid[$r]}; done
     JOB=$((JOB + 100))
   done
+}
+
+# watch_ranks FILE: what railgated and the ranks just started (pid[],
+# JOB) do from their start until still_running (15 s at most), to FILE,
+# every quarter second or so: the state and CPU time of railgated's
+# threads and each rail's view of the job (railctl job list). When a slot
+# has waited 2 s on one rank alone, or railgated's rail threads have not
+# answered railctl for 2 s, that rank's or railgated's threads (states,
+# wait channels, system calls, gdb's stacks), once. A job ended at its
+# first slot (above) and a rank gone before its step print FILE: the
+# start-up stall that CI and a host with one CPU busy elsewhere show
+# (stop 87's note) can then be placed. Only written, not judged; a
+# process the step stopped (SIGSTOP) is left alone (gdb's detach would
+# continue it).
+watch_ranks() {
+  python3 - "$BUILD/railctl" "$WORK/ctl.sock" "$JOB" "$RG_PID" "${pid[@]}" > "$1" 2>&1 <<'PY' &
+import glob, json, subprocess, sys, time
+railctl, sock, job, rg, outer = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5:8]
+t0 = time.time()
+def state(p):
+    return open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0]
+def dump(pids, why):
+    print(f"watch: {time.time() - t0:.1f} s after the start, {why}")
+    try:
+        if any(state(p) == "T" for p in pids):
+            print("  stopped by the step: left alone")
+            return
+    except OSError:
+        return
+    for p in pids:
+        for t in sorted(glob.glob(f"/proc/{p}/task/*")):
+            try:
+                print(f"  thread {t.rsplit('/', 1)[1]} {open(t + '/comm').read().strip()}: state {state(p + '/task/' + t.rsplit('/', 1)[1])}, "
+                      f"wchan {open(t + '/wchan').read()}, syscall {open(t + '/syscall').read().strip()}")
+            except OSError as e:
+                print("  ", e)
+        g = subprocess.run(["gdb", "-batch", "-p", p, "-ex", "thread apply all bt 12"], capture_output=True, text=True,
+                           timeout=90)
+        print("\n".join(l for l in g.stdout.splitlines() if l.startswith(("#", "Thread"))))
+failing = None
+while time.time() - t0 < 15:
+    r = subprocess.run([railctl, "--socket", sock, "--json", "job", "list"], capture_output=True, text=True)
+    try:
+        jobs = [j for j in json.loads(r.stdout)["jobs"] if j["job"] == job]
+        failing = None
+    except (ValueError, KeyError):
+        jobs = []
+        print(f"watch: {time.time() - t0:.1f} s: railctl job list: {r.stderr.strip()}")
+        if "did not answer" in r.stderr:
+            failing = failing or time.time()
+            if time.time() - failing >= 2:
+                sys.exit(dump([rg], "railgated's rail threads have not answered for 2 s"))
+    threads = []
+    for t in sorted(glob.glob(f"/proc/{rg}/task/*")):
+        try:
+            f = open(t + "/stat").read().rsplit(")", 1)[1].split()
+            threads.append(f"{open(t + '/comm').read().strip()} {f[0]} {int(f[11]) + int(f[12])} {open(t + '/wchan').read()}")
+        except OSError:
+            pass
+    print(f"watch: {time.time() - t0:.1f} s: railgated's threads (state, cpu ticks, wchan): {'; '.join(threads)}")
+    for j in jobs:
+        o = j.get("oldest_partial", {})
+        w = o.get("waiting_for", [])
+        print(f"watch: {time.time() - t0:.1f} s: rail {j['rail']} age {j['age_ms']} ms op {j['op']} joined "
+              f"{j['joined']} heard_ms {j['heard_ms']} partial {j['partial_slots']} oldest {json.dumps(o)}")
+        if len(w) == 1 and o["waited_ms"] >= 2000:
+            kids = subprocess.run(["pgrep", "-P", outer[w[0]]], capture_output=True, text=True).stdout.split()
+            sys.exit(dump(kids, f"rail {j['rail']} waits on rank {w[0]} alone (pid {' '.join(kids)}): {json.dumps(j)}"))
+    time.sleep(0.25)
+PY
+  watch=$!
 }
 
 # still_running TAG: the job ranks started has not ended (the step that
@@ -116,9 +189,11 @@ still_running() {
       for q in 0 1 2; do echo "rank $q:"; tail -n 5 "$WORK/$1$q.log"; done
       echo "railgated:"; tail -n 20 "$WORK/railgated.log"
       "$BUILD/railctl" --socket "$WORK/ctl.sock" stats
+      wait $watch; cat "$WORK/$1.watch"
       exit 1
     }
   done
+  kill $watch 2> /dev/null; wait $watch 2> /dev/null
 }
 
 # Rank 2 dies (SIGKILL) in the middle of a long run.
