@@ -69,6 +69,7 @@ struct verbs_transport::rail {
     bool connected = false;
 
     bool have_peer = false;
+    std::uint64_t regions = 0; // REGIONs received
     wire::region_body peer{};
     std::uint16_t pool = 0;
     std::uint32_t chunk = 0;
@@ -428,6 +429,7 @@ unsigned verbs_transport::recv(unsigned ri, rx_msg* out, unsigned max) noexcept 
         if (h.type == wire::msg_type::region) {
             r.peer = wire::decode_region_body(body.data());
             r.have_peer = true;
+            ++r.regions;
             r.post_recv(b);
             continue;
         }
@@ -508,6 +510,10 @@ bool verbs_transport::peer_memory(unsigned ri, bool ring, wire::region_body& out
     }
     out = r.peer;
     return r.have_peer;
+}
+
+std::uint64_t verbs_transport::regions_received(unsigned ri) const noexcept {
+    return ri < rails_.size() ? rails_[ri]->regions : 0;
 }
 
 bool verbs_transport::own_memory(unsigned ri, wire::region_body& out) const noexcept {

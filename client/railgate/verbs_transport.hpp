@@ -73,6 +73,9 @@ public:
     // For the isolation probe: a plain RDMA WRITE of `bytes` bytes of slot
     // 0's buffer to any address with any rkey. False when not ready.
     bool write_raw_to(unsigned rail, const wire::region_body& to, std::uint32_t bytes) noexcept;
+    // How many REGIONs railgated has sent on rail `rail` (each JOIN it
+    // takes is answered with a JOIN_ACK and a REGION).
+    std::uint64_t regions_received(unsigned rail) const noexcept;
     // Whether rail `rail` carries small chunks through eager rings.
     bool eager(unsigned rail) const noexcept;
     // The GID index and path MTU rail 0's QP uses.

@@ -880,6 +880,15 @@ void plane::rail_state::on_control(conn& c, const std::uint8_t* msg, std::size_t
 }
 
 void plane::rail_state::on_join(conn& c, const wire::header& h, std::span<const std::uint8_t> body) {
+    // A JOIN taken is answered with a JOIN_ACK and a REGION, both or
+    // neither: a worker with the JOIN_ACK alone has joined, but has nowhere
+    // to WRITE its chunks (over verbs it sends nothing until it has the
+    // REGION) and would sit silent until the job ended as stalled. Control
+    // buffers come back as their sends complete, which a burst of queued
+    // JOINs (a worker sends one every 100 ms until answered) outruns:
+    // without two free, the JOIN is dropped (tx_full) and answered when it
+    // comes again.
+    if (c.ctl_busy + 2 > ctl_sends) return ctr.drop(drop_reason::tx_full);
     const wire::join_body b = wire::decode_join_body(body.data());
     const unsigned pool = b.pool_size ? b.pool_size : std::min(lim.default_pool, wire::verbs_max_pool);
     auto refuse = [&](wire::error_code code, drop_reason why, const std::string& text, std::uint64_t detail = 0) {
