@@ -6,6 +6,29 @@
 export RAILGATE_TOKEN=${RAILGATE_TOKEN:-$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')}
 ip link set lo up
 ip addr replace 198.18.1.1/24 dev dummy0
+# What the guest's RDMA and network stacks counted: each rxe port's
+# hardware counters that are not 0 (completer_retry_err: an RC packet sent
+# again after its ACK timeout; rcvd_seq_err, duplicate_request: the
+# responder's side of it) and the packets the kernel dropped for a full
+# backlog (/proc/net/softnet_stat, per CPU). The rxe scripts print it when
+# they fail (rxe_counters_on_failure), to tell a lost packet from a held
+# process.
+rxe_counters() {
+  local d f v out drops=
+  for d in /sys/class/infiniband/*/ports/*/hw_counters; do
+    [ -d "$d" ] || continue
+    out=
+    for f in "$d"/*; do
+      [ "${f##*/}" = lifespan ] && continue # how long the counters are cached, not one
+      read -r v < "$f" 2> /dev/null && [ "${v:-0}" != 0 ] && out+=" ${f##*/} $v"
+    done
+    d=${d#/sys/class/infiniband/}
+    echo "rdma counters ${d%/hw_counters}:${out:- all 0}"
+  done
+  while read -r _ v _; do drops+=" $((16#$v))"; done < /proc/net/softnet_stat
+  echo "backlog drops per CPU:$drops"
+}
+rxe_counters_on_failure() { trap 'rc=$?; [ $rc = 0 ] || rxe_counters; exit $rc' EXIT; }
 start_railgated() {
   "$1/dataplane/railgated" --config "$2" --socket "$3" "${@:5}" > "$4" 2>&1 &
   RG_PID=$!

@@ -11,6 +11,7 @@ set -u
 . "$(dirname "$0")/host.sh" "$0" "$@"
 BUILD=$2 WORK=$(mktemp -d)
 . "$here/lib.sh"
+rxe_counters_on_failure
 # The guest runs under TCG on a shared host whose slow spells hold its
 # processes for a second and more (verbs_faults.sh has the readings): the
 # jobs' stall time and the workers' peer timeout are 5 s here, as there

@@ -22,6 +22,7 @@ set -u
 . "$(dirname "$0")/host.sh" "$0" "$@"
 BUILD=$2 WORK=$(mktemp -d)
 . "$here/lib.sh"
+rxe_counters_on_failure
 
 sed 's/device = "rxe0"/device = "mlx5_0"/' "$here/verbs.toml" > "$WORK/wrong.toml"
 # The guest runs under TCG on a shared host: on a slow spell its processes
@@ -91,7 +92,9 @@ ranks() {
     [ -n "$started" ] || {
       echo "FAIL: job $JOB's ranks did not all start within 30 s"
       for r in 0 1 2; do echo "rank $r:"; tail -n 3 "$WORK/$tag$r.log"; done
-      "$BUILD/railctl" --socket "$WORK/ctl.sock" job list; tail -n 20 "$WORK/railgated.log"; exit 1
+      "$BUILD/railctl" --socket "$WORK/ctl.sock" job list; tail -n 20 "$WORK/railgated.log"
+      "$BUILD/railctl" --socket "$WORK/ctl.sock" stats | grep -E "^rail|connects|contributions|drop "
+      wait $watch; cat "$WORK/$tag.watch"; exit 1
     }
     sleep 1
     [ $try = 1 ] && grep -q "sent nothing to slot 0 of job $JOB " "$WORK/$tag"[012].log || return 0
@@ -100,6 +103,7 @@ ranks() {
     for r in 0 1 2; do echo "rank $r:"; grep -v "^#" "$WORK/$tag$r.log" | tail -n 2; done
     grep "job $JOB ends" "$WORK/railgated.log"
     "$BUILD/railctl" --socket "$WORK/ctl.sock" stats | grep -E "^rail|contributions|drop "
+    rxe_counters
     for r in 0 1 2; do kill ${pid[$r]} 2> /dev/null; wait ${pid[$r]}; done
     JOB=$((JOB + 100))
   done
@@ -207,7 +211,23 @@ for r in 0 1; do
     { echo "FAIL: rank $r was not told rank 2 failed"; tail -n 5 "$WORK"/k*.log; cat "$WORK/railgated.log"; exit 1; }
 done
 kill -0 $RG_PID || { echo "FAIL: railgated died"; cat "$WORK/railgated.log"; exit 1; }
-run_workers 3 --job 6 "${peer[@]}" --count 4097,65537 -n 2 -w 0 || {
+# The next job: its ranks JOIN with 20 s to do it, and a job ended at its
+# first slot, a rank named silent there, is said and tried once more as
+# job 106, as ranks() does (the start-up stall: with a host CPU busy
+# elsewhere, stop 87 saw it here once, "rank 1 sent nothing to slot 0 of
+# job 6").
+next_job() { run_workers 3 --job "$1" "${peer[@]}" --join-timeout 20000 --count 4097,65537 -n 2 -w 0; } # JOB
+rc=0
+next_job 6 || rc=$?
+if [ $rc != 0 ] && grep -q "sent nothing to slot 0 of job 6 " "$WORK"/w[012].log; then
+  echo "NOTE: job 6 ended at its first slot, a rank named silent there; once more as job 106"
+  for r in 0 1 2; do echo "rank $r:"; grep -v "^#" "$WORK/w$r.log" | tail -n 2; done
+  grep "job 6 ends" "$WORK/railgated.log"
+  rxe_counters
+  rc=0
+  next_job 106 || rc=$?
+fi
+[ $rc = 0 ] || {
   echo "FAIL: the next job"; tail -n 5 "$WORK"/w*.log; "$BUILD/railctl" --socket "$WORK/ctl.sock" stats
   tail -n 20 "$WORK/railgated.log"; exit 1
 }
