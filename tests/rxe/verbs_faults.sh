@@ -69,6 +69,16 @@ PY
 # its chunks: the rank sent none), is said, with what each rank and
 # railgated said, and tried once more as job JOB + 100: the guest held a
 # rank just started for the stall time (unexplained; the note of stop 86).
+# first_slot_stall JOB LOG_PREFIX: what each rank (LOG_PREFIX0..2.log),
+# railgated and the guest's RDMA stack said of a job ended at its first
+# slot, a rank named silent there.
+first_slot_stall() {
+  local r
+  for r in 0 1 2; do echo "rank $r:"; grep -v "^#" "$2$r.log" | tail -n 2; done
+  grep "job $1 ends" "$WORK/railgated.log"
+  "$BUILD/railctl" --socket "$WORK/ctl.sock" stats | grep -E "^rail|connects|contributions|drop "
+  rxe_counters
+}
 ranks() {
   local tag=$1 r try
   JOB=$2
@@ -100,10 +110,7 @@ ranks() {
     [ $try = 1 ] && grep -q "sent nothing to slot 0 of job $JOB " "$WORK/$tag"[012].log || return 0
     echo "NOTE: job $JOB ended at its first slot, a rank named silent there; once more as job $((JOB + 100))"
     wait $watch; cat "$WORK/$tag.watch"
-    for r in 0 1 2; do echo "rank $r:"; grep -v "^#" "$WORK/$tag$r.log" | tail -n 2; done
-    grep "job $JOB ends" "$WORK/railgated.log"
-    "$BUILD/railctl" --socket "$WORK/ctl.sock" stats | grep -E "^rail|contributions|drop "
-    rxe_counters
+    first_slot_stall "$JOB" "$WORK/$tag"
     for r in 0 1 2; do kill ${pid[$r]} 2> /dev/null; wait ${pid[$r]}; done
     JOB=$((JOB + 100))
   done
@@ -221,9 +228,7 @@ rc=0
 next_job 6 || rc=$?
 if [ $rc != 0 ] && grep -q "sent nothing to slot 0 of job 6 " "$WORK"/w[012].log; then
   echo "NOTE: job 6 ended at its first slot, a rank named silent there; once more as job 106"
-  for r in 0 1 2; do echo "rank $r:"; grep -v "^#" "$WORK/w$r.log" | tail -n 2; done
-  grep "job 6 ends" "$WORK/railgated.log"
-  rxe_counters
+  first_slot_stall 6 "$WORK/w"
   rc=0
   next_job 106 || rc=$?
 fi
