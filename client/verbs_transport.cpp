@@ -255,8 +255,8 @@ std::unique_ptr<verbs_transport::rail> connect_rail(std::uint32_t ip, std::uint1
     p.private_data = priv;
     p.private_data_len = static_cast<std::uint8_t>(verbs::encode_cm_private(hello, priv));
     p.qp_num = r->qp->qp()->qp_num;
-    p.retry_count = 7;
-    p.rnr_retry_count = 7;
+    p.retry_count = o.qp.retry_count;
+    p.rnr_retry_count = o.qp.rnr_retry;
     if (rdma_connect(id, &p)) throw std::runtime_error(where + ": rdma_connect: " + std::strerror(errno));
     // railgated answers with the path MTU both ends use, and its eager ring
     // when it takes ours.
@@ -281,6 +281,7 @@ std::unique_ptr<verbs_transport::rail> connect_rail(std::uint32_t ip, std::uint1
 
 verbs_transport::verbs_transport(std::uint32_t server_ip, std::uint16_t port, const verbs_options& o) : o_(o) {
     if (const char* e = std::getenv("RAILGATE_VERBS_LL"); e && std::strcmp(e, "0") == 0) o_.eager_rings = false;
+    if (std::string e = verbs::timers_from_env(o_.qp); !e.empty()) throw std::runtime_error("verbs transport: " + e);
     rails_.push_back(connect_rail(server_ip, port, o_));
     addrs_.push_back({server_ip, port});
 }
@@ -533,6 +534,9 @@ bool verbs_transport::write_raw_to(unsigned ri, const wire::region_body& to, std
 
 bool verbs_transport::eager(unsigned ri) const noexcept { return ri < rails_.size() && rails_[ri]->eager.on(); }
 
+verbs::qp_timers verbs_transport::qp_timers() const noexcept {
+    return rails_[0]->qp ? rails_[0]->qp->timers() : verbs::qp_timers{};
+}
 int verbs_transport::gid_index() const noexcept { return rails_[0]->qp ? rails_[0]->qp->gid_index() : -1; }
 unsigned verbs_transport::path_mtu() const noexcept { return rails_[0]->qp ? rails_[0]->qp->path_mtu() : 0; }
 

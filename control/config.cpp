@@ -482,7 +482,8 @@ void read_rail(reader& r, rail& x) {
     r.choice<transport>("transport", {{"dpdk", transport::dpdk}, {"verbs", transport::verbs}, {"udp", transport::udp}},
                         x.transport);
     if (x.transport != transport::verbs) { // dpdk and udp: railgated's rail loop, shaped in software
-        for (const char* k : {"device", "port", "gid_index", "gid_type", "path_mtu", "service_level", "chunk_bytes"})
+        for (const char* k : {"device", "port", "gid_index", "gid_type", "path_mtu", "service_level", "chunk_bytes",
+                              "ack_timeout", "retry_count", "rnr_retry", "min_rnr_timer"})
             if (r.has(k)) r.fail(r.get(k), k, "applies to transport = \"verbs\" only");
         r.rate("rate", x.rate_bps);
         r.integer("burst", 1500, 1ll << 30, x.burst_bytes);
@@ -550,6 +551,11 @@ void read_rail(reader& r, rail& x) {
             else
                 x.chunk_bytes = static_cast<unsigned>(*v);
         }
+        // 0 would be an ACK timer that never fires: a lost packet never resent.
+        r.integer("ack_timeout", 1, 31, x.ack_timeout);
+        r.integer("retry_count", 0, 7, x.retry_count);
+        r.integer("rnr_retry", 0, 7, x.rnr_retry);
+        r.integer("min_rnr_timer", 0, 31, x.min_rnr_timer);
     }
     if (!r.has("ip")) r.fail(nullptr, "ip", "missing");
     r.ipv4("ip", x.ip);

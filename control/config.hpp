@@ -21,7 +21,9 @@
 //             dpdk and udp: rate, burst, [[rail.tc]]
 //             (id, strict | weight, rate, burst), dscp = { DSCP = TC, ... },
 //             pcp = { PCP = TC, ... }; verbs only: gid_index | gid_type,
-//             path_mtu, service_level, chunk_bytes, sl = { SL = TC, ... }
+//             path_mtu, service_level, chunk_bytes, sl = { SL = TC, ... },
+//             ack_timeout, retry_count, rnr_retry, min_rnr_timer (the QPs'
+//             RC timers, IB encodings: verbs::qp_settings)
 //   [[route]] prefix = "A.B.C.D/N", rail, via (gateway forwarding)
 #pragma once
 
@@ -81,6 +83,10 @@ struct rail {
     unsigned path_mtu = 0;         // verbs: 256..4096; 0 = the port's active MTU
     unsigned service_level = 0;    // verbs: IB SL / RoCE priority, 0..15
     unsigned chunk_bytes = 32768;  // verbs: bytes per chunk (one WRITE_WITH_IMM)
+    // verbs: the QPs' RC timers (verbs::qp_settings): ack_timeout 1..31
+    // (4.096 us x 2^n; 0: rdma_cm's), retry_count and rnr_retry 0..7,
+    // min_rnr_timer 0..31 (12: 0.64 ms).
+    unsigned ack_timeout = 0, retry_count = 7, rnr_retry = 7, min_rnr_timer = 12;
     // dpdk: transmit shaping (dataplane/qos). rate = "10Gbit" shapes the
     // rail; [[rail.tc]] tables set traffic classes (id 0..7, strict or an
     // ETS weight 1..100, an optional rate cap and burst).

@@ -204,6 +204,14 @@ void print_rails_table(const json& rails) {
     }
 }
 
+// A verbs rail's RC timers: its last QP's, and the configuration when it differs.
+std::string qp_timers_text(const json& t) {
+    const std::string conf = t.value("configured_text", std::string("?"));
+    if (!t.contains("seen_text")) return conf + " (configured; no connection yet)";
+    const std::string seen = t["seen_text"].get<std::string>();
+    return seen == conf ? seen : seen + " (configured: " + conf + ")";
+}
+
 int cmd_status(const std::vector<std::string>& a) {
     if (!a.empty()) usage("status takes no arguments");
     const json s = call("status");
@@ -229,6 +237,9 @@ int cmd_status(const std::vector<std::string>& a) {
                         v["traffic_class"].get<unsigned>(), v["service_level"].get<unsigned>(),
                         v["connections"].get<unsigned>(), v["active_jobs"].get<unsigned>(),
                         v.value("result_mrs", 0u));
+        for (const json& v : s["verbs_rails"])
+            if (v.contains("qp_timers"))
+                std::printf("%-8s QP timers: %s\n", v["name"].get<std::string>().c_str(), qp_timers_text(v["qp_timers"]).c_str());
     }
     return 0;
 }
@@ -487,7 +498,8 @@ int cmd_rail(const std::vector<std::string>& a) {
         const json r = call("rail.show", {{"rail", a[1]}});
         if (json_out) return print_json(r), 0;
         for (const auto& [k, v] : r.items())
-            if (k != "counters") std::printf("%-14s %s\n", k.c_str(), v.is_string() ? v.get<std::string>().c_str() : v.dump().c_str());
+            if (k == "qp_timers") std::printf("%-14s %s\n", "qp_timers", qp_timers_text(v).c_str());
+            else if (k != "counters") std::printf("%-14s %s\n", k.c_str(), v.is_string() ? v.get<std::string>().c_str() : v.dump().c_str());
         std::printf("counters\n");
         print_counters(r["counters"]);
         return 0;

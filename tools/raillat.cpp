@@ -489,6 +489,7 @@ std::vector<result> run(const std::string& name, const options& o, const std::ve
             client::verbs_options vo;
             vo.qp.gid_index = o.gid_index;
             client::verbs_transport t(server_ip(o, o.verbs_server), o.port, vo);
+            std::fprintf(stderr, "raillat: verbs QP timers: %s\n", verbs::describe(t.qp_timers()).c_str());
             each([&](const options& at, result& r, std::vector<double>& raw) { measure(t, at, r, raw); });
         } else {
             // railgated embedded: one rail over in-process rings, on lcore 1.

@@ -22,7 +22,12 @@
 namespace railgate::client {
 
 struct verbs_options {
-    verbs::qp_settings qp;   // GID index, path MTU, traffic class, SL of the worker's QPs
+    // GID index, path MTU, traffic class, SL and RC timers of the
+    // worker's QPs; RAILGATE_IB_TIMEOUT, RAILGATE_IB_RETRY_CNT,
+    // RAILGATE_IB_RNR_RETRY and RAILGATE_IB_MIN_RNR_TIMER in the
+    // environment set the timers (verbs::timers_from_env; a bad value
+    // fails the constructor, named).
+    verbs::qp_settings qp;
     std::chrono::milliseconds connect_timeout{5000};
     // Offer railgated an eager ring per rail (RAILGATE_VERBS_LL=0 in the
     // environment turns it off, as it may for an A/B or an HCA that
@@ -81,6 +86,8 @@ public:
     // The GID index and path MTU rail 0's QP uses.
     int gid_index() const noexcept;
     unsigned path_mtu() const noexcept;
+    // The RC timers rail 0's QP took (verbs::describe prints them).
+    verbs::qp_timers qp_timers() const noexcept;
 
     struct rail;
 

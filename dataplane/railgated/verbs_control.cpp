@@ -33,6 +33,22 @@ json verbs_rails_json(const verbs::plane& p) {
                   {"active_jobs", s.jobs},
                   {"result_mrs", s.result_mrs}};
         j["gid_index"] = s.gid_index >= 0 ? json(s.gid_index) : json("auto");
+        // The RC timers as configured (ack_timeout "rdma_cm": the path's)
+        // and as the last connection's QP took them, with their spans.
+        const auto timers = [](unsigned ack, unsigned retry, unsigned rnr_retry, unsigned rnr_timer) {
+            return json{{"ack_timeout", ack},         {"ack_timeout_ms", verbs::ack_timeout_us(ack) / 1e3},
+                        {"retry_count", retry},       {"rnr_retry", rnr_retry},
+                        {"min_rnr_timer", rnr_timer}, {"min_rnr_timer_ms", verbs::rnr_timer_us(rnr_timer) / 1e3}};
+        };
+        json t = {{"configured", timers(s.qp.ack_timeout, s.qp.retry_count, s.qp.rnr_retry, s.qp.min_rnr_timer)},
+                  {"configured_text", verbs::describe_timers(s.qp)}};
+        if (!s.qp.ack_timeout) t["configured"]["ack_timeout"] = "rdma_cm", t["configured"].erase("ack_timeout_ms");
+        if (s.timers_seen) {
+            const verbs::qp_timers& q = *s.timers_seen;
+            t["seen"] = timers(q.ack_timeout, q.retry_count, q.rnr_retry, q.min_rnr_timer);
+            t["seen_text"] = verbs::describe(q);
+        }
+        j["qp_timers"] = t;
         rails.push_back(j);
     }
     return rails;

@@ -153,6 +153,9 @@ struct plane::rail_state {
     rail_counters ctr;
     std::atomic<unsigned> n_conns{0}, n_jobs{0};
     std::atomic<unsigned> n_result_mrs{0}; // the jobs' registrations of their results (count_result_mrs())
+    // The last connection's QP timers as the HCA took them (qp_timers
+    // packed a byte each, bit 31 set once a QP has connected).
+    std::atomic<std::uint32_t> timers_seen{0};
     vtable jobs;
     std::vector<std::unique_ptr<conn>> conns;
     unsigned pass = 0;
@@ -365,6 +368,9 @@ std::vector<rail_status> plane::status() const {
         s.connections = rs->n_conns.load(std::memory_order_relaxed);
         s.jobs = rs->n_jobs.load(std::memory_order_relaxed);
         s.result_mrs = rs->n_result_mrs.load(std::memory_order_relaxed);
+        s.qp = rs->cfg.qp;
+        if (const std::uint32_t t = rs->timers_seen.load(std::memory_order_relaxed); t >> 31)
+            s.timers_seen = qp_timers{t >> 24 & 0x7f, t >> 16 & 0xff, t >> 8 & 0xff, t & 0xff};
         v.push_back(s);
     }
     return v;
@@ -431,13 +437,14 @@ void plane::print_placement(std::FILE* f) const {
     for (const auto& rs : rails_)
         std::fprintf(f,
                      "railgated: verbs rail %s -> %s port %u (%s:%u) -> NUMA node %d -> thread %s; GID %s, path MTU "
-                     "%u, chunk %u B, tc %u, sl %u\n",
+                     "%u, chunk %u B, tc %u, sl %u; %s\n",
                      rs->cfg.name.c_str(), rs->cfg.device.c_str(), rs->cfg.port, net::format_ipv4(rs->cfg.ip).c_str(),
                      rs->cfg.cm_port, rs->numa, rs->cfg.cpu >= 0 ? ("cpu " + std::to_string(rs->cfg.cpu)).c_str()
                      : rs->numa >= 0 ? "on the node's cpus" : "unpinned (no NUMA node)",
                      rs->cfg.qp.gid_index >= 0 ? ("index " + std::to_string(rs->cfg.qp.gid_index)).c_str()
                                                : "automatic (RoCEv2 IPv4)",
-                     rs->path_mtu, rs->cfg.chunk_bytes, rs->cfg.qp.traffic_class, rs->cfg.qp.service_level);
+                     rs->path_mtu, rs->cfg.chunk_bytes, rs->cfg.qp.traffic_class, rs->cfg.qp.service_level,
+                     describe_timers(rs->cfg.qp).c_str());
 }
 
 void plane::print_stats(std::FILE* f) const {
@@ -570,14 +577,25 @@ void plane::rail_state::on_connect_request(rdma_cm_id* id, const rdma_conn_param
         if (e.empty()) e = c->qp->move_to(IBV_QPS_RTR);
         if (e.empty()) e = c->qp->move_to(IBV_QPS_RTS);
         if (!e.empty()) throw std::runtime_error(e);
+        const qp_timers& t = c->qp->timers();
+        if (!(timers_seen.exchange(1u << 31 | t.ack_timeout << 24 | t.retry_count << 16 | t.rnr_retry << 8 |
+                                       t.min_rnr_timer,
+                                   std::memory_order_relaxed) >> 31) &&
+            ack_timeout_us(t.ack_timeout) >= 1e3 * lim.stall_ms)
+            // Once per rail: a packet the fabric drops is resent only
+            // after the job has been called stalled.
+            log::warning("verbs rail %s: its QPs took %s; that ACK timeout is not under the jobs' stall time (%u ms), "
+                         "so a packet lost on the fabric would end its job before it is resent: set the rail's "
+                         "ack_timeout (14: 67 ms)",
+                         cfg.name.c_str(), describe(t).c_str(), lim.stall_ms);
         std::uint8_t priv[cm_private_ll_bytes];
         ours.path_mtu = c->qp->path_mtu();
         rdma_conn_param p{};
         p.private_data = priv;
         p.private_data_len = static_cast<std::uint8_t>(encode_cm_private(ours, priv));
         p.qp_num = c->qp->qp()->qp_num;
-        p.rnr_retry_count = 7;
-        p.retry_count = 7;
+        p.rnr_retry_count = s.rnr_retry;
+        p.retry_count = s.retry_count;
         if (rdma_accept(id, &p)) throw std::runtime_error(std::string("rdma_accept: ") + std::strerror(errno));
     } catch (const std::exception& ex) {
         log::warning("verbs rail %s: connection refused: %s", cfg.name.c_str(), ex.what());

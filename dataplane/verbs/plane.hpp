@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -102,6 +103,8 @@ struct rail_status {
     unsigned traffic_class = 0, service_level = 0, tc = 0;
     unsigned connections = 0, jobs = 0;
     unsigned result_mrs = 0; // the jobs' result memory registered in their members' PDs (one per connection a job holds)
+    qp_settings qp;                         // as configured (its timers: 0 ack_timeout is rdma_cm's)
+    std::optional<qp_timers> timers_seen;   // the last connection's QP, as the HCA took them
 };
 
 // How long ago a rail's thread last looked at its jobs' clocks: every 256

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <algorithm>
 #include <stdexcept>
@@ -135,9 +136,83 @@ std::string queue_pair::move_to(ibv_qp_state to) {
             gid_used_ = a.ah_attr.grh.sgid_index;
         }
         a.ah_attr.sl = s_.service_level;
+        a.min_rnr_timer = s_.min_rnr_timer;
+        mask |= IBV_QP_MIN_RNR_TIMER;
+    }
+    if (to == IBV_QPS_RTS) {
+        if (s_.ack_timeout) a.timeout = s_.ack_timeout;
+        a.retry_cnt = s_.retry_count;
+        a.rnr_retry = s_.rnr_retry;
+        mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY;
     }
     if (ibv_modify_qp(qp_, &a, mask))
         return "ibv_modify_qp to " + std::to_string(static_cast<int>(to)) + ": " + std::strerror(errno);
+    if (to == IBV_QPS_RTS) {
+        ibv_qp_attr q{};
+        ibv_qp_init_attr qi{};
+        if (ibv_query_qp(qp_, &q, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MIN_RNR_TIMER, &qi))
+            return std::string("ibv_query_qp: ") + std::strerror(errno);
+        timers_ = {q.timeout, q.retry_cnt, q.rnr_retry, q.min_rnr_timer};
+    }
+    return "";
+}
+
+double ack_timeout_us(unsigned n) noexcept { return n && n < 32 ? 4.096 * static_cast<double>(1ull << n) : 0; }
+
+double rnr_timer_us(unsigned n) noexcept {
+    // 0.01 ms steps doubling every other step from 1; 0 is the longest.
+    static constexpr unsigned us[32] = {655360, 10,    20,    30,    40,    60,     80,     120,
+                                        160,    240,   320,   480,   640,   960,    1280,   1920,
+                                        2560,   3840,  5120,  7680,  10240, 15360,  20480,  30720,
+                                        40960,  61440, 81920, 122880, 163840, 245760, 327680, 491520};
+    return n < 32 ? us[n] : 0;
+}
+
+namespace {
+std::string span_text(double us) {
+    char b[32];
+    if (us >= 1e6) std::snprintf(b, sizeof b, "%.2f s", us / 1e6);
+    else std::snprintf(b, sizeof b, "%.3g ms", us / 1e3);
+    return b;
+}
+} // namespace
+
+std::string describe(const qp_timers& t) {
+    return "ack timeout " + std::to_string(t.ack_timeout) + " (" +
+           (t.ack_timeout ? span_text(ack_timeout_us(t.ack_timeout)) : std::string("none")) + "), retry " +
+           std::to_string(t.retry_count) + ", rnr retry " + std::to_string(t.rnr_retry) + ", min rnr timer " +
+           std::to_string(t.min_rnr_timer) + " (" + span_text(rnr_timer_us(t.min_rnr_timer)) + ")";
+}
+
+std::string describe_timers(const qp_settings& s) {
+    std::string t = describe(qp_timers{s.ack_timeout, s.retry_count, s.rnr_retry, s.min_rnr_timer});
+    if (!s.ack_timeout) t.replace(0, t.find(')') + 1, "ack timeout rdma_cm's");
+    return t;
+}
+
+std::string timers_from_env(qp_settings& s) {
+    struct var {
+        const char* name;
+        unsigned lo, hi;
+        std::uint8_t qp_settings::*field;
+    };
+    static constexpr var vars[] = {{"RAILGATE_IB_TIMEOUT", 1, 31, &qp_settings::ack_timeout},
+                                   {"RAILGATE_IB_RETRY_CNT", 0, 7, &qp_settings::retry_count},
+                                   {"RAILGATE_IB_RNR_RETRY", 0, 7, &qp_settings::rnr_retry},
+                                   {"RAILGATE_IB_MIN_RNR_TIMER", 0, 31, &qp_settings::min_rnr_timer}};
+    qp_settings out = s;
+    for (const var& v : vars) {
+        const char* e = std::getenv(v.name);
+        if (!e) continue;
+        char* end = nullptr;
+        errno = 0;
+        const unsigned long n = std::strtoul(e, &end, 10);
+        if (!*e || *e == '-' || *end || errno || n < v.lo || n > v.hi)
+            return std::string(v.name) + "='" + e + "': must be an integer " + std::to_string(v.lo) + ".." +
+                   std::to_string(v.hi);
+        out.*v.field = static_cast<std::uint8_t>(n);
+    }
+    s = out;
     return "";
 }
 

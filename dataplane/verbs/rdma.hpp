@@ -54,7 +54,36 @@ struct qp_settings {
     std::uint8_t service_level = 0;
     unsigned sq_depth = 64, rq_depth = 64;
     unsigned max_inline = 64;    // payloads up to this many bytes go inline in the WQE (if the HCA can)
+    // RC timers, in the IB encodings (qp_timers below reads them back).
+    // ack_timeout: how long a send waits for its ACK before it is resent,
+    // 4.096 us x 2^n (1..31; 0: rdma_cm's, from the path's packet
+    // lifetime: 2.1 s on rxe). retry_count: resends after that before the
+    // QP fails (0..7). rnr_retry: resends after a receiver-not-ready NAK
+    // (0..7; 7 without end). min_rnr_timer: how long this end asks a
+    // sender to wait after its RNR NAK (0..31; 12 is 0.64 ms, as perftest
+    // and NCCL set; rdma_cm's 0 is 655 ms).
+    std::uint8_t ack_timeout = 0;
+    std::uint8_t retry_count = 7, rnr_retry = 7, min_rnr_timer = 12;
 };
+
+// The timers a QP has (ibv_query_qp), as the HCA took them.
+struct qp_timers {
+    unsigned ack_timeout = 0, retry_count = 0, rnr_retry = 0, min_rnr_timer = 0;
+};
+// The IB encodings in microseconds: 4.096 us x 2^n (0: no timeout, which
+// reads as 0), and the RNR NAK timer's table (IBA 9.7.5.2.8).
+double ack_timeout_us(unsigned n) noexcept;
+double rnr_timer_us(unsigned n) noexcept;
+// "ack timeout 14 (67.1 ms), retry 7, rnr retry 7, min rnr timer 12 (0.64 ms)"
+std::string describe(const qp_timers& t);
+// The same of the settings ("ack timeout rdma_cm's" when it is 0).
+std::string describe_timers(const qp_settings& s);
+// A worker's overrides from its environment, as NCCL_IB_TIMEOUT and
+// NCCL_IB_RETRY_CNT are NCCL's: RAILGATE_IB_TIMEOUT (1..31),
+// RAILGATE_IB_RETRY_CNT (0..7), RAILGATE_IB_RNR_RETRY (0..7) and
+// RAILGATE_IB_MIN_RNR_TIMER (0..31). "" or the first bad one, named with
+// its range (s unchanged then).
+std::string timers_from_env(qp_settings& s);
 
 // "path_mtu 1024" -> IBV_MTU_1024; 0 for anything that is not an IB MTU.
 ibv_mtu mtu_enum(unsigned bytes) noexcept;
@@ -114,6 +143,8 @@ public:
         if (bytes && (!s_.path_mtu || bytes < s_.path_mtu)) s_.path_mtu = bytes;
     }
     unsigned path_mtu() const noexcept { return mtu_used_; }
+    // After RTS: the timers the HCA took (the settings' or rdma_cm's).
+    const qp_timers& timers() const noexcept { return timers_; }
     // Sends of at most this many bytes may carry IBV_SEND_INLINE.
     unsigned max_inline() const noexcept { return inline_; }
 
@@ -125,6 +156,7 @@ private:
     int gid_used_ = -1;
     unsigned mtu_used_ = 0;
     unsigned inline_ = 0;
+    qp_timers timers_;
 };
 
 // Selective signalling of one QP's sends. Most sends complete silently; one

@@ -222,6 +222,23 @@ BOOST_AUTO_TEST_CASE(verbs_rails) {
                "t.toml:7:12: rail[0].path_mtu: applies to transport = \"verbs\" only");
 }
 
+BOOST_AUTO_TEST_CASE(verbs_rc_timers) {
+    const std::string v = "[[rail]]\nname = \"v0\"\ntransport = \"verbs\"\ndevice = \"rxe0\"\nip = \"10.0.0.1\"\n";
+    const config::rail d = parse(v).cfg.rails.at(0); // rdma_cm's ACK timeout, perftest's RNR timer
+    BOOST_TEST((d.ack_timeout == 0u && d.retry_count == 7u && d.rnr_retry == 7u && d.min_rnr_timer == 12u));
+    const config::result ok = parse(v + "ack_timeout = 14\nretry_count = 3\nrnr_retry = 0\nmin_rnr_timer = 31\n");
+    BOOST_TEST_REQUIRE(ok.ok());
+    const config::rail& r = ok.cfg.rails[0];
+    BOOST_TEST((r.ack_timeout == 14u && r.retry_count == 3u && r.rnr_retry == 0u && r.min_rnr_timer == 31u));
+    BOOST_TEST(only_error(v + "ack_timeout = 0\n") == "t.toml:6:15: rail[0].ack_timeout: 0 out of range 1..31");
+    BOOST_TEST(only_error(v + "ack_timeout = 32\n") == "t.toml:6:15: rail[0].ack_timeout: 32 out of range 1..31");
+    BOOST_TEST(only_error(v + "retry_count = 8\n") == "t.toml:6:15: rail[0].retry_count: 8 out of range 0..7");
+    BOOST_TEST(only_error(v + "rnr_retry = -1\n") == "t.toml:6:13: rail[0].rnr_retry: -1 out of range 0..7");
+    BOOST_TEST(only_error(v + "min_rnr_timer = \"fast\"\n") == "t.toml:6:17: rail[0].min_rnr_timer: must be an integer");
+    for (const char* k : {"ack_timeout = 14", "retry_count = 7", "rnr_retry = 7", "min_rnr_timer = 12"})
+        BOOST_TEST(only_error(rail0 + k + "\n").find("applies to transport = \"verbs\" only") != std::string::npos, k);
+}
+
 BOOST_AUTO_TEST_CASE(shaping_and_traffic_classes) {
     const config::result ok = parse(rail0 + "rate = \"10Gbit\"\nburst = 30000\n"
                                             "[[rail.tc]]\nid = 5\nstrict = true\n"

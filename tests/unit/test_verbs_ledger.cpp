@@ -4,11 +4,13 @@
 #define BOOST_TEST_MODULE verbs_ledger
 #include <boost/test/unit_test.hpp>
 
+#include <cstdlib>
 #include <vector>
 
 #include "dataplane/verbs/rdma.hpp"
 
 using railgate::verbs::send_ledger;
+namespace verbs = railgate::verbs;
 
 BOOST_AUTO_TEST_CASE(one_signalled_completion_retires_the_sends_before_it) {
     send_ledger l(64, 4);
@@ -54,4 +56,52 @@ BOOST_AUTO_TEST_CASE(a_nearly_full_queue_signals_every_send_and_full_is_exact) {
     BOOST_TEST(signalled == 5u);
     l.complete(l.next_seq() - 1, [](std::uint64_t) {});
     BOOST_TEST(!l.full());
+}
+
+// The RC timers' IB encodings, their text, and a worker's overrides from
+// its environment (all four set, then each bad one refused by name with s
+// unchanged).
+BOOST_AUTO_TEST_CASE(rc_timer_encodings_and_environment) {
+    BOOST_TEST(verbs::ack_timeout_us(0) == 0.0); // no timeout
+    BOOST_TEST(verbs::ack_timeout_us(14) == 4.096 * 16384);
+    BOOST_TEST(verbs::ack_timeout_us(19) == 4.096 * 524288); // rdma_cm's on rxe: 2.1 s
+    BOOST_TEST(verbs::rnr_timer_us(0) == 655360.0);
+    BOOST_TEST(verbs::rnr_timer_us(1) == 10.0);
+    BOOST_TEST(verbs::rnr_timer_us(12) == 640.0);
+    BOOST_TEST(verbs::rnr_timer_us(31) == 491520.0);
+    for (unsigned n = 2; n < 32; ++n) BOOST_TEST(verbs::rnr_timer_us(n) > verbs::rnr_timer_us(n - 1), n);
+    BOOST_TEST(verbs::describe(verbs::qp_timers{19, 7, 7, 0}) ==
+               "ack timeout 19 (2.15 s), retry 7, rnr retry 7, min rnr timer 0 (655 ms)");
+    verbs::qp_settings s;
+    BOOST_TEST(verbs::describe_timers(s) == "ack timeout rdma_cm's, retry 7, rnr retry 7, min rnr timer 12 (0.64 ms)");
+    for (const char* n : {"RAILGATE_IB_TIMEOUT", "RAILGATE_IB_RETRY_CNT", "RAILGATE_IB_RNR_RETRY", "RAILGATE_IB_MIN_RNR_TIMER"})
+        unsetenv(n);
+    BOOST_TEST(verbs::timers_from_env(s).empty());
+    BOOST_TEST((s.ack_timeout == 0 && s.retry_count == 7 && s.rnr_retry == 7 && s.min_rnr_timer == 12));
+    setenv("RAILGATE_IB_TIMEOUT", "14", 1);
+    setenv("RAILGATE_IB_RETRY_CNT", "2", 1);
+    setenv("RAILGATE_IB_RNR_RETRY", "0", 1);
+    setenv("RAILGATE_IB_MIN_RNR_TIMER", "31", 1);
+    BOOST_TEST(verbs::timers_from_env(s).empty());
+    BOOST_TEST((s.ack_timeout == 14 && s.retry_count == 2 && s.rnr_retry == 0 && s.min_rnr_timer == 31));
+    BOOST_TEST(verbs::describe_timers(s) == "ack timeout 14 (67.1 ms), retry 2, rnr retry 0, min rnr timer 31 (492 ms)");
+    const struct {
+        const char *name, *value, *error;
+    } bad[] = {{"RAILGATE_IB_TIMEOUT", "0", "RAILGATE_IB_TIMEOUT='0': must be an integer 1..31"},
+               {"RAILGATE_IB_TIMEOUT", "32", "RAILGATE_IB_TIMEOUT='32': must be an integer 1..31"},
+               {"RAILGATE_IB_RETRY_CNT", "8", "RAILGATE_IB_RETRY_CNT='8': must be an integer 0..7"},
+               {"RAILGATE_IB_RNR_RETRY", "-1", "RAILGATE_IB_RNR_RETRY='-1': must be an integer 0..7"},
+               {"RAILGATE_IB_MIN_RNR_TIMER", "12ms", "RAILGATE_IB_MIN_RNR_TIMER='12ms': must be an integer 0..31"},
+               {"RAILGATE_IB_MIN_RNR_TIMER", "", "RAILGATE_IB_MIN_RNR_TIMER='': must be an integer 0..31"},
+               {"RAILGATE_IB_TIMEOUT", "99999999999999999999", "RAILGATE_IB_TIMEOUT='99999999999999999999': must be an integer 1..31"}};
+    for (const auto& b : bad) {
+        const std::string keep = std::getenv(b.name);
+        setenv(b.name, b.value, 1);
+        verbs::qp_settings t;
+        BOOST_TEST(verbs::timers_from_env(t) == b.error);
+        BOOST_TEST((t.ack_timeout == 0 && t.retry_count == 7 && t.rnr_retry == 7 && t.min_rnr_timer == 12)); // unchanged
+        setenv(b.name, keep.c_str(), 1);
+    }
+    for (const char* n : {"RAILGATE_IB_TIMEOUT", "RAILGATE_IB_RETRY_CNT", "RAILGATE_IB_RNR_RETRY", "RAILGATE_IB_MIN_RNR_TIMER"})
+        unsetenv(n);
 }
