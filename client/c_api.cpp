@@ -466,6 +466,7 @@ RG_EXPORT rg_status rg_create(const rg_config* c, rg_comm** out) {
         co.transport = comm->transport;
         co.port = cfg.port ? cfg.port : wire::default_udp_port;
         co.gid_index = cfg.gid_index;
+        co.peer_timeout = std::chrono::milliseconds(cfg.peer_timeout_ms);
         if (cfg.dscp > 63) return usage(nullptr, "config.dscp " + std::to_string(cfg.dscp) + " is above 63");
         co.tos = static_cast<std::uint8_t>(cfg.dscp << 2);
         if (cfg.congestion_control > RG_CC_QUEUE)

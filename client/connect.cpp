@@ -26,6 +26,7 @@ connection::connection(const connect_options& o) {
     } else if (o.transport == "verbs") {
         verbs_options vo;
         vo.qp.gid_index = o.gid_index;
+        if (o.peer_timeout.count() > 0) vo.peer_timeout = o.peer_timeout;
         t_ = std::make_unique<verbs_transport>(o.server_ip, o.port, vo);
     } else if (o.transport == "dpdk") {
         if (o.dpdk_rails.empty()) throw std::runtime_error("the dpdk transport needs a device per rail (DEVARGS@IP)");

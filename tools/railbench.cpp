@@ -1122,6 +1122,7 @@ int run_remote(const options& o) {
     co.port = o.port;
     co.dpdk_rails = o.dpdk_rails;
     co.gid_index = o.gid_index;
+    co.peer_timeout = std::chrono::milliseconds(o.peer_timeout_ms);
     // The delay-based window also takes ECN marks: ECN-capable frames.
     if (o.cc != client::cc_mode::off) co.tos |= wire::ecn_ect0;
     std::unique_ptr<client::connection> conn;

@@ -3,6 +3,7 @@
 // by railbench, raillat's remote mode and the C ABI (librailgate).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,6 +29,10 @@ struct connect_options {
     // address) and this worker's IPv4 address there (host order).
     std::vector<std::pair<std::string, std::uint32_t>> dpdk_rails;
     int gid_index = -1;              // verbs: -1 automatic
+    // verbs: the worker's peer timeout, which sets the QPs' ACK timeout
+    // (verbs_options::peer_timeout); 0: verbs_options' default, the
+    // worker's (1 s).
+    std::chrono::milliseconds peer_timeout{0};
 };
 
 // Parses "DEVARGS@IP" (net_af_xdp0,iface=eth1@10.0.0.10); false if it is not.

@@ -28,6 +28,11 @@ struct verbs_options {
     // environment set the timers (verbs::timers_from_env; a bad value
     // fails the constructor, named).
     verbs::qp_settings qp;
+    // The worker's peer timeout: without RAILGATE_IB_TIMEOUT (or
+    // qp.ack_timeout), the QPs' ACK timeout is the longest under half of
+    // it (verbs::ack_timeout_within), so that a lost packet is resent
+    // before the worker gives railgated up.
+    std::chrono::milliseconds peer_timeout{1000};
     std::chrono::milliseconds connect_timeout{5000};
     // Offer railgated an eager ring per rail (RAILGATE_VERBS_LL=0 in the
     // environment turns it off, as it may for an A/B or an HCA that

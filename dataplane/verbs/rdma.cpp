@@ -159,6 +159,12 @@ std::string queue_pair::move_to(ibv_qp_state to) {
 
 double ack_timeout_us(unsigned n) noexcept { return n && n < 32 ? 4.096 * static_cast<double>(1ull << n) : 0; }
 
+std::uint8_t ack_timeout_within(std::chrono::microseconds budget) noexcept {
+    std::uint8_t n = 1;
+    while (n < 31 && ack_timeout_us(n + 1u) <= static_cast<double>(budget.count())) ++n;
+    return n;
+}
+
 double rnr_timer_us(unsigned n) noexcept {
     // 0.01 ms steps doubling every other step from 1; 0 is the longest.
     static constexpr unsigned us[32] = {655360, 10,    20,    30,    40,    60,     80,     120,

@@ -57,7 +57,8 @@ struct qp_settings {
     // RC timers, in the IB encodings (qp_timers below reads them back).
     // ack_timeout: how long a send waits for its ACK before it is resent,
     // 4.096 us x 2^n (1..31; 0: rdma_cm's, from the path's packet
-    // lifetime: 2.1 s on rxe). retry_count: resends after that before the
+    // lifetime: 2.1 s on rxe; railgated and the worker library set
+    // ack_timeout_within() half their peer's silence limit). retry_count: resends after that before the
     // QP fails (0..7). rnr_retry: resends after a receiver-not-ready NAK
     // (0..7; 7 without end). min_rnr_timer: how long this end asks a
     // sender to wait after its RNR NAK (0..31; 12 is 0.64 ms, as perftest
@@ -74,6 +75,11 @@ struct qp_timers {
 // reads as 0), and the RNR NAK timer's table (IBA 9.7.5.2.8).
 double ack_timeout_us(unsigned n) noexcept;
 double rnr_timer_us(unsigned n) noexcept;
+// The longest ACK timeout (1..31) of at most `budget`: railgate's default
+// is the longest under half the time after which a silent peer fails its
+// job (railgated's [jobs] stall_ms, a worker's peer timeout), so that a
+// packet the fabric drops is resent, once at least, before that.
+std::uint8_t ack_timeout_within(std::chrono::microseconds budget) noexcept;
 // "ack timeout 14 (67.1 ms), retry 7, rnr retry 7, min rnr timer 12 (0.64 ms)"
 std::string describe(const qp_timers& t);
 // The same of the settings ("ack timeout rdma_cm's" when it is 0).

@@ -4,10 +4,13 @@
 # RC connection of railgate's own queue pairs (a receiver-not-ready NAK's
 # wait by min_rnr_timer, a dead peer's failure after retry_count + 1 ACK
 # timeouts); then railgated with the timers set on one verbs rail
-# ([[rail]] ack_timeout, retry_count, min_rnr_timer) and raillat with its
-# own (RAILGATE_IB_TIMEOUT, RAILGATE_IB_RETRY_CNT): each QP took what its
-# side set, as railctl status and raillat report (ibv_query_qp), and a bad
-# value in the worker's environment is refused by name.
+# ([[rail]] ack_timeout, retry_count, min_rnr_timer) and its other rail's
+# ACK timeout set from the stall time, and raillat with its own
+# (RAILGATE_IB_TIMEOUT, RAILGATE_IB_RETRY_CNT) and then from its peer
+# timeout: each QP took what its side set, as railctl status and raillat
+# report (ibv_query_qp); railgated warns of the rail whose ACK timeout is
+# not under the stall time; a bad value in the worker's environment is
+# refused by name.
 #   qp_timers.sh RXE_VM BUILD_DIR
 set -u
 . "$(dirname "$0")/host.sh" "$0" "$@"
@@ -16,38 +19,42 @@ BUILD=$2 WORK=$(mktemp -d)
 rxe_counters_on_failure
 "$BUILD/tests/rxe/qp_timers" 198.18.0.1 47300 || { echo "FAIL: qp_timers"; exit 1; }
 
-# v0 keeps the defaults (rdma_cm's ACK timeout, min rnr timer 12); v1 (the
-# file's last table) gets its own.
-{ cat "$here/verbs.toml"; printf 'ack_timeout = 15\nretry_count = 5\nmin_rnr_timer = 14\n'; } > "$WORK/timers.toml"
+# v0 keeps the defaults (an ACK timeout under half the stall time, 250 ms
+# here: 14, 67 ms; min rnr timer 12); v1 (the file's last table) gets its
+# own, with an ACK timeout (268 ms) above the stall time.
+{ cat "$here/verbs.toml"; printf 'ack_timeout = 16\nretry_count = 5\nmin_rnr_timer = 14\n'
+  printf '\n[jobs]\nstall_ms = 250\n'; } > "$WORK/timers.toml"
 start_railgated "$BUILD" "$WORK/timers.toml" "$WORK/ctl.sock" "$WORK/railgated.log"
-grep -q "railgated: verbs rail v1 .*; ack timeout 15 (134 ms), retry 5, rnr retry 7, min rnr timer 14 (1.28 ms)$" \
+grep -q "railgated: verbs rail v0 .*; ack timeout 14 (67.1 ms), retry 7, rnr retry 7, min rnr timer 12 (0.64 ms)$" \
+  "$WORK/railgated.log" || { echo "FAIL: railgated's placement line lacks v0's timers"; cat "$WORK/railgated.log"; exit 1; }
+grep -q "railgated: verbs rail v1 .*; ack timeout 16 (268 ms), retry 5, rnr retry 7, min rnr timer 14 (1.28 ms)$" \
   "$WORK/railgated.log" || { echo "FAIL: railgated's placement line lacks v1's timers"; cat "$WORK/railgated.log"; exit 1; }
 RAILGATE_IB_TIMEOUT=16 RAILGATE_IB_RETRY_CNT=3 timeout 60 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 \
   --job 5 -s 4 -n 200 -w 10 --bw-size 0 > "$WORK/lat.log" 2>&1 || { echo "FAIL: raillat"; cat "$WORK/lat.log"; exit 1; }
 grep "QP timers" "$WORK/lat.log"
 grep -q "^raillat: verbs QP timers: ack timeout 16 (268 ms), retry 3, rnr retry 7, min rnr timer 12 (0.64 ms)$" "$WORK/lat.log" ||
   { echo "FAIL: raillat's QP did not take RAILGATE_IB_TIMEOUT and RAILGATE_IB_RETRY_CNT"; cat "$WORK/lat.log"; exit 1; }
-# Again without the environment: the worker's defaults (rdma_cm's ACK
-# timeout, railgate's RNR timer), and a second QP on each of railgated's rails.
+# Again without the environment: the worker's defaults (an ACK timeout
+# under half its peer timeout, 1 s: 16, 268 ms; min rnr timer 12), and a
+# second QP on each of railgated's rails.
 timeout 60 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 --job 7 -s 4 -n 200 -w 10 --bw-size 0 \
   > "$WORK/lat2.log" 2>&1 || { echo "FAIL: raillat"; cat "$WORK/lat2.log"; exit 1; }
 grep "QP timers" "$WORK/lat2.log"
-grep -qE "^raillat: verbs QP timers: ack timeout [1-9][0-9]* .*, retry 7, rnr retry 7, min rnr timer 12 \(0.64 ms\)$" \
+grep -q "^raillat: verbs QP timers: ack timeout 16 (268 ms), retry 7, rnr retry 7, min rnr timer 12 (0.64 ms)$" \
   "$WORK/lat2.log" || { echo "FAIL: raillat's QP timers without the environment"; cat "$WORK/lat2.log"; exit 1; }
 "$BUILD/railctl" --socket "$WORK/ctl.sock" status | tee "$WORK/status.txt"
-grep -q "^v1       QP timers: ack timeout 15 (134 ms), retry 5, rnr retry 7, min rnr timer 14 (1.28 ms)$" "$WORK/status.txt" ||
+grep -q "^v1       QP timers: ack timeout 16 (268 ms), retry 5, rnr retry 7, min rnr timer 14 (1.28 ms)$" "$WORK/status.txt" ||
   { echo "FAIL: railctl status lacks v1's timers"; exit 1; }
 "$BUILD/railctl" --socket "$WORK/ctl.sock" --json status > "$WORK/status.json"
 python3 - "$WORK/status.json" <<'PY' || { echo "FAIL: railctl --json status: the QPs' timers"; exit 1; }
 import json, sys
 rails = {r["name"]: r["qp_timers"] for r in json.load(open(sys.argv[1]))["verbs_rails"]}
 v0, v1 = rails["v0"], rails["v1"]
-assert v1["seen"] == {"ack_timeout": 15, "ack_timeout_ms": 4.096 * 2**15 / 1e3, "retry_count": 5, "rnr_retry": 7,
+assert v1["seen"] == {"ack_timeout": 16, "ack_timeout_ms": 4.096 * 2**16 / 1e3, "retry_count": 5, "rnr_retry": 7,
                       "min_rnr_timer": 14, "min_rnr_timer_ms": 1.28}, v1
-assert v1["configured"]["ack_timeout"] == 15, v1
-# v0: rdma_cm's ACK timeout (from the path: nonzero), railgate's RNR timer.
-assert v0["configured"]["ack_timeout"] == "rdma_cm" and v0["seen"]["ack_timeout"] > 0, v0
-assert (v0["seen"]["retry_count"], v0["seen"]["rnr_retry"], v0["seen"]["min_rnr_timer"]) == (7, 7, 12), v0
+assert v1["configured"] == v1["seen"], v1
+assert v0["seen"] == v0["configured"] and (v0["seen"]["ack_timeout"], v0["seen"]["retry_count"], v0["seen"]["rnr_retry"],
+                                           v0["seen"]["min_rnr_timer"]) == (14, 7, 7, 12), v0
 print("v0:", v0["seen_text"], "| v1:", v1["seen_text"])
 PY
 # A bad value in a worker's environment: refused, named, before any QP.
@@ -56,10 +63,10 @@ RAILGATE_IB_TIMEOUT=40 timeout 60 "$BUILD/tools/raillat" --transport verbs --ser
 grep -q "RAILGATE_IB_TIMEOUT='40': must be an integer 1..31" "$WORK/bad.log" ||
   { echo "FAIL: RAILGATE_IB_TIMEOUT=40 not named"; cat "$WORK/bad.log"; exit 1; }
 kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; tail "$WORK/railgated.log"; exit 1; }
-# v0's ACK timeout (rdma_cm's, 2.1 s) is not under the jobs' stall time (1
-# s, the default): said once, for v0 alone, though two QPs connected there.
+# v1's ACK timeout (268 ms) is not under the jobs' stall time (250 ms):
+# said once, for v1 alone, though two QPs connected there.
 grep "ACK timeout is not under" "$WORK/railgated.log"
-[ "$(grep -c "verbs rail v0: its QPs took ack timeout [0-9]* .*; that ACK timeout is not under the jobs' stall time (1000 ms)" \
-  "$WORK/railgated.log")" = 1 ] && ! grep -q "verbs rail v1: .*ACK timeout is not under" "$WORK/railgated.log" ||
-  { echo "FAIL: the warning of a QP ACK timeout above the stall time, once for v0 and not for v1"; cat "$WORK/railgated.log"; exit 1; }
+[ "$(grep -c "verbs rail v1: its QPs took ack timeout 16 (268 ms), .*; that ACK timeout is not under the jobs' stall time (250 ms)" \
+  "$WORK/railgated.log")" = 1 ] && ! grep -q "verbs rail v0: .*ACK timeout is not under" "$WORK/railgated.log" ||
+  { echo "FAIL: the warning of a QP ACK timeout above the stall time, once for v1 and not for v0"; cat "$WORK/railgated.log"; exit 1; }
 echo "ok: the RC timers: measured on railgate's QPs, taken by railgated's rails and raillat's QPs, read back"

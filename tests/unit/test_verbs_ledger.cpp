@@ -70,6 +70,16 @@ BOOST_AUTO_TEST_CASE(rc_timer_encodings_and_environment) {
     BOOST_TEST(verbs::rnr_timer_us(12) == 640.0);
     BOOST_TEST(verbs::rnr_timer_us(31) == 491520.0);
     for (unsigned n = 2; n < 32; ++n) BOOST_TEST(verbs::rnr_timer_us(n) > verbs::rnr_timer_us(n - 1), n);
+    // The defaults: the longest under half of railgated's stall time or a
+    // worker's peer timeout.
+    using std::chrono::milliseconds;
+    BOOST_TEST(verbs::ack_timeout_within(milliseconds(500)) == 16);  // 268 ms: stall_ms 1000, the default
+    BOOST_TEST(verbs::ack_timeout_within(milliseconds(2500)) == 19); // 2.1 s: 5000, the rxe suite's
+    BOOST_TEST(verbs::ack_timeout_within(milliseconds(125)) == 14);  // 67 ms
+    BOOST_TEST(verbs::ack_timeout_within(std::chrono::microseconds(16384 * 4096 / 1000 + 1)) == 14); // exactly 2^14 x 4.096 us
+    BOOST_TEST(verbs::ack_timeout_within(milliseconds(1)) == 7);
+    BOOST_TEST(verbs::ack_timeout_within(milliseconds(0)) == 1);     // never 0: no timeout at all
+    BOOST_TEST(verbs::ack_timeout_within(std::chrono::hours(1000)) == 31);
     BOOST_TEST(verbs::describe(verbs::qp_timers{19, 7, 7, 0}) ==
                "ack timeout 19 (2.15 s), retry 7, rnr retry 7, min rnr timer 0 (655 ms)");
     verbs::qp_settings s;
