@@ -498,8 +498,7 @@ int cmd_rail(const std::vector<std::string>& a) {
         const json r = call("rail.show", {{"rail", a[1]}});
         if (json_out) return print_json(r), 0;
         for (const auto& [k, v] : r.items())
-            if (k == "qp_timers") std::printf("%-14s %s\n", "qp_timers", qp_timers_text(v).c_str());
-            else if (k != "counters") std::printf("%-14s %s\n", k.c_str(), v.is_string() ? v.get<std::string>().c_str() : v.dump().c_str());
+            if (k != "counters") std::printf("%-14s %s\n", k.c_str(), v.is_string() ? v.get<std::string>().c_str() : v.dump().c_str());
         std::printf("counters\n");
         print_counters(r["counters"]);
         return 0;
