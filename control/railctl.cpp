@@ -47,7 +47,7 @@ const char* const help_main =
     "usage: railctl [--socket PATH] [--json] COMMAND ...\n"
     "  status                              the daemon, its policy and rails\n"
     "  rail list | show R                  rails; one rail with its counters\n"
-    "  rail set R mtu N | gid-index N      change a rail while it runs\n"
+    "  rail set R mtu N | gid-index N|auto change a rail while it runs\n"
     "  rail add NAME DEVARGS IP [--mtu N] [--host-ip A/N] [--lcore L] | remove R\n"
     "  gid list [R]                        GID tables, like show_gids; DPDK rails' MAC and IPv4\n"
     "  policy show | set rail | set lag [--hash l2|l3l4]\n"
@@ -68,12 +68,15 @@ const char* const help_main =
 const std::map<std::string, const char*> help_cmd = {
     {"status", "usage: railctl status\n  The daemon (pid, uptime, config, kernels, policy) and a table of its rails.\n"},
     {"rail", "usage: railctl rail list\n       railctl rail show R\n       railctl rail set R mtu N\n"
-             "       railctl rail set R gid-index N\n"
+             "       railctl rail set R gid-index N|auto\n"
              "  set mtu: raising applies now; lowering applies to new jobs now and to the port once\n"
              "  the jobs with larger chunks have left. Workers learn the new chunk at their next job.\n"
              "       railctl rail add NAME DEVARGS IP [--mtu N] [--host-ip A.B.C.D/N] [--lcore L]\n"
              "       railctl rail remove R\n"
-             "  gid-index applies to verbs rails (0..255).\n"
+             "  gid-index: a verbs rail's source GID (0..255, an entry of railctl gid list, or auto: the\n"
+             "  RoCEv2 GID of its address) for the connections that come from now on; those connected\n"
+             "  keep their QPs'. An IPv4 GID of another address than the rail's is refused.\n"
+             "  list and show take verbs rails too (show: its QPs' timers, last source GID, counters).\n"
              "  add: live; hot-plugs the DPDK device (vdev or PCI) onto a running lcore, or opens a udp\n"
              "  rail (DEVARGS udp or udp,interface=lo: the kernel's UDP socket on IP); jobs that join\n"
              "  from now on stripe over it (--host-ip: address for a tap's kernel side).\n"
@@ -212,6 +215,38 @@ std::string qp_timers_text(const json& t) {
     return seen == conf ? seen : seen + " (configured: " + conf + ")";
 }
 
+// The GID index new connections take ("auto" or N) and the last QP's
+// ("last QP's 2 (::ffff:198.18.1.1, RoCE v2, automatic)").
+std::string gid_text(const json& v) {
+    std::string t = v["gid_index"].is_string() ? "auto" : std::to_string(v["gid_index"].get<int>());
+    if (v.contains("gid_seen"))
+        t += ", last QP's " + std::to_string(v["gid_seen"]["index"].get<int>()) + " (" +
+             v["gid_seen"]["gid"].get<std::string>() + ", " + v["gid_seen"].value("chosen", std::string("?")) + ")";
+    return t;
+}
+
+// A status or rail list answer's rails: the DPDK-side table, then the verbs
+// rails' with their QPs' timers and GIDs.
+void print_all_rails(const json& s) {
+    if (!s["rails"].empty()) print_rails_table(s["rails"]);
+    if (!s.contains("verbs_rails") || s["verbs_rails"].empty()) return;
+    std::printf("%s%-8s %-10s %-4s %-16s %-6s %-5s %-8s %-6s %-4s %-4s %-5s %-4s %-4s\n", s["rails"].empty() ? "" : "\n",
+                "VERBS", "DEVICE", "PORT", "IP", "GID", "NUMA", "PATH_MTU", "CHUNK", "TC", "SL", "CONNS", "JOBS", "MRS");
+    for (const json& v : s["verbs_rails"])
+        std::printf("%-8s %-10s %-4u %-16s %-6s %-5d %-8u %-6u %-4u %-4u %-5u %-4u %-4u\n", v["name"].get<std::string>().c_str(),
+                    v["device"].get<std::string>().c_str(), v["port"].get<unsigned>(), v["ip"].get<std::string>().c_str(),
+                    v["gid_index"].is_string() ? "auto" : std::to_string(v["gid_index"].get<int>()).c_str(),
+                    v["numa"].get<int>(), v["path_mtu"].get<unsigned>(), v["chunk_bytes"].get<unsigned>(),
+                    v["traffic_class"].get<unsigned>(), v["service_level"].get<unsigned>(),
+                    v["connections"].get<unsigned>(), v["active_jobs"].get<unsigned>(), v.value("result_mrs", 0u));
+    for (const json& v : s["verbs_rails"]) {
+        if (v.contains("qp_timers"))
+            std::printf("%-8s QP timers: %s\n", v["name"].get<std::string>().c_str(), qp_timers_text(v["qp_timers"]).c_str());
+        if (v.contains("gid_seen"))
+            std::printf("%-8s source GID: %s\n", v["name"].get<std::string>().c_str(), gid_text(v).c_str());
+    }
+}
+
 int cmd_status(const std::vector<std::string>& a) {
     if (!a.empty()) usage("status takes no arguments");
     const json s = call("status");
@@ -224,23 +259,7 @@ int cmd_status(const std::vector<std::string>& a) {
                 d["job_chunk_bytes"].get<unsigned>());
     std::printf("control %s, metrics %s\n\n", d["control_socket"].get<std::string>().c_str(),
                 d["metrics"].get<std::string>().empty() ? "off" : d["metrics"].get<std::string>().c_str());
-    if (!s["rails"].empty()) print_rails_table(s["rails"]);
-    if (s.contains("verbs_rails") && !s["verbs_rails"].empty()) {
-        std::printf("\n%-8s %-10s %-4s %-16s %-6s %-5s %-8s %-6s %-4s %-4s %-5s %-4s %-4s\n", "VERBS", "DEVICE", "PORT",
-                    "IP", "GID", "NUMA", "PATH_MTU", "CHUNK", "TC", "SL", "CONNS", "JOBS", "MRS");
-        for (const json& v : s["verbs_rails"])
-            std::printf("%-8s %-10s %-4u %-16s %-6s %-5d %-8u %-6u %-4u %-4u %-5u %-4u %-4u\n", v["name"].get<std::string>().c_str(),
-                        v["device"].get<std::string>().c_str(), v["port"].get<unsigned>(),
-                        v["ip"].get<std::string>().c_str(),
-                        v["gid_index"].is_string() ? "auto" : std::to_string(v["gid_index"].get<int>()).c_str(),
-                        v["numa"].get<int>(), v["path_mtu"].get<unsigned>(), v["chunk_bytes"].get<unsigned>(),
-                        v["traffic_class"].get<unsigned>(), v["service_level"].get<unsigned>(),
-                        v["connections"].get<unsigned>(), v["active_jobs"].get<unsigned>(),
-                        v.value("result_mrs", 0u));
-        for (const json& v : s["verbs_rails"])
-            if (v.contains("qp_timers"))
-                std::printf("%-8s QP timers: %s\n", v["name"].get<std::string>().c_str(), qp_timers_text(v["qp_timers"]).c_str());
-    }
+    print_all_rails(s);
     return 0;
 }
 
@@ -490,27 +509,37 @@ int cmd_rail(const std::vector<std::string>& a) {
         if (a.size() != 1) usage("rail list takes no arguments");
         const json r = call("rail.list");
         if (json_out) return print_json(r), 0;
-        print_rails_table(r["rails"]);
+        print_all_rails(r);
         return 0;
     }
     if (a[0] == "show") {
         if (a.size() != 2) usage("rail show needs one rail");
         const json r = call("rail.show", {{"rail", a[1]}});
         if (json_out) return print_json(r), 0;
-        for (const auto& [k, v] : r.items())
-            if (k != "counters") std::printf("%-14s %s\n", k.c_str(), v.is_string() ? v.get<std::string>().c_str() : v.dump().c_str());
+        for (const auto& [k, v] : r.items()) {
+            if (k == "counters" || k == "gid_seen") continue;
+            const std::string t = k == "qp_timers" ? qp_timers_text(v) : k == "gid_index" ? gid_text(r)
+                                  : v.is_string()  ? v.get<std::string>()
+                                                   : v.dump();
+            std::printf("%-14s %s\n", k.c_str(), t.c_str());
+        }
         std::printf("counters\n");
         print_counters(r["counters"]);
         return 0;
     }
     if (a[0] == "set") {
-        if (a.size() != 4) usage("rail set needs: R mtu N | R gid-index N");
+        if (a.size() != 4) usage("rail set needs: R mtu N | R gid-index N|auto");
         json args = {{"rail", a[1]}};
         if (a[2] == "mtu") args["mtu"] = std::stoull(num_arg("MTU", a[3]));
+        else if (a[2] == "gid-index" && a[3] == "auto") args["gid_index"] = "auto";
         else if (a[2] == "gid-index") args["gid_index"] = std::stoull(num_arg("GID index", a[3]));
         else usage("rail set: unknown setting '" + a[2] + "' (mtu, gid-index)");
         const json r = call("rail.set", args);
         if (json_out) return print_json(r), 0;
+        if (r.value("transport", "") == "verbs") {
+            std::printf("rail %s: %s\n", r["name"].get<std::string>().c_str(), r["state"].get<std::string>().c_str());
+            return 0;
+        }
         std::printf("rail %s: mtu %u (target %u), chunk %u B: %s\n", r["name"].get<std::string>().c_str(),
                     r["mtu"].get<unsigned>(), r["mtu_target"].get<unsigned>(), r["chunk_bytes"].get<unsigned>(),
                     r["state"].get<std::string>().c_str());

@@ -61,7 +61,10 @@ std::string control_plane::find_rail(const json& args, int& index, bool required
         }
         known += (known.empty() ? "" : ", ") + d_.rail(i).name;
     }
-    return "rail '" + *name + "' does not exist (rails: " + known + ")";
+    if (verbs_ && verbs_rail_index(*verbs_, *name) >= 0)
+        return "rail '" + *name + "' is a verbs rail: this applies to DPDK and udp rails (" + known + ")";
+    return "rail '" + *name + "' does not exist (rails: " + known +
+           (verbs_ ? "; verbs rails: " + verbs_rail_names(*verbs_) : std::string()) + ")";
 }
 
 json control_plane::rail_json(const net::rail_status& r) const {
@@ -221,6 +224,13 @@ json control_plane::handle(const control::request& r) {
                    {"rails", rails},
                    {"verbs_rails", verbs_ ? verbs_rails_json(*verbs_) : json::array()}});
     }
+    // A verbs rail's name: its own show and set (verbs_control.cpp).
+    if (verbs_ && (r.command == "rail.show" || r.command == "rail.set") && a.contains("rail") && a["rail"].is_string())
+        if (const int v = verbs_rail_index(*verbs_, a["rail"].get<std::string>()); v >= 0) {
+            if (r.command == "rail.set") return verbs_rail_set(*verbs_, v, r);
+            if (!(e = control::check_keys(a, {"rail"})).empty()) return fail(e);
+            return ok(verbs_rail_show(*verbs_, v));
+        }
     if (r.command == "rail.list" || r.command == "rail.show") {
         const bool show = r.command == "rail.show";
         if (!(e = control::check_keys(a, show ? std::initializer_list<std::string_view>{"rail"}
@@ -233,7 +243,7 @@ json control_plane::handle(const control::request& r) {
         if (!show) {
             json rails = json::array();
             for (const auto& s : st) rails.push_back(rail_json(s));
-            return ok({{"rails", rails}});
+            return ok({{"rails", rails}, {"verbs_rails", verbs_ ? verbs_rails_json(*verbs_) : json::array()}});
         }
         const net::rail_status* s = status_of(st, static_cast<std::size_t>(idx));
         if (!s) return fail("rail was removed meanwhile");
@@ -246,12 +256,13 @@ json control_plane::handle(const control::request& r) {
         int idx = -1;
         if (!(e = find_rail(a, idx, true)).empty()) return fail(e);
         std::optional<std::uint64_t> mtu, gid;
+        const bool gid_auto = a.contains("gid_index") && a["gid_index"] == "auto";
         if (!(e = control::get_uint(a, "mtu", UINT32_MAX, mtu)).empty()) return fail(e);
-        if (!(e = control::get_uint(a, "gid_index", UINT32_MAX, gid)).empty()) return fail(e);
-        if (!!mtu == !!gid) return fail("give exactly one of 'mtu' and 'gid_index'");
+        if (!gid_auto && !(e = control::get_uint(a, "gid_index", UINT32_MAX, gid)).empty()) return fail(e);
+        if (!!mtu == (gid || gid_auto)) return fail("give exactly one of 'mtu' and 'gid_index'");
         const std::string& name = d_.rail(static_cast<std::size_t>(idx)).name;
-        if (gid) {
-            if (!(e = config::check_gid_index(static_cast<long long>(*gid))).empty()) return fail(e);
+        if (gid || gid_auto) {
+            if (gid && !(e = config::check_gid_index(static_cast<long long>(*gid))).empty()) return fail(e);
             return fail("rail '" + name + "' is a DPDK rail: it has no GID table (GIDs belong to verbs rails)");
         }
         if (!(e = config::check_mtu(static_cast<long long>(*mtu), config::mtu_max)).empty()) return fail(e);

@@ -28,8 +28,9 @@ public:
     // For telemetry callbacks (they cannot carry a pointer).
     static control_plane* instance;
     net::daemon& daemon() noexcept { return d_; }
-    // Verbs rails served beside the DPDK ones: status and stats show them.
-    void attach_verbs(const verbs::plane* p) noexcept { verbs_ = p; }
+    // Verbs rails served beside the DPDK ones: status, stats, job list and
+    // abort show them, rail list, show and set (gid-index) take them.
+    void attach_verbs(verbs::plane* p) noexcept { verbs_ = p; }
     // Timers, on the control socket's thread (capture leases).
     void tick() { capture_.reap(); }
 
@@ -47,7 +48,7 @@ private:
     control::json capture(const control::request& r);
 
     net::daemon& d_;
-    const verbs::plane* verbs_ = nullptr;
+    verbs::plane* verbs_ = nullptr;
     config::appliance cfg_;
     config::lag_hash hash_;
     std::chrono::steady_clock::time_point started_;

@@ -32,7 +32,14 @@ json verbs_rails_json(const verbs::plane& p) {
                   {"connections", s.connections},
                   {"active_jobs", s.jobs},
                   {"result_mrs", s.result_mrs}};
+        // The source GID: what new connections take (the config's, or
+        // railctl rail set's since), and what the last QP took.
         j["gid_index"] = s.gid_index >= 0 ? json(s.gid_index) : json("auto");
+        j["gid_index_configured"] = s.gid_index_configured >= 0 ? json(s.gid_index_configured) : json("auto");
+        if (s.gid_seen >= 0)
+            j["gid_seen"] = {{"index", s.gid_seen},
+                             {"gid", s.gid_seen_text},
+                             {"chosen", s.gid_seen_given ? "given" : "automatic"}};
         // The RC timers as configured (ack_timeout "rdma_cm": the path's)
         // and as the last connection's QP took them, with their spans.
         const auto timers = [](unsigned ack, unsigned retry, unsigned rnr_retry, unsigned rnr_timer) {
@@ -59,6 +66,12 @@ int verbs_rail_index(const verbs::plane& p, const std::string& name) {
     for (std::size_t i = 0; i < st.size(); ++i)
         if (st[i].name == name) return static_cast<int>(i);
     return -1;
+}
+
+std::string verbs_rail_names(const verbs::plane& p) {
+    std::string names;
+    for (const verbs::rail_status& s : p.status()) names += (names.empty() ? "" : ", ") + s.name;
+    return names;
 }
 
 json jobs_json(const std::vector<agg::job_view>& js) {
@@ -208,8 +221,43 @@ std::string verbs_prometheus(const verbs::plane& p, bool standalone) {
     return o;
 }
 
-json verbs_only_handle(const verbs::plane& p, const config::appliance& cfg,
-                       std::chrono::steady_clock::time_point started, const control::request& r) {
+json verbs_rail_show(const verbs::plane& p, int rail) {
+    json j = verbs_rails_json(p).at(static_cast<std::size_t>(rail));
+    json c = verbs_counters_json(p, j["name"].get<std::string>());
+    j["counters"] = c.empty() ? json::object() : c[0];
+    return j;
+}
+
+json verbs_rail_set(verbs::plane& p, int rail, const control::request& r) {
+    const json& a = r.args;
+    std::string e;
+    if (!(e = control::check_keys(a, {"rail", "mtu", "gid_index"})).empty()) return control::fail(e);
+    const std::string name = a["rail"].get<std::string>();
+    if (a.contains("mtu") == a.contains("gid_index")) return control::fail("give exactly one of 'mtu' and 'gid_index'");
+    if (a.contains("mtu"))
+        return control::fail("rail '" + name + "' is a verbs rail: its path MTU is the config's path_mtu (or the "
+                             "port's active MTU), agreed with each worker when it connects; railctl rail set mtu "
+                             "changes DPDK and udp rails");
+    int index = -1; // "auto": the RoCEv2 GID of the rail's address
+    if (!(a["gid_index"].is_string() && a["gid_index"] == "auto")) {
+        std::optional<std::uint64_t> gid;
+        if (!(e = control::get_uint(a, "gid_index", UINT32_MAX, gid)).empty())
+            return control::fail(e + " (or \"auto\")");
+        if (!(e = config::check_gid_index(static_cast<long long>(*gid))).empty()) return control::fail(e);
+        index = static_cast<int>(*gid);
+    }
+    std::string note;
+    if (!(e = p.set_gid_index(static_cast<std::size_t>(rail), index, note)).empty())
+        return control::fail("rail '" + name + "': " + e);
+    log::notice("control: uid %ld pid %ld: rail.set %s gid_index %s", r.peer_uid, r.peer_pid, name.c_str(),
+                index < 0 ? "auto" : std::to_string(index).c_str());
+    json j = verbs_rails_json(p).at(static_cast<std::size_t>(rail));
+    j["state"] = note;
+    return control::ok(j);
+}
+
+json verbs_only_handle(verbs::plane& p, const config::appliance& cfg, std::chrono::steady_clock::time_point started,
+                       const control::request& r) {
     std::string e;
     if (r.command == "status") {
         if (!(e = control::check_keys(r.args, {})).empty()) return control::fail(e);
@@ -217,6 +265,20 @@ json verbs_only_handle(const verbs::plane& p, const config::appliance& cfg,
         return control::ok({{"daemon", daemon_json(cfg, started, "rail", "l3l4", st.empty() ? 0u : st[0].chunk_bytes)},
                             {"rails", json::array()},
                             {"verbs_rails", verbs_rails_json(p)}});
+    }
+    if (r.command == "rail.list") {
+        if (!(e = control::check_keys(r.args, {})).empty()) return control::fail(e);
+        return control::ok({{"rails", json::array()}, {"verbs_rails", verbs_rails_json(p)}});
+    }
+    if (r.command == "rail.show" || r.command == "rail.set") {
+        std::optional<std::string> name;
+        if (!(e = control::get_string(r.args, "rail", name)).empty()) return control::fail(e);
+        if (!name) return control::fail("argument 'rail' missing");
+        const int idx = verbs_rail_index(p, *name);
+        if (idx < 0) return control::fail("rail '" + *name + "' does not exist (rails: " + verbs_rail_names(p) + ")");
+        if (r.command == "rail.set") return verbs_rail_set(p, idx, r);
+        if (!(e = control::check_keys(r.args, {"rail"})).empty()) return control::fail(e);
+        return control::ok(verbs_rail_show(p, idx));
     }
     if (r.command == "stats") {
         if (!(e = control::check_keys(r.args, {"rail"})).empty()) return control::fail(e);
@@ -245,8 +307,8 @@ json verbs_only_handle(const verbs::plane& p, const config::appliance& cfg,
         if (!ended_on.empty()) log::notice("control: uid %ld pid %ld: job.abort %u", r.peer_uid, r.peer_pid, job);
         return abort_answer(job, ended_on, told);
     }
-    return control::fail("'" + r.command + "' needs DPDK rails; this railgated runs verbs rails only (status, stats, "
-                         "job list, job abort)");
+    return control::fail("'" + r.command + "' needs DPDK rails; this railgated runs verbs rails only (status, rail "
+                         "list, show and set gid-index, stats, job list, job abort)");
 }
 
 } // namespace railgate

@@ -45,6 +45,14 @@ void shared_counters_json(const Counters& c, control::json& j) {
 control::json verbs_rails_json(const verbs::plane& p);
 // The index of the verbs rail named `name`, or -1.
 int verbs_rail_index(const verbs::plane& p, const std::string& name);
+// The verbs rails' names, comma-separated (for errors naming the rails).
+std::string verbs_rail_names(const verbs::plane& p);
+// rail show of verbs rail `rail` (an index): its status entry and counters.
+control::json verbs_rail_show(const verbs::plane& p, int rail);
+// rail set on verbs rail `rail`: gid_index (0..255 or "auto") for its new
+// connections; mtu is refused (a verbs rail's path MTU is agreed per
+// connection). Logged as the control plane logs changes.
+control::json verbs_rail_set(verbs::plane& p, int rail, const control::request& r);
 // job list's "jobs" array, whatever rails hold them.
 control::json jobs_json(const std::vector<agg::job_view>& jobs);
 // job abort's arguments (job, why) checked: the job id, and the text its
@@ -71,9 +79,9 @@ std::string build_info_prometheus();
 // `standalone` (a verbs-only railgated) they begin with build_info.
 std::string verbs_prometheus(const verbs::plane& p, bool standalone = false);
 
-// status, stats, job list and job abort for a verbs-only daemon; other commands are refused with
-// the reason.
-control::json verbs_only_handle(const verbs::plane& p, const config::appliance& cfg,
+// status, rail list, show and set, stats, job list and job abort for a
+// verbs-only daemon; other commands are refused with the reason.
+control::json verbs_only_handle(verbs::plane& p, const config::appliance& cfg,
                                 std::chrono::steady_clock::time_point started, const control::request& r);
 
 } // namespace railgate

@@ -156,6 +156,11 @@ struct plane::rail_state {
     // The last connection's QP timers as the HCA took them (qp_timers
     // packed a byte each, bit 31 set once a QP has connected).
     std::atomic<std::uint32_t> timers_seen{0};
+    // The source GID index new connections take (-1: automatic), set by
+    // the control plane (set_gid_index), and the last connection's QP's
+    // (-1: none yet), with gid_given when it was set, not found.
+    std::atomic<int> gid_index{-1}, gid_seen{-1};
+    static constexpr int gid_given = 1 << 16;
     vtable jobs;
     std::vector<std::unique_ptr<conn>> conns;
     unsigned pass = 0;
@@ -182,7 +187,8 @@ struct plane::rail_state {
     // Members above are declared in creation order: the connections (their
     // QPs, CQs and MRs) go first, then the jobs' MRs, the PD, the channels.
     rail_state(const rail_config& c, const plane_config& l, unsigned i)
-        : cfg(c), lim(l), index(i), jobs(l.max_jobs, std::min(l.max_pool, wire::verbs_max_pool)) {
+        : cfg(c), lim(l), index(i), gid_index(c.qp.gid_index),
+          jobs(l.max_jobs, std::min(l.max_pool, wire::verbs_max_pool)) {
         agg::lifecycle life;
         life.stall = std::uint64_t{l.stall_ms} * 1000000;
         life.assemble = std::uint64_t{l.assemble_ms} * 1000000;
@@ -274,14 +280,9 @@ plane::plane(const plane_config& cfg) {
         ibv_port_attr pa{};
         if (ibv_query_port(id->verbs, id->port_num, &pa))
             throw std::runtime_error(where + ": ibv_query_port: " + std::strerror(errno));
-        if (rc.qp.gid_index >= 0) {
-            ibv_gid g{};
-            static const ibv_gid zero{};
-            if (rc.qp.gid_index >= pa.gid_tbl_len || ibv_query_gid(id->verbs, id->port_num, rc.qp.gid_index, &g) ||
-                std::memcmp(&g, &zero, sizeof g) == 0)
-                throw std::runtime_error(where + ": GID index " + std::to_string(rc.qp.gid_index) + " of " + dev +
-                                         " port " + std::to_string(id->port_num) + " is empty (railctl gid list)");
-        }
+        if (rc.qp.gid_index >= 0)
+            if (const std::string e = check_gid(id->verbs, id->port_num, rc.qp.gid_index, rc.ip); !e.empty())
+                throw std::runtime_error(where + ": " + e);
         if (rc.qp.path_mtu && !mtu_enum(rc.qp.path_mtu))
             throw std::runtime_error(where + ": path MTU " + std::to_string(rc.qp.path_mtu) +
                                      " is not 256, 512, 1024, 2048 or 4096");
@@ -359,7 +360,13 @@ std::vector<rail_status> plane::status() const {
         s.cm_port = rs->cfg.cm_port;
         s.numa = rs->numa;
         s.cpu = rs->cfg.cpu;
-        s.gid_index = rs->cfg.qp.gid_index;
+        s.gid_index = rs->gid_index.load(std::memory_order_relaxed);
+        s.gid_index_configured = rs->cfg.qp.gid_index;
+        if (const int g = rs->gid_seen.load(std::memory_order_relaxed); g >= 0) {
+            s.gid_seen = g & (rail_state::gid_given - 1);
+            s.gid_seen_given = g & rail_state::gid_given;
+            check_gid(rs->listen->verbs, rs->cfg.port, s.gid_seen, rs->cfg.ip, &s.gid_seen_text);
+        }
         s.path_mtu = rs->path_mtu;
         s.chunk_bytes = rs->cfg.chunk_bytes;
         s.traffic_class = rs->cfg.qp.traffic_class;
@@ -431,6 +438,20 @@ std::string plane::abort_job(std::uint32_t id, const std::string& text, std::vec
         told += q.told;
     }
     return {};
+}
+
+std::string plane::set_gid_index(std::size_t rail, int index, std::string& note) {
+    rail_state& rs = *rails_.at(rail);
+    std::string what;
+    if (index >= 0)
+        if (std::string e = check_gid(rs.listen->verbs, rs.cfg.port, index, rs.cfg.ip, &what); !e.empty()) return e;
+    const int was = rs.gid_index.exchange(index, std::memory_order_relaxed);
+    const auto text = [](int i) { return i < 0 ? std::string("automatic (RoCEv2 IPv4)") : "index " + std::to_string(i); };
+    const unsigned conns = rs.n_conns.load(std::memory_order_relaxed);
+    note = "source GID " + text(index) + (what.empty() ? "" : " (" + what + ")") + " for new connections, " +
+           text(was) + " before";
+    if (conns) note += "; the " + std::to_string(conns) + " connected keep their QPs'";
+    return "";
 }
 
 void plane::print_placement(std::FILE* f) const {
@@ -559,6 +580,7 @@ void plane::rail_state::on_connect_request(rdma_cm_id* id, const rdma_conn_param
         c->ctl_mr.reset(ibv_reg_mr(pd, c->ctl.p, c->ctl.bytes, local_write));
         if (!c->ctl_mr) throw std::runtime_error(std::string("ibv_reg_mr: ") + std::strerror(errno));
         qp_settings s = cfg.qp;
+        s.gid_index = gid_index.load(std::memory_order_relaxed);
         s.sq_depth = sq_depth;
         s.rq_depth = rq_depth;
         // Both ends use the smaller path MTU: ours, or the worker's.
@@ -577,6 +599,7 @@ void plane::rail_state::on_connect_request(rdma_cm_id* id, const rdma_conn_param
         if (e.empty()) e = c->qp->move_to(IBV_QPS_RTR);
         if (e.empty()) e = c->qp->move_to(IBV_QPS_RTS);
         if (!e.empty()) throw std::runtime_error(e);
+        gid_seen.store(c->qp->gid_index() | (s.gid_index >= 0 ? gid_given : 0), std::memory_order_relaxed);
         const qp_timers& t = c->qp->timers();
         if (!(timers_seen.exchange(1u << 31 | t.ack_timeout << 24 | t.retry_count << 16 | t.rnr_retry << 8 |
                                        t.min_rnr_timer,

@@ -97,7 +97,11 @@ struct rail_status {
     std::uint32_t ip = 0;
     std::uint16_t cm_port = 0;
     int numa = -1, cpu = -1;
-    int gid_index = -1;        // configured, or -1 automatic
+    int gid_index = -1;        // what new connections take (railctl rail set), or -1 automatic
+    int gid_index_configured = -1; // the config file's
+    int gid_seen = -1;         // the last connection's QP's source GID index (-1: none yet)
+    bool gid_seen_given = false; // that index was set (config, railctl), not found for the rail's address
+    std::string gid_seen_text; // that entry ("::ffff:198.18.0.1, RoCE v2")
     unsigned path_mtu = 0;     // bytes: what QPs get (configured or the port's active MTU)
     std::uint32_t chunk_bytes = 0;
     unsigned traffic_class = 0, service_level = 0, tc = 0;
@@ -144,6 +148,11 @@ public:
     // members told. "" or why not.
     std::string abort_job(std::uint32_t id, const std::string& text, std::vector<std::string>& ended_on,
                           unsigned& told, unsigned wait_ms = 2000) const;
+    // railctl rail set R gid-index: the source GID index (-1: automatic,
+    // the RoCEv2 GID of the rail's address) of the rail's connections from
+    // now on; those connected keep their QPs'. Checked against the port's
+    // GID table (check_gid). "" or why not; `note` says what changed.
+    std::string set_gid_index(std::size_t rail, int index, std::string& note);
     void print_placement(std::FILE* f) const;
     void print_stats(std::FILE* f) const;
 

@@ -1,5 +1,6 @@
 #include "dataplane/verbs/rdma.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <hwloc.h>
 #include <poll.h>
@@ -269,6 +270,18 @@ unsigned port_path_mtu(rdma_cm_id* id, unsigned configured) noexcept {
     return configured ? std::min(configured, active) : active;
 }
 
+namespace {
+// An IPv4-mapped GID's address (::ffff:a.b.c.d, host order).
+bool ipv4_of(const ibv_gid& g, std::uint32_t& ip) noexcept {
+    const std::uint8_t* r = g.raw;
+    for (int k = 0; k < 10; ++k)
+        if (r[k]) return false;
+    if (r[10] != 0xff || r[11] != 0xff) return false;
+    ip = std::uint32_t{r[12]} << 24 | std::uint32_t{r[13]} << 16 | std::uint32_t{r[14]} << 8 | r[15];
+    return true;
+}
+} // namespace
+
 int find_ipv4_gid(ibv_context* ctx, unsigned port, std::uint32_t ip, bool v2) noexcept {
     ibv_port_attr pa{};
     if (ibv_query_port(ctx, static_cast<std::uint8_t>(port), &pa)) return -1;
@@ -276,13 +289,41 @@ int find_ipv4_gid(ibv_context* ctx, unsigned port, std::uint32_t ip, bool v2) no
     for (int i = 0; i < pa.gid_tbl_len; ++i) {
         ibv_gid_entry e{};
         if (ibv_query_gid_ex(ctx, port, static_cast<std::uint32_t>(i), &e, 0) || e.gid_type != want) continue;
-        const std::uint8_t* r = e.gid.raw;
-        bool mapped = r[10] == 0xff && r[11] == 0xff;
-        for (int k = 0; k < 10 && mapped; ++k) mapped = r[k] == 0;
-        if (mapped && (std::uint32_t{r[12]} << 24 | std::uint32_t{r[13]} << 16 | std::uint32_t{r[14]} << 8 | r[15]) == ip)
-            return i;
+        if (std::uint32_t has = 0; ipv4_of(e.gid, has) && has == ip) return i;
     }
     return -1;
+}
+
+std::string check_gid(ibv_context* ctx, unsigned port, int index, std::uint32_t ip, std::string* what) {
+    const std::string where = std::string(ibv_get_device_name(ctx->device)) + " port " + std::to_string(port);
+    ibv_port_attr pa{};
+    if (ibv_query_port(ctx, static_cast<std::uint8_t>(port), &pa))
+        return where + ": ibv_query_port: " + std::strerror(errno);
+    if (index < 0 || index >= pa.gid_tbl_len)
+        return "GID index " + std::to_string(index) + " is beyond the GID table of " + where + " (" +
+               std::to_string(pa.gid_tbl_len) + " entries)";
+    ibv_gid_entry e{};
+    static const ibv_gid zero{};
+    if (ibv_query_gid_ex(ctx, port, static_cast<std::uint32_t>(index), &e, 0) ||
+        std::memcmp(&e.gid, &zero, sizeof zero) == 0)
+        return "GID index " + std::to_string(index) + " of " + where + " is empty (railctl gid list)";
+    char text[INET6_ADDRSTRLEN] = "?";
+    ::inet_ntop(AF_INET6, e.gid.raw, text, sizeof text);
+    const char* type = e.gid_type == IBV_GID_TYPE_ROCE_V2 ? "RoCE v2"
+                       : e.gid_type == IBV_GID_TYPE_ROCE_V1 ? "RoCE v1"
+                                                            : "IB";
+    if (what) *what = std::string(text) + ", " + type;
+    if (std::uint32_t has = 0; pa.link_layer != IBV_LINK_LAYER_ETHERNET || (ipv4_of(e.gid, has) && has == ip)) return "";
+    in_addr want{htonl(ip)};
+    char w[INET_ADDRSTRLEN] = "?";
+    ::inet_ntop(AF_INET, &want, w, sizeof w);
+    std::string own;
+    for (const bool v2 : {true, false})
+        if (const int g = find_ipv4_gid(ctx, port, ip, v2); g >= 0)
+            own += (own.empty() ? "" : ", ") + std::to_string(g) + (v2 ? " (RoCE v2)" : " (RoCE v1)");
+    return "GID index " + std::to_string(index) + " of " + where + " is " + text + " (" + type + "), not the rail's " +
+           w + ": on RoCE a QP's source GID is the address its packets leave from, and the workers connect to " + w +
+           " (its GIDs: " + (own.empty() ? "none" : own) + "; railctl gid list)";
 }
 
 std::string bind_this_thread(int cpu, int numa_node) {

@@ -304,6 +304,17 @@ unsigned port_path_mtu(rdma_cm_id* id, unsigned configured) noexcept;
 // `ip` (host order) on the port, or -1.
 int find_ipv4_gid(ibv_context* ctx, unsigned port, std::uint32_t ip, bool v2) noexcept;
 
+// Whether GID `index` of the port may be the source of a rail's QPs whose
+// rdma_cm address is `ip` (host order): "" or why not, naming the device,
+// port and the indices that would do. Refused: an index beyond the table,
+// an empty entry, and on a RoCE port any GID but `ip`'s own (its RoCE v1 or
+// v2 one): there the source GID is the address the packets leave from, and
+// the workers' QPs drop what does not come from the one they connected to
+// (rxe's check_addr, a NIC's). An IB port's GIDs (subnet prefixes) are the
+// operator's to choose. `what` (when given) gets the entry, as
+// "::ffff:198.18.0.1, RoCE v2".
+std::string check_gid(ibv_context* ctx, unsigned port, int index, std::uint32_t ip, std::string* what = nullptr);
+
 // Pins the calling thread to `cpu`, or else to the CPUs of NUMA node
 // `numa_node` (both -1: leaves it alone). Returns a description for the
 // placement log ("cpu 3", "node 1 cpus 0-15", "unpinned").

@@ -156,6 +156,7 @@ expect_fail "mtu beyond the rail" "out of range 576..9000 (the rail's mtu_max)" 
 expect_fail "unknown rail" "rail 'r9' does not exist (rails: r0, r1)" rail set r9 mtu 1500
 expect_fail "gid index beyond the table" "GID index 300 out of range 0..255" rail set r0 gid-index 300
 expect_fail "gid index on a DPDK rail" "has no GID table" rail set r0 gid-index 3
+expect_fail "gid index auto on a DPDK rail" "has no GID table" rail set r0 gid-index auto
 expect_fail "misspelt policy" "'lga' is not rail or lag" policy set lga
 expect_fail "hash with rail policy" "--hash l2|l3l4 goes with lag" policy set rail --hash l2
 expect_fail "rail add with a taken address" "address 198.18.0.1 is rail r0's" rail add r2 net_tap2,iface=rg2 198.18.0.1

@@ -10,7 +10,8 @@
 # timeout: each QP took what its side set, as railctl status and raillat
 # report (ibv_query_qp); railgated warns of the rail whose ACK timeout is
 # not under the stall time; a bad value in the worker's environment is
-# refused by name.
+# refused by name. railctl rail list, show and set gid-index on those
+# verbs rails.
 #   qp_timers.sh RXE_VM BUILD_DIR
 set -u
 . "$(dirname "$0")/host.sh" "$0" "$@"
@@ -57,6 +58,53 @@ assert v0["seen"] == v0["configured"] and (v0["seen"]["ack_timeout"], v0["seen"]
                                            v0["seen"]["min_rnr_timer"]) == (14, 7, 7, 12), v0
 print("v0:", v0["seen_text"], "| v1:", v1["seen_text"])
 PY
+# railctl rail list and show take verbs rails (their QPs' timers, the last
+# QP's source GID, their counters); rail set v1 gid-index: refused for an
+# empty entry (rxe0's table holds 1024: 256 and above are refused before
+# it is asked), another address's GID and the link-local one (a RoCE
+# QP's source GID is the address its packets leave from), an MTU refused;
+# the rail's own GID by index, which the next connection's QP takes as
+# given where the ones before found it (automatic), then auto again.
+ctl=("$BUILD/railctl" --socket "$WORK/ctl.sock")
+"${ctl[@]}" rail list | tee "$WORK/list.txt"
+grep -qE "^v1 +rxe0 +1 +198.18.1.1 +auto " "$WORK/list.txt" || { echo "FAIL: rail list lacks verbs rail v1"; exit 1; }
+"${ctl[@]}" --json gid list rxe0 > "$WORK/gids.json"
+gids=$(python3 -c '
+import json, sys
+g = {x["ipv4"]: x["index"] for x in json.load(open(sys.argv[1]))["gids"]}
+print(g["198.18.1.1"], g["198.18.0.1"], g[""])' "$WORK/gids.json") || { echo "FAIL: rxe0's GIDs"; cat "$WORK/gids.json"; exit 1; }
+read -r own other ll <<< "$gids"
+"${ctl[@]}" rail show v1 | tee "$WORK/show.txt"
+grep -qE "^qp_timers +ack timeout 16 \(268 ms\), retry 5, rnr retry 7, min rnr timer 14 \(1.28 ms\)$" "$WORK/show.txt" &&
+  grep -qE "^gid_index +auto, last QP's $own \(::ffff:198.18.1.1, RoCE v2, automatic\)$" "$WORK/show.txt" &&
+  grep -qE "^  connects 2, " "$WORK/show.txt" || { echo "FAIL: rail show v1"; exit 1; }
+set_fails() { # WHAT EXPECTED ARGS...
+  local what=$1 want=$2 out
+  shift 2
+  if out=$("${ctl[@]}" rail set v1 "$@" 2>&1); then echo "FAIL: rail set v1 $* ($what) was taken: $out"; exit 1; fi
+  grep -qF -- "$want" <<< "$out" || { echo "FAIL: rail set v1 $* ($what): $out"; exit 1; }
+  echo "refused, $what: $out"
+}
+set_fails "an empty entry" "GID index 200 of rxe0 port 1 is empty (railctl gid list)" gid-index 200
+set_fails "out of range" "GID index 300 out of range 0..255" gid-index 300
+set_fails "another address's GID" "GID index $other of rxe0 port 1 is ::ffff:198.18.0.1 (RoCE v2), not the rail's 198.18.1.1: on RoCE a QP's source GID is the address its packets leave from, and the workers connect to 198.18.1.1 (its GIDs: $own (RoCE v2)" gid-index "$other"
+set_fails "the link-local GID" "GID index $ll of rxe0 port 1 is fe80::" gid-index "$ll"
+set_fails "an MTU" "is a verbs rail: its path MTU is the config's path_mtu" mtu 1024
+"${ctl[@]}" rail set v1 gid-index "$own" | tee "$WORK/set.txt"
+grep -qF "rail v1: source GID index $own (::ffff:198.18.1.1, RoCE v2) for new connections, automatic (RoCEv2 IPv4) before" \
+  "$WORK/set.txt" || { echo "FAIL: rail set v1 gid-index $own"; exit 1; }
+timeout 60 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 --job 8 -s 4 -n 200 -w 10 --bw-size 0 \
+  > "$WORK/lat3.log" 2>&1 || { echo "FAIL: raillat after rail set gid-index"; cat "$WORK/lat3.log"; exit 1; }
+"${ctl[@]}" --json rail show v1 > "$WORK/show.json"
+python3 - "$WORK/show.json" "$own" <<'PY' || { echo "FAIL: rail show v1 after rail set gid-index"; cat "$WORK/show.json"; exit 1; }
+import json, sys
+v, own = json.load(open(sys.argv[1])), int(sys.argv[2])
+assert v["transport"] == "verbs" and v["gid_index"] == own and v["gid_index_configured"] == "auto", v
+assert v["gid_seen"] == {"index": own, "gid": "::ffff:198.18.1.1, RoCE v2", "chosen": "given"}, v
+assert v["counters"]["connects"] == 3 and v["counters"]["qp_errors"] == 0, v["counters"]
+PY
+"${ctl[@]}" rail set v1 gid-index auto | grep -qF "rail v1: source GID automatic (RoCEv2 IPv4) for new connections, index $own before" ||
+  { echo "FAIL: rail set v1 gid-index auto"; exit 1; }
 # A bad value in a worker's environment: refused, named, before any QP.
 RAILGATE_IB_TIMEOUT=40 timeout 60 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 --job 6 -s 4 -n 10 \
   -w 0 --bw-size 0 > "$WORK/bad.log" 2>&1 && { echo "FAIL: raillat ran with RAILGATE_IB_TIMEOUT=40"; exit 1; }

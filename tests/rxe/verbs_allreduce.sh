@@ -103,6 +103,19 @@ wait $lat && { echo "FAIL: raillat finished although its job was aborted"; exit 
 grep -q "the operator ended job 70 (railctl job abort): rxe drill" "$WORK/lat.log" ||
   { echo "FAIL: raillat was not told who ended job 70"; tail -n 3 "$WORK/lat.log"; exit 1; }
 [ "$("$BUILD/railctl" --socket "$WORK/ctl3.sock" job list)" = "no jobs" ] || { echo "FAIL: job 70 left behind"; exit 1; }
+# railctl's rail commands beside a udp rail: rail list has both kinds,
+# rail show and set take a verbs rail's name, a DPDK-side command names
+# a verbs rail as one.
+"$BUILD/railctl" --socket "$WORK/ctl3.sock" --json rail list |
+  python3 -c 'import json, sys; d = json.load(sys.stdin); assert [r["name"] for r in d["rails"]] == ["u0"] and [r["name"] for r in d["verbs_rails"]] == ["v0", "v1"], d' ||
+  { echo "FAIL: rail list beside a udp rail"; exit 1; }
+"$BUILD/railctl" --socket "$WORK/ctl3.sock" --json rail show v0 |
+  python3 -c 'import json, sys; d = json.load(sys.stdin); assert d["transport"] == "verbs" and d["counters"]["connects"] >= 1 and d["gid_seen"]["chosen"] == "automatic", d' ||
+  { echo "FAIL: rail show v0 beside a udp rail"; exit 1; }
+"$BUILD/railctl" --socket "$WORK/ctl3.sock" rail set v0 gid-index auto | grep -q "^rail v0: source GID automatic" ||
+  { echo "FAIL: rail set v0 gid-index auto beside a udp rail"; exit 1; }
+out=$("$BUILD/railctl" --socket "$WORK/ctl3.sock" tc list --rail v1 2>&1) && { echo "FAIL: tc list --rail v1: $out"; exit 1; }
+grep -q "rail 'v1' is a verbs rail: this applies to DPDK and udp rails (u0)" <<< "$out" || { echo "FAIL: tc list --rail v1: $out"; exit 1; }
 kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; cat "$WORK/railgated3.log"; exit 1; }
 
 # Large verbs chunks (1 MiB and 512 KiB rails: a 512 KiB job chunk, above
