@@ -98,7 +98,7 @@ typedef struct rg_config {
     uint32_t retries;         /* re-joins after a recoverable failure, the first join's too (0: fail at once) */
     uint32_t timeout_ms;      /* an allreduce with no progress this long fails (default 60000) */
     uint32_t join_timeout_ms; /* default 5000 */
-    int32_t gid_index;        /* verbs: the GID index (-1: automatic, the default) */
+    int32_t gid_index;        /* verbs: the GID index (-1, the default: RAILGATE_IB_GID_INDEX, else automatic) */
     uint8_t dscp;             /* udp/dpdk: the traffic class (DSCP) of the job's datagrams */
     /* udp/dpdk: RG_CC_DELAY makes each rail's window of chunks in flight
      * follow the measured round trip, railgated's queue depth and ECN marks

@@ -227,6 +227,14 @@ std::unique_ptr<verbs_transport::rail> connect_rail(std::uint32_t ip, std::uint1
     if (rdma_resolve_route(id, ms)) throw std::runtime_error(where + ": rdma_resolve_route: " + std::strerror(errno));
     if (std::string e = expect_event(r->ch.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, o.connect_timeout, where, meanwhile); !e.empty())
         throw std::runtime_error(e);
+    // A GID index given must be one of the address this connection is
+    // made at (on RoCE): otherwise railgated's QP drops every packet and
+    // the connection fails only when its retries run out.
+    if (const sockaddr* src = rdma_get_local_addr(id); o.qp.gid_index >= 0 && src && src->sa_family == AF_INET)
+        if (std::string e = verbs::check_gid(id->verbs, id->port_num, o.qp.gid_index,
+                                             ntohl(reinterpret_cast<const sockaddr_in*>(src)->sin_addr.s_addr));
+            !e.empty())
+            throw std::runtime_error(where + ": " + e + " (RAILGATE_IB_GID_INDEX, --gid-index, gid_index)");
     r->pd.reset(ibv_alloc_pd(id->verbs));
     r->comp.reset(ibv_create_comp_channel(id->verbs));
     if (!r->pd || !r->comp) throw std::runtime_error(where + ": cannot allocate a PD or completion channel");
@@ -281,7 +289,7 @@ std::unique_ptr<verbs_transport::rail> connect_rail(std::uint32_t ip, std::uint1
 
 verbs_transport::verbs_transport(std::uint32_t server_ip, std::uint16_t port, const verbs_options& o) : o_(o) {
     if (const char* e = std::getenv("RAILGATE_VERBS_LL"); e && std::strcmp(e, "0") == 0) o_.eager_rings = false;
-    if (std::string e = verbs::timers_from_env(o_.qp); !e.empty()) throw std::runtime_error("verbs transport: " + e);
+    if (std::string e = verbs::settings_from_env(o_.qp); !e.empty()) throw std::runtime_error("verbs transport: " + e);
     if (!o_.qp.ack_timeout) o_.qp.ack_timeout = verbs::ack_timeout_within(o_.peer_timeout / 2);
     rails_.push_back(connect_rail(server_ip, port, o_));
     addrs_.push_back({server_ip, port});

@@ -155,7 +155,7 @@ void usage(std::FILE* f) {
                  "      --rank R            this process's rank (udp, verbs); without it, the launcher's:\n"
                  "                          OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID (and --workers\n"
                  "                          from OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS)\n"
-                 "      --gid-index N       verbs: the local GID index (default: the RoCEv2 IPv4 GID)\n"
+                 "      --gid-index N       verbs: the local GID index (default: RAILGATE_IB_GID_INDEX, else the RoCEv2 IPv4 GID)\n"
                  "      --job ID --token T  job id and its 64-bit secret token (every rank the same; default\n"
                  "                          $RAILGATE_TOKEN; --embedded makes a random one). Make one with\n"
                  "                          RAILGATE_TOKEN=$(od -An -N8 -tu8 /dev/urandom)\n"

@@ -97,7 +97,7 @@ void usage(std::FILE* f) {
                  "  --bw-iters N          allreduces in the bandwidth phase (default 10)\n"
                  "  --dump FILE           every sample, one per line (transport, usec)\n"
                  "  --json                results as JSON\n"
-                 "  --gid-index N         verbs: the local GID index (default: the RoCEv2 IPv4 GID)\n"
+                 "  --gid-index N         verbs: the local GID index (default: RAILGATE_IB_GID_INDEX, else the RoCEv2 IPv4 GID)\n"
                  "  --job ID              job id to use (default 4242)\n"
                  "  --token T             the job's token (default $RAILGATE_TOKEN, else a random one)\n"
                  "  -e, --events          sleep on completion events / sockets between results (perftest's -e);\n"
@@ -490,6 +490,7 @@ std::vector<result> run(const std::string& name, const options& o, const std::ve
             vo.qp.gid_index = o.gid_index;
             client::verbs_transport t(server_ip(o, o.verbs_server), o.port, vo);
             std::fprintf(stderr, "raillat: verbs QP timers: %s\n", verbs::describe(t.qp_timers()).c_str());
+            std::fprintf(stderr, "raillat: verbs source GID index %d\n", t.gid_index());
             each([&](const options& at, result& r, std::vector<double>& raw) { measure(t, at, r, raw); });
         } else {
             // railgated embedded: one rail over in-process rings, on lcore 1.

@@ -25,8 +25,10 @@ struct verbs_options {
     // GID index, path MTU, traffic class, SL and RC timers of the
     // worker's QPs; RAILGATE_IB_TIMEOUT, RAILGATE_IB_RETRY_CNT,
     // RAILGATE_IB_RNR_RETRY and RAILGATE_IB_MIN_RNR_TIMER in the
-    // environment set the timers (verbs::timers_from_env; a bad value
-    // fails the constructor, named).
+    // environment set the timers, RAILGATE_IB_GID_INDEX the GID index when
+    // none is given (verbs::settings_from_env; a bad value fails the
+    // constructor, named). A GID index is checked against each rail's
+    // local address before its connect (verbs::check_gid).
     verbs::qp_settings qp;
     // The worker's peer timeout: without RAILGATE_IB_TIMEOUT (or
     // qp.ack_timeout), the QPs' ACK timeout is the longest under half of

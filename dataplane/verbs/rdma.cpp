@@ -197,7 +197,23 @@ std::string describe_timers(const qp_settings& s) {
     return t;
 }
 
-std::string timers_from_env(qp_settings& s) {
+namespace {
+// Environment variable `name` as an integer lo..hi into n: "" (n unchanged
+// when it is not set) or why not, naming it.
+std::string env_uint(const char* name, unsigned lo, unsigned hi, unsigned long& n) {
+    const char* e = std::getenv(name);
+    if (!e) return "";
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long v = std::strtoul(e, &end, 10);
+    if (!*e || *e == '-' || *end || errno || v < lo || v > hi)
+        return std::string(name) + "='" + e + "': must be an integer " + std::to_string(lo) + ".." + std::to_string(hi);
+    n = v;
+    return "";
+}
+} // namespace
+
+std::string settings_from_env(qp_settings& s) {
     struct var {
         const char* name;
         unsigned lo, hi;
@@ -209,16 +225,14 @@ std::string timers_from_env(qp_settings& s) {
                                    {"RAILGATE_IB_MIN_RNR_TIMER", 0, 31, &qp_settings::min_rnr_timer}};
     qp_settings out = s;
     for (const var& v : vars) {
-        const char* e = std::getenv(v.name);
-        if (!e) continue;
-        char* end = nullptr;
-        errno = 0;
-        const unsigned long n = std::strtoul(e, &end, 10);
-        if (!*e || *e == '-' || *end || errno || n < v.lo || n > v.hi)
-            return std::string(v.name) + "='" + e + "': must be an integer " + std::to_string(v.lo) + ".." +
-                   std::to_string(v.hi);
+        unsigned long n = out.*v.field;
+        if (std::string e = env_uint(v.name, v.lo, v.hi, n); !e.empty()) return e;
         out.*v.field = static_cast<std::uint8_t>(n);
     }
+    // A GID index given (a tool's --gid-index, the C API's gid_index) wins.
+    unsigned long g = 0;
+    if (std::string e = env_uint("RAILGATE_IB_GID_INDEX", 0, 255, g); !e.empty()) return e;
+    if (out.gid_index < 0 && std::getenv("RAILGATE_IB_GID_INDEX")) out.gid_index = static_cast<int>(g);
     s = out;
     return "";
 }
@@ -321,9 +335,10 @@ std::string check_gid(ibv_context* ctx, unsigned port, int index, std::uint32_t 
     for (const bool v2 : {true, false})
         if (const int g = find_ipv4_gid(ctx, port, ip, v2); g >= 0)
             own += (own.empty() ? "" : ", ") + std::to_string(g) + (v2 ? " (RoCE v2)" : " (RoCE v1)");
-    return "GID index " + std::to_string(index) + " of " + where + " is " + text + " (" + type + "), not the rail's " +
-           w + ": on RoCE a QP's source GID is the address its packets leave from, and the workers connect to " + w +
-           " (its GIDs: " + (own.empty() ? "none" : own) + "; railctl gid list)";
+    return "GID index " + std::to_string(index) + " of " + where + " is " + text + " (" + type + "), not a GID of " + w +
+           ", the address the connections are made at: on RoCE a QP's source GID is the address its packets leave "
+           "from, and the peer's QP drops what comes from another (" + w + "'s GIDs: " + (own.empty() ? "none" : own) +
+           "; railctl gid list)";
 }
 
 std::string bind_this_thread(int cpu, int numa_node) {

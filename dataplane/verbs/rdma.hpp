@@ -84,12 +84,14 @@ std::uint8_t ack_timeout_within(std::chrono::microseconds budget) noexcept;
 std::string describe(const qp_timers& t);
 // The same of the settings ("ack timeout rdma_cm's" when it is 0).
 std::string describe_timers(const qp_settings& s);
-// A worker's overrides from its environment, as NCCL_IB_TIMEOUT and
-// NCCL_IB_RETRY_CNT are NCCL's: RAILGATE_IB_TIMEOUT (1..31),
-// RAILGATE_IB_RETRY_CNT (0..7), RAILGATE_IB_RNR_RETRY (0..7) and
-// RAILGATE_IB_MIN_RNR_TIMER (0..31). "" or the first bad one, named with
-// its range (s unchanged then).
-std::string timers_from_env(qp_settings& s);
+// A worker's overrides from its environment, as NCCL_IB_TIMEOUT,
+// NCCL_IB_RETRY_CNT and NCCL_IB_GID_INDEX are NCCL's: RAILGATE_IB_TIMEOUT
+// (1..31), RAILGATE_IB_RETRY_CNT (0..7), RAILGATE_IB_RNR_RETRY (0..7),
+// RAILGATE_IB_MIN_RNR_TIMER (0..31), and RAILGATE_IB_GID_INDEX (0..255)
+// where s has no GID index given (-1: a tool's --gid-index or the C API's
+// gid_index wins). "" or the first bad one, named with its range (s
+// unchanged then).
+std::string settings_from_env(qp_settings& s);
 
 // "path_mtu 1024" -> IBV_MTU_1024; 0 for anything that is not an IB MTU.
 ibv_mtu mtu_enum(unsigned bytes) noexcept;

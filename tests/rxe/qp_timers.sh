@@ -11,7 +11,7 @@
 # report (ibv_query_qp); railgated warns of the rail whose ACK timeout is
 # not under the stall time; a bad value in the worker's environment is
 # refused by name. railctl rail list, show and set gid-index on those
-# verbs rails.
+# verbs rails; a worker's RAILGATE_IB_GID_INDEX checked per rail.
 #   qp_timers.sh RXE_VM BUILD_DIR
 set -u
 . "$(dirname "$0")/host.sh" "$0" "$@"
@@ -87,7 +87,8 @@ set_fails() { # WHAT EXPECTED ARGS...
 }
 set_fails "an empty entry" "GID index 200 of rxe0 port 1 is empty (railctl gid list)" gid-index 200
 set_fails "out of range" "GID index 300 out of range 0..255" gid-index 300
-set_fails "another address's GID" "GID index $other of rxe0 port 1 is ::ffff:198.18.0.1 (RoCE v2), not the rail's 198.18.1.1: on RoCE a QP's source GID is the address its packets leave from, and the workers connect to 198.18.1.1 (its GIDs: $own (RoCE v2)" gid-index "$other"
+gid_why="not a GID of 198.18.1.1, the address the connections are made at: on RoCE a QP's source GID is the address its packets leave from, and the peer's QP drops what comes from another (198.18.1.1's GIDs: $own (RoCE v2); railctl gid list)"
+set_fails "another address's GID" "GID index $other of rxe0 port 1 is ::ffff:198.18.0.1 (RoCE v2), $gid_why" gid-index "$other"
 set_fails "the link-local GID" "GID index $ll of rxe0 port 1 is fe80::" gid-index "$ll"
 set_fails "an MTU" "is a verbs rail: its path MTU is the config's path_mtu" mtu 1024
 "${ctl[@]}" rail set v1 gid-index "$own" | tee "$WORK/set.txt"
@@ -110,6 +111,21 @@ RAILGATE_IB_TIMEOUT=40 timeout 60 "$BUILD/tools/raillat" --transport verbs --ser
   -w 0 --bw-size 0 > "$WORK/bad.log" 2>&1 && { echo "FAIL: raillat ran with RAILGATE_IB_TIMEOUT=40"; exit 1; }
 grep -q "RAILGATE_IB_TIMEOUT='40': must be an integer 1..31" "$WORK/bad.log" ||
   { echo "FAIL: RAILGATE_IB_TIMEOUT=40 not named"; cat "$WORK/bad.log"; exit 1; }
+# A worker's GID index from its environment (RAILGATE_IB_GID_INDEX, as
+# NCCL_IB_GID_INDEX): checked against each rail's local address before its
+# connect. 198.18.0.1's GID serves rail v0 (raillat's QP there takes it)
+# and is refused for v1, named, instead of a connection whose packets
+# railgated's QP drops until its retries run out; a bad value is named.
+RAILGATE_IB_GID_INDEX=$other timeout 60 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 --job 9 -s 4 -n 10 \
+  -w 0 --bw-size 0 > "$WORK/gid.log" 2>&1 && { echo "FAIL: raillat ran with v1's connection from another address's GID"; exit 1; }
+grep -E "source GID|GID index $other" "$WORK/gid.log"
+grep -q "^raillat: verbs source GID index $other$" "$WORK/gid.log" &&
+  grep -qF "verbs connect to 198.18.1.1:47000: GID index $other of rxe0 port 1 is ::ffff:198.18.0.1 (RoCE v2), $gid_why (RAILGATE_IB_GID_INDEX, --gid-index, gid_index)" \
+    "$WORK/gid.log" || { echo "FAIL: RAILGATE_IB_GID_INDEX=$other: rail v0's QP, rail v1's refusal"; cat "$WORK/gid.log"; exit 1; }
+RAILGATE_IB_GID_INDEX=x timeout 60 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 --job 9 -s 4 -n 10 \
+  -w 0 --bw-size 0 > "$WORK/gid2.log" 2>&1 && { echo "FAIL: raillat ran with RAILGATE_IB_GID_INDEX=x"; exit 1; }
+grep -q "RAILGATE_IB_GID_INDEX='x': must be an integer 0..255" "$WORK/gid2.log" ||
+  { echo "FAIL: RAILGATE_IB_GID_INDEX=x not named"; cat "$WORK/gid2.log"; exit 1; }
 kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; tail "$WORK/railgated.log"; exit 1; }
 # v1's ACK timeout (268 ms) is not under the jobs' stall time (250 ms):
 # said once, for v1 alone, though two QPs connected there.

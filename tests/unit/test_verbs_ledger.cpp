@@ -84,15 +84,17 @@ BOOST_AUTO_TEST_CASE(rc_timer_encodings_and_environment) {
                "ack timeout 19 (2.15 s), retry 7, rnr retry 7, min rnr timer 0 (655 ms)");
     verbs::qp_settings s;
     BOOST_TEST(verbs::describe_timers(s) == "ack timeout rdma_cm's, retry 7, rnr retry 7, min rnr timer 12 (0.64 ms)");
-    for (const char* n : {"RAILGATE_IB_TIMEOUT", "RAILGATE_IB_RETRY_CNT", "RAILGATE_IB_RNR_RETRY", "RAILGATE_IB_MIN_RNR_TIMER"})
+    for (const char* n : {"RAILGATE_IB_TIMEOUT", "RAILGATE_IB_RETRY_CNT", "RAILGATE_IB_RNR_RETRY", "RAILGATE_IB_MIN_RNR_TIMER",
+                          "RAILGATE_IB_GID_INDEX"})
         unsetenv(n);
-    BOOST_TEST(verbs::timers_from_env(s).empty());
+    BOOST_TEST(verbs::settings_from_env(s).empty());
+    BOOST_TEST(s.gid_index == -1);
     BOOST_TEST((s.ack_timeout == 0 && s.retry_count == 7 && s.rnr_retry == 7 && s.min_rnr_timer == 12));
     setenv("RAILGATE_IB_TIMEOUT", "14", 1);
     setenv("RAILGATE_IB_RETRY_CNT", "2", 1);
     setenv("RAILGATE_IB_RNR_RETRY", "0", 1);
     setenv("RAILGATE_IB_MIN_RNR_TIMER", "31", 1);
-    BOOST_TEST(verbs::timers_from_env(s).empty());
+    BOOST_TEST(verbs::settings_from_env(s).empty());
     BOOST_TEST((s.ack_timeout == 14 && s.retry_count == 2 && s.rnr_retry == 0 && s.min_rnr_timer == 31));
     BOOST_TEST(verbs::describe_timers(s) == "ack timeout 14 (67.1 ms), retry 2, rnr retry 0, min rnr timer 31 (492 ms)");
     const struct {
@@ -108,10 +110,27 @@ BOOST_AUTO_TEST_CASE(rc_timer_encodings_and_environment) {
         const std::string keep = std::getenv(b.name);
         setenv(b.name, b.value, 1);
         verbs::qp_settings t;
-        BOOST_TEST(verbs::timers_from_env(t) == b.error);
+        BOOST_TEST(verbs::settings_from_env(t) == b.error);
         BOOST_TEST((t.ack_timeout == 0 && t.retry_count == 7 && t.rnr_retry == 7 && t.min_rnr_timer == 12)); // unchanged
         setenv(b.name, keep.c_str(), 1);
     }
-    for (const char* n : {"RAILGATE_IB_TIMEOUT", "RAILGATE_IB_RETRY_CNT", "RAILGATE_IB_RNR_RETRY", "RAILGATE_IB_MIN_RNR_TIMER"})
+    // The GID index: taken where none is given, a given one kept; a bad
+    // value named, whatever was given.
+    setenv("RAILGATE_IB_GID_INDEX", "3", 1);
+    verbs::qp_settings g;
+    BOOST_TEST(verbs::settings_from_env(g).empty());
+    BOOST_TEST(g.gid_index == 3);
+    g.gid_index = 1;
+    BOOST_TEST(verbs::settings_from_env(g).empty());
+    BOOST_TEST(g.gid_index == 1);
+    for (const char* v : {"256", "-1", "x", ""}) {
+        setenv("RAILGATE_IB_GID_INDEX", v, 1);
+        verbs::qp_settings t;
+        t.gid_index = 2;
+        BOOST_TEST(verbs::settings_from_env(t) == "RAILGATE_IB_GID_INDEX='" + std::string(v) + "': must be an integer 0..255");
+        BOOST_TEST(t.gid_index == 2);
+    }
+    for (const char* n : {"RAILGATE_IB_TIMEOUT", "RAILGATE_IB_RETRY_CNT", "RAILGATE_IB_RNR_RETRY", "RAILGATE_IB_MIN_RNR_TIMER",
+                          "RAILGATE_IB_GID_INDEX"})
         unsetenv(n);
 }
