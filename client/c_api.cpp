@@ -465,6 +465,9 @@ RG_EXPORT rg_status rg_create(const rg_config* c, rg_comm** out) {
             return usage(nullptr, "config.transport '" + comm->transport + "' is not udp, dpdk or verbs");
         co.transport = comm->transport;
         co.port = cfg.port ? cfg.port : wire::default_udp_port;
+        if (cfg.gid_index < -1 || cfg.gid_index > 255)
+            return usage(nullptr, "config.gid_index " + std::to_string(cfg.gid_index) +
+                                      " is not -1 (automatic) or a GID index 0..255");
         co.gid_index = cfg.gid_index;
         co.peer_timeout = std::chrono::milliseconds(cfg.peer_timeout_ms);
         if (cfg.dscp > 63) return usage(nullptr, "config.dscp " + std::to_string(cfg.dscp) + " is above 63");

@@ -453,6 +453,24 @@ BOOST_AUTO_TEST_CASE(congestion_control_is_asked_for_in_the_config) {
                rg_last_error(nullptr));
 }
 
+// config.gid_index: -1 (automatic: RAILGATE_IB_GID_INDEX, else the RoCEv2
+// GID) or an index 0..255; anything else is refused before a connection,
+// not cut to a byte (300 became 44) or taken for automatic (-5).
+BOOST_AUTO_TEST_CASE(gid_index_is_checked_in_the_config) {
+    fake_server s;
+    for (const int g : {-5, -2, 256, 300}) {
+        rg_config c = config_for(s, 80);
+        BOOST_TEST(c.gid_index == -1); // the default
+        c.gid_index = g;
+        rg_comm* comm = nullptr;
+        BOOST_TEST(rg_create(&c, &comm) == RG_ERR_USAGE);
+        BOOST_TEST(comm == nullptr);
+        BOOST_TEST(std::string(rg_last_error(nullptr)) ==
+                       "config.gid_index " + std::to_string(g) + " is not -1 (automatic) or a GID index 0..255",
+                   rg_last_error(nullptr));
+    }
+}
+
 // rg_stats: the counters of a lost contribution's recovery, the struct_size
 // handshake with an older or newer header, 0.1's rg_get_stats, and the
 // congestion counters.
