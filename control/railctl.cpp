@@ -122,7 +122,8 @@ const std::map<std::string, const char*> help_cmd = {
                 "  min, p50, p90, p99, p99.9, p99.99, max, a perftest-style summary and a bar chart.\n"
                 "  --job: a job running on the rail, or one of the 8 joined last of those that ended\n"
                 "  there (to 1/64 of a value, where the rail's own are to 1/1024). --reset: clear after\n"
-                "  reading.\n"
+                "  reading. A verbs rail keeps its own and its workers' (not each job's; no TC): without\n"
+                "  --rail (and --job) they count with the others.\n"
                 "  --plot: an SVG with the histogram and the CDF.\n"},
     {"fault", "usage: railctl fault show [R]\n       railctl fault set R SPEC\n       railctl fault clear R\n"
               "       railctl fault freeze R MS\n"
@@ -854,13 +855,21 @@ int cmd_nccl_env(const std::vector<std::string>& a) {
     const json s = call("status");
     std::vector<std::string> hca, ifnames;
     std::set<unsigned> gid_idx, tcs;
+    bool gid_auto = false;
+    const auto add = [](std::vector<std::string>& v, const std::string& x) {
+        if (!x.empty() && std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+    };
     for (const json& r : s["rails"]) {
-        if (r["transport"] == "verbs") hca.push_back(r["device"].get<std::string>() + ":" + std::to_string(r.value("port", 1)));
-        if (r.contains("gid_index")) gid_idx.insert(r["gid_index"].get<unsigned>());
         tcs.insert(r["traffic_class"].get<unsigned>());
-        // Two udp rails on lo are one interface to NCCL.
-        if (const std::string i = host_side(r); !i.empty() && std::find(ifnames.begin(), ifnames.end(), i) == ifnames.end())
-            ifnames.push_back(i);
+        add(ifnames, host_side(r)); // two udp rails on lo are one interface to NCCL
+    }
+    // The verbs rails: their HCAs (two rails of one port are one HCA to
+    // NCCL), the GID index their new connections take, their GRH class.
+    for (const json& v : s.value("verbs_rails", json::array())) {
+        add(hca, v["device"].get<std::string>() + ":" + std::to_string(v.value("port", 1)));
+        if (v["gid_index"].is_number_integer()) gid_idx.insert(v["gid_index"].get<unsigned>());
+        else gid_auto = true;
+        tcs.insert(v["traffic_class"].get<unsigned>());
     }
     auto join = [](const std::vector<std::string>& v) {
         std::string o;
@@ -869,14 +878,15 @@ int cmd_nccl_env(const std::vector<std::string>& a) {
     };
     json env = json::object();
     if (!hca.empty()) env["NCCL_IB_HCA"] = "=" + join(hca); // '=' prefix: exact names, as NCCL documents
-    if (gid_idx.size() == 1) env["NCCL_IB_GID_INDEX"] = std::to_string(*gid_idx.begin());
+    if (gid_idx.size() == 1 && !gid_auto) env["NCCL_IB_GID_INDEX"] = std::to_string(*gid_idx.begin());
     if (tcs.size() == 1 && *tcs.begin() != 0) env["NCCL_IB_TC"] = std::to_string(*tcs.begin());
     if (!ifnames.empty()) env["NCCL_SOCKET_IFNAME"] = "=" + join(ifnames);
     if (json_out) return print_json(env), 0;
     std::printf("# NCCL settings matching railgated's rails (policy %s)\n",
                 s["daemon"]["policy"].get<std::string>().c_str());
     if (hca.empty()) std::printf("# no verbs rails: NCCL_IB_HCA left unset\n");
-    if (gid_idx.size() > 1) std::printf("# rails use different GID indexes: set NCCL_IB_GID_INDEX per job\n");
+    if (gid_idx.size() + gid_auto > 1)
+        std::printf("# verbs rails use different GID indexes (or some automatic): NCCL_IB_GID_INDEX left unset\n");
     if (tcs.size() > 1) std::printf("# rails use different traffic classes: NCCL_IB_TC left unset\n");
     for (const auto& [k, v] : env.items()) std::printf("export %s=%s\n", k.c_str(), v.get<std::string>().c_str());
     return 0;

@@ -784,20 +784,12 @@ void handle_rtt_report(rail_state& rs, rte_mbuf* m, const wire::header& h, std::
     if (!j) return free_drop(rs, m, drop_reason::unknown_job);
     if (const drop_reason r = rs.agg.jobs_table().check_sender(*j, h, peer_key(from)); r != drop_reason::none)
         return free_drop(rs, m, r);
-    for (std::size_t i = 0; i < h.count; ++i) {
-        std::uint16_t b;
-        std::uint32_t n;
-        wire::decode_rtt_entry(body.data() + i * wire::rtt_entry_bytes, b, n);
-        if (b >= stats::histogram::bucket_count) return free_drop(rs, m, drop_reason::rtt_bucket);
-    }
     stats::job_histogram* jh = rs.job_lat.of(*j, true);
-    for (std::size_t i = 0; i < h.count; ++i) {
-        std::uint16_t b;
-        std::uint32_t n;
-        wire::decode_rtt_entry(body.data() + i * wire::rtt_entry_bytes, b, n);
-        rs.worker_rtt.add_to_bucket(b, n);
-        if (jh) jh->add_samples(stats::histogram::middle_of(b), n);
-    }
+    if (!wire::take_rtt_entries(body, h.count, stats::histogram::bucket_count, [&](std::uint16_t b, std::uint32_t n) {
+            rs.worker_rtt.add_to_bucket(b, n);
+            if (jh) jh->add_samples(stats::histogram::middle_of(b), n);
+        }))
+        return free_drop(rs, m, drop_reason::rtt_bucket);
     bump(rs.ctr.rtt_reports);
     rte_pktmbuf_free(m);
 }

@@ -44,6 +44,23 @@ drop_reason parse_server_message(const std::uint8_t* msg, std::size_t len, heade
 // One RTT_REPORT entry (rtt_entry_bytes).
 void encode_rtt_entry(std::uint16_t bucket, std::uint32_t samples, std::uint8_t* out) noexcept;
 void decode_rtt_entry(const std::uint8_t* in, std::uint16_t& bucket, std::uint32_t& samples) noexcept;
+// An RTT_REPORT's `count` entries in `body` (the parse checked its length),
+// all or none: false when a bucket is `buckets` or above, else each given
+// to f(bucket, samples).
+template <class F>
+bool take_rtt_entries(std::span<const std::uint8_t> body, std::size_t count, std::size_t buckets, F&& f) {
+    std::uint16_t b;
+    std::uint32_t n;
+    for (std::size_t i = 0; i < count; ++i) {
+        decode_rtt_entry(body.data() + i * rtt_entry_bytes, b, n);
+        if (b >= buckets) return false;
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+        decode_rtt_entry(body.data() + i * rtt_entry_bytes, b, n);
+        f(b, n);
+    }
+    return true;
+}
 
 void encode_join_body(const join_body& b, std::uint8_t* out) noexcept;
 join_body decode_join_body(const std::uint8_t* in) noexcept;

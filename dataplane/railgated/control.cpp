@@ -532,6 +532,10 @@ json control_plane::handle(const control::request& r) {
     }
     if (r.command == "latency") {
         if (!(e = control::check_keys(a, {"rail", "job", "reset", "worker", "tc"})).empty()) return fail(e);
+        // A verbs rail's name selects it alone.
+        if (verbs_ && a.contains("rail") && a["rail"].is_string())
+            if (const int v = verbs_rail_index(*verbs_, a["rail"].get<std::string>()); v >= 0)
+                return verbs_latency(*verbs_, v, a);
         int idx = -1;
         if (!(e = find_rail(a, idx, false)).empty()) return fail(e);
         std::optional<std::uint64_t> job, tc;
@@ -556,13 +560,10 @@ json control_plane::handle(const control::request& r) {
         std::optional<std::uint32_t> j;
         if (job) j = static_cast<std::uint32_t>(*job);
         if (!(e = d_.latency(idx, j, worker, reset, h)).empty()) return fail(e);
-        json out = {{"what", worker ? "worker round trip: contribution sent to result received, as workers report it, ns"
-                                    : "aggregation latency: first contribution to result sent, ns"},
-                    {"worker", worker},
-                    {"rail", idx < 0 ? json("all") : json(d_.rail(static_cast<std::size_t>(idx)).name)},
-                    {"histogram", control::histogram_to_json(h)},
-                    {"chunk_bytes", d_.job_chunk_bytes()},
-                    {"reset", reset}};
+        // Every rail's: the verbs rails' too (they keep no job's).
+        if (verbs_ && idx < 0 && !job && !(e = verbs_->latency(-1, worker, reset, h)).empty()) return fail(e);
+        json out = latency_answer(worker, idx < 0 ? json("all") : json(d_.rail(static_cast<std::size_t>(idx)).name), h,
+                                  d_.job_chunk_bytes(), reset);
         if (job) out["job"] = *job;
         return ok(out);
     }

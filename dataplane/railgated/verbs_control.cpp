@@ -256,6 +256,39 @@ json verbs_rail_set(verbs::plane& p, int rail, const control::request& r) {
     return control::ok(j);
 }
 
+std::string verbs_latency_args(const json& a, bool& worker, bool& reset) {
+    std::string e;
+    if (!(e = control::check_keys(a, {"rail", "job", "reset", "worker", "tc"})).empty()) return e;
+    if (a.contains("job"))
+        return "a verbs rail keeps its own aggregation latency and its workers' round trips, not each job's "
+               "(per job: DPDK and udp rails)";
+    if (a.contains("tc")) return "a verbs rail has no TC scheduler: its HCA schedules (tc: shaped DPDK rails)";
+    if (!(e = control::get_bool(a, "reset", reset)).empty()) return e;
+    return control::get_bool(a, "worker", worker);
+}
+
+json latency_answer(bool worker, const json& rail, const stats::histogram& h, unsigned chunk_bytes, bool reset) {
+    return json({{"what", worker ? "worker round trip: contribution sent to result received, as workers report it, ns"
+                                        : "aggregation latency: first contribution to result sent, ns"},
+                 {"worker", worker},
+                 {"rail", rail},
+                 {"histogram", control::histogram_to_json(h)},
+                 {"chunk_bytes", chunk_bytes},
+                 {"reset", reset}});
+}
+
+json verbs_latency(const verbs::plane& p, int rail, const json& args) {
+    bool worker = false, reset = false;
+    std::string e;
+    if (!(e = verbs_latency_args(args, worker, reset)).empty()) return control::fail(e);
+    stats::histogram h;
+    if (!(e = p.latency(rail, worker, reset, h)).empty()) return control::fail(e);
+    const auto st = p.status();
+    return control::ok(latency_answer(
+        worker, rail < 0 ? json("all") : json(st.at(static_cast<std::size_t>(rail)).name), h,
+        rail < 0 ? (st.empty() ? 0u : st[0].chunk_bytes) : st.at(static_cast<std::size_t>(rail)).chunk_bytes, reset));
+}
+
 json verbs_only_handle(verbs::plane& p, const config::appliance& cfg, std::chrono::steady_clock::time_point started,
                        const control::request& r) {
     std::string e;
@@ -287,6 +320,13 @@ json verbs_only_handle(verbs::plane& p, const config::appliance& cfg, std::chron
         if (!only.empty() && rails.empty()) return control::fail("no rail named '" + only + "'");
         return control::ok({{"rails", rails}});
     }
+    if (r.command == "latency") {
+        std::optional<std::string> only;
+        if (!(e = control::get_string(r.args, "rail", only)).empty()) return control::fail(e);
+        const int idx = only ? verbs_rail_index(p, *only) : -1;
+        if (only && idx < 0) return control::fail("no rail named '" + *only + "'");
+        return verbs_latency(p, idx, r.args);
+    }
     if (r.command == "job.list") {
         if (!(e = control::check_keys(r.args, {"rail"})).empty()) return control::fail(e);
         std::optional<std::string> only;
@@ -308,7 +348,7 @@ json verbs_only_handle(verbs::plane& p, const config::appliance& cfg, std::chron
         return abort_answer(job, ended_on, told);
     }
     return control::fail("'" + r.command + "' needs DPDK rails; this railgated runs verbs rails only (status, rail "
-                         "list, show and set gid-index, stats, job list, job abort)");
+                         "list, show and set gid-index, stats, latency, job list, job abort)");
 }
 
 } // namespace railgate

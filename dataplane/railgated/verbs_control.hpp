@@ -53,6 +53,16 @@ control::json verbs_rail_show(const verbs::plane& p, int rail);
 // connections; mtu is refused (a verbs rail's path MTU is agreed per
 // connection). Logged as the control plane logs changes.
 control::json verbs_rail_set(verbs::plane& p, int rail, const control::request& r);
+// railctl latency on verbs rails: the arguments checked (a job or a TC is
+// refused, named: verbs rails keep neither), into worker and reset; ""
+// or why not.
+std::string verbs_latency_args(const control::json& args, bool& worker, bool& reset);
+// latency's result (for control::ok), whatever rails the histogram is of
+// ("all" or a name).
+control::json latency_answer(bool worker, const control::json& rail, const stats::histogram& h, unsigned chunk_bytes,
+                             bool reset);
+// latency of verbs rail `rail` (an index; -1: all of them).
+control::json verbs_latency(const verbs::plane& p, int rail, const control::json& args);
 // job list's "jobs" array, whatever rails hold them.
 control::json jobs_json(const std::vector<agg::job_view>& jobs);
 // job abort's arguments (job, why) checked: the job id, and the text its

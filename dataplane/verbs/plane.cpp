@@ -17,6 +17,7 @@
 #include "dataplane/proto/parse.hpp"
 #include "dataplane/reduce/reduce.hpp"
 #include "dataplane/stats/clock.hpp"
+#include "dataplane/stats/histogram.hpp"
 #include "dataplane/log/log.hpp"
 #include "dataplane/verbs/ll_ring.hpp"
 #include "dataplane/verbs/pass_clock.hpp"
@@ -100,6 +101,9 @@ struct conn {
 // membership, generations, lifecycle). A slot's `count` is its chunk's bytes.
 struct vjob_data {
     conn* members[wire::max_world] = {};
+    // When each slot's first contribution came (stats::tsc_now_ns): its
+    // aggregation latency runs from there to the result's WRITEs.
+    std::uint64_t first_ns[wire::verbs_max_pool] = {};
     region_memory results; // the reduced chunks, pool slots
     // `results` registered in each member's PD (the source of the result
     // WRITEs on its QP), kept while the connection lives: a WRITE from a
@@ -171,8 +175,15 @@ struct plane::rail_state {
     // The control plane's request (plane::jobs, plane::abort_job), answered
     // by the rail's thread in expire(): taken (exchanged for null) before
     // it is carried out; `answered` is set after.
+    // railctl latency: aggregation latency (first contribution to the
+    // result's WRITEs posted, ns) and the round trips its workers report
+    // (RTT_REPORT). The rail's thread writes them; the control plane reads
+    // them through a request.
+    stats::histogram lat, worker_rtt;
     struct request {
         std::vector<agg::job_view>* jobs = nullptr; // list the jobs into it; else:
+        stats::histogram* latency = nullptr;        // merge a histogram into it (worker: the workers'), reset after; else:
+        bool worker = false, reset = false;
         std::uint32_t abort = 0;                    // end this job for the operator
         std::string text;
         unsigned told = 0;                          // the members told
@@ -385,6 +396,12 @@ std::vector<rail_status> plane::status() const {
 
 void plane::rail_state::answer(request& q) {
     if (q.jobs) return agg::describe_jobs(jobs, cfg.name, "verbs", false, now_ns(), 1e6, *q.jobs);
+    if (q.latency) {
+        stats::histogram& h = q.worker ? worker_rtt : lat;
+        q.latency->merge(h);
+        if (q.reset) h.reset();
+        return;
+    }
     vjob* x = jobs.find(q.abort);
     if (!x) return;
     q.told = static_cast<unsigned>(std::popcount(x->joined));
@@ -423,6 +440,18 @@ std::string plane::jobs(int rail, std::vector<agg::job_view>& out, unsigned wait
         q.jobs = &mine;
         if (std::string e = rails_[i]->ask(q, !threads_.empty(), wait_ms); !e.empty()) return e;
         for (agg::job_view& v : mine) out.push_back(std::move(v));
+    }
+    return {};
+}
+
+std::string plane::latency(int rail, bool worker, bool reset, stats::histogram& out, unsigned wait_ms) const {
+    for (std::size_t i = 0; i < rails_.size(); ++i) {
+        if (rail >= 0 && i != static_cast<std::size_t>(rail)) continue;
+        rail_state::request q;
+        q.latency = &out;
+        q.worker = worker;
+        q.reset = reset;
+        if (std::string e = rails_[i]->ask(q, !threads_.empty(), wait_ms); !e.empty()) return e;
     }
     return {};
 }
@@ -915,7 +944,15 @@ void plane::rail_state::on_control(conn& c, const std::uint8_t* msg, std::size_t
                   "rank " + std::to_string(h.rank) + " aborted the job" + (why.empty() ? "" : ": " + why), &c);
         return;
     }
-    case wire::msg_type::rtt_report: bump(ctr.rtt_reports); return;
+    case wire::msg_type::rtt_report: {
+        // The worker's chunk round trips, a bucket and its count an entry.
+        // (check_sender took the member; a report carries no instance.)
+        if (!wire::take_rtt_entries(body, h.count, stats::histogram::bucket_count,
+                                    [&](std::uint16_t b, std::uint32_t n) { worker_rtt.add_to_bucket(b, n); }))
+            return ctr.drop(drop_reason::rtt_bucket);
+        bump(ctr.rtt_reports);
+        return;
+    }
     default: return ctr.drop(drop_reason::rg_type); // chunks travel as WRITE_WITH_IMM only
     }
 }
@@ -1236,6 +1273,7 @@ void plane::rail_state::on_chunk(conn& c, std::uint32_t imm, std::uint32_t len, 
     if (s.bitmap == 0) s.count = len;
     if (eager) std::memcpy(static_cast<std::uint8_t*>(c.contrib.p) + std::size_t{slot} * job_chunk, eager, len);
     vtable::heard(x, c.rank, now);
+    if (s.bitmap == 0) x.x.first_ns[slot] = stats::tsc_now_ns();
     if (vtable::mark(x, s, c.rank, now)) complete_slot(x, slot);
 }
 
@@ -1259,6 +1297,11 @@ void plane::rail_state::complete_slot(vjob& x, unsigned slot) {
     const std::uint32_t imm = wire::verbs_imm(static_cast<std::uint16_t>(slot), s.gen);
     vtable::completed(x, s);
     bump(ctr.results);
+    // The TSC of the thread's CPU (10 ns a read, where a guest's clock
+    // source costs 0.7 us); the thread may have moved between the two
+    // reads, onto a CPU whose TSC is behind (a guest's, unsynchronized).
+    const std::uint64_t t = stats::tsc_now_ns();
+    lat.record(t > x.x.first_ns[slot] ? t - x.x.first_ns[slot] : 0);
     const unsigned j = jobs.index_of(x);
     for (unsigned r = 0; r < x.world; ++r) {
         conn& m = *x.x.members[r];

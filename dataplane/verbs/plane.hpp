@@ -41,6 +41,7 @@
 #include "dataplane/engine/engine.hpp"
 #include "dataplane/proto/drop_reason.hpp"
 #include "dataplane/proto/wire.hpp"
+#include "dataplane/stats/histogram.hpp"
 #include "dataplane/verbs/rdma.hpp"
 
 namespace railgate::verbs {
@@ -142,6 +143,12 @@ public:
     // (a rail thread that did not answer within `wait_ms`). For the control
     // plane's thread, one call at a time.
     std::string jobs(int rail, std::vector<agg::job_view>& out, unsigned wait_ms = 2000) const;
+    // railctl latency: every rail's (rail < 0) or rail `rail`'s
+    // aggregation latency (a slot's first contribution to its result's
+    // WRITEs posted), or with `worker` the round trips its workers report,
+    // merged into out; `reset` empties them after. Each rail's thread
+    // answers as above. "" or why not.
+    std::string latency(int rail, bool worker, bool reset, stats::histogram& out, unsigned wait_ms = 2000) const;
     // railctl job abort: job `id` ends on every rail that holds it, its
     // members told `text` (operator_abort), by each rail's thread as above.
     // The rails it ended on are appended to ended_on; `told` grows by the

@@ -94,6 +94,14 @@ set_fails "an MTU" "is a verbs rail: its path MTU is the config's path_mtu" mtu 
 "${ctl[@]}" rail set v1 gid-index "$own" | tee "$WORK/set.txt"
 grep -qF "rail v1: source GID index $own (::ffff:198.18.1.1, RoCE v2) for new connections, automatic (RoCEv2 IPv4) before" \
   "$WORK/set.txt" || { echo "FAIL: rail set v1 gid-index $own"; exit 1; }
+# railctl nccl-env: the verbs rails' HCA (their one port, once), no GID
+# index where v0 takes the automatic one and v1 index $own, no TC where
+# v0's class is 0 and v1's 106.
+"${ctl[@]}" nccl-env | tee "$WORK/nccl.txt"
+grep -qx "export NCCL_IB_HCA==rxe0:1" "$WORK/nccl.txt" &&
+  grep -qx "# verbs rails use different GID indexes (or some automatic): NCCL_IB_GID_INDEX left unset" "$WORK/nccl.txt" &&
+  grep -qx "# rails use different traffic classes: NCCL_IB_TC left unset" "$WORK/nccl.txt" &&
+  [ "$(grep -c '^export' "$WORK/nccl.txt")" = 1 ] || { echo "FAIL: railctl nccl-env"; exit 1; }
 timeout 60 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 --job 8 -s 4 -n 200 -w 10 --bw-size 0 \
   > "$WORK/lat3.log" 2>&1 || { echo "FAIL: raillat after rail set gid-index"; cat "$WORK/lat3.log"; exit 1; }
 "${ctl[@]}" --json rail show v1 > "$WORK/show.json"

@@ -3,7 +3,8 @@
 # (tests/rxe/verbs.toml) on rxe0, three worker processes allreduce odd
 # element counts in every dtype through it, and every result is checked
 # bit for bit against the rank-order sum (railbench exits non-zero on any
-# wrong element). railctl job list beside a udp rail. Then with 512 KiB
+# wrong element); railctl latency of the verbs rails. railctl job list
+# beside a udp rail. Then with 512 KiB
 # verbs chunks, and through the C ABI (librailgate's Python binding) over
 # verbs.
 #   verbs_allreduce.sh RXE_VM BUILD_DIR
@@ -56,6 +57,40 @@ for name in ("v0", "v1"):
     assert r["drops_total"] == 0 and r["qp_errors"] == 0 and r["aborts"] == 0, r
     assert r["joins"] == 12 and r["leaves"] == 12, r
 PY
+# railctl latency on verbs rails: each rail's aggregation latency has a
+# sample for every slot it reduced, all rails' together without --rail;
+# --worker, the round trips the workers reported when they left; per job
+# or TC refused, named; --reset empties the rail's.
+ctl=("$BUILD/railctl" --socket "$WORK/ctl.sock")
+for q in v0 v1 all worker; do
+  case $q in
+    all) "${ctl[@]}" --json latency > "$WORK/lat-$q.json" ;;
+    worker) "${ctl[@]}" --json latency --worker > "$WORK/lat-$q.json" ;;
+    *) "${ctl[@]}" --json latency --rail $q > "$WORK/lat-$q.json" ;;
+  esac || { echo "FAIL: railctl latency ($q)"; exit 1; }
+done
+python3 - "$WORK" <<'PY' || { echo "FAIL: railctl latency on verbs rails"; exit 1; }
+import json, sys
+d = sys.argv[1]
+agg = {r["rail"]: r["aggregations"] for r in json.load(open(d + "/stats.json"))["rails"]}
+lat = {q: json.load(open(f"{d}/lat-{q}.json")) for q in ("v0", "v1", "all", "worker")}
+for q in ("v0", "v1"):
+    h = lat[q]["histogram"]
+    assert lat[q]["rail"] == q and not lat[q]["worker"] and h["count"] == agg[q] > 0, (q, lat[q], agg)
+assert lat["all"]["rail"] == "all" and lat["all"]["histogram"]["count"] == agg["v0"] + agg["v1"], lat["all"]
+assert lat["worker"]["worker"] and lat["worker"]["histogram"]["count"] > 0, lat["worker"]
+print("latency: v0", lat["v0"]["histogram"]["count"], "v1", lat["v1"]["histogram"]["count"],
+      "worker round trips", lat["worker"]["histogram"]["count"])
+PY
+"${ctl[@]}" latency --rail v1
+out=$("${ctl[@]}" latency --rail v0 --job 1 2>&1) && { echo "FAIL: latency --job on a verbs rail: $out"; exit 1; }
+grep -q "a verbs rail keeps its own aggregation latency and its workers' round trips, not each job's" <<< "$out" ||
+  { echo "FAIL: latency --job on a verbs rail: $out"; exit 1; }
+out=$("${ctl[@]}" latency --rail v0 --tc 1 2>&1) && { echo "FAIL: latency --tc on a verbs rail: $out"; exit 1; }
+grep -q "a verbs rail has no TC scheduler" <<< "$out" || { echo "FAIL: latency --tc on a verbs rail: $out"; exit 1; }
+"${ctl[@]}" --json latency --rail v1 --reset > /dev/null &&
+  "${ctl[@]}" --json latency --rail v1 | python3 -c 'import json, sys; assert json.load(sys.stdin)["histogram"]["count"] == 0' ||
+  { echo "FAIL: latency --rail v1 --reset"; exit 1; }
 python3 -c 'import urllib.request; print(urllib.request.urlopen("http://127.0.0.1:9477/metrics", timeout=10).read().decode())' \
   > "$WORK/metrics.txt" || { echo "FAIL: metrics endpoint"; exit 1; }
 grep -qE '^railgate_verbs_aggregations_total\{rail="v1"\} [1-9][0-9]*$' "$WORK/metrics.txt" ||
@@ -114,6 +149,9 @@ grep -q "the operator ended job 70 (railctl job abort): rxe drill" "$WORK/lat.lo
   { echo "FAIL: rail show v0 beside a udp rail"; exit 1; }
 "$BUILD/railctl" --socket "$WORK/ctl3.sock" rail set v0 gid-index auto | grep -q "^rail v0: source GID automatic" ||
   { echo "FAIL: rail set v0 gid-index auto beside a udp rail"; exit 1; }
+"$BUILD/railctl" --socket "$WORK/ctl3.sock" --json latency --rail v0 |
+  python3 -c 'import json, sys; d = json.load(sys.stdin); assert d["rail"] == "v0" and d["histogram"]["count"] > 0, d' ||
+  { echo "FAIL: latency --rail v0 beside a udp rail"; exit 1; }
 out=$("$BUILD/railctl" --socket "$WORK/ctl3.sock" tc list --rail v1 2>&1) && { echo "FAIL: tc list --rail v1: $out"; exit 1; }
 grep -q "rail 'v1' is a verbs rail: this applies to DPDK and udp rails (u0)" <<< "$out" || { echo "FAIL: tc list --rail v1: $out"; exit 1; }
 kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; cat "$WORK/railgated3.log"; exit 1; }

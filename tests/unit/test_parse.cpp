@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dataplane/proto/frame.hpp"
@@ -326,6 +327,15 @@ BOOST_AUTO_TEST_CASE(rtt_report_bodies) {
     decode_rtt_entry(m.data() + header_bytes + 2 * rtt_entry_bytes, b, n);
     BOOST_TEST(b == 102u);
     BOOST_TEST(n == 14u);
+    // Taken whole by both kinds of rail: every entry, in order...
+    const std::span<const std::uint8_t> body(m.data() + header_bytes, 3 * rtt_entry_bytes);
+    std::vector<std::pair<unsigned, unsigned>> got;
+    BOOST_TEST(take_rtt_entries(body, 3, 103, [&](std::uint16_t x, std::uint32_t y) { got.emplace_back(x, y); }));
+    BOOST_TEST((got == std::vector<std::pair<unsigned, unsigned>>{{100, 0}, {101, 7}, {102, 14}}));
+    // ...or none, when one names a bucket the histogram has not (the last).
+    got.clear();
+    BOOST_TEST(!take_rtt_entries(body, 3, 102, [&](std::uint16_t x, std::uint32_t y) { got.emplace_back(x, y); }));
+    BOOST_TEST(got.empty());
     BOOST_TEST((parse(message(h, 3 * rtt_entry_bytes + 1)) == drop_reason::rg_rtt_body)); // trailing byte
     BOOST_TEST((parse(message(h, 2 * rtt_entry_bytes)) == drop_reason::rg_rtt_body));     // short
     h.count = 0;
