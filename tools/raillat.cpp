@@ -63,6 +63,7 @@ struct options {
     bool json = false;
     static constexpr std::uint64_t max_bytes = 32768;
     int gid_index = -1;
+    unsigned join_timeout_ms = 5000; // the worker library's default
     std::uint32_t job = 4242;
     std::uint64_t token = 0; // --token or RAILGATE_TOKEN; random otherwise (a one-worker job)
     bool events = false; // sleep in the transport between results instead of spinning
@@ -99,6 +100,7 @@ void usage(std::FILE* f) {
                  "  --json                results as JSON\n"
                  "  --gid-index N         verbs: the local GID index (default: RAILGATE_IB_GID_INDEX, else the RoCEv2 IPv4 GID)\n"
                  "  --job ID              job id to use (default 4242)\n"
+                 "  --join-timeout MS     how long to wait for railgated's JOIN_ACK (default 5000)\n"
                  "  --token T             the job's token (default $RAILGATE_TOKEN, else a random one)\n"
                  "  -e, --events          sleep on completion events / sockets between results (perftest's -e);\n"
                  "                        default: busy-poll, as perftest does\n"
@@ -186,6 +188,9 @@ options parse(int argc, char** argv) {
                 die("--stalls: '" + v + "' is not a number of seconds from 0.01 to 3600");
         } else if (a == "-e" || a == "--events") {
             o.events = true;
+        } else if (a == "--join-timeout") {
+            o.join_timeout_ms = static_cast<unsigned>(parse_num(a, val(), 3600000));
+            if (!o.join_timeout_ms) die("--join-timeout: 0 ms leaves no time for a JOIN_ACK (1..3600000)");
         } else if (a == "--job") {
             o.job = static_cast<std::uint32_t>(parse_num(a, val(), UINT32_MAX));
         } else if (a == "--token") {
@@ -277,6 +282,7 @@ void measure(client::transport& t, const options& o, result& r, std::vector<doub
     wo.world = 1;
     wo.max_count = std::max(o.bytes, o.bw_bytes) / 4;
     wo.chunk_rtt = false;
+    wo.join_timeout = std::chrono::milliseconds(o.join_timeout_ms);
     client::worker w(t, wo);
     if (std::string e = w.join(); !e.empty()) {
         r.error = e;

@@ -776,30 +776,16 @@ std::string control_plane::prometheus() {
             }
         }
     }
-    // Aggregation latency as a Prometheus histogram: cumulative buckets at
-    // powers of two from 1 us to ~1 s, in seconds.
-    metric("railgate_aggregation_latency_seconds", "histogram",
-           "First contribution to result sent, per aggregated chunk.");
+    // Aggregation latency as a Prometheus histogram (latency_samples), the
+    // verbs rails' too.
+    o += latency_metric;
     for (std::size_t i = 0; i < d_.rail_count(); ++i) {
         if (!d_.rail_active(i)) continue;
         stats::histogram h;
         if (!d_.latency(static_cast<int>(i), std::nullopt, false, false, h).empty()) continue;
-        const char* rail = d_.rail(i).name.c_str();
-        std::uint64_t cum = 0;
-        std::size_t b = 0;
-        for (std::uint64_t le_ns = 1024; le_ns <= (std::uint64_t{1} << 30); le_ns <<= 1) {
-            for (; b < stats::histogram::bucket_count && stats::histogram::highest_of(b) <= le_ns; ++b) cum += h.bucket(b);
-            std::snprintf(line, sizeof line, "railgate_aggregation_latency_seconds_bucket{rail=\"%s\",le=\"%.9g\"} %" PRIu64 "\n",
-                          rail, static_cast<double>(le_ns) / 1e9, cum);
-            o += line;
-        }
-        std::snprintf(line, sizeof line,
-                      "railgate_aggregation_latency_seconds_bucket{rail=\"%s\",le=\"+Inf\"} %" PRIu64 "\n"
-                      "railgate_aggregation_latency_seconds_sum{rail=\"%s\"} %.9f\n"
-                      "railgate_aggregation_latency_seconds_count{rail=\"%s\"} %" PRIu64 "\n",
-                      rail, h.count(), rail, static_cast<double>(h.sum()) / 1e9, rail, h.count());
-        o += line;
+        latency_samples(o, d_.rail(i).name, h);
     }
+    if (verbs_) verbs_latency_samples(*verbs_, o);
     return o;
 }
 

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <cinttypes>
+#include <cstdio>
 #include <optional>
 
 #include "control/version.hpp"
@@ -186,6 +188,39 @@ std::string build_info_prometheus() {
            "\",kernels=\"" + std::string(reduce::best().name) + "\"} 1\n";
 }
 
+const char* const latency_metric =
+    "# HELP railgate_aggregation_latency_seconds First contribution to result sent, per aggregated chunk.\n"
+    "# TYPE railgate_aggregation_latency_seconds histogram\n";
+
+void latency_samples(std::string& o, const std::string& rail, const stats::histogram& h) {
+    char line[256];
+    const char* r = rail.c_str();
+    std::uint64_t cum = 0;
+    std::size_t b = 0;
+    for (std::uint64_t le_ns = 1024; le_ns <= (std::uint64_t{1} << 30); le_ns <<= 1) {
+        for (; b < stats::histogram::bucket_count && stats::histogram::highest_of(b) <= le_ns; ++b) cum += h.bucket(b);
+        std::snprintf(line, sizeof line, "railgate_aggregation_latency_seconds_bucket{rail=\"%s\",le=\"%.9g\"} %" PRIu64 "\n",
+                      r, static_cast<double>(le_ns) / 1e9, cum);
+        o += line;
+    }
+    std::snprintf(line, sizeof line, "railgate_aggregation_latency_seconds_bucket{rail=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", r,
+                  h.count());
+    o += line;
+    std::snprintf(line, sizeof line, "railgate_aggregation_latency_seconds_sum{rail=\"%s\"} %.9f\n", r,
+                  static_cast<double>(h.sum()) / 1e9);
+    o += line;
+    std::snprintf(line, sizeof line, "railgate_aggregation_latency_seconds_count{rail=\"%s\"} %" PRIu64 "\n", r, h.count());
+    o += line;
+}
+
+void verbs_latency_samples(const verbs::plane& p, std::string& o) {
+    const auto st = p.status();
+    for (std::size_t i = 0; i < st.size(); ++i) {
+        stats::histogram h;
+        if (p.latency(static_cast<int>(i), false, false, h).empty()) latency_samples(o, st[i].name, h);
+    }
+}
+
 std::string verbs_prometheus(const verbs::plane& p, bool standalone) {
     std::string o = standalone ? build_info_prometheus() : std::string();
     const auto st = p.status();
@@ -218,6 +253,10 @@ std::string verbs_prometheus(const verbs::plane& p, bool standalone) {
                        "rail=\"" + st[i].name + "\",reason=\"" +
                            std::string(drop_reason_name(static_cast<drop_reason>(r))) + "\"",
                        n);
+    if (standalone) {
+        o += latency_metric;
+        verbs_latency_samples(p, o);
+    }
     return o;
 }
 

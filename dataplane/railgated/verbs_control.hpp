@@ -85,8 +85,18 @@ control::json daemon_json(const config::appliance& cfg, std::chrono::steady_cloc
 // series, whatever rails railgated serves.
 std::string build_info_prometheus();
 
+// railgate_aggregation_latency_seconds's HELP and TYPE lines, and one
+// rail's samples of it: cumulative buckets at powers of two from 1 us to
+// ~1 s, in seconds, with its sum and count.
+extern const char* const latency_metric;
+void latency_samples(std::string& o, const std::string& rail, const stats::histogram& h);
+// Those samples of every verbs rail (through its thread: plane::latency).
+void verbs_latency_samples(const verbs::plane& p, std::string& o);
+
 // The verbs rails' Prometheus metrics (text format 0.0.4). With
-// `standalone` (a verbs-only railgated) they begin with build_info.
+// `standalone` (a verbs-only railgated) they begin with build_info and end
+// with the aggregation latency (a railgated with DPDK-side rails puts the
+// verbs rails' samples in its own family of it).
 std::string verbs_prometheus(const verbs::plane& p, bool standalone = false);
 
 // status, rail list, show and set, stats, job list and job abort for a

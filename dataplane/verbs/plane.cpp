@@ -433,6 +433,7 @@ std::string plane::rail_state::ask(request& q, bool running, unsigned wait_ms) {
 }
 
 std::string plane::jobs(int rail, std::vector<agg::job_view>& out, unsigned wait_ms) const {
+    const std::lock_guard lk(ask_m_);
     for (std::size_t i = 0; i < rails_.size(); ++i) {
         if (rail >= 0 && i != static_cast<std::size_t>(rail)) continue;
         rail_state::request q;
@@ -445,6 +446,7 @@ std::string plane::jobs(int rail, std::vector<agg::job_view>& out, unsigned wait
 }
 
 std::string plane::latency(int rail, bool worker, bool reset, stats::histogram& out, unsigned wait_ms) const {
+    const std::lock_guard lk(ask_m_);
     for (std::size_t i = 0; i < rails_.size(); ++i) {
         if (rail >= 0 && i != static_cast<std::size_t>(rail)) continue;
         rail_state::request q;
@@ -458,6 +460,7 @@ std::string plane::latency(int rail, bool worker, bool reset, stats::histogram& 
 
 std::string plane::abort_job(std::uint32_t id, const std::string& text, std::vector<std::string>& ended_on,
                              unsigned& told, unsigned wait_ms) const {
+    const std::lock_guard lk(ask_m_);
     for (const auto& rs : rails_) {
         rail_state::request q;
         q.abort = id;

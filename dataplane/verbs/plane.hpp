@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -140,8 +141,8 @@ public:
     // The jobs every rail (rail < 0) or rail `rail` holds as they stand
     // (railctl job list), appended to out: each rail's thread describes its
     // own between passes (within 100 ms: its longest sleep). "" or why not
-    // (a rail thread that did not answer within `wait_ms`). For the control
-    // plane's thread, one call at a time.
+    // (a rail thread that did not answer within `wait_ms`). Callers on
+    // several threads take turns.
     std::string jobs(int rail, std::vector<agg::job_view>& out, unsigned wait_ms = 2000) const;
     // railctl latency: every rail's (rail < 0) or rail `rail`'s
     // aggregation latency (a slot's first contribution to its result's
@@ -167,6 +168,9 @@ public:
 
 private:
     std::vector<std::unique_ptr<rail_state>> rails_;
+    // One request at a time on the rails (jobs, abort_job, latency): the
+    // control thread's and the metrics endpoint's.
+    mutable std::mutex ask_m_;
     std::atomic<bool> stop_{false};
     std::vector<std::thread> threads_;
 };

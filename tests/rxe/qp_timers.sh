@@ -30,7 +30,11 @@ grep -q "railgated: verbs rail v0 .*; ack timeout 14 (67.1 ms), retry 7, rnr ret
   "$WORK/railgated.log" || { echo "FAIL: railgated's placement line lacks v0's timers"; cat "$WORK/railgated.log"; exit 1; }
 grep -q "railgated: verbs rail v1 .*; ack timeout 16 (268 ms), retry 5, rnr retry 7, min rnr timer 14 (1.28 ms)$" \
   "$WORK/railgated.log" || { echo "FAIL: railgated's placement line lacks v1's timers"; cat "$WORK/railgated.log"; exit 1; }
-RAILGATE_IB_TIMEOUT=16 RAILGATE_IB_RETRY_CNT=3 timeout 60 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 \
+# raillat waits 20 s for a JOIN_ACK here, not its default 5: under a loaded
+# host the guest has held one longer (a clean-clone CI run: "no JOIN_ACK
+# from railgated on rail 0" after 5 s, rxe0 counting ACKs late and sends
+# resent, the rxe start-up flake rxe-verbs-faults' workers wait 20 s for).
+RAILGATE_IB_TIMEOUT=16 RAILGATE_IB_RETRY_CNT=3 timeout 60 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 --join-timeout 20000 \
   --job 5 -s 4 -n 200 -w 10 --bw-size 0 > "$WORK/lat.log" 2>&1 || { echo "FAIL: raillat"; cat "$WORK/lat.log"; exit 1; }
 grep "QP timers" "$WORK/lat.log"
 grep -q "^raillat: verbs QP timers: ack timeout 16 (268 ms), retry 3, rnr retry 7, min rnr timer 12 (0.64 ms)$" "$WORK/lat.log" ||
@@ -38,7 +42,7 @@ grep -q "^raillat: verbs QP timers: ack timeout 16 (268 ms), retry 3, rnr retry 
 # Again without the environment: the worker's defaults (an ACK timeout
 # under half its peer timeout, 1 s: 16, 268 ms; min rnr timer 12), and a
 # second QP on each of railgated's rails.
-timeout 60 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 --job 7 -s 4 -n 200 -w 10 --bw-size 0 \
+timeout 60 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 --join-timeout 20000 --job 7 -s 4 -n 200 -w 10 --bw-size 0 \
   > "$WORK/lat2.log" 2>&1 || { echo "FAIL: raillat"; cat "$WORK/lat2.log"; exit 1; }
 grep "QP timers" "$WORK/lat2.log"
 grep -q "^raillat: verbs QP timers: ack timeout 16 (268 ms), retry 7, rnr retry 7, min rnr timer 12 (0.64 ms)$" \
@@ -102,7 +106,7 @@ grep -qx "export NCCL_IB_HCA==rxe0:1" "$WORK/nccl.txt" &&
   grep -qx "# verbs rails use different GID indexes (or some automatic): NCCL_IB_GID_INDEX left unset" "$WORK/nccl.txt" &&
   grep -qx "# rails use different traffic classes: NCCL_IB_TC left unset" "$WORK/nccl.txt" &&
   [ "$(grep -c '^export' "$WORK/nccl.txt")" = 1 ] || { echo "FAIL: railctl nccl-env"; exit 1; }
-timeout 60 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 --job 8 -s 4 -n 200 -w 10 --bw-size 0 \
+timeout 60 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 --join-timeout 20000 --job 8 -s 4 -n 200 -w 10 --bw-size 0 \
   > "$WORK/lat3.log" 2>&1 || { echo "FAIL: raillat after rail set gid-index"; cat "$WORK/lat3.log"; exit 1; }
 "${ctl[@]}" --json rail show v1 > "$WORK/show.json"
 python3 - "$WORK/show.json" "$own" <<'PY' || { echo "FAIL: rail show v1 after rail set gid-index"; cat "$WORK/show.json"; exit 1; }
@@ -115,7 +119,7 @@ PY
 "${ctl[@]}" rail set v1 gid-index auto | grep -qF "rail v1: source GID automatic (RoCEv2 IPv4) for new connections, index $own before" ||
   { echo "FAIL: rail set v1 gid-index auto"; exit 1; }
 # A bad value in a worker's environment: refused, named, before any QP.
-RAILGATE_IB_TIMEOUT=40 timeout 60 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 --job 6 -s 4 -n 10 \
+RAILGATE_IB_TIMEOUT=40 timeout 60 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 --join-timeout 20000 --job 6 -s 4 -n 10 \
   -w 0 --bw-size 0 > "$WORK/bad.log" 2>&1 && { echo "FAIL: raillat ran with RAILGATE_IB_TIMEOUT=40"; exit 1; }
 grep -q "RAILGATE_IB_TIMEOUT='40': must be an integer 1..31" "$WORK/bad.log" ||
   { echo "FAIL: RAILGATE_IB_TIMEOUT=40 not named"; cat "$WORK/bad.log"; exit 1; }
@@ -124,13 +128,13 @@ grep -q "RAILGATE_IB_TIMEOUT='40': must be an integer 1..31" "$WORK/bad.log" ||
 # connect. 198.18.0.1's GID serves rail v0 (raillat's QP there takes it)
 # and is refused for v1, named, instead of a connection whose packets
 # railgated's QP drops until its retries run out; a bad value is named.
-RAILGATE_IB_GID_INDEX=$other timeout 60 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 --job 9 -s 4 -n 10 \
+RAILGATE_IB_GID_INDEX=$other timeout 60 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 --join-timeout 20000 --job 9 -s 4 -n 10 \
   -w 0 --bw-size 0 > "$WORK/gid.log" 2>&1 && { echo "FAIL: raillat ran with v1's connection from another address's GID"; exit 1; }
 grep -E "source GID|GID index $other" "$WORK/gid.log"
 grep -q "^raillat: verbs source GID index $other$" "$WORK/gid.log" &&
   grep -qF "verbs connect to 198.18.1.1:47000: GID index $other of rxe0 port 1 is ::ffff:198.18.0.1 (RoCE v2), $gid_why (RAILGATE_IB_GID_INDEX, --gid-index, gid_index)" \
     "$WORK/gid.log" || { echo "FAIL: RAILGATE_IB_GID_INDEX=$other: rail v0's QP, rail v1's refusal"; cat "$WORK/gid.log"; exit 1; }
-RAILGATE_IB_GID_INDEX=x timeout 60 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 --job 9 -s 4 -n 10 \
+RAILGATE_IB_GID_INDEX=x timeout 60 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 --join-timeout 20000 --job 9 -s 4 -n 10 \
   -w 0 --bw-size 0 > "$WORK/gid2.log" 2>&1 && { echo "FAIL: raillat ran with RAILGATE_IB_GID_INDEX=x"; exit 1; }
 grep -q "RAILGATE_IB_GID_INDEX='x': must be an integer 0..255" "$WORK/gid2.log" ||
   { echo "FAIL: RAILGATE_IB_GID_INDEX=x not named"; cat "$WORK/gid2.log"; exit 1; }

@@ -97,6 +97,12 @@ grep -qE '^railgate_verbs_aggregations_total\{rail="v1"\} [1-9][0-9]*$' "$WORK/m
   { echo "FAIL: no verbs aggregations in /metrics"; cat "$WORK/metrics.txt"; exit 1; }
 grep -qE '^railgate_build_info\{version="[0-9.]+",git="[^"]+",kernels="[a-z0-9_]+"\} 1$' "$WORK/metrics.txt" ||
   { echo "FAIL: a verbs-only railgated's /metrics lacks railgate_build_info"; cat "$WORK/metrics.txt"; exit 1; }
+# The verbs rails' aggregation latency (v1's was reset above).
+[ "$(grep -c '^# TYPE railgate_aggregation_latency_seconds histogram$' "$WORK/metrics.txt")" = 1 ] &&
+  grep -qE '^railgate_aggregation_latency_seconds_count\{rail="v0"\} [1-9][0-9]*$' "$WORK/metrics.txt" &&
+  grep -qE '^railgate_aggregation_latency_seconds_bucket\{rail="v0",le="\+Inf"\} [1-9][0-9]*$' "$WORK/metrics.txt" &&
+  grep -qE '^railgate_aggregation_latency_seconds_count\{rail="v1"\} 0$' "$WORK/metrics.txt" ||
+  { echo "FAIL: a verbs-only railgated's /metrics: the aggregation latency"; grep latency "$WORK/metrics.txt"; exit 1; }
 kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; exit 1; }
 grep -q "verbs rail v1: connects 12" "$WORK/railgated.log" || { echo "FAIL: no exit stats"; tail "$WORK/railgated.log"; exit 1; }
 
@@ -107,7 +113,7 @@ grep -q "verbs rail v1: connects 12" "$WORK/railgated.log" || { echo "FAIL: no e
   printf '\n[eal]\nhugepages = false\npci = false\ntelemetry = false\nmemory_mb = 256\n'
   printf '\n[[rail]]\nname = "u0"\ntransport = "udp"\ninterface = "lo"\nip = "198.18.7.1"\n'; } > "$WORK/mixed.toml"
 start_railgated "$BUILD" "$WORK/mixed.toml" "$WORK/ctl3.sock" "$WORK/railgated3.log"
-timeout 100 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 --job 70 -s 4 -n 100000000 -w 0 --bw-size 0 \
+timeout 100 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 --join-timeout 20000 --job 70 -s 4 -n 100000000 -w 0 --bw-size 0 \
   > "$WORK/lat.log" 2>&1 &
 lat=$!
 listed=
@@ -149,6 +155,12 @@ grep -q "the operator ended job 70 (railctl job abort): rxe drill" "$WORK/lat.lo
   { echo "FAIL: rail show v0 beside a udp rail"; exit 1; }
 "$BUILD/railctl" --socket "$WORK/ctl3.sock" rail set v0 gid-index auto | grep -q "^rail v0: source GID automatic" ||
   { echo "FAIL: rail set v0 gid-index auto beside a udp rail"; exit 1; }
+python3 -c 'import urllib.request; print(urllib.request.urlopen("http://127.0.0.1:9477/metrics", timeout=10).read().decode())' \
+  > "$WORK/metrics3.txt" || { echo "FAIL: metrics endpoint beside a udp rail"; exit 1; }
+[ "$(grep -c '^# TYPE railgate_aggregation_latency_seconds histogram$' "$WORK/metrics3.txt")" = 1 ] &&
+  grep -qE '^railgate_aggregation_latency_seconds_count\{rail="u0"\} 0$' "$WORK/metrics3.txt" &&
+  grep -qE '^railgate_aggregation_latency_seconds_count\{rail="v0"\} [1-9][0-9]*$' "$WORK/metrics3.txt" ||
+  { echo "FAIL: /metrics beside a udp rail: the aggregation latency"; grep latency "$WORK/metrics3.txt"; exit 1; }
 "$BUILD/railctl" --socket "$WORK/ctl3.sock" --json latency --rail v0 |
   python3 -c 'import json, sys; d = json.load(sys.stdin); assert d["rail"] == "v0" and d["histogram"]["count"] > 0, d' ||
   { echo "FAIL: latency --rail v0 beside a udp rail"; exit 1; }
