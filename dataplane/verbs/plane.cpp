@@ -172,14 +172,14 @@ struct plane::rail_state {
     std::uint64_t next_expire_ns = now_ns();
     pass_clock looks{next_expire_ns}; // when the thread looks (expire()), and its last look
     std::atomic<std::uint64_t> beat_ns{looks.looked()}; // the same, for plane::passes()
-    // The control plane's request (plane::jobs, plane::abort_job), answered
-    // by the rail's thread in expire(): taken (exchanged for null) before
-    // it is carried out; `answered` is set after.
     // railctl latency: aggregation latency (first contribution to the
     // result's WRITEs posted, ns) and the round trips its workers report
     // (RTT_REPORT). The rail's thread writes them; the control plane reads
     // them through a request.
     stats::histogram lat, worker_rtt;
+    // The control plane's request (plane::jobs, plane::latency,
+    // plane::abort_job), answered by the rail's thread in expire(): taken
+    // (exchanged for null) before it is carried out; `answered` is set after.
     struct request {
         std::vector<agg::job_view>* jobs = nullptr; // list the jobs into it; else:
         stats::histogram* latency = nullptr;        // merge a histogram into it (worker: the workers'), reset after; else:
