@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "dataplane/engine/hwloc_cpus.hpp"
+#include "dataplane/proto/ipv4.hpp"
 
 namespace railgate::verbs {
 
@@ -230,9 +231,9 @@ std::string settings_from_env(qp_settings& s) {
         out.*v.field = static_cast<std::uint8_t>(n);
     }
     // A GID index given (a tool's --gid-index, the C API's gid_index) wins.
-    unsigned long g = 0;
+    unsigned long g = static_cast<unsigned long>(out.gid_index < 0 ? -1 : out.gid_index);
     if (std::string e = env_uint("RAILGATE_IB_GID_INDEX", 0, 255, g); !e.empty()) return e;
-    if (out.gid_index < 0 && std::getenv("RAILGATE_IB_GID_INDEX")) out.gid_index = static_cast<int>(g);
+    if (out.gid_index < 0 && g <= 255) out.gid_index = static_cast<int>(g);
     s = out;
     return "";
 }
@@ -328,9 +329,7 @@ std::string check_gid(ibv_context* ctx, unsigned port, int index, std::uint32_t 
                                                             : "IB";
     if (what) *what = std::string(text) + ", " + type;
     if (std::uint32_t has = 0; pa.link_layer != IBV_LINK_LAYER_ETHERNET || (ipv4_of(e.gid, has) && has == ip)) return "";
-    in_addr want{htonl(ip)};
-    char w[INET_ADDRSTRLEN] = "?";
-    ::inet_ntop(AF_INET, &want, w, sizeof w);
+    const std::string w = net::format_ipv4(ip);
     std::string own;
     for (const bool v2 : {true, false})
         if (const int g = find_ipv4_gid(ctx, port, ip, v2); g >= 0)
