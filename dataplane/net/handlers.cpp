@@ -778,7 +778,7 @@ void handle_ping(rail_state& rs, rte_mbuf* m, const wire::header& h, const frame
 
 // A worker's round-trip histogram (part of it): merged into the rail's and
 // the job's, after the whole message checks out.
-void handle_rtt_report(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<const std::uint8_t> body,
+[[gnu::cold, gnu::noinline]] void handle_rtt_report(rail_state& rs, rte_mbuf* m, const wire::header& h, std::span<const std::uint8_t> body,
                        const frame::endpoint& from) noexcept {
     agg::job* j = rs.agg.find(h.job_id);
     if (!j) return free_drop(rs, m, drop_reason::unknown_job);
