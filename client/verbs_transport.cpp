@@ -290,7 +290,7 @@ std::unique_ptr<verbs_transport::rail> connect_rail(std::uint32_t ip, std::uint1
 verbs_transport::verbs_transport(std::uint32_t server_ip, std::uint16_t port, const verbs_options& o) : o_(o) {
     if (const char* e = std::getenv("RAILGATE_VERBS_LL"); e && std::strcmp(e, "0") == 0) o_.eager_rings = false;
     if (std::string e = verbs::settings_from_env(o_.qp); !e.empty()) throw std::runtime_error("verbs transport: " + e);
-    if (!o_.qp.ack_timeout) o_.qp.ack_timeout = verbs::ack_timeout_within(o_.peer_timeout / 2);
+    if (!o_.qp.ack_timeout) o_.qp.ack_timeout = verbs::default_ack_timeout(o_.peer_timeout, o_.qp.retry_count);
     rails_.push_back(connect_rail(server_ip, port, o_));
     addrs_.push_back({server_ip, port});
 }

@@ -84,7 +84,7 @@ struct rail {
     unsigned service_level = 0;    // verbs: IB SL / RoCE priority, 0..15
     unsigned chunk_bytes = 32768;  // verbs: bytes per chunk (one WRITE_WITH_IMM)
     // verbs: the QPs' RC timers (verbs::qp_settings): ack_timeout 1..31
-    // (4.096 us x 2^n; 0: the longest under half of [jobs] stall_ms),
+    // (4.096 us x 2^n; 0: verbs::default_ack_timeout of [jobs] stall_ms),
     // retry_count and rnr_retry 0..7, min_rnr_timer 0..31 (12: 0.64 ms).
     unsigned ack_timeout = 0, retry_count = 7, rnr_retry = 7, min_rnr_timer = 12;
     // dpdk: transmit shaping (dataplane/qos). rate = "10Gbit" shapes the

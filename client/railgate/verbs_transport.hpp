@@ -31,8 +31,9 @@ struct verbs_options {
     // local address before its connect (verbs::check_gid).
     verbs::qp_settings qp;
     // The worker's peer timeout: without RAILGATE_IB_TIMEOUT (or
-    // qp.ack_timeout), the QPs' ACK timeout is the longest under half of
-    // it (verbs::ack_timeout_within), so that a lost packet is resent
+    // qp.ack_timeout), the QPs' ACK timeout is the longest of which
+    // retry_count + 1 fit in it (verbs::default_ack_timeout), so that a
+    // lost packet is resent, and one lost on every resend fails the QP,
     // before the worker gives railgated up.
     std::chrono::milliseconds peer_timeout{1000};
     std::chrono::milliseconds connect_timeout{5000};

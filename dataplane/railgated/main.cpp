@@ -396,7 +396,8 @@ int main(int argc, char** argv) {
         v.qp.traffic_class = static_cast<std::uint8_t>(r.traffic_class);
         v.qp.service_level = static_cast<std::uint8_t>(r.service_level);
         v.qp.ack_timeout = r.ack_timeout ? static_cast<std::uint8_t>(r.ack_timeout)
-                                         : verbs::ack_timeout_within(std::chrono::milliseconds(app.stall_ms) / 2);
+                                         : verbs::default_ack_timeout(std::chrono::milliseconds(app.stall_ms),
+                                                                      r.retry_count);
         v.qp.retry_count = static_cast<std::uint8_t>(r.retry_count);
         v.qp.rnr_retry = static_cast<std::uint8_t>(r.rnr_retry);
         v.qp.min_rnr_timer = static_cast<std::uint8_t>(r.min_rnr_timer);

@@ -167,6 +167,10 @@ std::uint8_t ack_timeout_within(std::chrono::microseconds budget) noexcept {
     return n;
 }
 
+std::uint8_t default_ack_timeout(std::chrono::microseconds silence, unsigned retry_count) noexcept {
+    return ack_timeout_within(silence / (std::min(retry_count, 7u) + 1));
+}
+
 double rnr_timer_us(unsigned n) noexcept {
     // 0.01 ms steps doubling every other step from 1; 0 is the longest.
     static constexpr unsigned us[32] = {655360, 10,    20,    30,    40,    60,     80,     120,

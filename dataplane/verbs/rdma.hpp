@@ -58,7 +58,7 @@ struct qp_settings {
     // ack_timeout: how long a send waits for its ACK before it is resent,
     // 4.096 us x 2^n (1..31; 0: rdma_cm's, from the path's packet
     // lifetime: 2.1 s on rxe; railgated and the worker library set
-    // ack_timeout_within() half their peer's silence limit). retry_count: resends after that before the
+    // default_ack_timeout() of their peer's silence limit). retry_count: resends after that before the
     // QP fails (0..7). rnr_retry: resends after a receiver-not-ready NAK
     // (0..7; 7 without end). min_rnr_timer: how long this end asks a
     // sender to wait after its RNR NAK (0..31; 12 is 0.64 ms, as perftest
@@ -75,11 +75,18 @@ struct qp_timers {
 // reads as 0), and the RNR NAK timer's table (IBA 9.7.5.2.8).
 double ack_timeout_us(unsigned n) noexcept;
 double rnr_timer_us(unsigned n) noexcept;
-// The longest ACK timeout (1..31) of at most `budget`: railgate's default
-// is the longest under half the time after which a silent peer fails its
-// job (railgated's [jobs] stall_ms, a worker's peer timeout), so that a
-// packet the fabric drops is resent, once at least, before that.
+// The longest ACK timeout (1..31) of at most `budget`.
 std::uint8_t ack_timeout_within(std::chrono::microseconds budget) noexcept;
+// railgate's default ACK timeout for QPs whose peer is given up after
+// `silence` (railgated's [jobs] stall_ms, a worker's peer timeout): the
+// longest of which retry_count + 1 fit in it. A packet the fabric drops is
+// then resent after one timeout, and one dropped on every resend fails its
+// QP (retry exceeded, named) before the silence gives the peer up. 14
+// (67 ms) at the default 1 s and retry_count 7; rdma_cm's 19 (2.1 s on rxe)
+// would end the job at its first loss, and the longest under half of 1 s
+// (16, 268 ms, railgate's default before) failed 3-rank jobs at 1% loss on
+// rxe in the guest (tests/rxe/verbs_loss.sh, doc/performance.md).
+std::uint8_t default_ack_timeout(std::chrono::microseconds silence, unsigned retry_count) noexcept;
 // "ack timeout 14 (67.1 ms), retry 7, rnr retry 7, min rnr timer 12 (0.64 ms)"
 std::string describe(const qp_timers& t);
 // The same of the settings ("ack timeout rdma_cm's" when it is 0).

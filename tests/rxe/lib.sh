@@ -52,3 +52,53 @@ run_workers() {
   for p in "${pids[@]}"; do wait "$p" || fails=$((fails + 1)); done
   return $fails
 }
+# A fabric that can lose packets, for RoCE between two local addresses:
+# railgated's side 198.18.6.1 on rxel0 (veth end rgl0), the workers'
+# 198.18.7.1 on rxel1 (rgl1, the other end). rxe hands a packet for an
+# address of its own device to its receive path directly, and the kernel
+# carries one for another local address over lo, so neither crosses a
+# qdisc that could drop it: here rules ahead of the local table send each
+# address's traffic out of the other's veth end and take what arrives on
+# either end as local, with static neighbours (no ARP to lose).
+# fabric_loss P sets netem (Debian's guest kernel has it) on both ends: P%
+# of packets dropped each way (100: cut), 0 none. lossy_fabric_down undoes
+# it all (the suite's tests share one guest).
+lossy_fabric_up() {
+  modprobe sch_netem || return 1
+  ip link add rgl0 type veth peer name rgl1 || return 1
+  ip addr add 198.18.6.1/24 dev rgl0 && ip addr add 198.18.7.1/24 dev rgl1 || return 1
+  ip link set rgl0 up && ip link set rgl1 up || return 1
+  local d
+  for d in all rgl0 rgl1; do sysctl -qw "net.ipv4.conf.$d.accept_local=1" "net.ipv4.conf.$d.rp_filter=0" || return 1; done
+  ip neigh replace 198.18.6.1 lladdr "$(cat /sys/class/net/rgl0/address)" dev rgl1 nud permanent &&
+    ip neigh replace 198.18.7.1 lladdr "$(cat /sys/class/net/rgl1/address)" dev rgl0 nud permanent || return 1
+  ip rule add pref 100 lookup local && ip rule del pref 0 || return 1
+  ip rule add pref 5 iif rgl0 lookup local && ip rule add pref 6 iif rgl1 lookup local || return 1
+  ip rule add pref 10 to 198.18.6.1 lookup 106 && ip rule add pref 11 to 198.18.7.1 lookup 107 || return 1
+  ip route add 198.18.6.1 dev rgl1 src 198.18.7.1 table 106 &&
+    ip route add 198.18.7.1 dev rgl0 src 198.18.6.1 table 107 || return 1
+  rdma link add rxel0 type rxe netdev rgl0 && rdma link add rxel1 type rxe netdev rgl1
+}
+fabric_loss() { # PERCENT
+  local d
+  for d in rgl0 rgl1; do
+    tc qdisc del dev "$d" root 2> /dev/null
+    [ "$1" = 0 ] || tc qdisc add dev "$d" root netem loss "$1%" || return 1
+  done
+}
+# The packets netem dropped on both ends so far.
+fabric_dropped() {
+  { tc -s qdisc show dev rgl0; tc -s qdisc show dev rgl1; } 2> /dev/null | awk '/dropped/ { gsub(",", "", $7); n += $7 } END { print n + 0 }'
+}
+lossy_fabric_down() {
+  rdma link delete rxel0 2> /dev/null
+  rdma link delete rxel1 2> /dev/null
+  ip link del rgl0 2> /dev/null
+  local p
+  for p in 5 6 10 11; do ip rule del pref $p 2> /dev/null; done
+  ip route flush table 106 2> /dev/null
+  ip route flush table 107 2> /dev/null
+  ip rule show | grep -q '^0:' || ip rule add pref 0 lookup local
+  ip rule del pref 100 2> /dev/null
+  return 0
+}

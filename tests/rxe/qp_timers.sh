@@ -20,15 +20,16 @@ BUILD=$2 WORK=$(mktemp -d)
 rxe_counters_on_failure
 "$BUILD/tests/rxe/qp_timers" 198.18.0.1 47300 || { echo "FAIL: qp_timers"; exit 1; }
 
-# v0 keeps the defaults (an ACK timeout under half the stall time, 250 ms
-# here: 14, 67 ms; min rnr timer 12); v1 (the file's last table) gets its
-# own, with an ACK timeout (268 ms) above the stall time.
-{ cat "$here/verbs.toml"; printf 'ack_timeout = 16\nretry_count = 5\nmin_rnr_timer = 14\n'
-  printf '\n[jobs]\nstall_ms = 250\n'; } > "$WORK/timers.toml"
+# v0 keeps the defaults (the longest ACK timeout of which retry_count + 1,
+# 8, fit in the stall time, 600 ms here: 14, 67 ms; min rnr timer 12); v1
+# (the file's last table) gets its own, with an ACK timeout (1.07 s) above
+# the stall time.
+{ cat "$here/verbs.toml"; printf 'ack_timeout = 18\nretry_count = 5\nmin_rnr_timer = 14\n'
+  printf '\n[jobs]\nstall_ms = 600\n'; } > "$WORK/timers.toml"
 start_railgated "$BUILD" "$WORK/timers.toml" "$WORK/ctl.sock" "$WORK/railgated.log"
 grep -q "railgated: verbs rail v0 .*; ack timeout 14 (67.1 ms), retry 7, rnr retry 7, min rnr timer 12 (0.64 ms)$" \
   "$WORK/railgated.log" || { echo "FAIL: railgated's placement line lacks v0's timers"; cat "$WORK/railgated.log"; exit 1; }
-grep -q "railgated: verbs rail v1 .*; ack timeout 16 (268 ms), retry 5, rnr retry 7, min rnr timer 14 (1.28 ms)$" \
+grep -q "railgated: verbs rail v1 .*; ack timeout 18 (1.07 s), retry 5, rnr retry 7, min rnr timer 14 (1.28 ms)$" \
   "$WORK/railgated.log" || { echo "FAIL: railgated's placement line lacks v1's timers"; cat "$WORK/railgated.log"; exit 1; }
 # raillat waits 20 s for a JOIN_ACK here, not its default 5: under a loaded
 # host the guest has held one longer (a clean-clone CI run: "no JOIN_ACK
@@ -39,23 +40,24 @@ RAILGATE_IB_TIMEOUT=16 RAILGATE_IB_RETRY_CNT=3 timeout 60 "$BUILD/tools/raillat"
 grep "QP timers" "$WORK/lat.log"
 grep -q "^raillat: verbs QP timers: ack timeout 16 (268 ms), retry 3, rnr retry 7, min rnr timer 12 (0.64 ms)$" "$WORK/lat.log" ||
   { echo "FAIL: raillat's QP did not take RAILGATE_IB_TIMEOUT and RAILGATE_IB_RETRY_CNT"; cat "$WORK/lat.log"; exit 1; }
-# Again without the environment: the worker's defaults (an ACK timeout
-# under half its peer timeout, 1 s: 16, 268 ms; min rnr timer 12), and a
+# Again without the environment: the worker's defaults (the longest ACK
+# timeout of which 8 fit in its peer timeout, 1 s: 14, 67 ms; min rnr
+# timer 12), and a
 # second QP on each of railgated's rails.
 timeout 60 "$BUILD/tools/raillat" --transport verbs --server 198.18.0.1 --join-timeout 20000 --job 7 -s 4 -n 200 -w 10 --bw-size 0 \
   > "$WORK/lat2.log" 2>&1 || { echo "FAIL: raillat"; cat "$WORK/lat2.log"; exit 1; }
 grep "QP timers" "$WORK/lat2.log"
-grep -q "^raillat: verbs QP timers: ack timeout 16 (268 ms), retry 7, rnr retry 7, min rnr timer 12 (0.64 ms)$" \
+grep -q "^raillat: verbs QP timers: ack timeout 14 (67.1 ms), retry 7, rnr retry 7, min rnr timer 12 (0.64 ms)$" \
   "$WORK/lat2.log" || { echo "FAIL: raillat's QP timers without the environment"; cat "$WORK/lat2.log"; exit 1; }
 "$BUILD/railctl" --socket "$WORK/ctl.sock" status | tee "$WORK/status.txt"
-grep -q "^v1       QP timers: ack timeout 16 (268 ms), retry 5, rnr retry 7, min rnr timer 14 (1.28 ms)$" "$WORK/status.txt" ||
+grep -q "^v1       QP timers: ack timeout 18 (1.07 s), retry 5, rnr retry 7, min rnr timer 14 (1.28 ms)$" "$WORK/status.txt" ||
   { echo "FAIL: railctl status lacks v1's timers"; exit 1; }
 "$BUILD/railctl" --socket "$WORK/ctl.sock" --json status > "$WORK/status.json"
 python3 - "$WORK/status.json" <<'PY' || { echo "FAIL: railctl --json status: the QPs' timers"; exit 1; }
 import json, sys
 rails = {r["name"]: r["qp_timers"] for r in json.load(open(sys.argv[1]))["verbs_rails"]}
 v0, v1 = rails["v0"], rails["v1"]
-assert v1["seen"] == {"ack_timeout": 16, "ack_timeout_ms": 4.096 * 2**16 / 1e3, "retry_count": 5, "rnr_retry": 7,
+assert v1["seen"] == {"ack_timeout": 18, "ack_timeout_ms": 4.096 * 2**18 / 1e3, "retry_count": 5, "rnr_retry": 7,
                       "min_rnr_timer": 14, "min_rnr_timer_ms": 1.28}, v1
 assert v1["configured"] == v1["seen"], v1
 assert v0["seen"] == v0["configured"] and (v0["seen"]["ack_timeout"], v0["seen"]["retry_count"], v0["seen"]["rnr_retry"],
@@ -79,7 +81,7 @@ g = {x["ipv4"]: x["index"] for x in json.load(open(sys.argv[1]))["gids"]}
 print(g["198.18.1.1"], g["198.18.0.1"], g[""])' "$WORK/gids.json") || { echo "FAIL: rxe0's GIDs"; cat "$WORK/gids.json"; exit 1; }
 read -r own other ll <<< "$gids"
 "${ctl[@]}" rail show v1 | tee "$WORK/show.txt"
-grep -qE "^qp_timers +ack timeout 16 \(268 ms\), retry 5, rnr retry 7, min rnr timer 14 \(1.28 ms\)$" "$WORK/show.txt" &&
+grep -qE "^qp_timers +ack timeout 18 \(1.07 s\), retry 5, rnr retry 7, min rnr timer 14 \(1.28 ms\)$" "$WORK/show.txt" &&
   grep -qE "^gid_index +auto, last QP's $own \(::ffff:198.18.1.1, RoCE v2, automatic\)$" "$WORK/show.txt" &&
   grep -qE "^  connects 2, " "$WORK/show.txt" || { echo "FAIL: rail show v1"; exit 1; }
 set_fails() { # WHAT EXPECTED ARGS...
@@ -139,10 +141,10 @@ RAILGATE_IB_GID_INDEX=x timeout 60 "$BUILD/tools/raillat" --transport verbs --se
 grep -q "RAILGATE_IB_GID_INDEX='x': must be an integer 0..255" "$WORK/gid2.log" ||
   { echo "FAIL: RAILGATE_IB_GID_INDEX=x not named"; cat "$WORK/gid2.log"; exit 1; }
 kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; tail "$WORK/railgated.log"; exit 1; }
-# v1's ACK timeout (268 ms) is not under the jobs' stall time (250 ms):
+# v1's ACK timeout (1.07 s) is not under the jobs' stall time (600 ms):
 # said once, for v1 alone, though two QPs connected there.
 grep "ACK timeout is not under" "$WORK/railgated.log"
-[ "$(grep -c "verbs rail v1: its QPs took ack timeout 16 (268 ms), .*; that ACK timeout is not under the jobs' stall time (250 ms)" \
+[ "$(grep -c "verbs rail v1: its QPs took ack timeout 18 (1.07 s), .*; that ACK timeout is not under the jobs' stall time (600 ms)" \
   "$WORK/railgated.log")" = 1 ] && ! grep -q "verbs rail v0: .*ACK timeout is not under" "$WORK/railgated.log" ||
   { echo "FAIL: the warning of a QP ACK timeout above the stall time, once for v1 and not for v0"; cat "$WORK/railgated.log"; exit 1; }
 echo "ok: the RC timers: measured on railgate's QPs, taken by railgated's rails and raillat's QPs, read back"

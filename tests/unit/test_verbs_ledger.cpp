@@ -70,12 +70,24 @@ BOOST_AUTO_TEST_CASE(rc_timer_encodings_and_environment) {
     BOOST_TEST(verbs::rnr_timer_us(12) == 640.0);
     BOOST_TEST(verbs::rnr_timer_us(31) == 491520.0);
     for (unsigned n = 2; n < 32; ++n) BOOST_TEST(verbs::rnr_timer_us(n) > verbs::rnr_timer_us(n - 1), n);
-    // The defaults: the longest under half of railgated's stall time or a
-    // worker's peer timeout.
     using std::chrono::milliseconds;
-    BOOST_TEST(verbs::ack_timeout_within(milliseconds(500)) == 16);  // 268 ms: stall_ms 1000, the default
-    BOOST_TEST(verbs::ack_timeout_within(milliseconds(2500)) == 19); // 2.1 s: 5000, the rxe suite's
+    BOOST_TEST(verbs::ack_timeout_within(milliseconds(500)) == 16);  // 268 ms
+    BOOST_TEST(verbs::ack_timeout_within(milliseconds(2500)) == 19); // 2.1 s
     BOOST_TEST(verbs::ack_timeout_within(milliseconds(125)) == 14);  // 67 ms
+    // The defaults: the longest of which retry_count + 1 fit in railgated's
+    // stall time or a worker's peer timeout.
+    BOOST_TEST(verbs::default_ack_timeout(milliseconds(1000), 7) == 14); // 8 x 67 ms: stall_ms 1000, the default
+    BOOST_TEST(verbs::default_ack_timeout(milliseconds(5000), 7) == 17); // 8 x 537 ms: the rxe faults' 5 s
+    BOOST_TEST(verbs::default_ack_timeout(milliseconds(250), 7) == 12);  // 8 x 16.8 ms
+    BOOST_TEST(verbs::default_ack_timeout(milliseconds(1000), 3) == 15); // 4 x 134 ms
+    BOOST_TEST(verbs::default_ack_timeout(milliseconds(1000), 0) == 17); // one send: 537 ms
+    BOOST_TEST(verbs::default_ack_timeout(milliseconds(1000), 9) == 14); // retry_count is 0..7
+    for (unsigned retry = 0; retry <= 7; ++retry)
+        for (unsigned ms : {100u, 1000u, 5000u, 60000u}) {
+            const unsigned n = verbs::default_ack_timeout(milliseconds(ms), retry);
+            BOOST_TEST((retry + 1) * verbs::ack_timeout_us(n) <= 1e3 * ms, retry << ' ' << ms);
+            BOOST_TEST((retry + 1) * verbs::ack_timeout_us(n + 1) > 1e3 * ms, retry << ' ' << ms);
+        }
     BOOST_TEST(verbs::ack_timeout_within(std::chrono::microseconds(16384 * 4096 / 1000 + 1)) == 14); // exactly 2^14 x 4.096 us
     BOOST_TEST(verbs::ack_timeout_within(milliseconds(1)) == 7);
     BOOST_TEST(verbs::ack_timeout_within(milliseconds(0)) == 1);     // never 0: no timeout at all

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Verbs rails on a fabric that loses packets (RoCE without PFC), in the
+# rxe-vm guest: railgated's rail on rxel0 and the workers on rxel1, the two
+# ends of a veth with netem on both (lib.sh: lossy_fabric_up), railgated and
+# the workers on their default RC timers (stall time and peer timeout 1 s:
+# ACK timeout 14, 67 ms, retry 7):
+#  - 1% of the packets dropped each way: a 3-rank job is bit-exact, with no
+#    rank failed and no job ended; netem dropped packets and the QPs resent
+#    them (rxe's completer_retry_err);
+#  - the fabric cut (100%) for 3 s mid-job: workers with --retry 3 get
+#    through it (railgated ends the job as stalled, they re-join and run
+#    the operation again) and finish bit-exact; railgated serves on.
+# tools/bench_verbs_loss.sh measures what the loss costs.
+#   verbs_loss.sh RXE_VM BUILD_DIR
+set -u
+. "$(dirname "$0")/host.sh" "$0" "$@"
+BUILD=$2 WORK=$(mktemp -d)
+. "$here/lib.sh"
+trap 'rc=$?; [ $rc = 0 ] || { rxe_counters; echo "netem dropped $(fabric_dropped)"; }; kill ${RG_PID:-} 2> /dev/null; wait 2> /dev/null; lossy_fabric_down; exit $rc' EXIT
+lossy_fabric_up || { echo "FAIL: the lossy fabric (veth, rules, rxel0/rxel1)"; exit 1; }
+cat > "$WORK/loss.toml" <<TOML
+[pools]
+default_slots = 8
+[[rail]]
+name = "l0"
+transport = "verbs"
+device = "rxel0"
+ip = "198.18.6.1"
+TOML
+start_railgated "$BUILD" "$WORK/loss.toml" "$WORK/ctl.sock" "$WORK/railgated.log"
+grep -q "railgated: verbs rail l0 .*; ack timeout 14 (67.1 ms), retry 7," "$WORK/railgated.log" ||
+  { echo "FAIL: l0's default timers"; cat "$WORK/railgated.log"; exit 1; }
+retries() { # the RC resends both devices counted so far
+  local d n=0 v
+  for d in rxel0 rxel1; do
+    read -r v < "/sys/class/infiniband/$d/ports/1/hw_counters/completer_retry_err" && n=$((n + v))
+  done
+  echo $n
+}
+# job TAG JOB ARGS...: 3 railbench ranks at 198.18.6.1; logs $WORK/TAG<rank>.log;
+# the status is the number of ranks that failed.
+job() {
+  local tag=$1 id=$2 r pids=() fails=0
+  shift 2
+  for r in 0 1 2; do
+    timeout 200 "$BUILD/tools/railbench" --transport verbs --server 198.18.6.1 --rank $r --workers 3 --job "$id" \
+      --count 262144 -w 1 "$@" > "$WORK/$tag$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for r in "${pids[@]}"; do wait "$r" || fails=$((fails + 1)); done
+  return $fails
+}
+exact() { # TAG: every rank's results bit-exact
+  local r
+  for r in 0 1 2; do
+    grep -q "Out of bounds values : 0 OK" "$WORK/$1$r.log" || { echo "FAIL: $1 rank $r"; cat "$WORK/$1$r.log"; exit 1; }
+  done
+}
+
+fabric_loss 1 || { echo "FAIL: netem"; exit 1; }
+r0=$(retries) SECONDS=0
+job loss 1 -n 5 || { echo "FAIL: a job at 1% loss: $? ranks failed"; cat "$WORK"/loss*.log; exit 1; }
+exact loss
+dropped=$(fabric_dropped) resent=$(($(retries) - r0))
+echo "ok: 1% loss each way: 3 ranks, 6 allreduces of 1 MiB bit-exact in $SECONDS s; netem dropped $dropped packets, the QPs resent $resent times"
+[ "$dropped" -gt 0 ] && [ "$resent" -gt 0 ] || { echo "FAIL: no loss, or no resend"; exit 1; }
+! grep -q "job 1 ends" "$WORK/railgated.log" || { echo "FAIL: railgated ended job 1"; cat "$WORK/railgated.log"; exit 1; }
+
+fabric_loss 0
+job cut 2 -n 30 --retry 3 &
+jp=$!
+sleep 4
+fabric_loss 100
+sleep 3
+fabric_loss 0
+wait $jp || { echo "FAIL: the job through a 3 s cut: $? ranks failed"; cat "$WORK"/cut*.log; exit 1; }
+exact cut
+grep -h "rank 0: operation" "$WORK/cut0.log"
+grep -q "^# retransmits .*recoveries [1-9].*\|^# retransmits .*resumes [1-9]" "$WORK/cut0.log" ||
+  { echo "FAIL: rank 0 did not say how it got through the cut"; cat "$WORK/cut0.log"; exit 1; }
+echo "ok: the fabric cut for 3 s: 3 ranks with --retry 3 finished bit-exact"
+job after 3 -n 2 || { echo "FAIL: the job after the cut"; cat "$WORK"/after*.log; exit 1; }
+exact after
+kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; tail "$WORK/railgated.log"; exit 1; }
+echo "ok: a job after it bit-exact; railgated exited cleanly"
