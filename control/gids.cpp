@@ -79,4 +79,26 @@ std::vector<gid_entry> read_gids(const std::string& root) {
     return out;
 }
 
+port_counters read_port_counters(const std::string& device, unsigned port, const std::string& root) {
+    port_counters out;
+    const fs::path dir = fs::path(root) / device / "ports" / std::to_string(port);
+    const auto read_dir = [](const fs::path& d, std::vector<port_counter>& to) {
+        std::error_code ec;
+        for (const fs::directory_entry& f : fs::directory_iterator(d, ec)) {
+            const std::string name = f.path().filename().string();
+            if (name == "lifespan") continue;
+            const std::string v = first_line(f.path().string());
+            if (v.empty() || !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+            try {
+                to.push_back({name, std::stoull(v)});
+            } catch (...) { // above 2^64 - 1
+            }
+        }
+        std::sort(to.begin(), to.end(), [](const port_counter& a, const port_counter& b) { return a.name < b.name; });
+    };
+    read_dir(dir / "hw_counters", out.hw);
+    read_dir(dir / "counters", out.pma);
+    return out;
+}
+
 } // namespace railgate::control

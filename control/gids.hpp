@@ -3,6 +3,7 @@
 // show_gids does. The root can be redirected (tests use a fixture tree).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,5 +28,24 @@ std::string gid_version(const std::string& type);
 
 // A sysfs attribute: the first line of the file, "" when it cannot be read.
 std::string first_line(const std::string& path);
+
+// An RDMA port's counters as the kernel shows them under
+// DEV/ports/PORT/: `hw_counters/` (the driver's own: rxe's
+// completer_retry_err, rcvd_seq_err, duplicate_request ...; mlx5's
+// local_ack_timeout_err, packet_seq_err, out_of_sequence ...) and
+// `counters/` (the IB PMA's: port_xmit_data ..., where the driver has
+// them), each sorted by name. `lifespan` (how long a driver caches its
+// hw counters) and files that do not read as a number are left out; a
+// device or port that is not there gives two empty lists.
+struct port_counter {
+    std::string name;
+    std::uint64_t value = 0;
+};
+struct port_counters {
+    std::vector<port_counter> hw;  // hw_counters/
+    std::vector<port_counter> pma; // counters/
+};
+port_counters read_port_counters(const std::string& device, unsigned port,
+                                 const std::string& root = "/sys/class/infiniband");
 
 } // namespace railgate::control

@@ -76,7 +76,8 @@ const std::map<std::string, const char*> help_cmd = {
              "  gid-index: a verbs rail's source GID (0..255, an entry of railctl gid list, or auto: the\n"
              "  RoCEv2 GID of its address) for the connections that come from now on; those connected\n"
              "  keep their QPs'. An IPv4 GID of another address than the rail's is refused.\n"
-             "  list and show take verbs rails too (show: its QPs' timers, last source GID, counters).\n"
+             "  list and show take verbs rails too (show: its QPs' timers, last source GID, counters,\n"
+             "  and its RDMA port's own counters from sysfs: resends, sequence errors, ...).\n"
              "  add: live; hot-plugs the DPDK device (vdev or PCI) onto a running lcore, or opens a udp\n"
              "  rail (DEVARGS udp or udp,interface=lo: the kernel's UDP socket on IP); jobs that join\n"
              "  from now on stripe over it (--host-ip: address for a tap's kernel side).\n"
@@ -504,6 +505,17 @@ int cmd_fault(const std::vector<std::string>& a) {
     return 0;
 }
 
+// A verbs rail's RDMA port counters (sysfs), those not 0.
+void print_port_counters(const json& pc) {
+    std::printf("port counters  %s port %u (sysfs; those not 0)\n", pc["device"].get<std::string>().c_str(),
+                pc["port"].get<unsigned>());
+    unsigned shown = 0;
+    for (const char* group : {"hw_counters", "counters"})
+        for (const auto& [name, n] : pc[group].items())
+            if (n.get<unsigned long long>()) std::printf("  %-30s %llu\n", name.c_str(), n.get<unsigned long long>()), ++shown;
+    if (!shown) std::printf("  (none)\n");
+}
+
 int cmd_rail(const std::vector<std::string>& a) {
     if (a.empty()) usage("rail needs list, show, set, add or remove");
     if (a[0] == "list") {
@@ -518,7 +530,7 @@ int cmd_rail(const std::vector<std::string>& a) {
         const json r = call("rail.show", {{"rail", a[1]}});
         if (json_out) return print_json(r), 0;
         for (const auto& [k, v] : r.items()) {
-            if (k == "counters" || k == "gid_seen") continue;
+            if (k == "counters" || k == "gid_seen" || k == "port_counters") continue;
             const std::string t = k == "qp_timers" ? qp_timers_text(v) : k == "gid_index" ? gid_text(r)
                                   : v.is_string()  ? v.get<std::string>()
                                                    : v.dump();
@@ -526,6 +538,7 @@ int cmd_rail(const std::vector<std::string>& a) {
         }
         std::printf("counters\n");
         print_counters(r["counters"]);
+        if (r.contains("port_counters")) print_port_counters(r["port_counters"]);
         return 0;
     }
     if (a[0] == "set") {

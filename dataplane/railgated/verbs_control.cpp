@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "control/gids.hpp"
 #include "control/version.hpp"
 #include "dataplane/log/log.hpp"
 #include "dataplane/proto/ipv4.hpp"
@@ -253,6 +254,16 @@ std::string verbs_prometheus(const verbs::plane& p, bool standalone) {
                        "rail=\"" + st[i].name + "\",reason=\"" +
                            std::string(drop_reason_name(static_cast<drop_reason>(r))) + "\"",
                        n);
+    metric("railgate_verbs_port_counter_total", "counter",
+           "Verbs rails: their RDMA port's own counters (sysfs hw_counters and counters: resends, sequence errors, ...).");
+    for (const verbs::rail_status& v : st) {
+        const control::port_counters pc = control::read_port_counters(v.device, v.port);
+        const std::string l = "rail=\"" + v.name + "\",device=\"" + v.device + "\",port=\"" + std::to_string(v.port) + "\",";
+        for (const control::port_counter& c : pc.hw)
+            sample("railgate_verbs_port_counter_total", l + "source=\"hw_counters\",counter=\"" + c.name + "\"", c.value);
+        for (const control::port_counter& c : pc.pma)
+            sample("railgate_verbs_port_counter_total", l + "source=\"counters\",counter=\"" + c.name + "\"", c.value);
+    }
     if (standalone) {
         o += latency_metric;
         verbs_latency_samples(p, o);
@@ -260,10 +271,24 @@ std::string verbs_prometheus(const verbs::plane& p, bool standalone) {
     return o;
 }
 
+// The rail's RDMA port's own counters (sysfs): what the fabric did to its
+// QPs' packets (resends, sequence errors, duplicates), which railgate's
+// counters cannot see.
+json port_counters_json(const verbs::rail_status& s) {
+    const control::port_counters pc = control::read_port_counters(s.device, s.port);
+    const auto obj = [](const std::vector<control::port_counter>& v) {
+        json o = json::object();
+        for (const control::port_counter& c : v) o[c.name] = c.value;
+        return o;
+    };
+    return {{"device", s.device}, {"port", s.port}, {"hw_counters", obj(pc.hw)}, {"counters", obj(pc.pma)}};
+}
+
 json verbs_rail_show(const verbs::plane& p, int rail) {
     json j = verbs_rails_json(p).at(static_cast<std::size_t>(rail));
     json c = verbs_counters_json(p, j["name"].get<std::string>());
     j["counters"] = c.empty() ? json::object() : c[0];
+    j["port_counters"] = port_counters_json(p.status().at(static_cast<std::size_t>(rail)));
     return j;
 }
 

@@ -6,7 +6,8 @@
 # ACK timeout 14, 67 ms, retry 7):
 #  - 1% of the packets dropped each way: a 3-rank job is bit-exact, with no
 #    rank failed and no job ended; netem dropped packets and the QPs resent
-#    them (rxe's completer_retry_err);
+#    them (rxe's completer_retry_err), and railctl rail show and /metrics
+#    give rail l0's port counters as sysfs has them;
 #  - the fabric cut (100%) for 3 s mid-job: workers with --retry 3 get
 #    through it (railgated ends the job as stalled, they re-join and run
 #    the operation again) and finish bit-exact; railgated serves on.
@@ -65,6 +66,29 @@ dropped=$(fabric_dropped) resent=$(($(retries) - r0))
 echo "ok: 1% loss each way: 3 ranks, 6 allreduces of 1 MiB bit-exact in $SECONDS s; netem dropped $dropped packets, the QPs resent $resent times"
 [ "$dropped" -gt 0 ] && [ "$resent" -gt 0 ] || { echo "FAIL: no loss, or no resend"; exit 1; }
 ! grep -q "job 1 ends" "$WORK/railgated.log" || { echo "FAIL: railgated ended job 1"; cat "$WORK/railgated.log"; exit 1; }
+# What the fabric did, as railgated reports it: rail l0's RDMA port's own
+# counters (sysfs) in railctl rail show and /metrics, as sysfs has them.
+"$BUILD/railctl" --socket "$WORK/ctl.sock" rail show l0 | sed -n '/^port counters/,$p' | tee "$WORK/show.txt"
+"$BUILD/railctl" --socket "$WORK/ctl.sock" --json rail show l0 > "$WORK/show.json"
+python3 - "$WORK/show.json" <<'PY' || { echo "FAIL: l0's port counters"; exit 1; }
+import json, os, re, sys, urllib.request
+pc = json.load(open(sys.argv[1]))["port_counters"]
+assert (pc["device"], pc["port"]) == ("rxel0", 1), pc
+m = urllib.request.urlopen("http://127.0.0.1:9477/metrics", timeout=10).read().decode()
+# Read last: counters only grow (a connection's late disconnect may still
+# be counted), so railgated's readings are at most these.
+d = "/sys/class/infiniband/rxel0/ports/1/hw_counters"
+sysfs = {f: int(open(os.path.join(d, f)).read()) for f in os.listdir(d) if f != "lifespan"}
+hw = pc["hw_counters"]
+assert hw.keys() == sysfs.keys() and all(hw[k] <= sysfs[k] for k in hw), (hw, sysfs)
+assert sum(hw.get(k, 0) for k in ("completer_retry_err", "duplicate_request", "out_of_seq_request")) > 0, hw
+pat = r'^railgate_verbs_port_counter_total\{rail="l0",device="rxel0",port="1",source="hw_counters",counter="completer_retry_err"\} (\d+)$'
+got = re.findall(pat, m, re.M)
+assert len(got) == 1 and hw["completer_retry_err"] <= int(got[0]) <= sysfs["completer_retry_err"], \
+    (got, [l for l in m.splitlines() if "port_counter" in l])
+print("ok: l0's port counters in railctl rail show and /metrics, as sysfs has them")
+PY
+grep -q "^port counters  rxel0 port 1 (sysfs; those not 0)$" "$WORK/show.txt" || { echo "FAIL: rail show l0's port counters"; exit 1; }
 
 fabric_loss 0
 job cut 2 -n 30 --retry 3 &

@@ -444,6 +444,39 @@ BOOST_AUTO_TEST_CASE(gid_tables_from_sysfs) {
     fs::remove_all(root);
 }
 
+// A verbs rail's port counters: hw_counters and counters, sorted, numbers
+// only, lifespan left out; an absent device or port has none.
+BOOST_AUTO_TEST_CASE(port_counters_from_sysfs) {
+    const fs::path root = temp_dir();
+    auto put = [&](const fs::path& rel, const std::string& text) {
+        fs::create_directories((root / rel).parent_path());
+        std::ofstream(root / rel) << text << "\n";
+    };
+    put("rxe0/ports/1/hw_counters/rcvd_seq_err", "216");
+    put("rxe0/ports/1/hw_counters/completer_retry_err", "563");
+    put("rxe0/ports/1/hw_counters/lifespan", "10");
+    put("rxe0/ports/1/hw_counters/odd", "n/a");
+    put("rxe0/ports/1/hw_counters/huge", "99999999999999999999999");
+    put("rxe0/ports/1/hw_counters/zero", "0");
+    put("mlx5_0/ports/1/counters/port_xmit_data", "18446744073709551615");
+    put("mlx5_0/ports/1/hw_counters/local_ack_timeout_err", "3");
+    const auto r = control::read_port_counters("rxe0", 1, root.string());
+    BOOST_TEST_REQUIRE(r.hw.size() == 3u);
+    BOOST_TEST(r.hw[0].name == "completer_retry_err");
+    BOOST_TEST(r.hw[0].value == 563u);
+    BOOST_TEST(r.hw[1].name == "rcvd_seq_err");
+    BOOST_TEST(r.hw[2].name == "zero");
+    BOOST_TEST(r.hw[2].value == 0u);
+    BOOST_TEST(r.pma.empty());
+    const auto m = control::read_port_counters("mlx5_0", 1, root.string());
+    BOOST_TEST_REQUIRE(m.pma.size() == 1u);
+    BOOST_TEST(m.pma[0].value == UINT64_MAX);
+    BOOST_TEST(m.hw.size() == 1u);
+    BOOST_TEST(control::read_port_counters("rxe0", 2, root.string()).hw.empty());
+    BOOST_TEST(control::read_port_counters("absent", 1, root.string()).pma.empty());
+    fs::remove_all(root);
+}
+
 BOOST_AUTO_TEST_CASE(svg_plot) {
     stats::histogram h;
     for (std::uint64_t v = 1000; v < 3000000; v = v * 11 / 10) h.record(v);
