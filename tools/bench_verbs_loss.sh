@@ -22,11 +22,6 @@ BUILD=$2 iters=$3 losses=$4 timeouts=$5 WORK=$(mktemp -d)
 . "$here/../tests/rxe/lib.sh"
 trap 'kill ${rg:-} 2> /dev/null; wait 2> /dev/null; lossy_fabric_down' EXIT
 lossy_fabric_up || { echo "bench_verbs_loss: the lossy fabric could not be set up" >&2; exit 1; }
-resends() {
-  local d n=0 v
-  for d in rxel0 rxel1; do read -r v < "/sys/class/infiniband/$d/ports/1/hw_counters/completer_retry_err" && n=$((n + v)); done
-  echo $n
-}
 echo "# bench_verbs_loss: 3 ranks, 1 MiB fp32 allreduces (-n $iters -w 1), railgated's one verbs rail, rxe in a TCG guest"
 printf '%-8s %-6s %14s %9s %6s %8s %8s\n' timeout loss "us/allreduce" "x lossless" failed dropped resends
 job=0
@@ -40,15 +35,12 @@ for t in $timeouts; do
   base=
   for loss in $losses; do
     fabric_loss "$loss" || exit 1
-    d0=$(fabric_dropped) q0=$(resends) pids=() fails=0 job=$((job + 1))
+    d0=$(fabric_dropped) q0=$(fabric_resends) pids=() fails=0 job=$((job + 1))
+    envs=()
+    [ "$t" = default ] || envs=(RAILGATE_IB_TIMEOUT="$t")
     for r in 0 1 2; do
-      if [ "$t" = default ]; then
-        timeout 300 "$BUILD/tools/railbench" --transport verbs --server 198.18.6.1 --rank $r --workers 3 --job $job \
-          --count 262144 -n "$iters" -w 1 > "$WORK/w$r.log" 2>&1 &
-      else
-        RAILGATE_IB_TIMEOUT=$t timeout 300 "$BUILD/tools/railbench" --transport verbs --server 198.18.6.1 --rank $r \
-          --workers 3 --job $job --count 262144 -n "$iters" -w 1 > "$WORK/w$r.log" 2>&1 &
-      fi
+      env "${envs[@]}" timeout 300 "$BUILD/tools/railbench" --transport verbs --server 198.18.6.1 --rank $r --workers 3 \
+        --job $job --count 262144 -n "$iters" -w 1 > "$WORK/w$r.log" 2>&1 &
       pids+=($!)
     done
     for p in "${pids[@]}"; do wait "$p" || fails=$((fails + 1)); done
@@ -56,7 +48,7 @@ for t in $timeouts; do
     [ -z "$base" ] && [ "$loss" = 0 ] && base=$us
     ratio=$([ -n "$us" ] && [ -n "$base" ] && awk -v a="$us" -v b="$base" 'BEGIN {printf "%.2f", a / b}' || echo -)
     printf '%-8s %-6s %14s %9s %6s %8s %8s\n' "$t" "$loss%" "${us:-failed}" "$ratio" "$fails" \
-      $(($(fabric_dropped) - d0)) $(($(resends) - q0))
+      $(($(fabric_dropped) - d0)) $(($(fabric_resends) - q0))
     [ "$fails" = 0 ] || grep -h "allreduce failed" "$WORK"/w*.log | head -1 | sed 's/^/#   /'
   done
   fabric_loss 0

@@ -259,10 +259,10 @@ std::string verbs_prometheus(const verbs::plane& p, bool standalone) {
     for (const verbs::rail_status& v : st) {
         const control::port_counters pc = control::read_port_counters(v.device, v.port);
         const std::string l = "rail=\"" + v.name + "\",device=\"" + v.device + "\",port=\"" + std::to_string(v.port) + "\",";
-        for (const control::port_counter& c : pc.hw)
-            sample("railgate_verbs_port_counter_total", l + "source=\"hw_counters\",counter=\"" + c.name + "\"", c.value);
-        for (const control::port_counter& c : pc.pma)
-            sample("railgate_verbs_port_counter_total", l + "source=\"counters\",counter=\"" + c.name + "\"", c.value);
+        for (const auto& [source, list] : {std::pair{"hw_counters", &pc.hw}, std::pair{"counters", &pc.pma}})
+            for (const control::port_counter& c : *list)
+                sample("railgate_verbs_port_counter_total",
+                       l + "source=\"" + source + "\",counter=\"" + c.name + "\"", c.value);
     }
     if (standalone) {
         o += latency_metric;

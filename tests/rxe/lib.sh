@@ -90,6 +90,14 @@ fabric_loss() { # PERCENT
 fabric_dropped() {
   { tc -s qdisc show dev rgl0; tc -s qdisc show dev rgl1; } 2> /dev/null | awk '/dropped/ { gsub(",", "", $7); n += $7 } END { print n + 0 }'
 }
+# The RC resends (completer_retry_err) both ends' devices counted so far.
+fabric_resends() {
+  local d n=0 v
+  for d in rxel0 rxel1; do
+    read -r v < "/sys/class/infiniband/$d/ports/1/hw_counters/completer_retry_err" && n=$((n + v))
+  done
+  echo $n
+}
 lossy_fabric_down() {
   rdma link delete rxel0 2> /dev/null
   rdma link delete rxel1 2> /dev/null

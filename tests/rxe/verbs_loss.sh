@@ -33,13 +33,6 @@ TOML
 start_railgated "$BUILD" "$WORK/loss.toml" "$WORK/ctl.sock" "$WORK/railgated.log"
 grep -q "railgated: verbs rail l0 .*; ack timeout 14 (67.1 ms), retry 7," "$WORK/railgated.log" ||
   { echo "FAIL: l0's default timers"; cat "$WORK/railgated.log"; exit 1; }
-retries() { # the RC resends both devices counted so far
-  local d n=0 v
-  for d in rxel0 rxel1; do
-    read -r v < "/sys/class/infiniband/$d/ports/1/hw_counters/completer_retry_err" && n=$((n + v))
-  done
-  echo $n
-}
 # job TAG JOB ARGS...: 3 railbench ranks at 198.18.6.1; logs $WORK/TAG<rank>.log;
 # the status is the number of ranks that failed.
 job() {
@@ -66,14 +59,14 @@ exact() { # TAG: every rank's results bit-exact
 assembled() { # the one job on railgated has assembled
   "$BUILD/railctl" --socket "$WORK/ctl.sock" --json job list 2> /dev/null | tr -d ' \n' | grep -q '"assembled":true'
 }
-r0=$(retries) SECONDS=0
+r0=$(fabric_resends) SECONDS=0
 job loss 1 -n 8 -w 4 &
 jp=$!
 for _ in $(seq 300); do assembled && break; sleep 0.05; done
 fabric_loss 1 || { echo "FAIL: netem"; exit 1; }
 wait $jp || { echo "FAIL: a job at 1% loss: $? ranks failed"; cat "$WORK"/loss*.log; exit 1; }
 exact loss
-dropped=$(fabric_dropped) resent=$(($(retries) - r0))
+dropped=$(fabric_dropped) resent=$(($(fabric_resends) - r0))
 echo "ok: 1% loss each way once the job assembled: 3 ranks, 12 allreduces of 1 MiB bit-exact in $SECONDS s; netem dropped $dropped packets, the QPs resent $resent times"
 [ "$dropped" -gt 0 ] && [ "$resent" -gt 0 ] || { echo "FAIL: no loss, or no resend"; exit 1; }
 ! grep -q "job 1 ends" "$WORK/railgated.log" || { echo "FAIL: railgated ended job 1"; cat "$WORK/railgated.log"; exit 1; }
