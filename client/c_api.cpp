@@ -470,6 +470,10 @@ RG_EXPORT rg_status rg_create(const rg_config* c, rg_comm** out) {
                                       " is not -1 (automatic) or a GID index 0..255");
         co.gid_index = cfg.gid_index;
         co.peer_timeout = std::chrono::milliseconds(cfg.peer_timeout_ms);
+        if (cfg.on_retry)
+            co.on_connect_retry = [fn = cfg.on_retry, ctx = cfg.on_retry_ctx, rank = cfg.rank](const std::string& line) {
+                fn(ctx, rank, line.c_str());
+            };
         if (cfg.dscp > 63) return usage(nullptr, "config.dscp " + std::to_string(cfg.dscp) + " is above 63");
         co.tos = static_cast<std::uint8_t>(cfg.dscp << 2);
         if (cfg.congestion_control > RG_CC_QUEUE)

@@ -27,6 +27,8 @@ connection::connection(const connect_options& o) {
         verbs_options vo;
         vo.qp.gid_index = o.gid_index;
         if (o.peer_timeout.count() > 0) vo.peer_timeout = o.peer_timeout;
+        if (o.connect_timeout.count() > 0) vo.connect_timeout = o.connect_timeout;
+        vo.on_connect_retry = o.on_connect_retry;
         t_ = std::make_unique<verbs_transport>(o.server_ip, o.port, vo);
     } else if (o.transport == "dpdk") {
         if (o.dpdk_rails.empty()) throw std::runtime_error("the dpdk transport needs a device per rail (DEVARGS@IP)");

@@ -119,9 +119,13 @@ typedef struct rg_config {
      * stopped answering on every rail for 1000 ms ...; asking railgated again
      * for the job as it was", then "job 7 (fp32): railgated answered:
      * operation 12 went on where it stood" (a re-join: "...; re-joining
-     * (retry 1 of 3)"; the end of the tries: "giving up: ..."). Called with
+     * (retry 1 of 3)"; the end of the tries: "giving up: ..."). A verbs
+     * connect attempt that got no answer is told too, whatever
+     * config.retries: "verbs connect to 198.18.0.1:47000: no answer within
+     * 1000 ms; connecting again (attempt 2 of 3, 2000 ms)". Called with
      * on_retry_ctx and the rank, on the thread that runs the allreduce (the
-     * communicator's progress thread, or a blocking caller's); the line
+     * communicator's progress thread, or a blocking caller's; rg_create's
+     * caller for its first connect); the line
      * lives until it returns. It must not call the communicator. NULL (the
      * default): nothing is told; the counters (rg_get_stats) count. */
     void (*on_retry)(void *ctx, uint32_t rank, const char *line);

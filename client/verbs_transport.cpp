@@ -27,12 +27,33 @@ using verbs::rq_depth;
 using verbs::sq_depth;
 using verbs::wr_kind;
 
-// Waits for a CM event of type `want`; returns "" or why not. Calls
-// `meanwhile` (if set) every 50 ms of the wait.
-std::string expect_event(rdma_event_channel* ch, rdma_cm_event_type want, std::chrono::milliseconds timeout,
-                         const std::string& where, const std::function<void()>& meanwhile,
-                         verbs::cm_hello* peer = nullptr) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+// What a connect attempt ran into: the reason, and whether it was only
+// silence (no event in time, or the CM's own -ETIMEDOUT), which a new
+// attempt may get past; anything else (a REJ from railgated, no device)
+// another attempt would meet again.
+struct connect_failure : std::runtime_error {
+    bool no_answer;
+    connect_failure(const std::string& what, bool silence) : std::runtime_error(what), no_answer(silence) {}
+};
+
+// One connect attempt's time: `window` from `start`.
+struct attempt_clock {
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    std::chrono::milliseconds window;
+    std::chrono::steady_clock::time_point deadline() const { return start + window; }
+    int left_ms() const {
+        return static_cast<int>(std::max<std::int64_t>(
+            1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline() - std::chrono::steady_clock::now()).count()));
+    }
+};
+
+// Waits until the attempt's deadline for a CM event of type `want`; throws
+// connect_failure if another came or none. Calls `meanwhile` (if set)
+// every 50 ms of the wait.
+void expect_event(rdma_event_channel* ch, rdma_cm_event_type want, const attempt_clock& clock,
+                  const std::string& where, const std::function<void()>& meanwhile, const char* hint = "",
+                  verbs::cm_hello* peer = nullptr) {
+    const auto deadline = clock.deadline();
     rdma_cm_event* e = nullptr;
     for (;;) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -41,15 +62,17 @@ std::string expect_event(rdma_event_channel* ch, rdma_cm_event_type want, std::c
         if (e || !meanwhile) break;
         meanwhile();
     }
-    if (!e) return where + ": no answer within " + std::to_string(timeout.count()) + " ms";
+    if (!e) throw connect_failure(where + ": no answer within " + std::to_string(clock.window.count()) + " ms" + hint, true);
     const rdma_cm_event_type got = e->event;
     const int status = e->status;
     if (peer) *peer = verbs::decode_cm_private(e->param.conn.private_data, e->param.conn.private_data_len);
     rdma_ack_cm_event(e);
-    if (got == want) return "";
+    if (got == want) return;
     if (got == RDMA_CM_EVENT_REJECTED)
-        return where + ": railgated refused the connection (is the address a verbs rail, and the port right?)";
-    return where + ": " + rdma_event_str(got) + " (status " + std::to_string(status) + ")";
+        throw connect_failure(where + ": railgated refused the connection (is the address a verbs rail, and the port right?)",
+                              false);
+    throw connect_failure(where + ": " + rdma_event_str(got) + " (status " + std::to_string(status) + ")" + hint,
+                          status == -ETIMEDOUT);
 }
 
 } // namespace
@@ -203,10 +226,12 @@ struct verbs_transport::rail {
 
 namespace {
 
-std::unique_ptr<verbs_transport::rail> connect_rail(std::uint32_t ip, std::uint16_t port, const verbs_options& o,
-                                                    const std::function<void()>& meanwhile = {}) {
+// One attempt, of at most `window`.
+std::unique_ptr<verbs_transport::rail> connect_once(std::uint32_t ip, std::uint16_t port, const verbs_options& o,
+                                                    std::chrono::milliseconds window, const std::string& where,
+                                                    const std::function<void()>& meanwhile) {
+    const attempt_clock clock{std::chrono::steady_clock::now(), window};
     auto r = std::make_unique<verbs_transport::rail>();
-    const std::string where = "verbs connect to " + net::format_ipv4(ip) + ":" + std::to_string(port);
     r->ch.reset(rdma_create_event_channel());
     if (!r->ch)
         throw std::runtime_error(where + ": no RDMA CM (" + std::strerror(errno) +
@@ -219,14 +244,13 @@ std::unique_ptr<verbs_transport::rail> connect_rail(std::uint32_t ip, std::uint1
     dst.sin_family = AF_INET;
     dst.sin_port = htons(port);
     dst.sin_addr.s_addr = htonl(ip);
-    const int ms = static_cast<int>(o.connect_timeout.count());
-    if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), ms))
+    if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), clock.left_ms()))
         throw std::runtime_error(where + ": rdma_resolve_addr: " + std::strerror(errno));
-    if (std::string e = expect_event(r->ch.get(), RDMA_CM_EVENT_ADDR_RESOLVED, o.connect_timeout, where, meanwhile); !e.empty())
-        throw std::runtime_error(e + " (address resolution: is there an RDMA device with a route there?)");
-    if (rdma_resolve_route(id, ms)) throw std::runtime_error(where + ": rdma_resolve_route: " + std::strerror(errno));
-    if (std::string e = expect_event(r->ch.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, o.connect_timeout, where, meanwhile); !e.empty())
-        throw std::runtime_error(e);
+    expect_event(r->ch.get(), RDMA_CM_EVENT_ADDR_RESOLVED, clock, where, meanwhile,
+                 " (address resolution: is there an RDMA device with a route there?)");
+    if (rdma_resolve_route(id, clock.left_ms()))
+        throw std::runtime_error(where + ": rdma_resolve_route: " + std::strerror(errno));
+    expect_event(r->ch.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, clock, where, meanwhile);
     // A GID index given must be one of the address this connection is
     // made at (on RoCE): otherwise railgated's QP drops every packet and
     // the connection fails only when its retries run out.
@@ -269,10 +293,7 @@ std::unique_ptr<verbs_transport::rail> connect_rail(std::uint32_t ip, std::uint1
     // railgated answers with the path MTU both ends use, and its eager ring
     // when it takes ours.
     verbs::cm_hello theirs;
-    if (std::string e = expect_event(r->ch.get(), RDMA_CM_EVENT_CONNECT_RESPONSE, o.connect_timeout, where, meanwhile,
-                                     &theirs);
-        !e.empty())
-        throw std::runtime_error(e);
+    expect_event(r->ch.get(), RDMA_CM_EVENT_CONNECT_RESPONSE, clock, where, meanwhile, "", &theirs);
     if (!theirs.path_mtu) throw std::runtime_error(where + ": the peer is not railgated (no RGV1 connection data)");
     r->qp->cap_path_mtu(theirs.path_mtu);
     if (theirs.ll && r->eager.on()) r->eager.attach(theirs);
@@ -283,6 +304,30 @@ std::unique_ptr<verbs_transport::rail> connect_rail(std::uint32_t ip, std::uint1
     if (rdma_establish(id)) throw std::runtime_error(where + ": rdma_establish: " + std::strerror(errno));
     r->connected = true;
     return r;
+}
+
+// A rail's connection, in as many attempts as connect_attempts() makes of
+// the connect timeout: each that got no answer is told (o.on_connect_retry)
+// and dropped for a new one. Throws std::runtime_error with the reason.
+std::unique_ptr<verbs_transport::rail> connect_rail(std::uint32_t ip, std::uint16_t port, const verbs_options& o,
+                                                    const std::function<void()>& meanwhile = {}) {
+    const std::string where = "verbs connect to " + net::format_ipv4(ip) + ":" + std::to_string(port);
+    const std::vector<std::chrono::milliseconds> w = verbs::connect_attempts(o.connect_timeout, o.connect_attempt);
+    for (std::size_t i = 0;; ++i) {
+        try {
+            return connect_once(ip, port, o, w[i], where, meanwhile);
+        } catch (const connect_failure& e) {
+            if (!e.no_answer) throw;
+            if (i + 1 == w.size()) {
+                if (w.size() == 1) throw;
+                throw std::runtime_error(std::string(e.what()) + ", the last of " + std::to_string(w.size()) +
+                                         " attempts in " + std::to_string(o.connect_timeout.count()) + " ms");
+            }
+            if (o.on_connect_retry)
+                o.on_connect_retry(std::string(e.what()) + "; connecting again (attempt " + std::to_string(i + 2) +
+                                   " of " + std::to_string(w.size()) + ", " + std::to_string(w[i + 1].count()) + " ms)");
+        }
+    }
 }
 
 } // namespace

@@ -61,6 +61,7 @@ struct options {
     fault::spec fault;                 // --fault (embedded: the virtual switch)
     unsigned stall_ms = 0;             // --stall-ms (embedded railgated; 0: its default)
     unsigned peer_timeout_ms = 0;      // --peer-timeout (0: the library's)
+    unsigned connect_timeout_ms = 0;   // --connect-timeout (0: the library's)
     unsigned join_timeout_ms = 0;      // --join-timeout (0: the library's)
     unsigned op_timeout_ms = 0;        // --op-timeout (0: the library's)
     std::uint64_t seed = 1;
@@ -171,6 +172,9 @@ void usage(std::FILE* f) {
                  "      --peer-timeout MS   a rail silent this long is down, every rail silent is railgated\n"
                  "                          gone (default 1000)\n"
                  "      --join-timeout MS   how long a JOIN may take (default 5000)\n"
+                 "      --connect-timeout MS  verbs: how long a rail's connect may take, in attempts of 1 s,\n"
+                 "                          then each twice the last; each unanswered one is told on\n"
+                 "                          stderr (default 5000)\n"
                  "      --op-timeout MS     an operation without a result this long fails, saying where each\n"
                  "                          rail stood (default 60000)\n"
                  "      --fault SPEC        embedded: the virtual switch drops, duplicates, reorders and\n"
@@ -377,6 +381,9 @@ options parse(int argc, char** argv) {
             o.retries = static_cast<unsigned>(parse_uint(a, val(), 1000));
         } else if (a == "--peer-timeout") {
             o.peer_timeout_ms = static_cast<unsigned>(parse_uint(a, val(), 3600000));
+        } else if (a == "--connect-timeout") {
+            o.connect_timeout_ms = static_cast<unsigned>(parse_uint(a, val(), 3600000));
+            if (!o.connect_timeout_ms) die("--connect-timeout: 0 ms");
         } else if (a == "--join-timeout") {
             o.join_timeout_ms = static_cast<unsigned>(parse_uint(a, val(), 3600000));
         } else if (a == "--op-timeout") {
@@ -781,6 +788,18 @@ void print_windows(FILE* notes, std::span<client::worker* const> ws) {
                  lo, hi, static_cast<double>(target) / 1e3, dec, marks, deep);
 }
 
+// Each recovery as it happens, on the wall clock: a job's log then says
+// what a rank did before it finished or gave up (a chaos test reads it
+// beside its commands' times).
+void tell(unsigned rank, const std::string& what) {
+    timespec ts{};
+    ::clock_gettime(CLOCK_REALTIME, &ts);
+    tm t{};
+    ::localtime_r(&ts.tv_sec, &t);
+    std::fprintf(stderr, "railbench: %02d:%02d:%02d.%03ld rank %u: %s\n", t.tm_hour, t.tm_min, t.tm_sec,
+                 ts.tv_nsec / 1000000, rank, what.c_str());
+}
+
 client::worker_options worker_opts(const options& o, unsigned rank) {
     client::worker_options wo;
     wo.job_id = o.job;
@@ -794,18 +813,7 @@ client::worker_options worker_opts(const options& o, unsigned rank) {
     wo.cc.target_ns = o.cc_target_ns;
     wo.tail_probes = o.tail_probes;
     wo.retries = o.retries;
-    // Each recovery as it happens, on the wall clock: a job's log then says
-    // what a rank did before it finished or gave up (a chaos test reads it
-    // beside its commands' times).
-    if (o.retries)
-        wo.on_retry = [rank](const std::string& what) {
-            timespec ts{};
-            ::clock_gettime(CLOCK_REALTIME, &ts);
-            tm t{};
-            ::localtime_r(&ts.tv_sec, &t);
-            std::fprintf(stderr, "railbench: %02d:%02d:%02d.%03ld rank %u: %s\n", t.tm_hour, t.tm_min, t.tm_sec,
-                         ts.tv_nsec / 1000000, rank, what.c_str());
-        };
+    if (o.retries) wo.on_retry = [rank](const std::string& what) { tell(rank, what); };
     if (o.peer_timeout_ms) wo.peer_timeout = std::chrono::milliseconds(o.peer_timeout_ms);
     if (o.join_timeout_ms) wo.join_timeout = std::chrono::milliseconds(o.join_timeout_ms);
     if (o.op_timeout_ms) wo.op_timeout = std::chrono::milliseconds(o.op_timeout_ms);
@@ -1123,6 +1131,8 @@ int run_remote(const options& o) {
     co.dpdk_rails = o.dpdk_rails;
     co.gid_index = o.gid_index;
     co.peer_timeout = std::chrono::milliseconds(o.peer_timeout_ms);
+    co.connect_timeout = std::chrono::milliseconds(o.connect_timeout_ms);
+    co.on_connect_retry = [rank = static_cast<unsigned>(o.rank)](const std::string& what) { tell(rank, what); };
     // The delay-based window also takes ECN marks: ECN-capable frames.
     if (o.cc != client::cc_mode::off) co.tos |= wire::ecn_ect0;
     std::unique_ptr<client::connection> conn;

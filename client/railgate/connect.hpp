@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -33,6 +34,12 @@ struct connect_options {
     // (verbs_options::peer_timeout); 0: verbs_options' default, the
     // worker's (1 s).
     std::chrono::milliseconds peer_timeout{0};
+    // verbs: how long a rail's connect may take (verbs_options::
+    // connect_timeout); 0: verbs_options' default (5 s).
+    std::chrono::milliseconds connect_timeout{0};
+    // verbs: told each connect attempt that got no answer, before the next
+    // (verbs_options::on_connect_retry).
+    std::function<void(const std::string&)> on_connect_retry;
 };
 
 // Parses "DEVARGS@IP" (net_af_xdp0,iface=eth1@10.0.0.10); false if it is not.

@@ -36,7 +36,14 @@ struct verbs_options {
     // lost packet is resent, and one lost on every resend fails the QP,
     // before the worker gives railgated up.
     std::chrono::milliseconds peer_timeout{1000};
+    // A rail's connect: at most connect_timeout in all, in attempts of
+    // connect_attempt, then each twice the last (verbs::connect_attempts:
+    // 1, 2 and 2 s), since rdma_cm resends a lost connection MAD only
+    // after about 4 s. Each attempt that got no answer is told to
+    // on_connect_retry (if set) before the next.
     std::chrono::milliseconds connect_timeout{5000};
+    std::chrono::milliseconds connect_attempt{1000};
+    std::function<void(const std::string&)> on_connect_retry;
     // Offer railgated an eager ring per rail (RAILGATE_VERBS_LL=0 in the
     // environment turns it off, as it may for an A/B or an HCA that
     // reorders a WRITE's 8-byte words).

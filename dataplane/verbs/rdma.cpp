@@ -171,6 +171,23 @@ std::uint8_t default_ack_timeout(std::chrono::microseconds silence, unsigned ret
     return ack_timeout_within(silence / (std::min(retry_count, 7u) + 1));
 }
 
+std::vector<std::chrono::milliseconds> connect_attempts(std::chrono::milliseconds total,
+                                                        std::chrono::milliseconds first) {
+    using ms = std::chrono::milliseconds;
+    total = std::max(total, ms(0));
+    if (first <= ms(0) || first >= total) return {total};
+    std::vector<ms> out;
+    ms left = total, next = first;
+    while (left > ms(0)) {
+        ms w = std::min(next, left);
+        if (left - w < first / 2) w = left; // no stub of an attempt at the end
+        out.push_back(w);
+        left -= w;
+        next = w * 2;
+    }
+    return out;
+}
+
 double rnr_timer_us(unsigned n) noexcept {
     // 0.01 ms steps doubling every other step from 1; 0 is the longest.
     static constexpr unsigned us[32] = {655360, 10,    20,    30,    40,    60,     80,     120,

@@ -16,6 +16,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dataplane/proto/wire.hpp"
 #include "dataplane/verbs/ll_ring.hpp"
@@ -87,6 +88,17 @@ std::uint8_t ack_timeout_within(std::chrono::microseconds budget) noexcept;
 // (16, 268 ms, railgate's default before) failed 3-rank jobs at 1% loss on
 // rxe in the guest (tests/rxe/verbs_loss.sh, doc/performance.md).
 std::uint8_t default_ack_timeout(std::chrono::microseconds silence, unsigned retry_count) noexcept;
+// How a worker spends its connect timeout `total` on rdma_cm attempts: the
+// first waits `first` (at most total), each next one twice the last, the
+// last what is left (a remainder under half of `first` goes to the one
+// before it). rdma_cm resends a lost connection MAD only on its own timer
+// (the REQ's response timeout: about 4 s), so a worker that waited on one
+// attempt lost its connect to one lost packet; an attempt that got no
+// answer is dropped (its id destroyed: the CM tells railgated with a REJ)
+// and a new one sent. total 5 s, first 1 s: 1, 2 and 2 s. first 0: one
+// attempt of total.
+std::vector<std::chrono::milliseconds> connect_attempts(std::chrono::milliseconds total,
+                                                        std::chrono::milliseconds first);
 // "ack timeout 14 (67.1 ms), retry 7, rnr retry 7, min rnr timer 12 (0.64 ms)"
 std::string describe(const qp_timers& t);
 // The same of the settings ("ack timeout rdma_cm's" when it is 0).

@@ -16,6 +16,12 @@
 #  - the fabric cut (100%) for 7 s mid-job: workers with --retry 3 get
 #    through it (railgated ends the job as stalled, they re-join and run
 #    the operation again) and finish bit-exact; railgated serves on.
+#  - the fabric cut while the ranks connect, until one says it connects
+#    again (rdma_cm resends a lost connection MAD only after about 4 s; a
+#    worker drops an attempt that got no answer in 1 s and sends a new one,
+#    verbs::connect_attempts), then mended: the job runs bit-exact; a
+#    port nobody listens on is refused at once, and a connect that never
+#    gets an answer fails after its attempts, named.
 # tools/bench_verbs_loss.sh measures what the loss costs.
 #   verbs_loss.sh RXE_VM BUILD_DIR
 set -u
@@ -115,5 +121,43 @@ grep -q "^# retransmits .*recoveries [1-9].*\|^# retransmits .*resumes [1-9]" "$
 echo "ok: the fabric cut for 7 s: 3 ranks with --retry 3 finished bit-exact"
 job after 3 -n 2 || { echo "FAIL: the job after the cut"; cat "$WORK"/after*.log; exit 1; }
 exact after
+
+fabric_loss 100
+SECONDS=0
+# 10 s to connect (attempts of 1, 2, 4 and 3 s): the cut is mended only
+# after a rank's first attempt, and under TCG a connect has taken over 1 s.
+job connect 4 -n 2 --connect-timeout 10000 &
+jp=$!
+for _ in $(seq 300); do
+  grep -q "no answer within 1000 ms; connecting again (attempt 2 of 4, 2000 ms)" "$WORK"/connect?.log 2> /dev/null && break
+  sleep 0.05
+done
+fabric_loss 0
+wait $jp || { echo "FAIL: the job that connected through a cut: $? ranks failed"; cat "$WORK"/connect*.log; exit 1; }
+exact connect
+again=$(cat "$WORK"/connect?.log | grep -c "connecting again")
+[ "$again" -gt 0 ] || { echo "FAIL: no rank connected again"; cat "$WORK"/connect*.log; exit 1; }
+grep -h "connecting again" "$WORK"/connect?.log
+echo "ok: the fabric cut while 3 ranks connected: $again attempts dropped for new ones, the job bit-exact in $SECONDS s"
+# What a worker that cannot connect is told: a port nobody listens on is
+# refused at once (the CM's REJ; no second attempt), and a fabric cut for
+# the whole connect timeout fails it after its attempts, named.
+one() { # LOG ARGS...: one rank of a 1-rank job; its status
+  local log=$1
+  shift
+  timeout 60 "$BUILD/tools/railbench" --transport verbs --server 198.18.6.1 --rank 0 --workers 1 --job 9 --count 1024 -n 1 \
+    -w 0 "$@" > "$log" 2>&1
+}
+one "$WORK/refused.log" --port 47999 && { echo "FAIL: a connect to port 47999 (nobody there) went through"; exit 1; }
+grep -q "railgated refused the connection" "$WORK/refused.log" && ! grep -q "connecting again" "$WORK/refused.log" ||
+  { echo "FAIL: the refused connect"; cat "$WORK/refused.log"; exit 1; }
+fabric_loss 100
+SECONDS=0
+one "$WORK/silent.log" --connect-timeout 3000 && { echo "FAIL: a connect through a cut fabric went through"; exit 1; }
+fabric_loss 0
+grep -q "no answer within 2000 ms, the last of 2 attempts in 3000 ms" "$WORK/silent.log" &&
+  [ "$(grep -c "connecting again (attempt 2 of 2, 2000 ms)" "$WORK/silent.log")" = 1 ] ||
+  { echo "FAIL: the connect through a cut fabric"; cat "$WORK/silent.log"; exit 1; }
+echo "ok: a connect refused at once; one through a cut fabric failed after its 2 attempts in $SECONDS s: $(grep -o 'verbs connect.*' "$WORK/silent.log" | tail -n 1)"
 kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; tail "$WORK/railgated.log"; exit 1; }
 echo "ok: a job after it bit-exact; railgated exited cleanly"
