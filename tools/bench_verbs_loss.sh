@@ -8,7 +8,9 @@
 # each loss percentage (each way), one job of ITERATIONS 1 MiB fp32
 # allreduces: the time per allreduce, its ratio to the same timeout's
 # lossless job in this run, the ranks that failed, the packets netem
-# dropped and the QPs' resends (completer_retry_err).
+# dropped, the QPs' resends (completer_retry_err), and the connect
+# attempts the ranks dropped for new ones (the loss is on from the start:
+# rdma_cm's connection MADs cross it too).
 #   tools/bench_verbs_loss.sh [BUILD_DIR] [ITERATIONS] ["LOSSES"] ["TIMEOUTS"]
 #   (defaults: build 8 "0 0.1 1" "default 16 12")
 set -u
@@ -23,7 +25,7 @@ BUILD=$2 iters=$3 losses=$4 timeouts=$5 WORK=$(mktemp -d)
 trap 'kill ${rg:-} 2> /dev/null; wait 2> /dev/null; lossy_fabric_down' EXIT
 lossy_fabric_up || { echo "bench_verbs_loss: the lossy fabric could not be set up" >&2; exit 1; }
 echo "# bench_verbs_loss: 3 ranks, 1 MiB fp32 allreduces (-n $iters -w 1), railgated's one verbs rail, rxe in a TCG guest"
-printf '%-8s %-6s %14s %9s %6s %8s %8s\n' timeout loss "us/allreduce" "x lossless" failed dropped resends
+printf '%-8s %-6s %14s %9s %6s %8s %8s %9s\n' timeout loss "us/allreduce" "x lossless" failed dropped resends reconnects
 job=0
 for t in $timeouts; do
   { printf '[pools]\ndefault_slots = 8\n[[rail]]\nname = "l0"\ntransport = "verbs"\ndevice = "rxel0"\nip = "198.18.6.1"\n'
@@ -47,8 +49,8 @@ for t in $timeouts; do
     us=$(awk '/ float / {print $5}' "$WORK/w0.log")
     [ -z "$base" ] && [ "$loss" = 0 ] && base=$us
     ratio=$([ -n "$us" ] && [ -n "$base" ] && awk -v a="$us" -v b="$base" 'BEGIN {printf "%.2f", a / b}' || echo -)
-    printf '%-8s %-6s %14s %9s %6s %8s %8s\n' "$t" "$loss%" "${us:-failed}" "$ratio" "$fails" \
-      $(($(fabric_dropped) - d0)) $(($(fabric_resends) - q0))
+    printf '%-8s %-6s %14s %9s %6s %8s %8s %9s\n' "$t" "$loss%" "${us:-failed}" "$ratio" "$fails" \
+      $(($(fabric_dropped) - d0)) $(($(fabric_resends) - q0)) "$(cat "$WORK"/w?.log | grep -c "connecting again")"
     [ "$fails" = 0 ] || grep -h "allreduce failed" "$WORK"/w*.log | head -1 | sed 's/^/#   /'
   done
   fabric_loss 0

@@ -289,9 +289,10 @@ class Comm:
                  dscp=0, congestion_control="queue", peer_timeout_ms=0, on_retry=_log_retry):
         """on_retry(rank, line) is told each failure the communicator recovers
         from (or tries to), as it happens (with retries): what failed and what
-        it does, then how that went. By default a warning on the "railgate"
-        logger; None: quiet. It runs on the library's thread and must not call
-        the communicator."""
+        it does, then how that went, and each verbs connect attempt that got
+        no answer. By default a warning on the "railgate" logger; None: quiet.
+        It runs on the library's thread (the constructor's for its first
+        connect) and must not call the communicator."""
         c = _Config()
         _lib.rg_config_init(ctypes.byref(c))
         self._strings = [s.encode() if s is not None else None for s in (server, transport, rails)]
