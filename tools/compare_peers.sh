@@ -60,7 +60,11 @@ probe() {
       "$run" "$2" "$3" >> "$out/place" || true
 }
 
-# The kernel-UDP workers' railgated, in namespaces of its own.
+# The kernel-UDP workers' railgated, in namespaces of its own, up only for
+# their runs: idle, it still wakes on its lcore's CPU (about 10% of it on
+# this 2-CPU machine), and left up through the others it halved the
+# embedded rows (4 MiB at MTU 9000: 3.7-7.2 GB/s alone, 1.6-3.3 beside it,
+# 3 alternated pairs; doc/performance.md, 2026-12-06 evening).
 udp= pin=()
 if [ "$(id -u)" = 0 ] && [ -x "$railgated" ]; then
   set +e
@@ -69,11 +73,18 @@ if [ "$(id -u)" = 0 ] && [ -x "$railgated" ]; then
   d=rgcd$$ wn=rgcw$$ gated_pid=
   trap 'cleanup_netns "$d $wn" "$out"' EXIT
   two_rail_netns "$d" "$wn"
-  start_kernel_port_gated "$railgated" "$d" "$wn" "$out/railgated.log" 9000
+  udp_gated_up() {
+    local r
+    for r in 0 1; do ip -n "$d" addr flush dev "rgd$r"; done # start_two_rail_udp_gated adds them
+    start_kernel_port_gated "$railgated" "$d" "$wn" "$out/railgated.log" 9000
+  }
+  udp_gated_down() { kill "$gated_pid" && wait "$gated_pid" 2> /dev/null || true; gated_pid=; }
+  udp_gated_up
   udp=1
   # The workers keep off railgated's polling CPU (none left: unpinned).
   off=$(cpus_off_lcores "$gated_pid")
   [ -n "$off" ] && pin=(taskset -c "$off")
+  udp_gated_down
 else
   trap 'rm -rf "$out"' EXIT
   echo "# no kernel-UDP rows: they need root and $railgated" >&2
@@ -99,6 +110,7 @@ for w in 2 4; do
       probe after "railgate-$mtu" "$w"
     done
     if [ -n "$udp" ]; then
+      udp_gated_up
       probe before railgate-udp "$w"
       pids=()
       for k in $(seq 0 $((w - 1))); do
@@ -112,6 +124,7 @@ for w in 2 4; do
       # where nothing is lost).
       cat "$out"/udp-*.log | awk -v w="$w" '$2 == "retransmits" {n += $3} END {print w, n + 0}' >> "$out/retx"
       probe after railgate-udp "$w"
+      udp_gated_down
     fi
     probe before gloo "$w"
     timeout 600 /usr/bin/python3 "$here/gloo_allreduce.py" --world "$w" --bytes "${sizes// /,}" --iters "$iters" |
