@@ -38,7 +38,7 @@ struct connect_failure : std::runtime_error {
 
 // One connect attempt's time: `window` from `start`.
 struct attempt_clock {
-    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point start;
     std::chrono::milliseconds window;
     std::chrono::steady_clock::time_point deadline() const { return start + window; }
     int left_ms() const {

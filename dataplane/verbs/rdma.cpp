@@ -180,7 +180,7 @@ std::vector<std::chrono::milliseconds> connect_attempts(std::chrono::millisecond
     ms left = total, next = first;
     while (left > ms(0)) {
         ms w = std::min(next, left);
-        if (left - w < first / 2) w = left; // no stub of an attempt at the end
+        if (left - w < first / 2) w = left; // the rest, too short for an attempt of its own
         out.push_back(w);
         left -= w;
         next = w * 2;

@@ -67,12 +67,12 @@ BOOST_AUTO_TEST_CASE(connect_attempts_spend_the_timeout_doubling) {
     const auto at = [](long total, long first) { return verbs::connect_attempts(milliseconds(total), milliseconds(first)); };
     BOOST_TEST((at(5000, 1000) == v{milliseconds(1000), milliseconds(2000), milliseconds(2000)})); // the worker's
     BOOST_TEST((at(7000, 1000) == v{milliseconds(1000), milliseconds(2000), milliseconds(4000)}));
-    BOOST_TEST((at(3100, 1000) == v{milliseconds(1000), milliseconds(2100)})); // no 100 ms stub at the end
+    BOOST_TEST((at(3100, 1000) == v{milliseconds(1000), milliseconds(2100)})); // the 100 ms left goes to the last attempt
     BOOST_TEST((at(3600, 1000) == v{milliseconds(1000), milliseconds(2000), milliseconds(600)}));
     BOOST_TEST((at(5000, 0) == v{milliseconds(5000)}));   // no retries
     BOOST_TEST((at(800, 1000) == v{milliseconds(800)}));  // one attempt of the whole
     BOOST_TEST((at(1000, 1000) == v{milliseconds(1000)}));
-    BOOST_TEST((at(5000, 4000) == v{milliseconds(5000)})); // 4 s and a stub of 1: one attempt
+    BOOST_TEST((at(5000, 4000) == v{milliseconds(5000)})); // 4 s and 1 s left: one attempt
     BOOST_TEST((at(0, 1000) == v{milliseconds(0)}));
     for (long total : {1L, 999L, 1500L, 5000L, 60000L, 3600000L})
         for (long first : {1L, 100L, 1000L, 4000L}) {
@@ -83,7 +83,7 @@ BOOST_AUTO_TEST_CASE(connect_attempts_spend_the_timeout_doubling) {
                 BOOST_TEST(w[i].count() > 0, total << ' ' << first);
                 if (i > 0 && i + 1 < w.size()) BOOST_TEST(w[i] == 2 * w[i - 1], total << ' ' << first);
             }
-            if (w.size() > 1) BOOST_TEST(2 * w.back().count() >= first, total << ' ' << first); // no stub
+            if (w.size() > 1) BOOST_TEST(2 * w.back().count() >= first, total << ' ' << first); // no too-short last attempt
             BOOST_TEST(sum.count() == total, total << ' ' << first);
             BOOST_TEST(w.front().count() == (w.size() == 1 ? total : first), total << ' ' << first);
             BOOST_TEST(w.size() <= 40u, total << ' ' << first);
