@@ -243,19 +243,33 @@ struct result {
 };
 
 // Time stamps as perftest takes them: the TSC (stats::tsc_now_ns, one
-// calibration against steady_clock). steady_clock itself can cost a system
-// call per read (an emulated guest's HPET), which would land in every
-// sample. Where the kernel does not trust the TSC across CPUs (that guest),
-// the measuring thread stays on one CPU while it samples (tsc_cpu).
+// calibration against steady_clock), where the kernel trusts it across
+// CPUs. Where it does not, the kernel's clock where a read of it is cheap
+// (a kvm-clock guest's vDSO: 28 ns a read), the thread left to run where
+// the scheduler puts it. Only where that clock costs a system call per
+// read (an emulated guest's HPET: 0.7 us, which would land in every
+// sample) is it the TSC again, and the measuring thread stays on one CPU
+// while it samples (tsc_cpu). Kept there on a kvm-clock host, raillat
+// stayed on the CPU it started on: railgated's lcore's, in 2 of 3 runs,
+// where the two took turns and a ping-pong read 13-16 us, not 7-9.
 double us_of(std::uint64_t ns) noexcept { return static_cast<double>(ns) / 1000; }
-std::uint64_t sample_ns() noexcept { return stats::tsc_now_ns(); }
+bool tsc_pinned() noexcept {
+    static const bool pinned = [] {
+        if (stats::tsc_trusted()) return false;
+        const std::uint64_t t0 = stats::fast_now_ns();
+        for (int i = 0; i < 255; ++i) stats::fast_now_ns();
+        return stats::fast_now_ns() - t0 > 256 * 150; // over 150 ns a read
+    }();
+    return pinned;
+}
+std::uint64_t sample_ns() noexcept { return tsc_pinned() ? stats::tsc_now_ns() : stats::fast_now_ns(); }
 
 // Keeps the calling thread on the CPU it runs on, for its lifetime, where
-// stats::tsc_trusted() is false; then puts its affinity back.
+// tsc_pinned(); then puts its affinity back.
 class tsc_cpu {
 public:
     tsc_cpu() noexcept {
-        if (stats::tsc_trusted() || pthread_getaffinity_np(pthread_self(), sizeof old_, &old_) != 0) return;
+        if (!tsc_pinned() || pthread_getaffinity_np(pthread_self(), sizeof old_, &old_) != 0) return;
         const int cpu = sched_getcpu();
         if (cpu < 0) return;
         cpu_set_t one;
