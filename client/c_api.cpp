@@ -53,6 +53,8 @@ std::uint32_t default_peer_timeout_ms() noexcept {
     return static_cast<std::uint32_t>(client::worker_options{}.peer_timeout.count());
 }
 constexpr std::uint32_t max_peer_timeout_ms = 3'600'000;
+// config.connect_timeout_ms: verbs_options' default, and at most an hour.
+constexpr std::uint32_t default_connect_timeout_ms = 5000, max_connect_timeout_ms = 3'600'000;
 
 rg_status status_of(client::failure f) noexcept {
     switch (f) {
@@ -398,6 +400,7 @@ RG_EXPORT void rg_config_init(rg_config* c) {
     c->gid_index = -1;
     c->congestion_control = RG_CC_QUEUE;
     c->peer_timeout_ms = default_peer_timeout_ms();
+    c->connect_timeout_ms = default_connect_timeout_ms;
 }
 
 #define RG_STRING_(x) #x
@@ -470,6 +473,11 @@ RG_EXPORT rg_status rg_create(const rg_config* c, rg_comm** out) {
                                       " is not -1 (automatic) or a GID index 0..255");
         co.gid_index = cfg.gid_index;
         co.peer_timeout = std::chrono::milliseconds(cfg.peer_timeout_ms);
+        if (cfg.connect_timeout_ms > max_connect_timeout_ms)
+            return usage(nullptr, "config.connect_timeout_ms " + std::to_string(cfg.connect_timeout_ms) +
+                                      " is above " + std::to_string(max_connect_timeout_ms) + " (1 h)");
+        co.connect_timeout =
+            std::chrono::milliseconds(cfg.connect_timeout_ms ? cfg.connect_timeout_ms : default_connect_timeout_ms);
         if (cfg.on_retry)
             co.on_connect_retry = [fn = cfg.on_retry, ctx = cfg.on_retry_ctx, rank = cfg.rank](const std::string& line) {
                 fn(ctx, rank, line.c_str());

@@ -130,6 +130,14 @@ typedef struct rg_config {
      * default): nothing is told; the counters (rg_get_stats) count. */
     void (*on_retry)(void *ctx, uint32_t rank, const char *line);
     void *on_retry_ctx;
+    /* verbs: how long each rail's connect (rdma_cm: address, route and the
+     * CM handshake) may take in all, in attempts of 1 s, then 2, 4 ... s, the
+     * last what is left; an attempt that gets no answer is dropped for a new
+     * one (told through on_retry), a refusal fails at once (default 5000; 0:
+     * the default; at most 3600000). Raise it where the fabric loses packets
+     * while jobs start. A caller built against a railgate.h without it (a
+     * smaller struct_size) gets the default. */
+    uint32_t connect_timeout_ms;
 } rg_config;
 
 enum { RG_CC_OFF = 0, RG_CC_DELAY = 1, RG_CC_QUEUE = 2 };

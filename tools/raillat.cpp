@@ -64,6 +64,7 @@ struct options {
     static constexpr std::uint64_t max_bytes = 32768;
     int gid_index = -1;
     unsigned join_timeout_ms = 5000; // the worker library's default
+    unsigned connect_timeout_ms = 5000; // verbs: the worker library's default
     std::uint32_t job = 4242;
     std::uint64_t token = 0; // --token or RAILGATE_TOKEN; random otherwise (a one-worker job)
     bool events = false; // sleep in the transport between results instead of spinning
@@ -101,6 +102,8 @@ void usage(std::FILE* f) {
                  "  --gid-index N         verbs: the local GID index (default: RAILGATE_IB_GID_INDEX, else the RoCEv2 IPv4 GID)\n"
                  "  --job ID              job id to use (default 4242)\n"
                  "  --join-timeout MS     how long to wait for railgated's JOIN_ACK (default 5000)\n"
+                 "  --connect-timeout MS  verbs: how long a rail's connect may take, in attempts of 1 s,\n"
+                 "                        then each twice the last (default 5000)\n"
                  "  --token T             the job's token (default $RAILGATE_TOKEN, else a random one)\n"
                  "  -e, --events          sleep on completion events / sockets between results (perftest's -e);\n"
                  "                        default: busy-poll, as perftest does\n"
@@ -188,6 +191,9 @@ options parse(int argc, char** argv) {
                 die("--stalls: '" + v + "' is not a number of seconds from 0.01 to 3600");
         } else if (a == "-e" || a == "--events") {
             o.events = true;
+        } else if (a == "--connect-timeout") {
+            o.connect_timeout_ms = static_cast<unsigned>(parse_num(a, val(), 3600000));
+            if (!o.connect_timeout_ms) die("--connect-timeout: 0 ms leaves no time to connect (1..3600000)");
         } else if (a == "--join-timeout") {
             o.join_timeout_ms = static_cast<unsigned>(parse_num(a, val(), 3600000));
             if (!o.join_timeout_ms) die("--join-timeout: 0 ms leaves no time for a JOIN_ACK (1..3600000)");
@@ -508,6 +514,8 @@ std::vector<result> run(const std::string& name, const options& o, const std::ve
         } else if (name == "verbs") {
             client::verbs_options vo;
             vo.qp.gid_index = o.gid_index;
+            vo.connect_timeout = std::chrono::milliseconds(o.connect_timeout_ms);
+            vo.on_connect_retry = [](const std::string& line) { std::fprintf(stderr, "raillat: %s\n", line.c_str()); };
             client::verbs_transport t(server_ip(o, o.verbs_server), o.port, vo);
             std::fprintf(stderr, "raillat: verbs QP timers: %s\n", verbs::describe(t.qp_timers()).c_str());
             std::fprintf(stderr, "raillat: verbs source GID index %d\n", t.gid_index());

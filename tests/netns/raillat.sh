@@ -319,7 +319,8 @@ beside_busy_tasks() { # WHAT [P99_MAX [N [WEIGHTLESS [NAPPING]]]]
 }
 beside_busy_tasks "udp rails" $((300 * k)) 5000 weightless_udp
 
-for bad in "--size 3" "--transport tcp" "--compare udp,rdma" "--transport verbs" "-n 0" "--bogus"; do
+for bad in "--size 3" "--transport tcp" "--compare udp,rdma" "--transport verbs" "-n 0" "--connect-timeout 0" \
+  "--connect-timeout 3600001" "--bogus"; do
   # shellcheck disable=SC2086
   "$raillat" $bad > "$dir/bad.log" 2>&1; rc=$?
   [ $rc -eq 2 ] || fail "raillat $bad exited $rc"

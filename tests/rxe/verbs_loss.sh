@@ -159,5 +159,30 @@ grep -q "no answer within 2000 ms, the last of 2 attempts in 3000 ms" "$WORK/sil
   [ "$(grep -c "connecting again (attempt 2 of 2, 2000 ms)" "$WORK/silent.log")" = 1 ] ||
   { echo "FAIL: the connect through a cut fabric"; cat "$WORK/silent.log"; exit 1; }
 echo "ok: a connect refused at once; one through a cut fabric failed after its 2 attempts in $SECONDS s: $(grep -o 'verbs connect.*' "$WORK/silent.log" | tail -n 1)"
+# The same through the C ABI (librailgate's Python binding):
+# config.connect_timeout_ms sets the attempts and config.on_retry is told
+# the dropped one. Not in a sanitized tree (verbs_allreduce.sh says why).
+if [ -z "${RAILGATE_SANITIZED:-}" ]; then
+  fabric_loss 100
+  timeout 60 env PYTHONPATH="$BUILD/client/python" python3 - > "$WORK/c_silent.log" 2>&1 <<'PY'
+import os, sys, time
+import railgate
+told, t0 = [], time.monotonic()
+try:
+    railgate.Comm("198.18.6.1", job=9, token=int(os.environ["RAILGATE_TOKEN"]), rank=0, world=1, transport="verbs",
+                  connect_timeout_ms=3000, on_retry=lambda rank, line: told.append(line))
+    sys.exit("connected through a cut fabric")
+except railgate.RailgateError as e:
+    took = time.monotonic() - t0
+    print(f"failed after {took:.1f} s: {e}", *(f"told: {line}" for line in told), sep="\n")
+    ok = ("no answer within 2000 ms, the last of 2 attempts in 3000 ms" in str(e) and len(told) == 1 and
+          "connecting again (attempt 2 of 2, 2000 ms)" in told[0] and 2.9 < took < 20)
+    sys.exit(0 if ok else 1)
+PY
+  rc=$?
+  fabric_loss 0
+  [ $rc = 0 ] || { echo "FAIL: the C ABI's connect through a cut fabric"; cat "$WORK/c_silent.log"; exit 1; }
+  echo "ok: the C ABI's connect_timeout_ms 3000 through a cut fabric: $(head -n 1 "$WORK/c_silent.log")"
+fi
 kill -TERM $RG_PID; wait $RG_PID || { echo "FAIL: railgated exit $?"; tail "$WORK/railgated.log"; exit 1; }
 echo "ok: a job after it bit-exact; railgated exited cleanly"

@@ -428,6 +428,31 @@ BOOST_AUTO_TEST_CASE(peer_timeout_comes_from_the_config) {
                rg_last_error(nullptr));
 }
 
+// config.connect_timeout_ms (verbs; its attempts are tested on rxe in
+// tests/rxe/verbs_loss.sh): 5000 by default, above an hour refused. A
+// caller built against the header before it passes a struct that ends at
+// on_retry_ctx: whatever lies past that is not read (here a value that
+// would be refused), and its communicator works.
+BOOST_AUTO_TEST_CASE(connect_timeout_is_checked_and_an_older_config_is_served) {
+    fake_server s;
+    rg_config c = config_for(s, 94);
+    BOOST_TEST(c.connect_timeout_ms == 5000u);
+    c.connect_timeout_ms = 3600001;
+    rg_comm* comm = nullptr;
+    BOOST_TEST(rg_create(&c, &comm) == RG_ERR_USAGE);
+    BOOST_TEST(comm == nullptr);
+    BOOST_TEST(std::string(rg_last_error(nullptr)).find("connect_timeout_ms 3600001") != std::string::npos,
+               rg_last_error(nullptr));
+    c.struct_size = offsetof(rg_config, connect_timeout_ms);
+    BOOST_REQUIRE_MESSAGE(rg_create(&c, &comm) == RG_OK, rg_last_error(nullptr));
+    BOOST_REQUIRE_MESSAGE(rg_join(comm) == RG_OK, rg_last_error(comm));
+    std::vector<float> v(4, 2.0f);
+    BOOST_TEST(rg_allreduce(comm, v.data(), v.data(), v.size(), RG_FP32) == RG_OK, rg_last_error(comm));
+    BOOST_TEST(v[3] == 2.0f);
+    BOOST_TEST(rg_leave(comm) == RG_OK);
+    rg_destroy(comm);
+}
+
 // config.congestion_control: RG_CC_DELAY or RG_CC_QUEUE makes the job's datagrams
 // ECN-capable (ECT(0)) in their DSCP, and the window follows the round
 // trips with exact results; off, no ECN bits; other values are refused.

@@ -68,6 +68,7 @@ class _Config(ctypes.Structure):
         ("peer_timeout_ms", ctypes.c_uint32),
         ("on_retry", ctypes.c_void_p),
         ("on_retry_ctx", ctypes.c_void_p),
+        ("connect_timeout_ms", ctypes.c_uint32),
     ]
 
 
@@ -286,13 +287,16 @@ class Comm:
 
     def __init__(self, server, job, token, rank, world, transport="udp", rails=None, port=0,
                  dtype=FP32, max_count=0, retries=0, timeout_ms=60000, join_timeout_ms=5000, gid_index=-1,
-                 dscp=0, congestion_control="queue", peer_timeout_ms=0, on_retry=_log_retry):
+                 dscp=0, congestion_control="queue", peer_timeout_ms=0, on_retry=_log_retry,
+                 connect_timeout_ms=0):
         """on_retry(rank, line) is told each failure the communicator recovers
         from (or tries to), as it happens (with retries): what failed and what
         it does, then how that went, and each verbs connect attempt that got
         no answer. By default a warning on the "railgate" logger; None: quiet.
         It runs on the library's thread (the constructor's for its first
-        connect) and must not call the communicator."""
+        connect) and must not call the communicator. connect_timeout_ms
+        (verbs): how long each rail's connect may take, in attempts (0: the
+        library's 5000)."""
         c = _Config()
         _lib.rg_config_init(ctypes.byref(c))
         self._strings = [s.encode() if s is not None else None for s in (server, transport, rails)]
@@ -301,9 +305,9 @@ class Comm:
         for name, v in (("port", port), ("job", job), ("token", token), ("rank", rank), ("world", world),
                         ("dtype", dtype), ("max_count", max_count), ("retries", retries), ("timeout_ms", timeout_ms),
                         ("join_timeout_ms", join_timeout_ms), ("gid_index", gid_index), ("dscp", dscp),
-                        ("peer_timeout_ms", peer_timeout_ms)):
+                        ("peer_timeout_ms", peer_timeout_ms), ("connect_timeout_ms", connect_timeout_ms)):
             v = _fit(name, v, fields[name])
-            if v or name not in ("port", "peer_timeout_ms"):  # 0: the library's default
+            if v or name not in ("port", "peer_timeout_ms", "connect_timeout_ms"):  # 0: the library's default
                 setattr(c, name, v)
         # False/"off", True/"delay" (round trip, queue depth, marks) or
         # "queue" (railgated's queue depth, marks and timeouts in a row only).

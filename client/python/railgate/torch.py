@@ -57,6 +57,8 @@ class State:
                 the slot pool (see the guide)
     peer_timeout_ms  how long every rail may stay silent before railgated is
                 taken for gone (default: the library's, 1000)
+    connect_timeout_ms  verbs: how long each rail's connect may take, in
+                attempts of 1, 2, 4 ... s (default: the library's, 5000)
     gid_index   verbs: the source GID index on every rail (-1, the default:
                 RAILGATE_IB_GID_INDEX in the environment, else the RoCEv2 GID
                 of the rail's address; NCCL_IB_GID_INDEX's role)
@@ -67,7 +69,7 @@ class State:
 
     def __init__(self, server, process_group=None, transport="udp", rails=None, port=0, job=None, token=None,
                  retries=0, timeout_ms=60000, join_timeout_ms=30000, congestion_control="queue", peer_timeout_ms=0,
-                 gid_index=-1, on_retry=railgate._log_retry):
+                 gid_index=-1, on_retry=railgate._log_retry, connect_timeout_ms=0):
         group = process_group or dist.group.WORLD
         self.rank = dist.get_rank(group)
         self.world = dist.get_world_size(group)
@@ -80,7 +82,7 @@ class State:
                                   transport=transport, rails=rails, port=port, retries=retries,
                                   timeout_ms=timeout_ms, join_timeout_ms=join_timeout_ms,
                                   congestion_control=congestion_control, peer_timeout_ms=peer_timeout_ms,
-                                  gid_index=gid_index, on_retry=on_retry)
+                                  gid_index=gid_index, on_retry=on_retry, connect_timeout_ms=connect_timeout_ms)
         self._pending = queue.Queue()
         self._staging = {}   # CUDA buckets' pinned host buffers, by (bucket index, dtype, numel)
         self._waiter = threading.Thread(target=self._complete, name="railgate-waiter", daemon=True)
