@@ -586,6 +586,25 @@ bool verbs_transport::write_raw_to(unsigned ri, const wire::region_body& to, std
                   to.rkey);
 }
 
+std::string verbs_transport::describe(unsigned ri) const {
+    if (ri >= rails_.size()) return "";
+    const rail& r = *rails_[ri];
+    const auto out = std::count_if(r.slots.begin(), r.slots.end(), [](const rail::slot_state& x) { return x.busy; });
+    std::string t = (r.have_peer ? "REGION had (" + std::to_string(r.regions) + ")" : std::string("no REGION yet")) +
+                    ", " + std::to_string(out) + " of " + std::to_string(r.pool) + " slots out, " +
+                    std::to_string(r.sends.in_flight()) + " sends posted and not yet completed, " +
+                    std::to_string(r.ctl_busy) + " control sends in flight";
+    if (r.qp) {
+        static constexpr const char* states[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
+        ibv_qp_attr a{};
+        ibv_qp_init_attr ia{};
+        if (ibv_query_qp(r.qp->qp(), &a, IBV_QP_STATE, &ia) == 0)
+            t += std::string(", QP ") + (a.qp_state <= IBV_QPS_ERR ? states[a.qp_state] : "UNKNOWN");
+    }
+    if (!r.failed.empty()) t += ", " + r.failed;
+    return t;
+}
+
 bool verbs_transport::eager(unsigned ri) const noexcept { return ri < rails_.size() && rails_[ri]->eager.on(); }
 
 verbs::qp_timers verbs_transport::qp_timers() const noexcept {

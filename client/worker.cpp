@@ -1190,7 +1190,16 @@ bool worker::progress_rail(unsigned r) {
             const auto code = static_cast<wire::error_code>(m.h.aux);
             const std::uint32_t down =
                 code == wire::error_code::rail_down && m.h.offset <= UINT32_MAX ? static_cast<std::uint32_t>(m.h.offset) : 0;
-            fail(r, failure_of(code), "railgated ended the job on rail " + std::to_string(s.tr[r]) + ": " + why, down);
+            std::string text = "railgated ended the job on rail " + std::to_string(s.tr[r]) + ": " + why;
+            // Blamed itself (railgated heard nothing from this rank on a
+            // slot the others had filled), it says what it held on the
+            // rail then: never made, made and not sent, or sent and not
+            // delivered are three different failures.
+            if (code == wire::error_code::rank_failed && m.h.offset == o_.rank) {
+                const std::string held = t_.describe(s.tr[r]);
+                text += " [this rank on the rail then: " + stalled_text(r) + (held.empty() ? "" : "; " + held) + "]";
+            }
+            fail(r, failure_of(code), text, down);
             rr.detail = m.h.offset;
             return true;
         }

@@ -111,6 +111,12 @@ public:
     // Why a message of `bytes` is more than it carries, and what would
     // carry it ("" when there is nothing to add).
     virtual std::string message_limit(std::size_t) const { return ""; }
+    // What the transport holds on `rail` that the worker's own state does
+    // not show ("" where nothing: the kernel and DPDK transports hand each
+    // message on at once): for the text of a failure that blames this rank
+    // (verbs: whether railgated's REGION came, the sends posted and not yet
+    // acknowledged, the QP's state). Called on the worker's thread.
+    virtual std::string describe(unsigned) const { return ""; }
     // The transport's name, for reports ("udp", "dpdk", "verbs").
     virtual const char* name() const noexcept = 0;
     // Who sums the UDP checksums of its frames, for reports: "software",

@@ -70,6 +70,10 @@ public:
     // so). "" when at least one could.
     std::string reconnect() override;
     const char* name() const noexcept override { return "verbs"; }
+    // "REGION had (1), 2 of 8 slots out, 3 sends posted and not yet
+    // completed, 0 control sends in flight, QP RTS" (and the rail's
+    // completion error, if any).
+    std::string describe(unsigned rail) const override;
     // RDMA writes into railgated's slots: any chunk the protocol has.
     std::size_t max_message_bytes() const noexcept override { return wire::header_bytes + wire::max_chunk_bytes; }
 

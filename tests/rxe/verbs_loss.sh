@@ -21,7 +21,10 @@
 #    worker drops an attempt that got no answer in 1 s and sends a new one,
 #    verbs::connect_attempts), then mended: the job runs bit-exact; a
 #    port nobody listens on is refused at once, and a connect that never
-#    gets an answer fails after its attempts, named.
+#    gets an answer fails after its attempts, named, also through the C
+#    ABI (connect_timeout_ms); with only railgated's packets lost (its
+#    REPs), the connections it accepted end at the worker's REJs, not at
+#    the join deadline.
 # tools/bench_verbs_loss.sh measures what the loss costs.
 #   verbs_loss.sh RXE_VM BUILD_DIR
 set -u
@@ -159,6 +162,37 @@ grep -q "no answer within 2000 ms, the last of 2 attempts in 3000 ms" "$WORK/sil
   [ "$(grep -c "connecting again (attempt 2 of 2, 2000 ms)" "$WORK/silent.log")" = 1 ] ||
   { echo "FAIL: the connect through a cut fabric"; cat "$WORK/silent.log"; exit 1; }
 echo "ok: a connect refused at once; one through a cut fabric failed after its 2 attempts in $SECONDS s: $(grep -o 'verbs connect.*' "$WORK/silent.log" | tail -n 1)"
+# A connect whose REQs get through and whose REPs are lost (the fabric cut
+# one way: netem on rgl0 alone drops railgated's packets to the workers):
+# railgated accepts each attempt and holds its connection; the worker
+# drops each attempt unanswered, and the CM's REJ for it (worker to
+# railgated, not cut) ends the connection railgated held, long before the
+# 10 s join deadline would reap it (plane.cpp: poll_cm, reap).
+l0_conns() {
+  "$BUILD/railctl" --socket "$WORK/ctl.sock" --json status | tr -d ' \n' | grep -o '"connections":[0-9]*' | head -n 1 | cut -d: -f2
+}
+tc qdisc add dev rgl0 root netem loss 100% || { echo "FAIL: netem on rgl0"; exit 1; }
+SECONDS=0
+one "$WORK/half.log" --connect-timeout 3000 &
+hp=$! peak=0
+while kill -0 $hp 2> /dev/null; do
+  n=$(l0_conns)
+  [ "${n:-0}" -gt $peak ] && peak=$n
+  sleep 0.1
+done
+wait $hp && { echo "FAIL: a connect whose REPs were all lost went through"; fabric_loss 0; exit 1; }
+gave_up=$SECONDS
+for _ in $(seq 20); do [ "$(l0_conns)" = 0 ] && break; sleep 0.1; done
+left=$(l0_conns)
+fabric_loss 0
+grep -q "no answer within 2000 ms, the last of 2 attempts in 3000 ms" "$WORK/half.log" ||
+  { echo "FAIL: the connect whose REPs were lost"; cat "$WORK/half.log"; exit 1; }
+[ "$peak" -ge 1 ] || { echo "FAIL: railgated never held the connection (did the REQs get through?)"; exit 1; }
+[ "$left" = 0 ] || {
+  echo "FAIL: railgated still held ${left:-?} connection(s) 2 s after the worker gave up at $gave_up s (the REJ not taken)"
+  tail -n 20 "$WORK/railgated.log"; exit 1
+}
+echo "ok: REQs through and REPs lost: railgated held at most $peak connection(s), none 2 s after the worker gave up at $gave_up s"
 # The same through the C ABI (librailgate's Python binding):
 # config.connect_timeout_ms sets the attempts and config.on_retry is told
 # the dropped one. Not in a sanitized tree (verbs_allreduce.sh says why).

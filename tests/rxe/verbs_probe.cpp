@@ -412,6 +412,16 @@ int main(int argc, char** argv) {
                 return 1;
             }
         }
+        // What the transport says it holds on the rail (for a failure that
+        // blames this rank): railgated's REGION had, no slot out once the
+        // allreduces are back, the QP ready to send.
+        const std::string held = t.describe(0);
+        std::printf("verbs_probe: the rail holds: %s\n", held.c_str());
+        if (held.rfind("REGION had (", 0) != 0 || held.find(", 0 of 4 slots out, ") == std::string::npos ||
+            held.find(", QP RTS") == std::string::npos) {
+            std::fprintf(stderr, "verbs_probe: describe(0) after the allreduces: %s\n", held.c_str());
+            return 1;
+        }
         // LEAVE twice, as a worker whose wait ran out before the LEAVE_ACK
         // came: each is acknowledged (leaves 1, leaves_again 1), neither
         // counted a drop.

@@ -52,6 +52,10 @@ public:
     // Results from now on echo their contribution as marked ECN CE (a
     // congested port's, as railgated's echo says it).
     void mark_results(bool on) { mark_ = on; }
+    // Contributions from now on are answered with railgated's ERROR
+    // rank_failed naming `rank`, as railgated ends a job when a rank sent
+    // nothing to a slot the others had filled; -1: answered again.
+    void blame(int rank) { blame_ = rank; }
     unsigned pings() const { return pings_; }
     unsigned leaves() const { return leaves_; }
     // The IPv4 TOS byte of the last contribution.
@@ -91,6 +95,17 @@ private:
                 ::sendto(fd_, out.data(), len, 0, reinterpret_cast<sockaddr*>(&from), fl);
                 continue;
             case wire::msg_type::contrib:
+                if (const int b = blame_; b >= 0) {
+                    const std::string text = "rank " + std::to_string(b) + " sent nothing to slot " +
+                                             std::to_string(h.slot) + " of job " + std::to_string(h.job_id) +
+                                             " on rail r0 for 1000 ms while the other ranks did";
+                    wire::encode_header(
+                        wire::error_header(h, wire::error_code::rank_failed, static_cast<std::uint64_t>(b), 0x80000001u),
+                        out.data());
+                    std::memcpy(out.data() + wire::header_bytes, text.data(), text.size());
+                    ::sendto(fd_, out.data(), wire::header_bytes + text.size(), 0, reinterpret_cast<sockaddr*>(&from), fl);
+                    continue;
+                }
                 if (drop_ > 0) {
                     --drop_;
                     continue;
@@ -116,6 +131,7 @@ private:
     int fd_ = -1;
     std::uint16_t port_ = 0;
     std::atomic<bool> stop_{false}, silent_{false}, mark_{false};
+    std::atomic<int> blame_{-1};
     std::atomic<unsigned> pings_{0}, contrib_tos_{0}, drop_{0}, leaves_{0};
     std::thread th_;
 };
@@ -451,6 +467,30 @@ BOOST_AUTO_TEST_CASE(connect_timeout_is_checked_and_an_older_config_is_served) {
     BOOST_TEST(v[3] == 2.0f);
     BOOST_TEST(rg_leave(comm) == RG_OK);
     rg_destroy(comm);
+}
+
+// A rank railgated names as the one that sent nothing says what it held
+// on the rail then (made, sent, resent, HELD; a verbs rail's REGION, posted
+// sends and QP state), so that "never sent" and "sent, not delivered" can
+// be told apart; a rank told of another's silence says only railgated's
+// words.
+BOOST_AUTO_TEST_CASE(a_rank_blamed_for_silence_says_what_it_held) {
+    fake_server s;
+    for (const int blamed : {0, 1}) {
+        rg_comm* comm = make(s, 95 + static_cast<std::uint32_t>(blamed));
+        std::vector<float> v(4, 1.0f);
+        BOOST_REQUIRE_MESSAGE(rg_allreduce(comm, v.data(), v.data(), v.size(), RG_FP32) == RG_OK, rg_last_error(comm));
+        s.blame(blamed);
+        BOOST_TEST(rg_allreduce(comm, v.data(), v.data(), v.size(), RG_FP32) == RG_ERR_RANK_FAILED);
+        s.blame(-1);
+        const std::string e = rg_last_error(comm);
+        BOOST_TEST(e.find("rank " + std::to_string(blamed) + " sent nothing to slot 0 of job") != std::string::npos, e);
+        if (blamed == 0)
+            BOOST_TEST(e.find("[this rank on the rail then: 0 of 1 chunks back, 1 made") != std::string::npos, e);
+        else
+            BOOST_TEST(e.find("this rank on the rail") == std::string::npos, e);
+        rg_destroy(comm);
+    }
 }
 
 // config.congestion_control: RG_CC_DELAY or RG_CC_QUEUE makes the job's datagrams
