@@ -276,6 +276,8 @@ void print_counters(const json& c) {
                     c["joins"].get<unsigned long long>(), c["join_errors"].get<unsigned long long>(),
                     c["leaves"].get<unsigned long long>(), c["aborts"].get<unsigned long long>(),
                     c["drops_total"].get<unsigned long long>());
+        if (const auto again = c.value("joins_again", 0ull))
+            std::printf("  joins repeated while their answer was on its way: %llu (not answered twice)\n", again);
         for (const auto& [reason, n] : c["drops"].items())
             std::printf("    drop %-28s %llu\n", reason.c_str(), n.get<unsigned long long>());
         return;

@@ -153,6 +153,7 @@ json verbs_counters_json(const verbs::plane& p, const std::string& only) {
                   {"connects", v(c.connects)},
                   {"disconnects", v(c.disconnects)},
                   {"rejected", v(c.rejected)},
+                  {"joins_again", v(c.joins_again)},
                   {"aggregations", v(c.results)},
                   {"engine_reductions", v(c.engine_reductions)},
                   {"qp_errors", v(c.qp_errors)},

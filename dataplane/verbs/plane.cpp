@@ -79,6 +79,12 @@ struct conn {
     int job = -1;              // index in the rail's job table
     std::uint16_t rank = 0;
     bool have_region = false;  // the worker's REGION (where results go)
+    // The JOIN last answered here (its nonce, in the job incarnation it
+    // joined): RC delivers that answer, so the same JOIN sent again while
+    // it is on its way (a worker resends every 100 ms until answered) is
+    // not answered twice.
+    std::uint64_t answered_nonce = 0;
+    std::uint32_t answered_instance = 0;
     std::uint32_t results_lkey = 0; // its job's result memory in this PD
     // The job this connection left (its LEAVE): a LEAVE repeated for it is
     // acknowledged again, as on the UDP rails.
@@ -969,8 +975,14 @@ void plane::rail_state::on_join(conn& c, const wire::header& h, std::span<const 
     // JOINs (a worker sends one every 100 ms until answered) outruns:
     // without two free, the JOIN is dropped (tx_full) and answered when it
     // comes again.
-    if (c.ctl_busy + 2 > ctl_sends) return ctr.drop(drop_reason::tx_full);
     const wire::join_body b = wire::decode_join_body(body.data());
+    // Under a slow peer or a paused railgated, a worker's repeats queue
+    // behind its first JOIN. Each was answered in full before, and a dozen
+    // of them ran the control buffers out (tx_full drops, as in CI's TCG
+    // guest after its rail thread was away): one answer is enough on RC.
+    const bool answered = c.job >= 0 && c.answered_nonce == b.nonce && c.rank == h.rank &&
+                          job_at(c.job).id == h.job_id && job_at(c.job).instance == c.answered_instance;
+    if (!answered && c.ctl_busy + 2 > ctl_sends) return ctr.drop(drop_reason::tx_full);
     const unsigned pool = b.pool_size ? b.pool_size : std::min(lim.default_pool, wire::verbs_max_pool);
     auto refuse = [&](wire::error_code code, drop_reason why, const std::string& text, std::uint64_t detail = 0) {
         bump(ctr.join_errors);
@@ -1100,7 +1112,12 @@ void plane::rail_state::on_join(conn& c, const wire::header& h, std::span<const 
         x.x.members[h.rank] = &c;
         bump(ctr.joins);
     }
-    // JOIN_ACK then REGION (a repeated JOIN gets both again).
+    if (answered && jr.st == agg::join_status::again) {
+        bump(ctr.joins_again); // heard (jobs.join), already answered
+        return;
+    }
+    // JOIN_ACK then REGION (again for a new nonce: a worker's new join,
+    // or the same rank in the job's next incarnation).
     wire::join_ack_body ab = ack;
     ab.pool_size = x.pool;
     ab.stall_ms = static_cast<std::uint16_t>(std::min(lim.stall_ms, 65535u));
@@ -1120,6 +1137,8 @@ void plane::rail_state::on_join(conn& c, const wire::header& h, std::span<const 
                               static_cast<std::uint32_t>(region_bytes)},
                              rb);
     send_ctl(c, a, rb, sizeof rb);
+    c.answered_nonce = b.nonce;
+    c.answered_instance = x.instance;
 }
 
 void plane::rail_state::on_region(conn& c, const wire::header& h, std::span<const std::uint8_t> body) {

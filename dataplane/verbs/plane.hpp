@@ -85,6 +85,7 @@ struct rail_counters {
         engine_reductions{0}, // slots reduced across the NUMA arena (large chunks)
         stalls{0}, expirations{0}, takeovers{0}, pongs{0}, // job lifecycle, as on DPDK rails
         leaves_again{0}, // LEAVEs repeated by a rank that had left, acknowledged again
+        joins_again{0},  // JOINs repeated while their answer was on its way (RC delivers it): not answered twice
         operator_aborts{0}, // jobs railctl job abort ended
         absences{0},     // times the rail's thread did not run for 250 ms or more (the jobs' clocks skip it)
         eager_conns{0}, eager_contributions{0}, eager_results{0}; // connections, chunks in and results out on eager rings

@@ -282,11 +282,14 @@ timeout 60 "$BUILD/tests/rxe/verbs_probe" 198.18.0.1 47000 intrude || { echo "FA
 # the ring (verbs_probe order stops railgated, posts them, resumes it):
 # railgated reads its CQ to the end before it takes the entry, and sums the
 # chunk (it had dropped it as region_missing, a rank then judged stalled).
+# The 17 copies of the JOIN before them are answered once (joins_again 16;
+# before, 8 answers and 9 tx_full drops).
 timeout 60 "$BUILD/tests/rxe/verbs_probe" 198.18.0.1 47000 order $RG_PID ||
   { kill -CONT $RG_PID; echo "FAIL: verbs_probe order"; tail -n 20 "$WORK/railgated4.log"; exit 1; }
 "$BUILD/railctl" --socket "$WORK/ctl4.sock" --json stats |
-  python3 -c 'import json, sys; d = json.load(sys.stdin)["rails"][0]["drops"]; assert "region_missing" not in d, d' ||
-  { echo "FAIL: a chunk dropped before its REGION was read"; exit 1; }
+  python3 -c 'import json, sys; r = json.load(sys.stdin)["rails"][0]; d = r["drops"]
+assert "region_missing" not in d and "tx_full" not in d and r["joins_again"] == 16, r' ||
+  { echo "FAIL: a chunk dropped before its REGION was read, or the JOIN's 16 copies answered (tx_full)"; exit 1; }
 # Rank 1 of a job left and replaced 4 times by new connections (an elastic
 # job's restarts): railgated lets go of each one's registration of the
 # job's results when its QP is gone, not when the job ends. While the job

@@ -227,7 +227,8 @@ int churn(std::uint32_t ip, std::uint16_t port) {
 // stopped, 17 JOINs of job 82, its REGION, then a 16-byte chunk through
 // the ring; resumed, railgated reads 16 JOINs, then the ring. The chunk
 // must come back summed, not be dropped (region_missing: over RC it would
-// never come again, and the rank would be judged stalled).
+// never come again, and the rank would be judged stalled). The JOIN is
+// answered once: its 16 copies came while the answer was on its way.
 // A PING goes first, which railgated (no job on the connection) answers
 // with an ERROR: one of its 16 control buffers, so that the JOINs' answers
 // (a JOIN_ACK and a REGION each, from buffers that come back only as their
@@ -340,8 +341,17 @@ int order(std::uint32_t ip, std::uint16_t port, pid_t railgated) {
         std::fprintf(stderr, "verbs_probe: order: the result of job 82 is not its one rank's chunk\n");
         return 1;
     }
-    std::printf("verbs_probe: order: an eager chunk behind a REGION queued past 16 completions summed (%u JOIN_ACKs, "
-                "each with its REGION)\n",
+    // The 16 JOINs after the first repeat it while its answer is on its
+    // way: one answer (railgated counts the rest joins_again). Before, each
+    // was answered in full until the control buffers ran out: 8 JOIN_ACKs
+    // and REGIONs, then tx_full drops.
+    if (acks != 1 || regions != 1) {
+        std::fprintf(stderr, "verbs_probe: order: %u JOIN_ACKs and %llu REGIONs to 17 copies of one JOIN, not one each\n",
+                     acks, static_cast<unsigned long long>(regions));
+        return 1;
+    }
+    std::printf("verbs_probe: order: an eager chunk behind a REGION queued past 16 completions summed; 17 copies of "
+                "one JOIN answered once (%u JOIN_ACK, its REGION)\n",
                 acks);
     return 0;
 }
