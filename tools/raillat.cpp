@@ -256,8 +256,9 @@ struct result {
 // read (an emulated guest's HPET: 0.7 us, which would land in every
 // sample) is it the TSC again, and the measuring thread stays on one CPU
 // while it samples (tsc_cpu). Kept there on a kvm-clock host, raillat
-// stayed on the CPU it started on: railgated's lcore's, in 2 of 3 runs,
-// where the two took turns and a ping-pong read 13-16 us, not 7-9.
+// stayed on the CPU it started on, railgated's lcore's in 5 of 5 runs
+// against the embedded default: the two took turns and a ping-pong read
+// 13-16 us, against 9-11 unpinned.
 double us_of(std::uint64_t ns) noexcept { return static_cast<double>(ns) / 1000; }
 bool tsc_pinned() noexcept {
     static const bool pinned = [] {
